@@ -1,0 +1,260 @@
+// The control protocol: the slow path between the shim and simnicd, like uverbs' commands.
+//
+// Transport: a Unix SOCK_SEQPACKET socket at control_socket_path(); one connection per
+// ibv_context (per `simnic` query). Every request is one message, ReqHeader + body, and gets
+// exactly one reply message, RespHeader + body. File descriptors (eventfds, memfds, channel
+// sockets) travel as SCM_RIGHTS. Bodies are the trivially copyable structs below; where
+// libibverbs already defines the struct (ibv_qp_attr, ibv_port_attr, ...) we carry it as is,
+// since both ends are compiled against the same infiniband/verbs.h.
+//
+// A reply's status is 0 or a positive errno, the value the verb returns (or sets) in
+// rdma-core. simnicd identifies the caller by SO_PEERCRED and frees everything the connection
+// created when it closes, as the kernel does when a process dies.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include <infiniband/verbs.h>
+
+namespace simnic::abi {
+
+constexpr uint32_t kAbiVersion = 1;
+constexpr uint32_t kMaxMessage = 64 * 1024;  // largest control message, header included
+
+enum class Op : uint32_t {
+  Hello = 1,        // fds: [doorbell eventfd, async-event socket] -> HelloReply
+  QueryDevice,      // -> QueryDeviceReply
+  QueryPort,        // QueryPortReq -> QueryPortReply
+  QueryGid,         // QueryGidReq -> QueryGidReply
+  AllocPd,          // -> HandleReply
+  DeallocPd,        // HandleReq
+  RegMr,            // RegMrReq -> RegMrReply
+  DeregMr,          // HandleReq
+  CreateCompChannel,  // fds: [channel socket, simnicd's end] -> HandleReply
+  DestroyCompChannel, // HandleReq
+  CreateCq,         // CreateCqReq -> CreateCqReply, fds: [memfd]
+  DestroyCq,        // HandleReq
+  CreateQp,         // CreateQpReq -> CreateQpReply, fds: [memfd]
+  ModifyQp,         // ModifyQpReq
+  QueryQp,          // QueryQpReq -> QueryQpReply
+  DestroyQp,        // HandleReq
+  CreateSrq,        // CreateSrqReq -> CreateSrqReply, fds: [memfd]
+  ModifySrq,        // ModifySrqReq
+  QuerySrq,         // HandleReq -> QuerySrqReply
+  DestroySrq,       // HandleReq
+  CreateAh,         // CreateAhReq -> HandleReply
+  DestroyAh,        // HandleReq
+  Status,           // -> text: "key value" lines (the `simnic status` view)
+  SetFault,         // text "loss=0.05 dup=0 ..." -> text
+  Count_
+};
+
+struct ReqHeader {
+  uint32_t op;   // Op
+  uint32_t len;  // bytes of body following the header
+};
+
+struct RespHeader {
+  uint32_t op;      // echoes the request's op
+  uint32_t len;     // bytes of body following the header
+  int32_t status;   // 0 or a positive errno
+  uint32_t reserved;
+};
+
+struct HandleReq {
+  uint32_t handle;
+  uint32_t reserved;
+};
+
+struct HandleReply {
+  uint32_t handle;
+  uint32_t reserved;
+};
+
+struct HelloReq {
+  uint32_t abi_version;  // kAbiVersion
+  uint32_t reserved;
+};
+
+struct HelloReply {
+  char name[64];            // e.g. "simnic0"
+  uint64_t node_guid;       // network byte order, as in ibv_device_attr
+  uint32_t ipv4;            // the NIC's address, network byte order
+  uint32_t daemon_pid;
+  uint32_t abi_version;
+  uint32_t num_comp_vectors;
+};
+
+struct QueryDeviceReply {
+  struct ibv_device_attr attr;
+};
+
+struct QueryPortReq {
+  uint32_t port_num;
+  uint32_t reserved;
+};
+
+struct QueryPortReply {
+  struct ibv_port_attr attr;
+};
+
+struct QueryGidReq {
+  uint32_t port_num;
+  uint32_t index;
+};
+
+struct QueryGidReply {
+  union ibv_gid gid;
+  uint32_t gid_type;  // enum ibv_gid_type_sysfs: IBV_GID_TYPE_SYSFS_ROCE_V2
+  uint32_t ndev_ifindex;
+};
+
+struct RegMrReq {
+  uint32_t pd;
+  uint32_t access;  // enum ibv_access_flags
+  uint64_t addr;    // in the caller's address space
+  uint64_t length;
+  uint64_t iova;    // what remote peers address (== addr for ibv_reg_mr)
+};
+
+struct RegMrReply {
+  uint32_t handle;
+  uint32_t lkey;
+  uint32_t rkey;
+  uint32_t reserved;
+};
+
+struct CreateCqReq {
+  int32_t cqe;            // entries asked for
+  uint32_t channel;       // comp channel handle, 0 for none
+  uint32_t comp_vector;
+  uint32_t reserved;
+};
+
+struct CreateCqReply {
+  uint32_t handle;
+  int32_t cqe;            // usable entries (>= asked)
+  uint32_t entries;       // ring slots, a power of two
+  uint32_t reserved;
+  uint64_t mem_bytes;     // size of the memfd to map
+};
+
+struct CreateQpReq {
+  uint32_t pd;
+  uint32_t send_cq;
+  uint32_t recv_cq;
+  uint32_t srq;           // 0 for none
+  uint32_t qp_type;       // enum ibv_qp_type
+  uint32_t sq_sig_all;
+  struct ibv_qp_cap cap;
+};
+
+struct CreateQpReply {
+  uint32_t handle;
+  uint32_t qp_num;
+  struct ibv_qp_cap cap;  // what was granted
+  uint32_t sq_entries;    // ring slots, powers of two
+  uint32_t rq_entries;    // 0 with an SRQ
+  uint32_t sq_offset;     // byte offsets of the slot arrays in the memfd
+  uint32_t rq_offset;
+  uint64_t mem_bytes;
+};
+
+struct ModifyQpReq {
+  uint32_t qp;
+  int32_t attr_mask;      // enum ibv_qp_attr_mask
+  struct ibv_qp_attr attr;
+};
+
+struct QueryQpReq {
+  uint32_t qp;
+  int32_t attr_mask;
+};
+
+struct QueryQpReply {
+  struct ibv_qp_attr attr;
+  struct ibv_qp_cap cap;
+  uint32_t qp_type;
+  uint32_t sq_sig_all;
+};
+
+struct CreateSrqReq {
+  uint32_t pd;
+  uint32_t reserved;
+  struct ibv_srq_attr attr;
+};
+
+struct CreateSrqReply {
+  uint32_t handle;
+  uint32_t entries;
+  struct ibv_srq_attr attr;
+  uint32_t wqe_offset;
+  uint32_t reserved;
+  uint64_t mem_bytes;
+};
+
+struct ModifySrqReq {
+  uint32_t srq;
+  int32_t attr_mask;      // enum ibv_srq_attr_mask
+  struct ibv_srq_attr attr;
+};
+
+struct QuerySrqReply {
+  struct ibv_srq_attr attr;
+};
+
+struct CreateAhReq {
+  uint32_t pd;
+  uint32_t reserved;
+  struct ibv_ah_attr attr;
+};
+
+// Sent by simnicd on a completion channel's socket, one message per event.
+struct CqEventMsg {
+  uint32_t cq;  // the CQ handle
+  uint32_t reserved;
+};
+
+// Sent by simnicd on the context's async-event socket.
+struct AsyncEventMsg {
+  uint32_t event_type;  // enum ibv_event_type
+  uint32_t handle;      // QP / CQ / SRQ handle, or the port number
+};
+
+template <class T>
+constexpr bool kWireSafe = std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>;
+static_assert(kWireSafe<HelloReply> && kWireSafe<CreateQpReq> && kWireSafe<ModifyQpReq> &&
+              kWireSafe<QueryQpReply> && kWireSafe<CreateAhReq>);
+
+inline const char* op_name(Op op) {
+  switch (op) {
+    case Op::Hello: return "Hello";
+    case Op::QueryDevice: return "QueryDevice";
+    case Op::QueryPort: return "QueryPort";
+    case Op::QueryGid: return "QueryGid";
+    case Op::AllocPd: return "AllocPd";
+    case Op::DeallocPd: return "DeallocPd";
+    case Op::RegMr: return "RegMr";
+    case Op::DeregMr: return "DeregMr";
+    case Op::CreateCompChannel: return "CreateCompChannel";
+    case Op::DestroyCompChannel: return "DestroyCompChannel";
+    case Op::CreateCq: return "CreateCq";
+    case Op::DestroyCq: return "DestroyCq";
+    case Op::CreateQp: return "CreateQp";
+    case Op::ModifyQp: return "ModifyQp";
+    case Op::QueryQp: return "QueryQp";
+    case Op::DestroyQp: return "DestroyQp";
+    case Op::CreateSrq: return "CreateSrq";
+    case Op::ModifySrq: return "ModifySrq";
+    case Op::QuerySrq: return "QuerySrq";
+    case Op::DestroySrq: return "DestroySrq";
+    case Op::CreateAh: return "CreateAh";
+    case Op::DestroyAh: return "DestroyAh";
+    case Op::Status: return "Status";
+    case Op::SetFault: return "SetFault";
+    case Op::Count_: break;
+  }
+  return "?";
+}
+
+}  // namespace simnic::abi
