@@ -46,6 +46,7 @@ enum class Op : uint32_t {
   DestroyAh,        // HandleReq
   Status,           // -> text: "key value" lines (the `simnic status` view)
   SetFault,         // text "loss=0.05 dup=0 ..." -> text
+  Step,             // text "on" | "off" | "next [N]" | "status" -> text "paused 1\nqueued 3\n..."
   Count_
 };
 
@@ -252,6 +253,7 @@ inline const char* op_name(Op op) {
     case Op::DestroyAh: return "DestroyAh";
     case Op::Status: return "Status";
     case Op::SetFault: return "SetFault";
+    case Op::Step: return "Step";
     case Op::Count_: break;
   }
   return "?";

@@ -1,0 +1,230 @@
+// The completer: consumes ACKs, NAKs, READ responses and atomic ACKs, retires send WQEs in
+// order and writes their CQEs (IBA 9.7.5.1; rxe_comp.c plays the same role).
+#include <algorithm>
+#include <cstring>
+
+#include "simnic/core/device.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
+  switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
+    default: return IBV_WC_SEND;
+  }
+}
+
+// RNR NAK timer field -> nanoseconds (IBA Table 45).
+uint64_t rnr_timer_ns(uint32_t t) {
+  static const uint32_t kUs100[32] = {  // in units of 10 ns
+      65536000, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+      1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return uint64_t(kUs100[t & 31]) * 10000;
+}
+
+}  // namespace
+
+void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
+  const uint32_t mask = qp.sq_entries - 1;
+  const abi::SendWqe& w = qp.sq[qp.sq_consumer & mask];
+  SendWqeState& st = qp.sq_state[qp.sq_consumer & mask];
+  bool started = qp.sq_consumer != qp.sq_started;
+  if (started && st.rd_atomic && qp.rd_atomic_outstanding) --qp.rd_atomic_outstanding;
+  // Errors complete even when unsignaled (IBA 10.7.3.1).
+  if (status != IBV_WC_SUCCESS || qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED)) {
+    ibv_wc wc{};
+    wc.wr_id = w.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode_for(w.opcode);
+    wc.qp_num = qp.qpn;
+    if (status == IBV_WC_SUCCESS && (w.opcode == IBV_WR_RDMA_READ || st.rd_atomic)) wc.byte_len = st.length;
+    push_cqe(*qp.send_cq, wc, false);
+  }
+  if (!started) ++qp.sq_started;
+  if (qp.sq_next == qp.sq_consumer) {
+    ++qp.sq_next;
+    qp.pkt_in_wqe = 0;
+  }
+  tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", qp.sq_consumer);
+  ++qp.sq_consumer;
+  qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
+}
+
+void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {
+  char line[96];
+  std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, wc_status_name(status));
+  log(LogLevel::kWarn, line + rule);
+  tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
+  if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
+    complete_send_wqe(qp, status);
+  set_qp_state(qp, IBV_QPS_ERR, wc_status_name(status));
+}
+
+// Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
+void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
+  const uint32_t mask = qp.sq_entries - 1;
+  if (psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = psn_add(psn, 1);
+  while (qp.sq_consumer != qp.sq_started) {
+    SendWqeState& st = qp.sq_state[qp.sq_consumer & mask];
+    uint32_t last = psn_add(st.first_psn, st.npkts - 1);
+    if (psn_diff(last, psn) > 0) break;
+    if (qp.sq_consumer == qp.sq_next) break;  // not fully sent yet (being resent)
+    if (st.rd_atomic && !st.done) {
+      // Later requests were acknowledged but this READ/atomic has no answer: its responses
+      // were lost (IBA 9.7.5.1.1, implied NAK). Ask again.
+      go_back_n(qp, psn_add(st.first_psn, st.rcvd_pkts), now, "implied_nak");
+      return;
+    }
+    complete_send_wqe(qp, IBV_WC_SUCCESS);
+    if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
+  }
+  qp.retry_left = qp.attr.retry_cnt;  // progress resets the retry budget
+  qp.rnr_retry_left = qp.attr.rnr_retry;
+  if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started)
+    qp.timer_deadline_ns = 0;
+  else
+    arm_ack_timer(qp, now);
+}
+
+void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) {
+    ++counters_.rx_drop_qp_state;
+    return;
+  }
+  const uint32_t psn = pkt.h.bth.psn;
+  const uint32_t mask = qp.sq_entries - 1;
+  // A response must be for a PSN we have sent and not yet retired.
+  if (psn_diff(psn, qp.una_psn) < 0 || psn_diff(psn, qp.next_psn) >= 0) {
+    if (pkt.mask & kIsAck) ++counters_.duplicates;  // a late or repeated ACK
+    else ++counters_.rx_drop_unexpected;
+    return;
+  }
+
+  if (pkt.mask & (kIsReadResp | kHasAtomicAckEth)) {
+    // Find the READ/atomic WQE this response belongs to.
+    uint32_t idx = qp.sq_consumer;
+    for (; idx != qp.sq_started; ++idx) {
+      const SendWqeState& st = qp.sq_state[idx & mask];
+      int32_t d = psn_diff(psn, st.first_psn);
+      if (d >= 0 && d < int32_t(st.npkts)) break;
+    }
+    if (idx == qp.sq_started) {
+      ++counters_.rx_drop_unexpected;
+      return;
+    }
+    abi::SendWqe& w = qp.sq[idx & mask];
+    SendWqeState& st = qp.sq_state[idx & mask];
+    if (!st.rd_atomic) {
+      ++counters_.rx_drop_unexpected;
+      return;
+    }
+    // Everything before this response's request is implicitly acknowledged.
+    complete_acked(qp, psn_add(st.first_psn, uint32_t(-1) & kPsnMask), now);
+    if (qp.state != IBV_QPS_RTS) return;
+    if (pkt.mask & kHasAtomicAckEth) {
+      if (!st.done) {
+        uint64_t orig = pkt.h.atomic_ack.orig;
+        std::string why;
+        if (int e = scatter(qp, w.sge, w.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
+          (void)e;
+          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+          return;
+        }
+        st.done = true;
+        st.rcvd_pkts = 1;
+      }
+    } else {
+      uint32_t expect = psn_add(st.first_psn, st.rcvd_pkts);
+      if (psn != expect) {
+        // A gap in the response stream: re-request from the first missing packet.
+        if (psn_diff(psn, expect) > 0) go_back_n(qp, expect, now, "read_gap");
+        else ++counters_.duplicates;
+        return;
+      }
+      uint32_t offset = st.rcvd_pkts * qp.mtu_bytes;
+      if (!pkt.payload.empty()) {
+        std::string why;
+        if (scatter(qp, w.sge, w.num_sge, offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
+          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+          return;
+        }
+      }
+      ++st.rcvd_pkts;
+      if (st.rcvd_pkts == st.npkts) st.done = true;
+    }
+    if (st.done) complete_acked(qp, psn_add(st.first_psn, st.npkts - 1), now);
+    else {
+      if (psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = psn_add(psn, 1);
+      arm_ack_timer(qp, now);
+    }
+    requester_run(qp, now);
+    return;
+  }
+
+  // ACK / NAK.
+  ++counters_.acks_received;
+  const uint8_t syndrome = pkt.h.aeth.syndrome;
+  switch (aeth_class(syndrome)) {
+    case kAethAck:
+      complete_acked(qp, psn, now);
+      break;
+    case kAethRnrNak: {
+      ++counters_.rnr_naks_received;
+      ++qp.counters.rnr_naks_received;
+      complete_acked(qp, psn_add(psn, kPsnMask), now);  // everything before psn is done
+      if (qp.state != IBV_QPS_RTS) return;
+      if (qp.attr.rnr_retry != 7) {  // 7 means retry forever
+        if (qp.rnr_retry_left == 0) {
+          requester_error(qp, IBV_WC_RNR_RETRY_EXC_ERR,
+                          "the responder had no receive WQE (RNR NAK) more than rnr_retry=" +
+                              std::to_string(qp.attr.rnr_retry) + " times");
+          return;
+        }
+        --qp.rnr_retry_left;
+      }
+      qp.rnr_wait = true;
+      qp.una_psn = psn;
+      qp.timer_deadline_ns = now + rnr_timer_ns(aeth_value(syndrome));
+      busy_qps_.erase(qp.qpn);
+      return;
+    }
+    case kAethNak: {
+      ++counters_.naks_received;
+      ++qp.counters.naks_received;
+      complete_acked(qp, psn_add(psn, kPsnMask), now);
+      if (qp.state != IBV_QPS_RTS) return;
+      uint32_t code = aeth_value(syndrome);
+      if (code == kNakPsnSeqError) {
+        go_back_n(qp, psn, now, "nak_seq");
+        return;
+      }
+      ibv_wc_status st = code == kNakRemoteAccessError ? IBV_WC_REM_ACCESS_ERR
+                         : code == kNakInvalidRequest  ? IBV_WC_REM_INV_REQ_ERR
+                         : code == kNakInvalidRdRequest ? IBV_WC_REM_INV_RD_REQ_ERR
+                                                        : IBV_WC_REM_OP_ERR;
+      const char* what = code == kNakRemoteAccessError ? "remote access error"
+                         : code == kNakInvalidRequest  ? "invalid request"
+                         : code == kNakInvalidRdRequest ? "invalid RD request"
+                                                        : "remote operational error";
+      requester_error(qp, st, std::string("the responder sent NAK ") + what + " (see the peer's log for the rule)");
+      return;
+    }
+    default:
+      ++counters_.rx_drop_malformed;
+      return;
+  }
+  requester_run(qp, now);
+}
+
+}  // namespace simnic::core

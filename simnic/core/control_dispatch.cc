@@ -1,0 +1,262 @@
+#include "simnic/core/control_dispatch.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace simnic::core {
+
+using namespace simnic::abi;
+
+namespace {
+
+template <class T>
+bool decode(std::span<const uint8_t> body, T* out) {
+  if (body.size() != sizeof(T)) return false;
+  std::memcpy(out, body.data(), sizeof(T));
+  return true;
+}
+
+template <class T>
+ControlReply ok(const T& v) {
+  ControlReply r;
+  r.body.resize(sizeof(T));
+  std::memcpy(r.body.data(), &v, sizeof(T));
+  return r;
+}
+
+ControlReply fail(int status) {
+  ControlReply r;
+  r.status = status;
+  return r;
+}
+
+ControlReply text(const std::string& s, int status = 0) {
+  ControlReply r;
+  r.status = status;
+  r.body.assign(s.begin(), s.end());
+  return r;
+}
+
+// Moves the memfd of a shared region into the reply.
+void attach(ControlReply& r, ShmRegion& mem) {
+  if (mem.fd >= 0) {
+    r.fds.push_back(mem.fd);
+    mem.fd = -1;
+  }
+}
+
+}  // namespace
+
+ControlDispatcher::ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks)
+    : dev_(device), daemon_pid_(daemon_pid), hooks_(std::move(hooks)) {}
+
+void ControlDispatcher::close(ControlSession& s) {
+  if (s.ctx) dev_.close_context(s.ctx);
+  s.ctx = nullptr;
+}
+
+ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const uint8_t> body,
+                                       std::vector<int>& fds, uint64_t now) {
+  if (op == Op::Hello) {
+    HelloReq req;
+    if (!decode(body, &req)) return fail(EINVAL);
+    if (req.abi_version != kAbiVersion) return fail(EPROTO);
+    if (s.greeted) return fail(EALREADY);
+    s.greeted = true;
+    if (fds.size() >= 2) {  // an ibv_context: doorbell eventfd + async-event socket
+      s.ctx = dev_.open_context(s.pid, s.uid, fds[0], fds[1]);
+      fds[0] = fds[1] = -1;
+    }
+    HelloReply rep{};
+    std::snprintf(rep.name, sizeof rep.name, "%s", dev_.config().name.c_str());
+    rep.node_guid = dev_.node_guid_be();
+    uint32_t ip = dev_.config().ipv4;
+    uint8_t b[4] = {uint8_t(ip >> 24), uint8_t(ip >> 16), uint8_t(ip >> 8), uint8_t(ip)};
+    std::memcpy(&rep.ipv4, b, 4);
+    rep.daemon_pid = uint32_t(daemon_pid_);
+    rep.abi_version = kAbiVersion;
+    rep.num_comp_vectors = 1;
+    return ok(rep);
+  }
+  if (!s.greeted) return fail(EPROTO);
+
+  // Queries that need no context.
+  switch (op) {
+    case Op::Status:
+      return text(dev_.status_text() + (hooks_.extra_status ? hooks_.extra_status() : ""));
+    case Op::SetFault: {
+      if (!hooks_.set_faults) return fail(EOPNOTSUPP);
+      int st = 0;
+      std::string out = hooks_.set_faults(std::string(body.begin(), body.end()), &st);
+      return text(out, st);
+    }
+    case Op::Step: {
+      if (!hooks_.step) return fail(EOPNOTSUPP);
+      int st = 0;
+      std::string out = hooks_.step(std::string(body.begin(), body.end()), &st);
+      return text(out, st);
+    }
+    case Op::QueryDevice: return ok(QueryDeviceReply{dev_.device_attr()});
+    case Op::QueryPort: {
+      QueryPortReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      if (req.port_num != 1) return fail(EINVAL);
+      return ok(QueryPortReply{dev_.port_attr()});
+    }
+    case Op::QueryGid: {
+      QueryGidReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      if (req.port_num != 1 || req.index != 0) return fail(EINVAL);
+      QueryGidReply rep{};
+      rep.gid = dev_.gid0();
+      rep.gid_type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+      return ok(rep);
+    }
+    default: break;
+  }
+  if (!s.ctx) return fail(EPROTO);  // a query-only connection cannot create objects
+  Context* ctx = s.ctx;
+
+  switch (op) {
+    case Op::AllocPd: {
+      HandleReply rep{};
+      if (int e = dev_.alloc_pd(ctx, &rep.handle)) return fail(e);
+      return ok(rep);
+    }
+    case Op::DeallocPd: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.dealloc_pd(ctx, req.handle));
+    }
+    case Op::RegMr: {
+      RegMrReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      Mr* mr = nullptr;
+      if (int e = dev_.reg_mr(ctx, req.pd, req.addr, req.length, req.iova, req.access, &mr)) return fail(e);
+      return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
+    }
+    case Op::DeregMr: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.dereg_mr(ctx, req.handle));
+    }
+    case Op::CreateCompChannel: {
+      if (fds.empty() || fds[0] < 0) return fail(EINVAL);
+      HandleReply rep{};
+      if (int e = dev_.create_channel(ctx, fds[0], &rep.handle)) return fail(e);
+      fds[0] = -1;
+      return ok(rep);
+    }
+    case Op::DestroyCompChannel: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.destroy_channel(ctx, req.handle));
+    }
+    case Op::CreateCq: {
+      CreateCqReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      Cq* cq = nullptr;
+      if (int e = dev_.create_cq(ctx, req.cqe, req.channel, &cq)) return fail(e);
+      CreateCqReply rep{cq->handle, cq->cqe, cq->entries, 0, cq->mem.size};
+      ControlReply r = ok(rep);
+      attach(r, cq->mem);
+      return r;
+    }
+    case Op::DestroyCq: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.destroy_cq(ctx, req.handle));
+    }
+    case Op::CreateQp: {
+      CreateQpReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      ibv_qp_init_attr init{};
+      init.qp_type = ibv_qp_type(req.qp_type);
+      init.sq_sig_all = int(req.sq_sig_all);
+      init.cap = req.cap;
+      Qp* qp = nullptr;
+      if (int e = dev_.create_qp(ctx, init, req.pd, req.send_cq, req.recv_cq, req.srq, &qp)) return fail(e);
+      CreateQpReply rep{};
+      rep.handle = qp->handle;
+      rep.qp_num = qp->qpn;
+      rep.cap = qp->cap;
+      rep.sq_entries = qp->sq_entries;
+      rep.rq_entries = qp->rq_entries;
+      rep.sq_offset = uint32_t(reinterpret_cast<uint8_t*>(qp->sq) - static_cast<uint8_t*>(qp->mem.addr));
+      rep.rq_offset = uint32_t(reinterpret_cast<uint8_t*>(qp->rq) - static_cast<uint8_t*>(qp->mem.addr));
+      rep.mem_bytes = qp->mem.size;
+      ControlReply r = ok(rep);
+      attach(r, qp->mem);
+      return r;
+    }
+    case Op::ModifyQp: {
+      ModifyQpReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now));
+    }
+    case Op::QueryQp: {
+      QueryQpReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      QueryQpReply rep{};
+      Qp* qp = nullptr;
+      if (int e = dev_.query_qp(ctx, req.qp, &rep.attr, &qp)) return fail(e);
+      rep.cap = qp->cap;
+      rep.qp_type = qp->type;
+      rep.sq_sig_all = qp->sq_sig_all;
+      return ok(rep);
+    }
+    case Op::DestroyQp: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.destroy_qp(ctx, req.handle));
+    }
+    case Op::CreateSrq: {
+      CreateSrqReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      Srq* srq = nullptr;
+      if (int e = dev_.create_srq(ctx, req.pd, req.attr, &srq)) return fail(e);
+      CreateSrqReply rep{};
+      rep.handle = srq->handle;
+      rep.entries = srq->entries;
+      rep.attr = srq->attr;
+      rep.wqe_offset = uint32_t(reinterpret_cast<uint8_t*>(srq->slots) - static_cast<uint8_t*>(srq->mem.addr));
+      rep.mem_bytes = srq->mem.size;
+      ControlReply r = ok(rep);
+      attach(r, srq->mem);
+      return r;
+    }
+    case Op::ModifySrq: {
+      ModifySrqReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.modify_srq(ctx, req.srq, req.attr, req.attr_mask));
+    }
+    case Op::QuerySrq: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      QuerySrqReply rep{};
+      if (int e = dev_.query_srq(ctx, req.handle, &rep.attr)) return fail(e);
+      return ok(rep);
+    }
+    case Op::DestroySrq: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.destroy_srq(ctx, req.handle));
+    }
+    case Op::CreateAh: {
+      CreateAhReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      HandleReply rep{};
+      if (int e = dev_.create_ah(ctx, req.pd, req.attr, &rep.handle)) return fail(e);
+      return ok(rep);
+    }
+    case Op::DestroyAh: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.destroy_ah(ctx, req.handle));
+    }
+    default:
+      return fail(EOPNOTSUPP);
+  }
+}
+
+}  // namespace simnic::core

@@ -1,0 +1,55 @@
+// Decodes control-socket requests, calls the Device, encodes replies. No I/O: the I/O layer
+// hands in the bytes and descriptors of one message and sends back what this returns.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "simnic/abi/control.h"
+#include "simnic/core/device.h"
+
+namespace simnic::core {
+
+// One control connection.
+struct ControlSession {
+  pid_t pid = 0;        // from SO_PEERCRED
+  uid_t uid = 0;
+  bool greeted = false; // Hello seen
+  Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
+};
+
+struct ControlReply {
+  int status = 0;                // 0 or a positive errno
+  std::vector<uint8_t> body;
+  std::vector<int> fds;          // sent with the reply, then closed by the I/O layer
+};
+
+class ControlDispatcher {
+ public:
+  // What the I/O layer adds: fault injection lives at the port, and status has I/O lines.
+  struct Hooks {
+    std::function<std::string(const std::string& spec, int* status)> set_faults;
+    std::function<std::string()> extra_status;
+    std::function<std::string(const std::string& command, int* status)> step;
+  };
+
+  ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});
+
+  // Handles one request. Descriptors the request brought and the dispatcher keeps are set
+  // to -1 in `fds`; the caller closes the rest.
+  ControlReply handle(ControlSession& s, abi::Op op, std::span<const uint8_t> body,
+                      std::vector<int>& fds, uint64_t now);
+
+  // The connection closed: free what it created.
+  void close(ControlSession& s);
+
+ private:
+  Device& dev_;
+  pid_t daemon_pid_;
+  Hooks hooks_;
+};
+
+}  // namespace simnic::core

@@ -1,0 +1,226 @@
+// One simulated RNIC: its object tables, the verbs the control socket serves, and the data
+// path (requester, responder, completer). Pure: every effect on the world goes through the
+// interfaces in env.h, and time comes in as an argument, so tests drive it deterministically.
+//
+// The implementation is split by responsibility, like rxe: device.cc (tables, verbs),
+// qp_modify.cc (state machine), requester.cc, responder.cc, completer.cc, ingress.cc
+// (the one receive path), completion.cc (CQEs, flush).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "simnic/core/counters.h"
+#include "simnic/core/env.h"
+#include "simnic/core/objects.h"
+#include "simnic/core/trace.h"
+#include "simnic/proto/packet.h"
+
+namespace simnic::core {
+
+struct DeviceConfig {
+  std::string name = "simnic0";
+  uint32_t ipv4 = 0x7f000001;   // host order
+  uint16_t udp_port = 4791;
+  uint32_t mtu_bytes = 4096;    // the port's active MTU
+  uint32_t window_packets = 64; // unacknowledged packets per QP before the requester waits
+};
+
+// Limits simnicd reports in ibv_query_device and enforces.
+struct DeviceLimits {
+  static constexpr uint32_t kMaxQp = 4096;
+  static constexpr uint32_t kMaxQpWr = 16384;
+  static constexpr uint32_t kMaxCq = 4096;
+  static constexpr int kMaxCqe = 65536;
+  static constexpr uint32_t kMaxMr = 65536;
+  static constexpr uint64_t kMaxMrSize = 1ull << 40;
+  static constexpr uint32_t kMaxPd = 4096;
+  static constexpr uint32_t kMaxSrq = 1024;
+  static constexpr uint32_t kMaxSrqWr = 16384;
+  static constexpr uint32_t kMaxRdAtomic = 16;
+  static constexpr uint32_t kMaxAh = 4096;
+};
+
+class Device {
+ public:
+  Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm,
+         Notifier& notifier, Logger& logger);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceConfig& config() const { return config_; }
+  const DeviceCounters& counters() const { return counters_; }
+  // The time of the event being handled (simulated ns); control verbs use the last one.
+  void set_time(uint64_t now) {
+    now_ = now;
+    tracer_.set_time(now);
+  }
+  Tracer& tracer() { return tracer_; }
+
+  // --- Attributes ---
+  ibv_device_attr device_attr() const;
+  ibv_port_attr port_attr() const;
+  ibv_gid gid0() const;  // the IPv4-mapped address, RoCE v2
+  uint64_t node_guid_be() const;
+
+  // --- Contexts (one per control connection) ---
+  Context* open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd);
+  void close_context(Context* ctx);  // destroys everything it created
+  size_t context_count() const { return contexts_.size(); }
+
+  // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
+  int alloc_pd(Context* ctx, uint32_t* handle);
+  int dealloc_pd(Context* ctx, uint32_t handle);
+  int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
+             uint32_t access, Mr** out);
+  int dereg_mr(Context* ctx, uint32_t handle);
+  int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
+  int destroy_channel(Context* ctx, uint32_t handle);
+  int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
+  int destroy_cq(Context* ctx, uint32_t handle);
+  int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
+  int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
+  int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
+  int destroy_srq(Context* ctx, uint32_t handle);
+  int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq,
+                uint32_t recv_cq, uint32_t srq, Qp** out);
+  int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
+  int query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** qp);
+  int destroy_qp(Context* ctx, uint32_t handle);
+  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
+  int destroy_ah(Context* ctx, uint32_t handle);
+
+  // --- Data path ---
+  // The application rang its doorbell: look for new WQEs on its QPs.
+  void on_doorbell(Context* ctx, uint64_t now);
+  // A UDP datagram arrived on port 4791.
+  void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now);
+  // Time passed: fire due timers (ACK timeout, RNR wait).
+  void on_timer(uint64_t now);
+  // The earliest timer deadline, 0 if none.
+  uint64_t next_deadline() const;
+  // True when an engine stopped early to let the event loop breathe (a long READ reply).
+  bool has_pending_work() const { return !busy_qps_.empty(); }
+  // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
+  void set_burst(uint32_t packets) { burst_ = packets ? packets : 1; }
+  void run_pending(uint64_t now);
+
+  // For `simnic status` and tests.
+  std::string status_text() const;
+  Qp* find_qp_by_qpn(uint32_t qpn);
+  const std::map<uint32_t, std::unique_ptr<Qp>>& qps() const { return qps_; }
+
+ private:
+  // device.cc
+  uint32_t new_handle() { return next_handle_++; }
+  template <class T>
+  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle);
+  const Mr* find_mr_by_key(uint32_t key) const;
+  void log(LogLevel level, const std::string& line);
+
+  // qp_modify.cc
+  int check_qp_attr_values(const Qp& qp, const ibv_qp_attr& attr, int mask, std::string* why);
+  void apply_qp_attr(Qp& qp, const ibv_qp_attr& attr, int mask, uint64_t now);
+  void set_qp_state(Qp& qp, ibv_qp_state state, const char* cause = "modify_qp", uint32_t mask = 0);
+  void reset_qp(Qp& qp);
+
+  // requester.cc
+  void requester_run(Qp& qp, uint64_t now);
+  bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
+  void arm_ack_timer(Qp& qp, uint64_t now);
+
+  // responder.cc
+  void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
+  void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
+  void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
+  void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
+  bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
+  void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
+                       const std::string& rule);
+  bool take_recv_wqe(Qp& qp, RecvInProgress* out);
+
+  // completer.cc
+  void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
+  void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
+  void requester_error(Qp& qp, ibv_wc_status status, const std::string& rule);
+
+  // completion.cc
+  void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
+  void flush_qp(Qp& qp);  // ERR state: complete everything posted with WR_FLUSH_ERR
+  void send_async_event(Context* ctx, ibv_event_type type, uint32_t handle);
+
+  // trace.cc helpers
+  void trace_new_wqes(Qp& qp);
+  void trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
+                    const proto::PacketHeaders& h, uint32_t mask, size_t payload, const char* fault);
+  void trace_qp_lifecycle(const char* kind, const Qp& qp);
+
+ public:
+  // Emits the NIC's current objects as events, for a trace that starts now.
+  void trace_snapshot();
+
+ private:
+
+  // ingress.cc helpers
+  void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
+  int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
+             std::string* why);
+  int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
+              const uint8_t* src, uint32_t len, std::string* why);
+  bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
+                  uint64_t* total, std::string* why) const;
+  const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                       std::string* why) const;
+
+  DeviceConfig config_;
+  HostMemory& memory_;
+  PacketSink& wire_;
+  ShmAllocator& shm_;
+  Notifier& notifier_;
+  Logger& logger_;
+  DeviceCounters counters_;
+  Tracer tracer_;
+  uint64_t now_ = 0;
+  uint32_t burst_ = 64;
+
+  uint32_t next_handle_ = 1;
+  uint32_t next_context_id_ = 1;
+  uint32_t next_qpn_ = 0x11;  // QP0 and QP1 are the special QPs
+  std::mt19937 rng_;
+
+  std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+  std::map<uint32_t, std::unique_ptr<Pd>> pds_;
+  std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
+  std::map<uint32_t, Mr*> mr_by_key_;
+  std::map<uint32_t, std::unique_ptr<Channel>> channels_;
+  std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
+  std::map<uint32_t, std::unique_ptr<Srq>> srqs_;
+  std::map<uint32_t, std::unique_ptr<Qp>> qps_;
+  std::map<uint32_t, Qp*> qp_by_qpn_;
+  std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
+  std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
+  std::vector<uint8_t> tx_buffer_;
+  std::vector<uint8_t> payload_buffer_;
+};
+
+// The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).
+const char* wc_status_name(ibv_wc_status status);
+const char* wc_opcode_name(ibv_wc_opcode opcode);
+const char* wr_opcode_name(uint32_t opcode);
+
+// Bytes of an ibv_mtu enum (0 if invalid) and back.
+uint32_t mtu_to_bytes(ibv_mtu mtu);
+ibv_mtu bytes_to_mtu(uint32_t bytes);
+
+}  // namespace simnic::core

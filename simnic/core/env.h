@@ -1,0 +1,64 @@
+// What the pure NIC core needs from the world, as interfaces. simnic/io implements them with
+// syscalls; tests implement them in memory (a fabric, a fake host memory, a manual clock).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <sys/types.h>
+
+namespace simnic::core {
+
+// The application's address space, as the NIC's DMA engine sees it.
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  // Both return 0 or an errno (EFAULT for an unmapped address, EPERM if not allowed).
+  virtual int read(pid_t pid, uint64_t addr, void* dst, size_t len) = 0;
+  virtual int write(pid_t pid, uint64_t addr, const void* src, size_t len) = 0;
+};
+
+// What the port did with a packet (the fault injector may intervene).
+enum class SendOutcome { kSent, kDropped, kDuplicated, kDelayed };
+
+// The wire: a whole RoCEv2 UDP payload (BTH .. ICRC) for the NIC at dst_ip:dst_port.
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  virtual SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) = 0;
+};
+
+// Shared memory for queues: a mapping the application can map too (a memfd in simnicd).
+struct ShmRegion {
+  void* addr = nullptr;
+  size_t size = 0;
+  int fd = -1;  // to pass to the application; -1 in tests
+};
+
+class ShmAllocator {
+ public:
+  virtual ~ShmAllocator() = default;
+  // Zero-filled; returns false with errno-style code in *err on failure.
+  virtual bool allocate(size_t size, const std::string& name, ShmRegion* out, int* err) = 0;
+  virtual void release(ShmRegion& region) = 0;
+};
+
+// Events the application learns about through file descriptors.
+class Notifier {
+ public:
+  virtual ~Notifier() = default;
+  virtual void completion_event(int channel_fd, uint32_t cq_handle) = 0;
+  virtual void async_event(int async_fd, uint32_t event_type, uint32_t handle) = 0;
+  // The core is done with a descriptor the I/O layer handed it (a channel socket).
+  virtual void release_fd(int fd) = 0;
+};
+
+enum class LogLevel { kError, kWarn, kInfo, kDebug };
+
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  virtual void log(LogLevel level, const std::string& line) = 0;
+};
+
+}  // namespace simnic::core

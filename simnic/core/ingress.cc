@@ -1,0 +1,137 @@
+// The one receive path (cheap checks first, then route: requests to the responder, responses
+// to the completer; cf. rxe_recv.c), the one transmit path, and the event entry points.
+#include <algorithm>
+
+#include "simnic/core/device.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+void Device::emit(Qp& qp, const PacketHeaders& h, std::span<const uint8_t> payload) {
+  IpUdpInfo ip{config_.ipv4, qp.remote_ip, config_.udp_port, config_.udp_port};
+  size_t need = packet_size(h.bth.opcode, payload.size());
+  if (tx_buffer_.size() < need) tx_buffer_.resize(need);
+  size_t n = build_packet(h, payload, ip, tx_buffer_);
+  if (n == 0) {
+    log(LogLevel::kError, "internal: could not build a packet for opcode " + std::to_string(h.bth.opcode));
+    return;
+  }
+  ++counters_.tx_packets;
+  counters_.tx_bytes += n;
+  ++qp.counters.tx_packets;
+  SendOutcome out = wire_.send(qp.remote_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
+  if (tracer_.on()) {
+    const char* fault = out == SendOutcome::kDropped      ? "drop"
+                        : out == SendOutcome::kDuplicated ? "dup"
+                        : out == SendOutcome::kDelayed    ? "delay"
+                                                          : nullptr;
+    trace_packet("pkt_tx", &qp, config_.ipv4, qp.remote_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
+  }
+}
+
+void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now) {
+  set_time(now);
+  ++counters_.rx_packets;
+  counters_.rx_bytes += bytes.size();
+  IpUdpInfo ip{src_ip, config_.ipv4, src_port, config_.udp_port};
+  ParsedPacket pkt;
+  ParseError err = parse_packet(bytes, ip, pkt);
+  if (err != ParseError::kOk) {
+    if (err == ParseError::kBadIcrc) ++counters_.rx_drop_icrc;
+    else ++counters_.rx_drop_malformed;
+    log(LogLevel::kDebug, std::string("dropped a packet: ") + parse_error_name(err));
+    tracer_.event("pkt_drop").s("reason", parse_error_name(err));
+    return;
+  }
+  Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
+  if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+  if (!qp) {
+    ++counters_.rx_drop_no_qp;
+    tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
+    return;
+  }
+  const bool transport_ok = (qp->type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
+                            (qp->type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
+                            (qp->type == IBV_QPT_UD && (pkt.mask & kIsUd));
+  if (!transport_ok) {
+    ++counters_.rx_drop_unexpected;
+    tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp->qpn);
+    return;
+  }
+  // A connected QP only hears its peer (IBA 9.6.1.5.1: source address check).
+  if (qp->type != IBV_QPT_UD && src_ip != qp->remote_ip) {
+    ++counters_.rx_drop_wrong_source;
+    tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp->qpn);
+    return;
+  }
+  ++qp->counters.rx_packets;
+  if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
+  else completer_receive(*qp, pkt, now);
+}
+
+void Device::on_doorbell(Context* ctx, uint64_t now) {
+  set_time(now);
+  tracer_.event("doorbell").u("ctx", ctx->id);
+  for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
+    auto it = qps_.find(h);
+    if (it == qps_.end()) continue;
+    Qp& qp = *it->second;
+    if (tracer_.on()) trace_new_wqes(qp);
+    if (qp.state == IBV_QPS_ERR) flush_qp(qp);
+    else if (qp.state == IBV_QPS_RTS) requester_run(qp, now);
+  }
+}
+
+uint64_t Device::next_deadline() const {
+  uint64_t best = 0;
+  for (const auto& [h, qp] : qps_)
+    if (qp->timer_deadline_ns && (!best || qp->timer_deadline_ns < best)) best = qp->timer_deadline_ns;
+  return best;
+}
+
+void Device::on_timer(uint64_t now) {
+  set_time(now);
+  std::vector<Qp*> due;
+  for (auto& [h, qp] : qps_)
+    if (qp->timer_deadline_ns && qp->timer_deadline_ns <= now) due.push_back(qp.get());
+  for (Qp* qp : due) {
+    qp->timer_deadline_ns = 0;
+    if (qp->state != IBV_QPS_RTS) continue;
+    if (qp->rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
+      qp->rnr_wait = false;
+      tracer_.event("timer").u("qp", qp->qpn).s("what", "rnr_wait").s("action", "fired");
+      go_back_n(*qp, qp->una_psn, now, "rnr");
+      continue;
+    }
+    if (qp->sq_consumer == qp->sq_started) continue;  // everything was acknowledged meanwhile
+    ++counters_.timeouts;
+    ++qp->counters.timeouts;
+    tracer_.event("timer").u("qp", qp->qpn).s("what", "ack_timeout").s("action", "fired");
+    if (qp->retry_left == 0) {
+      requester_error(*qp, IBV_WC_RETRY_EXC_ERR,
+                      "no ACK within the local ACK timeout (4.096us * 2^" + std::to_string(qp->attr.timeout) +
+                          ") after retry_cnt=" + std::to_string(qp->attr.retry_cnt) + " retries");
+      continue;
+    }
+    --qp->retry_left;
+    go_back_n(*qp, qp->una_psn, now, "timeout");
+  }
+}
+
+void Device::run_pending(uint64_t now) {
+  set_time(now);
+  std::vector<Qp*> busy;
+  for (auto& [qpn, qp] : busy_qps_) busy.push_back(qp);
+  for (Qp* qp : busy) {
+    if (!find_qp_by_qpn(qp->qpn)) continue;
+    bool reads_done = send_read_responses(*qp, burst_);
+    if (qp->state == IBV_QPS_RTS) requester_run(*qp, now);
+    if (reads_done && qp->read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
+    if (!reads_done) busy_qps_[qp->qpn] = qp;
+  }
+}
+
+}  // namespace simnic::core

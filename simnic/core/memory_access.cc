@@ -1,0 +1,156 @@
+// Every DMA the NIC does goes through here, and is checked first: the key must name an MR,
+// in the QP's PD, with the rights the operation needs, and the range must fit inside it
+// (IBA 10.6.3 / C9-88 for remote access; local keys per 10.6.3.1).
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "simnic/core/device.h"
+
+namespace simnic::core {
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+const char* access_name(uint32_t a) {
+  switch (a) {
+    case IBV_ACCESS_LOCAL_WRITE: return "LOCAL_WRITE";
+    case IBV_ACCESS_REMOTE_WRITE: return "REMOTE_WRITE";
+    case IBV_ACCESS_REMOTE_READ: return "REMOTE_READ";
+    case IBV_ACCESS_REMOTE_ATOMIC: return "REMOTE_ATOMIC";
+    default: return "local read";
+  }
+}
+
+bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
+  return va >= mr.iova && len <= mr.length && va - mr.iova <= mr.length - len;
+}
+
+}  // namespace
+
+bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
+                        uint64_t* total, std::string* why) const {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sge[i];
+    sum += s.length;
+    if (s.length == 0) continue;
+    const Mr* mr = find_mr_by_key(s.lkey);
+    if (!mr) {
+      *why = "sge " + std::to_string(i) + ": lkey " + hex(s.lkey) + " names no MR";
+      return false;
+    }
+    if (mr->pd != qp.pd) {
+      *why = "sge " + std::to_string(i) + ": lkey " + hex(s.lkey) + " belongs to another PD than the QP's";
+      return false;
+    }
+    if (need_access && !(mr->access & need_access)) {
+      *why = "sge " + std::to_string(i) + ": MR lkey " + hex(s.lkey) + " lacks " + access_name(need_access);
+      return false;
+    }
+    if (!in_range(*mr, s.addr, s.length)) {
+      *why = "sge " + std::to_string(i) + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
+             ") is outside MR lkey " + hex(s.lkey) + " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
+      return false;
+    }
+  }
+  *total = sum;
+  return true;
+}
+
+const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
+                             uint32_t access, std::string* why) const {
+  if (!(qp.attr.qp_access_flags & access)) {
+    *why = std::string("QP ") + hex(qp.qpn) + " was not given " + access_name(access) + " in qp_access_flags";
+    return nullptr;
+  }
+  const Mr* mr = find_mr_by_key(rkey);
+  if (!mr) {
+    *why = "rkey " + hex(rkey) + " names no MR";
+    return nullptr;
+  }
+  if (mr->pd != qp.pd) {
+    *why = "rkey " + hex(rkey) + " belongs to another PD than QP " + hex(qp.qpn) + "'s";
+    return nullptr;
+  }
+  if (!(mr->access & access)) {
+    *why = "rkey " + hex(rkey) + " not valid for " + access_name(access) + " (MR registered without IBV_ACCESS_" + access_name(access) + ")";
+    return nullptr;
+  }
+  if (!in_range(*mr, va, len)) {
+    *why = "rkey " + hex(rkey) + ": [" + hex(va) + ", +" + std::to_string(len) + ") is outside the MR [" +
+           hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
+    return nullptr;
+  }
+  return mr;
+}
+
+int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst,
+                   uint32_t len, std::string* why) {
+  (void)qp;
+  if (wqe.send_flags & IBV_SEND_INLINE) {
+    if (offset + len > wqe.inline_len) return EINVAL;
+    std::memcpy(dst, wqe.inline_data + offset, len);
+    return 0;
+  }
+  for (uint32_t i = 0; i < wqe.num_sge && len; ++i) {
+    const ibv_sge& s = wqe.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    uint32_t n = std::min(len, s.length - offset);
+    const Mr* mr = find_mr_by_key(s.lkey);
+    if (!mr) {
+      *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
+      return EINVAL;
+    }
+    if (int e = memory_.read(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, dst, n)) {
+      ++counters_.dma_errors;
+      *why = "DMA read of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);
+      return e;
+    }
+    dst += n;
+    len -= n;
+    offset = 0;
+  }
+  return len ? EINVAL : 0;
+}
+
+int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
+                    const uint8_t* src, uint32_t len, std::string* why) {
+  (void)qp;
+  for (uint32_t i = 0; i < num_sge && len; ++i) {
+    const ibv_sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    uint32_t n = std::min(len, s.length - offset);
+    const Mr* mr = find_mr_by_key(s.lkey);
+    if (!mr) {
+      *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
+      return EINVAL;
+    }
+    if (int e = memory_.write(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, src, n)) {
+      ++counters_.dma_errors;
+      *why = "DMA write of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);
+      return e;
+    }
+    src += n;
+    len -= n;
+    offset = 0;
+  }
+  if (len) {
+    *why = "message longer than the receive buffers";
+    return EMSGSIZE;
+  }
+  return 0;
+}
+
+}  // namespace simnic::core

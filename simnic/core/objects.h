@@ -1,0 +1,183 @@
+// The objects a NIC holds for its users: contexts, PDs, MRs, CQs, SRQs, QPs, AHs.
+// Plain data; the engines (requester, responder, completer) and the Device act on them.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <sys/types.h>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "simnic/abi/rings.h"
+#include "simnic/core/env.h"
+
+namespace simnic::core {
+
+struct Context;
+
+struct Pd {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  uint32_t users = 0;  // MRs, QPs, SRQs, AHs on this PD: dealloc is EBUSY while > 0
+};
+
+struct Mr {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  uint64_t addr = 0;    // in the owner's address space
+  uint64_t iova = 0;    // what remote peers and SGEs address
+  uint64_t length = 0;
+  uint32_t access = 0;  // ibv_access_flags
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
+
+struct Channel {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  int fd = -1;          // simnicd's end of the channel socket
+  uint32_t users = 0;   // CQs bound to it
+};
+
+struct Cq {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  Channel* channel = nullptr;
+  ShmRegion mem;
+  abi::CqShared* shm = nullptr;
+  ibv_wc* slots = nullptr;
+  uint32_t entries = 0;  // power of two
+  int cqe = 0;           // what the user may rely on
+  uint32_t users = 0;    // QPs using it
+  bool overrun = false;
+};
+
+struct Srq {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  ShmRegion mem;
+  abi::SrqShared* shm = nullptr;
+  abi::RecvWqe* slots = nullptr;
+  uint32_t entries = 0;
+  ibv_srq_attr attr{};
+  uint32_t users = 0;
+};
+
+struct Ah {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  ibv_ah_attr attr{};
+  uint32_t dst_ip = 0;
+};
+
+// Requester-side bookkeeping of one SQ slot once its first packet went out.
+struct SendWqeState {
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;       // PSNs the WQE spans (a READ spans its response packets)
+  uint32_t length = 0;      // total message length
+  uint32_t rcvd_pkts = 0;   // READ: response packets received in order
+  bool done = false;        // READ data / atomic result fully in
+  bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
+};
+
+// The receive WQE a multi-packet SEND is landing in.
+struct RecvInProgress {
+  abi::RecvWqe wqe{};
+  uint32_t offset = 0;      // bytes written so far
+  bool from_srq = false;
+};
+
+// A READ request being answered (the responder streams its response packets).
+struct ReadResponse {
+  uint32_t first_psn = 0;   // PSN of the first response packet still to send
+  uint32_t npkts = 0;       // total response packets of this READ
+  uint32_t sent = 0;        // sent so far
+  uint64_t va = 0;          // remote VA of the first byte of the whole READ
+  uint32_t length = 0;
+  const Mr* mr = nullptr;
+  uint32_t msn = 0;
+};
+
+// A replayable atomic result, so a duplicate atomic is never applied twice (C9-38).
+struct AtomicResult {
+  uint32_t psn = 0;
+  uint64_t orig = 0;
+};
+
+struct QpCounters {
+  uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, naks_sent = 0, naks_received = 0,
+           rnr_naks_sent = 0, rnr_naks_received = 0, duplicates = 0, timeouts = 0;
+};
+
+struct Qp {
+  uint32_t handle = 0;
+  uint32_t qpn = 0;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  ibv_qp_type type = IBV_QPT_RC;
+  bool sq_sig_all = false;
+  ibv_qp_cap cap{};
+  ibv_qp_state state = IBV_QPS_RESET;
+  ibv_qp_attr attr{};       // the attributes as last set (ibv_query_qp reports them)
+  uint32_t mtu_bytes = 1024;
+  uint32_t remote_ip = 0;   // from the AV's GID (IPv4-mapped)
+
+  ShmRegion mem;
+  abi::QpShared* shm = nullptr;
+  abi::SendWqe* sq = nullptr;
+  uint32_t sq_entries = 0;
+  abi::RecvWqe* rq = nullptr;
+  uint32_t rq_entries = 0;
+  std::vector<SendWqeState> sq_state;  // one per SQ slot
+
+  // Requester: WQEs in [sq_consumer, sq_next) have packets on the wire.
+  uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
+  uint32_t sq_next = 0;       // the WQE being transmitted
+  uint32_t sq_started = 0;    // WQEs before this one were checked and given PSNs
+  uint32_t sq_seen = 0;       // trace: WQEs already reported as posted
+  uint32_t rq_seen = 0;
+  uint32_t pkt_in_wqe = 0;    // next packet index within sq_next
+  uint32_t next_psn = 0;      // PSN of the next new packet
+  uint32_t una_psn = 0;       // oldest unacknowledged PSN
+  uint32_t rd_atomic_outstanding = 0;
+  uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
+  bool rnr_wait = false;
+  uint32_t retry_left = 0;
+  uint32_t rnr_retry_left = 0;
+  uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
+  uint32_t read_offset = 0;   // bytes of the current READ already scattered
+
+  // Responder.
+  uint32_t epsn = 0;          // expected PSN
+  uint32_t msn = 0;           // message sequence number (count of completed requests)
+  bool nak_sent = false;      // a PSN sequence NAK is out; don't repeat it until in order
+  std::optional<RecvInProgress> recv;
+  uint64_t write_va = 0;      // next VA of the WRITE in progress
+  uint32_t write_left = 0;    // bytes the RETH announced and not yet written
+  const Mr* write_mr = nullptr;
+  uint32_t write_len = 0;     // RETH dma_len of the WRITE in progress
+  std::deque<ReadResponse> read_responses;
+  std::deque<AtomicResult> atomic_results;
+
+  QpCounters counters;
+};
+
+// One application connection: everything it created dies with it.
+struct Context {
+  uint32_t id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  int doorbell_fd = -1;  // owned by the I/O layer
+  int async_fd = -1;
+  std::vector<uint32_t> pds, mrs, channels, cqs, srqs, qps, ahs;  // handles, in creation order
+};
+
+}  // namespace simnic::core

@@ -1,0 +1,194 @@
+// The QP state machine as ibv_modify_qp drives it: check against the transition table,
+// check the values, then apply (IBA 10.3, 11.2.4; the kernel's ib_modify_qp_is_ok).
+#include <cerrno>
+#include <cstring>
+
+#include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+namespace {
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%x", v);
+  return b;
+}
+
+constexpr uint32_t kQpAccessBits =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+}  // namespace
+
+int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, std::string* why) {
+  (void)qp;
+  auto fail = [&](const std::string& s) { *why = s; return EINVAL; };
+  if ((mask & IBV_QP_PORT) && a.port_num != 1) return fail("port_num " + std::to_string(a.port_num) + " does not exist (the NIC has port 1)");
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return fail("pkey_index " + std::to_string(a.pkey_index) + " is beyond the P_Key table (1 entry)");
+  if (mask & IBV_QP_PATH_MTU) {
+    uint32_t b = mtu_to_bytes(a.path_mtu);
+    if (b == 0) return fail("path_mtu " + std::to_string(a.path_mtu) + " is not an ibv_mtu value");
+  }
+  if (mask & IBV_QP_AV) {
+    // RoCE: every packet carries a GRH (the IP header); an AV without one cannot be routed.
+    if (!a.ah_attr.is_global) return fail("the address vector has no GRH (ah_attr.is_global = 0): on RoCE the GID is the address, set is_global and grh.dgid");
+    if (a.ah_attr.grh.sgid_index != 0) return fail("sgid_index " + std::to_string(a.ah_attr.grh.sgid_index) + " is beyond the GID table (index 0 only)");
+    static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(a.ah_attr.grh.dgid.raw, kMapped, 12) != 0) return fail("dgid is not an IPv4-mapped address (::ffff:a.b.c.d); simnic peers are IPv4");
+  }
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom 16");
+  if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return fail("timeout " + std::to_string(a.timeout) + " is over 31");
+  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return fail("retry_cnt " + std::to_string(a.retry_cnt) + " is over 7");
+  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return fail("rnr_retry " + std::to_string(a.rnr_retry) + " is over 7");
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return fail("min_rnr_timer " + std::to_string(a.min_rnr_timer) + " is over 31");
+  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > proto::kPsnMask) return fail("dest_qp_num " + hex(a.dest_qp_num) + " is over 24 bits");
+  if ((mask & IBV_QP_ACCESS_FLAGS) && (a.qp_access_flags & ~kQpAccessBits)) return fail("qp_access_flags has bits other than LOCAL_WRITE/REMOTE_WRITE/REMOTE_READ/REMOTE_ATOMIC");
+  if ((mask & IBV_QP_CAP)) return fail("resizing a QP (IBV_QP_CAP) is not supported");
+  return 0;
+}
+
+int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now) {
+  set_time(now);
+  Qp* qp = owned(qps_, ctx, handle);
+  if (!qp) return EINVAL;
+  ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
+  ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
+  std::string why;
+  if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) {
+    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" +
+                             qp_state_name(next) + " rejected (EINVAL): " + why);
+    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
+    return EINVAL;
+  }
+  if (int e = check_qp_attr_values(*qp, attr, mask, &why)) {
+    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " rejected (EINVAL): " + why);
+    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
+    return e;
+  }
+  apply_qp_attr(*qp, attr, mask, now);
+  return 0;
+}
+
+void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now) {
+  (void)now;
+  ibv_qp_attr& q = qp.attr;
+  if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
+  if (mask & IBV_QP_PORT) q.port_num = a.port_num;
+  if (mask & IBV_QP_QKEY) q.qkey = a.qkey;
+  if (mask & IBV_QP_ACCESS_FLAGS) q.qp_access_flags = a.qp_access_flags;
+  if (mask & IBV_QP_PATH_MTU) q.path_mtu = a.path_mtu;
+  if (mask & IBV_QP_AV) q.ah_attr = a.ah_attr;
+  if (mask & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
+  if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & proto::kPsnMask;
+  if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & proto::kPsnMask;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
+  if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
+  if (mask & IBV_QP_SQ_PSN) {
+    qp.next_psn = qp.una_psn = qp.rd_psn = q.sq_psn;
+  }
+  if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
+  if (mask & IBV_QP_AV) {
+    const uint8_t* g = q.ah_attr.grh.dgid.raw;
+    qp.remote_ip = uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15];
+  }
+  if (mask & IBV_QP_PATH_MTU)
+    qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
+  if (mask & IBV_QP_RETRY_CNT) qp.retry_left = q.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) qp.rnr_retry_left = q.rnr_retry;
+
+  if (mask & IBV_QP_STATE) {
+    ibv_qp_state from = qp.state;
+    set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
+    char line[160];
+    std::snprintf(line, sizeof line, "QP 0x%x %s->%s", qp.qpn, qp_state_name(from), qp_state_name(a.qp_state));
+    log(LogLevel::kInfo, line);
+  }
+}
+
+void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
+  ibv_qp_state from = qp.state;
+  tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
+      .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause);
+  qp.state = state;
+  qp.attr.qp_state = state;
+  qp.shm->state.store(state, std::memory_order_release);
+  switch (state) {
+    case IBV_QPS_RESET:
+      reset_qp(qp);
+      break;
+    case IBV_QPS_RTR:
+      if (from == IBV_QPS_INIT) {
+        qp.msn = 0;
+        qp.nak_sent = false;
+        qp.recv.reset();
+      }
+      break;
+    case IBV_QPS_RTS:
+      if (from == IBV_QPS_RTR) {
+        qp.una_psn = qp.next_psn = qp.rd_psn = qp.attr.sq_psn;
+        qp.retry_left = qp.attr.retry_cnt;
+        qp.rnr_retry_left = qp.attr.rnr_retry;
+      }
+      busy_qps_[qp.qpn] = &qp;  // WQEs may have been posted before RTS
+      break;
+    case IBV_QPS_ERR:
+      qp.timer_deadline_ns = 0;
+      busy_qps_.erase(qp.qpn);
+      flush_qp(qp);
+      break;
+    default:
+      break;
+  }
+}
+
+// RESET discards every WQE without a completion and forgets all transport state.
+void Device::reset_qp(Qp& qp) {
+  uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
+  qp.shm->sq.consumer.value.store(sq_prod, std::memory_order_release);
+  qp.sq_consumer = qp.sq_next = sq_prod;
+  qp.pkt_in_wqe = 0;
+  if (qp.rq_entries) {
+    uint32_t rq_prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
+    qp.shm->rq.consumer.value.store(rq_prod, std::memory_order_release);
+  }
+  for (auto& s : qp.sq_state) s = SendWqeState{};
+  qp.sq_started = qp.sq_seen = sq_prod;
+  qp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
+  qp.rd_atomic_outstanding = 0;
+  qp.timer_deadline_ns = 0;
+  qp.rnr_wait = false;
+  qp.recv.reset();
+  qp.write_left = 0;
+  qp.write_mr = nullptr;
+  qp.read_responses.clear();
+  qp.atomic_results.clear();
+  qp.nak_sent = false;
+  busy_qps_.erase(qp.qpn);
+  ibv_qp_cap cap = qp.cap;
+  qp.attr = ibv_qp_attr{};
+  qp.attr.cap = cap;
+  qp.attr.qp_state = IBV_QPS_RESET;
+  qp.attr.path_mtu = IBV_MTU_1024;
+  qp.attr.path_mig_state = IBV_MIG_MIGRATED;
+}
+
+int Device::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out) {
+  Qp* qp = owned(qps_, ctx, handle);
+  if (!qp) return EINVAL;
+  *attr = qp->attr;
+  attr->qp_state = qp->state;
+  attr->cur_qp_state = qp->state;
+  attr->cap = qp->cap;
+  attr->sq_draining = 0;
+  *out = qp;
+  return 0;
+}
+
+}  // namespace simnic::core

@@ -1,0 +1,222 @@
+// The requester: turns send WQEs into request packets (IBA 9.7.1). Segments messages to the
+// path MTU, assigns PSNs, asks for ACKs, keeps a window, and goes back N on NAK or timeout.
+#include <algorithm>
+#include <cerrno>
+
+#include "simnic/core/device.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
+constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
+
+bool is_read_or_atomic(uint32_t opcode) {
+  return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+         opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// The RC packet opcode for packet `i` of `n` of a WQE.
+uint8_t rc_opcode(const abi::SendWqe& w, uint32_t i, uint32_t n) {
+  bool first = i == 0, last = i + 1 == n;
+  switch (w.opcode) {
+    case IBV_WR_SEND:
+      return first && last ? kRcSendOnly : first ? kRcSendFirst : last ? kRcSendLast : kRcSendMiddle;
+    case IBV_WR_SEND_WITH_IMM:
+      return first && last ? kRcSendOnlyImm : first ? kRcSendFirst : last ? kRcSendLastImm : kRcSendMiddle;
+    case IBV_WR_SEND_WITH_INV:
+      return first && last ? kRcSendOnlyInv : first ? kRcSendFirst : last ? kRcSendLastInv : kRcSendMiddle;
+    case IBV_WR_RDMA_WRITE:
+      return first && last ? kRcWriteOnly : first ? kRcWriteFirst : last ? kRcWriteLast : kRcWriteMiddle;
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return first && last ? kRcWriteOnlyImm : first ? kRcWriteFirst : last ? kRcWriteLastImm : kRcWriteMiddle;
+    case IBV_WR_RDMA_READ: return kRcReadRequest;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return kRcCompareSwap;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return kRcFetchAdd;
+  }
+  return 0xff;
+}
+
+}  // namespace
+
+void Device::arm_ack_timer(Qp& qp, uint64_t now) {
+  if (qp.attr.timeout == 0) {  // 0 means "wait forever" (IBA 11.2.4.2)
+    qp.timer_deadline_ns = 0;
+    return;
+  }
+  uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
+  qp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+}
+
+void Device::requester_run(Qp& qp, uint64_t now) {
+  if (qp.state != IBV_QPS_RTS || qp.rnr_wait) {
+    busy_qps_.erase(qp.qpn);
+    return;
+  }
+  uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
+  bool more = true;
+  while (budget && (more = requester_send_packet(qp, now))) --budget;
+  if (more && qp.state == IBV_QPS_RTS)
+    busy_qps_[qp.qpn] = &qp;
+  else if (qp.read_responses.empty())
+    busy_qps_.erase(qp.qpn);
+}
+
+bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+  uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
+  if (qp.sq_next == prod) return false;
+  if (prod - qp.sq_consumer > qp.sq_entries) {
+    requester_error(qp, IBV_WC_LOC_QP_OP_ERR, "the SQ producer index ran past the ring (posted more than max_send_wr)");
+    return false;
+  }
+  uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
+  if (psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
+
+  const uint32_t mask = qp.sq_entries - 1;
+  abi::SendWqe& w = qp.sq[qp.sq_next & mask];
+  SendWqeState& st = qp.sq_state[qp.sq_next & mask];
+
+  if (qp.sq_next == qp.sq_started) {
+    // First sight of this WQE: check it, then give it its PSNs.
+    bool rd_atomic = is_read_or_atomic(w.opcode);
+    if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return false;
+    if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return false;  // C9-... fence
+    std::string why;
+    uint64_t total = 0;
+    ibv_wc_status err = IBV_WC_SUCCESS;
+    uint8_t op = qp.type == IBV_QPT_RC ? rc_opcode(w, 0, 1) : 0xff;
+    if (op == 0xff) {
+      err = IBV_WC_LOC_QP_OP_ERR;
+      why = "opcode " + std::to_string(w.opcode) + " is not supported on this QP type";
+    } else if (w.send_flags & IBV_SEND_INLINE) {
+      total = w.inline_len;
+      if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
+        err = IBV_WC_LOC_QP_OP_ERR;
+        why = "inline data on an operation that cannot carry it, or longer than max_inline_data";
+      }
+    } else if (w.num_sge > abi::kMaxSge) {
+      err = IBV_WC_LOC_QP_OP_ERR;
+      why = "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge";
+    } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, &total, &why)) {
+      err = IBV_WC_LOC_PROT_ERR;
+    }
+    if (err == IBV_WC_SUCCESS && total > (1ull << 31)) {
+      err = IBV_WC_LOC_LEN_ERR;
+      why = "message of " + std::to_string(total) + " bytes exceeds max_msg_sz (2^31)";
+    }
+    if (err == IBV_WC_SUCCESS && (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && total != 8) {
+      err = IBV_WC_LOC_LEN_ERR;
+      why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(total);
+    }
+    if (err != IBV_WC_SUCCESS) {
+      // Complete in order: wait until everything before this WQE has completed.
+      if (qp.sq_consumer != qp.sq_next) return false;
+      requester_error(qp, err, why);
+      return false;
+    }
+    st = SendWqeState{};
+    st.first_psn = qp.next_psn;
+    st.length = uint32_t(total);
+    st.rd_atomic = rd_atomic;
+    if (w.opcode == IBV_WR_RDMA_READ)
+      st.npkts = std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
+    else if (rd_atomic)
+      st.npkts = 1;
+    else
+      st.npkts = std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
+    if (rd_atomic) ++qp.rd_atomic_outstanding;
+    ++qp.sq_started;
+    qp.pkt_in_wqe = 0;
+  }
+
+  const uint32_t i = qp.pkt_in_wqe;
+  const uint32_t psn = psn_add(st.first_psn, i);
+  PacketHeaders h{};
+  h.bth.opcode = rc_opcode(w, i, st.npkts);
+  h.bth.pkey = 0xffff;
+  h.bth.dest_qp = qp.attr.dest_qp_num;
+  h.bth.psn = psn;
+  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  uint32_t payload_len = 0;
+  uint32_t offset = i * qp.mtu_bytes;
+
+  if (info.mask & kIsReadReq) {
+    h.reth.va = w.remote_addr + offset;
+    h.reth.rkey = w.rkey;
+    h.reth.dma_len = st.length - offset;
+  } else if (info.mask & kIsAtomic) {
+    h.atomic.va = w.remote_addr;
+    h.atomic.rkey = w.rkey;
+    h.atomic.swap_add = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap : w.compare_add;
+    h.atomic.compare = w.compare_add;
+  } else {
+    payload_len = std::min(qp.mtu_bytes, st.length - offset);
+    if (info.mask & kHasReth) {
+      h.reth.va = w.remote_addr;
+      h.reth.rkey = w.rkey;
+      h.reth.dma_len = st.length;
+    }
+    if (info.mask & kHasImm) h.imm_be = w.imm_data;
+    if (info.mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
+    if ((info.mask & kIsLast) && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
+    std::string why;
+    if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
+      if (qp.sq_consumer != qp.sq_next) return false;
+      requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+      return false;
+    }
+  }
+  bool last_pkt = (info.mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
+  h.bth.ack_req = last_pkt || (i + 1) % kAckEvery == 0;
+  emit(qp, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
+
+  if (info.mask & kIsReadReq) {
+    qp.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
+    qp.next_psn = psn_add(st.first_psn, st.npkts);
+  } else {
+    qp.pkt_in_wqe = i + 1;
+    qp.next_psn = psn_add(psn, 1);
+  }
+  if (qp.pkt_in_wqe >= st.npkts) {
+    ++qp.sq_next;
+    qp.pkt_in_wqe = 0;
+  }
+  if (!qp.timer_deadline_ns) arm_ack_timer(qp, now);
+  return true;
+}
+
+// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N).
+void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
+  const uint32_t mask = qp.sq_entries - 1;
+  for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
+    const SendWqeState& st = qp.sq_state[idx & mask];
+    int32_t d = psn_diff(psn, st.first_psn);
+    if (d >= 0 && d < int32_t(st.npkts)) {
+      qp.sq_next = idx;
+      qp.pkt_in_wqe = uint32_t(d);
+      if (st.rd_atomic && qp.sq[idx & mask].opcode == IBV_WR_RDMA_READ) {
+        // Re-request only what has not arrived.
+        qp.pkt_in_wqe = st.rcvd_pkts;
+        psn = psn_add(st.first_psn, st.rcvd_pkts);
+      }
+      qp.next_psn = psn;
+      tracer_.event("retransmit").u("qp", qp.qpn).u("psn", psn).s("cause", cause);
+      ++counters_.retransmits;
+      ++qp.counters.retransmits;
+      arm_ack_timer(qp, now);
+      requester_run(qp, now);
+      return;
+    }
+  }
+  // Nothing outstanding at that PSN: carry on with new WQEs.
+  qp.sq_next = qp.sq_started;
+  qp.pkt_in_wqe = 0;
+  requester_run(qp, now);
+}
+
+}  // namespace simnic::core

@@ -1,0 +1,419 @@
+// The responder: executes incoming requests in PSN order (IBA 9.7.4, 9.7.5.2). It lands SENDs
+// in receive WQEs, WRITEs in MRs, answers READs and atomics, detects duplicates, and ACKs or
+// NAKs. Errors cite the rule broken, as a teaching NIC should.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "simnic/core/device.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+constexpr uint8_t kAckCredits = 0x1f;     // "credits invalid": simnic does no end-to-end credits
+constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_dest_rd_atomic)
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  PacketHeaders h{};
+  h.bth.opcode = kRcAcknowledge;
+  h.bth.pkey = 0xffff;
+  h.bth.dest_qp = qp.attr.dest_qp_num;
+  h.bth.psn = psn;
+  h.aeth.syndrome = syndrome;
+  h.aeth.msn = qp.msn & kPsnMask;
+  emit(qp, h, {});
+  switch (aeth_class(syndrome)) {
+    case kAethAck: ++counters_.acks_sent; break;
+    case kAethRnrNak: ++counters_.rnr_naks_sent; ++qp.counters.rnr_naks_sent; break;
+    default: ++counters_.naks_sent; ++qp.counters.naks_sent; break;
+  }
+}
+
+void Device::responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
+                             const std::string& rule) {
+  char line[128];
+  std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn,
+                nak_code == kNakRemoteAccessError ? "remote access error"
+                : nak_code == kNakInvalidRequest  ? "invalid request"
+                                                  : "remote operational error");
+  log(LogLevel::kWarn, line + rule);
+  tracer_.event("nak").u("qp", qp.qpn).u("psn", psn)
+      .s("code", nak_code == kNakRemoteAccessError ? "REMOTE_ACCESS_ERR"
+                 : nak_code == kNakInvalidRequest  ? "INVALID_REQUEST"
+                                                   : "REMOTE_OP_ERR")
+      .s("rule", rule);
+  if (qp.recv && status != IBV_WC_SUCCESS) {
+    ibv_wc wc{};
+    wc.wr_id = qp.recv->wqe.wr_id;
+    wc.status = status;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp.qpn;
+    wc.src_qp = qp.attr.dest_qp_num;
+    push_cqe(*qp.recv_cq, wc, false);
+    qp.recv.reset();
+  }
+  send_ack(qp, aeth_nak(nak_code), psn);
+  // Class B/C/D errors take the responder's QP to ERROR too (IBA 9.9.3.1).
+  set_qp_state(qp, IBV_QPS_ERR, "responder error");
+}
+
+bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
+  abi::RingControl* ring;
+  abi::RecvWqe* slots;
+  uint32_t entries;
+  if (qp.srq) {
+    ring = &qp.srq->shm->ring;
+    slots = qp.srq->slots;
+    entries = qp.srq->entries;
+  } else {
+    ring = &qp.shm->rq;
+    slots = qp.rq;
+    entries = qp.rq_entries;
+  }
+  uint32_t cons = ring->consumer.value.load(std::memory_order_relaxed);
+  uint32_t prod = ring->producer.value.load(std::memory_order_acquire);
+  if (cons == prod) return false;
+  out->wqe = slots[cons & (entries - 1)];
+  out->offset = 0;
+  out->from_srq = qp.srq != nullptr;
+  ring->consumer.value.store(cons + 1, std::memory_order_release);
+  if (!qp.srq) tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "rq").u("index", cons);
+  if (qp.srq) {
+    // SRQ limit: one async event when the queue falls below the armed limit.
+    uint32_t limit = qp.srq->shm->limit.load();
+    if (limit && prod - (cons + 1) < limit && qp.srq->shm->limit.compare_exchange_strong(limit, 0)) {
+      qp.srq->attr.srq_limit = 0;
+      send_async_event(qp.srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, qp.srq->handle);
+    }
+  }
+  return true;
+}
+
+void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+  (void)now;
+  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
+    ++counters_.rx_drop_qp_state;
+    return;
+  }
+  const uint32_t psn = pkt.h.bth.psn;
+  const int32_t d = psn_diff(psn, qp.epsn);
+  if (d > 0) {
+    // A gap: NAK once with the PSN we expect; the requester goes back to it (C9-?? 9.7.5.2.2).
+    if (!qp.nak_sent) {
+      qp.nak_sent = true;
+      tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", "PSN_SEQ_ERR")
+          .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) + ": a packet was lost or reordered");
+      send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
+    }
+    return;
+  }
+  if (d < 0) {
+    // A duplicate (9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
+    ++counters_.duplicates;
+    ++qp.counters.duplicates;
+    if (pkt.mask & kIsReadReq) {
+      respond_read(qp, pkt, true);
+    } else if (pkt.mask & kIsAtomic) {
+      respond_atomic(qp, pkt, true);
+    } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
+      send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
+    }
+    return;
+  }
+  qp.nak_sent = false;
+  if (pkt.mask & kIsSend) respond_send(qp, pkt);
+  else if (pkt.mask & kIsWrite) respond_write(qp, pkt);
+  else if (pkt.mask & kIsReadReq) respond_read(qp, pkt, false);
+  else if (pkt.mask & kIsAtomic) respond_atomic(qp, pkt, false);
+  else ++counters_.rx_drop_unexpected;
+}
+
+void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
+  const uint32_t psn = pkt.h.bth.psn;
+  if (pkt.mask & kIsFirst) {
+    if (qp.recv) {
+      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR,
+                      "a SEND FIRST/ONLY arrived while the previous SEND was unfinished (C9-?? opcode sequence)");
+      return;
+    }
+    RecvInProgress rip;
+    if (!take_recv_wqe(qp, &rip)) {
+      // No receive WQE: Receiver Not Ready. The requester retries after min_rnr_timer.
+      tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
+          .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
+      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
+      return;
+    }
+    uint64_t total = 0;
+    std::string why;
+    qp.recv = rip;
+    if (rip.wqe.num_sge > abi::kMaxSge ||
+        !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
+      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_LOC_PROT_ERR, "receive WQE: " + why);
+      return;
+    }
+  } else if (!qp.recv) {
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                    "a SEND MIDDLE/LAST arrived with no SEND in progress (opcode sequence error)");
+    return;
+  }
+  RecvInProgress& r = *qp.recv;
+  std::string why;
+  if (!pkt.payload.empty()) {
+    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(),
+                    uint32_t(pkt.payload.size()), &why);
+    if (e == EMSGSIZE) {
+      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_LOC_LEN_ERR,
+                      "the SEND is longer than the receive WQE's buffers (" + why + ")");
+      return;
+    }
+    if (e) {
+      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_LOC_PROT_ERR, why);
+      return;
+    }
+  }
+  r.offset += uint32_t(pkt.payload.size());
+  qp.epsn = psn_add(qp.epsn, 1);
+  if (pkt.mask & kIsLast) {
+    ibv_wc wc{};
+    wc.wr_id = r.wqe.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = r.offset;
+    wc.qp_num = qp.qpn;
+    wc.src_qp = qp.attr.dest_qp_num;
+    if (pkt.mask & kHasImm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = pkt.h.imm_be;
+    }
+    if (pkt.mask & kHasIeth) {
+      wc.wc_flags |= IBV_WC_WITH_INV;
+      wc.invalidated_rkey = pkt.h.ieth_rkey;
+    }
+    qp.recv.reset();
+    ++qp.msn;
+    push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+  }
+  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
+}
+
+void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+  const uint32_t psn = pkt.h.bth.psn;
+  std::string why;
+  if (pkt.mask & kIsFirst) {
+    if (qp.write_left) {
+      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                      "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
+      return;
+    }
+    const Reth& r = pkt.h.reth;
+    qp.write_mr = nullptr;
+    if (r.dma_len) {
+      qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &why);
+      if (!qp.write_mr) {
+        responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
+        return;
+      }
+    }
+    qp.write_va = r.va;
+    qp.write_left = r.dma_len;
+    qp.write_len = r.dma_len;
+  } else if (!qp.write_mr && qp.write_left == 0 && !pkt.payload.empty()) {
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                    "a WRITE MIDDLE/LAST arrived with no WRITE in progress (opcode sequence error)");
+    return;
+  }
+  if (pkt.payload.size() > qp.write_left ||
+      ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                    "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.write_len) + " bytes)");
+    return;
+  }
+  RecvInProgress rip;
+  bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
+  if (with_imm && !take_recv_wqe(qp, &rip)) {
+    send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
+    return;
+  }
+  if (!pkt.payload.empty()) {
+    if (!qp.write_mr) {
+      responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, "the MR of this WRITE was deregistered");
+      return;
+    }
+    const Mr& mr = *qp.write_mr;
+    if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+      ++counters_.dma_errors;
+      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS,
+                      "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
+      return;
+    }
+  }
+  qp.write_va += pkt.payload.size();
+  qp.write_left -= uint32_t(pkt.payload.size());
+  qp.epsn = psn_add(qp.epsn, 1);
+  if (pkt.mask & kIsLast) {
+    qp.write_mr = nullptr;
+    ++qp.msn;
+    if (with_imm) {
+      ibv_wc wc{};
+      wc.wr_id = rip.wqe.wr_id;
+      wc.status = IBV_WC_SUCCESS;
+      wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+      wc.byte_len = qp.write_len;
+      wc.qp_num = qp.qpn;
+      wc.src_qp = qp.attr.dest_qp_num;
+      wc.wc_flags = IBV_WC_WITH_IMM;
+      wc.imm_data = pkt.h.imm_be;
+      push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+    }
+  }
+  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
+}
+
+void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+  const uint32_t psn = pkt.h.bth.psn;
+  const Reth& r = pkt.h.reth;
+  std::string why;
+  const Mr* mr = nullptr;
+  if (r.dma_len) {
+    mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &why);
+    if (!mr) {
+      if (!duplicate) responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
+      return;
+    }
+  }
+  if (!duplicate && qp.read_responses.size() >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                    "more READ/atomic requests outstanding than max_dest_rd_atomic=" +
+                        std::to_string(qp.attr.max_dest_rd_atomic));
+    return;
+  }
+  ReadResponse rr;
+  rr.first_psn = psn;
+  rr.npkts = std::max<uint32_t>(1, (r.dma_len + qp.mtu_bytes - 1) / qp.mtu_bytes);
+  rr.va = r.va;
+  rr.length = r.dma_len;
+  rr.mr = mr;
+  if (duplicate) {
+    // Re-execute (9.7.5.2.1): drop any older stream of the same READ still being sent.
+    std::erase_if(qp.read_responses, [&](const ReadResponse& x) {
+      return psn_diff(psn, x.first_psn) >= 0 && psn_diff(psn, psn_add(x.first_psn, x.npkts)) < 0;
+    });
+  } else {
+    qp.epsn = psn_add(qp.epsn, rr.npkts);
+    ++qp.msn;
+  }
+  rr.msn = qp.msn;
+  qp.read_responses.push_back(rr);
+  if (!send_read_responses(qp, burst_)) busy_qps_[qp.qpn] = &qp;
+}
+
+bool Device::send_read_responses(Qp& qp, uint32_t budget) {
+  while (!qp.read_responses.empty() && budget) {
+    ReadResponse& rr = qp.read_responses.front();
+    while (rr.sent < rr.npkts && budget) {
+      uint32_t k = rr.sent;
+      uint32_t offset = k * qp.mtu_bytes;
+      uint32_t n = std::min(qp.mtu_bytes, rr.length - std::min(rr.length, offset));
+      PacketHeaders h{};
+      h.bth.opcode = rr.npkts == 1 ? kRcReadResponseOnly
+                     : k == 0       ? kRcReadResponseFirst
+                     : k + 1 == rr.npkts ? kRcReadResponseLast
+                                         : kRcReadResponseMiddle;
+      h.bth.pkey = 0xffff;
+      h.bth.dest_qp = qp.attr.dest_qp_num;
+      h.bth.psn = psn_add(rr.first_psn, k);
+      h.aeth.syndrome = aeth_ack(kAckCredits);
+      h.aeth.msn = rr.msn & kPsnMask;
+      if (n) {
+        if (!rr.mr) {
+          qp.read_responses.pop_front();
+          responder_error(qp, kNakRemoteAccessError, h.bth.psn, IBV_WC_SUCCESS, "the MR of this READ was deregistered");
+          return true;
+        }
+        const Mr& mr = *rr.mr;
+        if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
+          ++counters_.dma_errors;
+          qp.read_responses.pop_front();
+          responder_error(qp, kNakRemoteOperationalError, h.bth.psn, IBV_WC_SUCCESS,
+                          std::string("DMA read for a READ response failed: ") + std::strerror(e));
+          return true;
+        }
+      }
+      emit(qp, h, std::span<const uint8_t>(payload_buffer_.data(), n));
+      ++rr.sent;
+      --budget;
+    }
+    if (rr.sent == rr.npkts) qp.read_responses.pop_front();
+  }
+  return qp.read_responses.empty();
+}
+
+void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+  const uint32_t psn = pkt.h.bth.psn;
+  auto reply = [&](uint64_t orig) {
+    PacketHeaders h{};
+    h.bth.opcode = kRcAtomicAcknowledge;
+    h.bth.pkey = 0xffff;
+    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.psn = psn;
+    h.aeth.syndrome = aeth_ack(kAckCredits);
+    h.aeth.msn = qp.msn & kPsnMask;
+    h.atomic_ack.orig = orig;
+    emit(qp, h, {});
+  };
+  if (duplicate) {
+    // Never apply an atomic twice: answer from the result we kept (C9-38... 9.7.5.2.1).
+    for (const AtomicResult& a : qp.atomic_results)
+      if (a.psn == psn) return reply(a.orig);
+    return;  // too old to replay; the requester will time out
+  }
+  const AtomicEth& a = pkt.h.atomic;
+  if (a.va % 8) {
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+                    "atomic target " + hex(a.va) + " is not 8-byte aligned (C9-?? atomics must be naturally aligned)");
+    return;
+  }
+  std::string why;
+  const Mr* mr = check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &why);
+  if (!mr) {
+    responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
+    return;
+  }
+  uint64_t addr = mr->addr + (a.va - mr->iova);
+  uint64_t orig = 0;
+  // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
+  // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
+  if (int e = memory_.read(mr->ctx->pid, addr, &orig, 8)) {
+    responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA read failed: ") + std::strerror(e));
+    return;
+  }
+  uint64_t next = pkt.h.bth.opcode == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
+                                                     : orig + a.swap_add;
+  if (next != orig) {
+    if (int e = memory_.write(mr->ctx->pid, addr, &next, 8)) {
+      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA write failed: ") + std::strerror(e));
+      return;
+    }
+  }
+  qp.atomic_results.push_back({psn, orig});
+  if (qp.atomic_results.size() > kAtomicReplayDepth) qp.atomic_results.pop_front();
+  qp.epsn = psn_add(qp.epsn, 1);
+  ++qp.msn;
+  reply(orig);
+}
+
+}  // namespace simnic::core

@@ -1,0 +1,59 @@
+// Trace events: emitted where the engines change state (docs/trace-format.md). Building an
+// event costs nothing when no one listens; when someone does, each event is one JSON line.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace simnic::core {
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void write_line(const std::string& json_line) = 0;
+};
+
+class Tracer;
+
+// One event under construction; emitted when it goes out of scope.
+class TraceEvent {
+ public:
+  TraceEvent(Tracer* t, const char* kind);  // t == nullptr: a no-op event
+  ~TraceEvent();
+  TraceEvent(const TraceEvent&) = delete;
+  TraceEvent& operator=(const TraceEvent&) = delete;
+
+  TraceEvent& u(const char* key, uint64_t v);
+  TraceEvent& i(const char* key, int64_t v);
+  TraceEvent& b(const char* key, bool v);
+  TraceEvent& s(const char* key, const std::string& v);
+  TraceEvent& hex(const char* key, uint64_t v);  // "0x..." string (addresses)
+  TraceEvent& raw(const char* key, const std::string& json);  // a pre-built object
+  bool on() const { return t_ != nullptr; }
+
+ private:
+  void key(const char* k);
+  Tracer* t_;
+  std::string line_;
+};
+
+class Tracer {
+ public:
+  void set_sink(TraceSink* sink) { sink_ = sink; }
+  void set_nic(const std::string& name) { nic_ = name; }
+  void set_time(uint64_t t_ns) { t_ns_ = t_ns; }
+  bool on() const { return sink_ != nullptr; }
+  uint64_t next_seq() const { return seq_ + 1; }
+  // Usage: tracer.event("qp_state").u("qp", qpn).s("from", "INIT");
+  TraceEvent event(const char* kind) { return TraceEvent(on() ? this : nullptr, kind); }
+
+ private:
+  friend class TraceEvent;
+  TraceSink* sink_ = nullptr;
+  std::string nic_;
+  uint64_t seq_ = 0;
+  uint64_t t_ns_ = 0;
+};
+
+std::string json_escape(const std::string& s);
+
+}  // namespace simnic::core

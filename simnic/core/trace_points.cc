@@ -1,0 +1,142 @@
+// Trace helpers shared by the engines: how packets, WQEs and objects are described in events.
+#include <arpa/inet.h>
+
+#include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/proto/opcode_table.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+std::string ip_string(uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
+         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+}
+
+std::string hex_json(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "\"0x%llx\"", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string send_flags_string(uint32_t f) {
+  std::string s;
+  auto add = [&](uint32_t bit, const char* name) {
+    if (f & bit) s += (s.empty() ? "" : "|") + std::string(name);
+  };
+  add(IBV_SEND_SIGNALED, "SIGNALED");
+  add(IBV_SEND_INLINE, "INLINE");
+  add(IBV_SEND_FENCE, "FENCE");
+  add(IBV_SEND_SOLICITED, "SOLICITED");
+  return s;
+}
+
+}  // namespace
+
+const char* wc_opcode_name(ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "SEND";
+    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WC_RDMA_READ: return "RDMA_READ";
+    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
+    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
+    case IBV_WC_LOCAL_INV: return "LOCAL_INV";
+    case IBV_WC_RECV: return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+    default: return "OTHER";
+  }
+}
+
+const char* wr_opcode_name(uint32_t op) {
+  switch (op) {
+    case IBV_WR_SEND: return "SEND";
+    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
+    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_RDMA_READ: return "RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
+    default: return "UNKNOWN";
+  }
+}
+
+// The shim writes WQEs without telling simnicd which; at a doorbell we report the new ones.
+void Device::trace_new_wqes(Qp& qp) {
+  uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
+  for (int guard = 0; qp.sq_seen != prod && guard < int(qp.sq_entries); ++qp.sq_seen, ++guard) {
+    const abi::SendWqe& w = qp.sq[qp.sq_seen & (qp.sq_entries - 1)];
+    uint64_t len = w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
+    if (!(w.send_flags & IBV_SEND_INLINE))
+      for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
+    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "sq").u("index", qp.sq_seen).u("wr_id", w.wr_id)
+        .s("opcode", wr_opcode_name(w.opcode)).u("length", len).s("flags", send_flags_string(w.send_flags));
+  }
+  qp.sq_seen = prod;
+  if (!qp.rq_entries) return;
+  prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
+  for (int guard = 0; qp.rq_seen != prod && guard < int(qp.rq_entries); ++qp.rq_seen, ++guard) {
+    const abi::RecvWqe& w = qp.rq[qp.rq_seen & (qp.rq_entries - 1)];
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
+    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "rq").u("index", qp.rq_seen).u("wr_id", w.wr_id)
+        .s("opcode", "RECV").u("length", len).s("flags", "");
+  }
+  qp.rq_seen = prod;
+}
+
+void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
+                          const PacketHeaders& h, uint32_t mask, size_t payload, const char* fault) {
+  auto e = tracer_.event(kind);
+  if (qp) e.u("qp", qp->qpn);
+  e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(h.bth.opcode).name)
+      .u("opcode_num", h.bth.opcode).u("psn", h.bth.psn).u("dest_qp", h.bth.dest_qp).b("ack_req", h.bth.ack_req)
+      .b("se", h.bth.solicited).u("payload", payload);
+  if (mask & kHasReth)
+    e.raw("reth", "{\"va\":" + hex_json(h.reth.va) + ",\"rkey\":" + std::to_string(h.reth.rkey) +
+                      ",\"len\":" + std::to_string(h.reth.dma_len) + "}");
+  if (mask & kHasAeth) {
+    uint32_t cls = aeth_class(h.aeth.syndrome);
+    const char* name = cls == kAethAck ? "ACK" : cls == kAethRnrNak ? "RNR_NAK" : cls == kAethNak ? "NAK" : "RESERVED";
+    e.raw("aeth", "{\"syndrome\":" + std::to_string(h.aeth.syndrome) + ",\"class\":\"" + name +
+                      "\",\"value\":" + std::to_string(aeth_value(h.aeth.syndrome)) +
+                      ",\"msn\":" + std::to_string(h.aeth.msn) + "}");
+  }
+  if (mask & kHasImm) e.u("imm", ntohl(h.imm_be));
+  if (mask & kHasAtomicEth)
+    e.raw("atomic", "{\"va\":" + hex_json(h.atomic.va) + ",\"rkey\":" + std::to_string(h.atomic.rkey) +
+                        ",\"swap_add\":" + std::to_string(h.atomic.swap_add) +
+                        ",\"compare\":" + std::to_string(h.atomic.compare) + "}");
+  if (mask & kHasAtomicAckEth) e.raw("atomic_ack", "{\"orig\":" + std::to_string(h.atomic_ack.orig) + "}");
+  if (fault) e.s("fault", fault);
+}
+
+void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
+  tracer_.event(kind).u("ctx", qp.ctx->id).u("qp", qp.qpn)
+      .s("type", qp.type == IBV_QPT_RC ? "RC" : qp.type == IBV_QPT_UC ? "UC" : "UD")
+      .u("sq_entries", qp.sq_entries).u("rq_entries", qp.rq_entries)
+      .u("send_cq", qp.send_cq->handle).u("recv_cq", qp.recv_cq->handle);
+}
+
+void Device::trace_snapshot() {
+  if (!tracer_.on()) return;
+  tracer_.event("nic_up").s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes);
+  for (auto& [id, ctx] : contexts_) tracer_.event("ctx_open").u("ctx", id).u("pid", uint64_t(ctx->pid));
+  for (auto& [h, mr] : mrs_)
+    tracer_.event("mr_create").u("ctx", mr->ctx->id).u("pd", mr->pd->handle).u("mr", h).u("lkey", mr->lkey)
+        .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", "");
+  for (auto& [h, cq] : cqs_)
+    tracer_.event("cq_create").u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
+  for (auto& [h, qp] : qps_) {
+    trace_qp_lifecycle("qp_create", *qp);
+    if (qp->state != IBV_QPS_RESET)
+      tracer_.event("qp_state").u("qp", qp->qpn).s("from", "RESET").s("to", qp_state_name(qp->state))
+          .s("mask", "").s("cause", "snapshot");
+  }
+}
+
+}  // namespace simnic::core

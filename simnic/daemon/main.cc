@@ -1,0 +1,122 @@
+// simnicd: one simulated RoCEv2 NIC. Flags, then the event loop.
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "simnic/abi/paths.h"
+#include "simnic/io/nic_server.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: simnicd [options]\n"
+    "A software RoCEv2 NIC: serves verbs to applications started with `simnic run` and talks\n"
+    "to other simulated NICs over UDP port 4791.\n"
+    "\n"
+    "  --name NAME      device name (default simnic0)\n"
+    "  --addr A.B.C.D   this NIC's IPv4 address, a loopback address such as 127.0.0.2\n"
+    "                   (default 127.0.0.1); its GID 0 is ::ffff:A.B.C.D\n"
+    "  --port N         UDP port (default 4791, the RoCEv2 port)\n"
+    "  --mtu BYTES      port MTU: 256, 512, 1024, 2048 or 4096 (default 4096)\n"
+    "  --pcap FILE      write every packet sent and received to FILE (Ethernet/IPv4/UDP/RoCEv2)\n"
+    "  --trace FILE     record trace events as JSON lines (docs/trace-format.md); events also\n"
+    "                   stream live on <dir>/<name>.trace.sock\n"
+    "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
+    "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
+    "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
+    "  --loss P         drop outgoing packets with probability P (0..1)\n"
+    "  --dup P          duplicate outgoing packets with probability P\n"
+    "  --reorder P      hold back outgoing packets with probability P, so later ones pass\n"
+    "  --delay US       delay every outgoing packet by US microseconds\n"
+    "  --seed N         seed for the fault injector (default 1)\n"
+    "  --verbose        log every dropped packet and protocol detail\n"
+    "  --help           this text\n";
+
+bool parse_prob(const char* s, double* out) {
+  char* end;
+  double v = std::strtod(s, &end);
+  if (*end || v < 0 || v > 1) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  simnic::io::NicOptions opt;
+  opt.dir = simnic::abi::simnic_dir();
+  enum { kName = 256, kAddr, kPort, kMtu, kPcap, kDir, kLoss, kDup, kReorder, kDelay, kSeed, kVerbose, kHelp,
+         kTrace, kPaused };
+  static const option kOptions[] = {
+      {"name", required_argument, nullptr, kName},   {"addr", required_argument, nullptr, kAddr},
+      {"port", required_argument, nullptr, kPort},   {"mtu", required_argument, nullptr, kMtu},
+      {"pcap", required_argument, nullptr, kPcap},   {"dir", required_argument, nullptr, kDir},
+      {"loss", required_argument, nullptr, kLoss},   {"dup", required_argument, nullptr, kDup},
+      {"reorder", required_argument, nullptr, kReorder}, {"delay", required_argument, nullptr, kDelay},
+      {"seed", required_argument, nullptr, kSeed},   {"verbose", no_argument, nullptr, kVerbose},
+      {"help", no_argument, nullptr, kHelp},         {"trace", required_argument, nullptr, kTrace},
+      {"paused", no_argument, nullptr, kPaused},         {nullptr, 0, nullptr, 0}};
+  int c;
+  auto bad = [](const char* what, const char* v) {
+    std::fprintf(stderr, "simnicd: bad %s '%s'\n%s", what, v, kUsage);
+    return 2;
+  };
+  while ((c = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {
+    switch (c) {
+      case kName:
+        if (!*optarg || std::strlen(optarg) > 60 || std::strchr(optarg, '/')) return bad("--name", optarg);
+        opt.device.name = optarg;
+        break;
+      case kAddr: {
+        in_addr a;
+        if (inet_pton(AF_INET, optarg, &a) != 1) return bad("--addr", optarg);
+        opt.device.ipv4 = ntohl(a.s_addr);
+        break;
+      }
+      case kPort: {
+        long v = std::strtol(optarg, nullptr, 10);
+        if (v < 1 || v > 65535) return bad("--port", optarg);
+        opt.device.udp_port = uint16_t(v);
+        break;
+      }
+      case kMtu: {
+        long v = std::strtol(optarg, nullptr, 10);
+        if (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096) return bad("--mtu", optarg);
+        opt.device.mtu_bytes = uint32_t(v);
+        break;
+      }
+      case kPcap: opt.pcap_path = optarg; break;
+      case kTrace: opt.trace_path = optarg; break;
+      case kPaused: opt.start_paused = true; break;
+      case kDir: opt.dir = optarg; break;
+      case kLoss: if (!parse_prob(optarg, &opt.faults.loss)) return bad("--loss", optarg); break;
+      case kDup: if (!parse_prob(optarg, &opt.faults.dup)) return bad("--dup", optarg); break;
+      case kReorder: if (!parse_prob(optarg, &opt.faults.reorder)) return bad("--reorder", optarg); break;
+      case kDelay: opt.faults.delay_us = uint32_t(std::strtoul(optarg, nullptr, 10)); break;
+      case kSeed: opt.faults.seed = std::strtoull(optarg, nullptr, 10); break;
+      case kVerbose: opt.verbose = true; break;
+      case kHelp: std::fputs(kUsage, stdout); return 0;
+      default: std::fputs(kUsage, stderr); return 2;
+    }
+  }
+  if (optind < argc) return bad("argument", argv[optind]);
+
+  simnic::io::NicServer server(opt);
+  std::string error;
+  if (int rc = server.start(&error)) {
+    std::fprintf(stderr, "simnicd: %s\n", error.c_str());
+    return rc;
+  }
+  char addr[INET_ADDRSTRLEN];
+  in_addr a{htonl(opt.device.ipv4)};
+  inet_ntop(AF_INET, &a, addr, sizeof addr);
+  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u, control %s)\n", opt.device.name.c_str(), addr,
+               opt.device.udp_port, opt.device.mtu_bytes,
+               simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
+  server.run();
+  std::fprintf(stderr, "simnicd: %s stopped\n", opt.device.name.c_str());
+  return 0;
+}

@@ -1,0 +1,19 @@
+// Notifier over sockets: completion events on channel sockets, async events on the
+// context's async socket, as the kernel's uverbs does on its event files.
+#pragma once
+#include "simnic/core/env.h"
+
+namespace simnic::io {
+
+class FdNotifier final : public core::Notifier {
+ public:
+  void completion_event(int channel_fd, uint32_t cq_handle) override;
+  void async_event(int async_fd, uint32_t event_type, uint32_t handle) override;
+  void release_fd(int fd) override;
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace simnic::io

@@ -1,0 +1,389 @@
+#include "simnic/io/nic_server.h"
+
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "simnic/abi/paths.h"
+#include "simnic/abi/seqpacket.h"
+
+namespace simnic::io {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr size_t kMaxHeld = 200000;  // packets held while paused before we start dropping
+}
+
+struct NicServer::Session {
+  core::ControlSession state;
+  std::unique_ptr<asio::posix::stream_descriptor> control;
+  std::unique_ptr<asio::posix::stream_descriptor> doorbell;
+};
+
+void StderrLogger::log(core::LogLevel level, const std::string& line) {
+  if (level == core::LogLevel::kDebug && !verbose_) return;
+  static const char* kTag[] = {"error", "warn", "info", "debug"};
+  std::fprintf(stderr, "simnicd[%s] %s: %s\n", name_.c_str(), kTag[int(level)], line.c_str());
+}
+
+NicServer::NicServer(NicOptions options)
+    : opt_(std::move(options)),
+      signals_(io_, SIGINT, SIGTERM),
+      timer_(io_),
+      clock_(monotonic_ns()),
+      logger_(opt_.device.name, opt_.verbose),
+      port_(io_, opt_.device.ipv4, opt_.device.udp_port),
+      trace_(io_),
+      device_(opt_.device, memory_, port_, shm_, notifier_, logger_),
+      dispatcher_(device_, ::getpid(),
+                  {[this](const std::string& spec, int* st) { return set_faults(spec, st); },
+                   [this] { return status_text(); },
+                   [this](const std::string& cmd, int* st) { return step_command(cmd, st); }}) {
+  port_.faults().configure(opt_.faults);
+  device_.tracer().set_nic(opt_.device.name);
+}
+
+NicServer::~NicServer() { stop(); }
+
+uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
+
+int NicServer::start(std::string* error) {
+  if (::mkdir(opt_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + opt_.dir + ": " + std::strerror(errno);
+    return 1;
+  }
+  socket_path_ = abi::control_socket_path(opt_.dir, opt_.device.name);
+  // Another simnicd serving this name? A socket that answers is taken; a dead one is stale.
+  if (int s = abi::connect_control(socket_path_); s >= 0) {
+    ::close(s);
+    *error = "a simnicd named " + opt_.device.name + " is already running (" + socket_path_ + ")";
+    return 2;
+  }
+  if (!port_.open(error)) return 2;
+  if (!opt_.pcap_path.empty()) {
+    if (!pcap_.open(opt_.pcap_path, error)) return 1;
+    port_.set_pcap(&pcap_);
+  }
+  if (!opt_.trace_path.empty() && !trace_.open_file(opt_.trace_path, error)) return 1;
+  std::string trace_sock = opt_.dir + "/" + opt_.device.name + ".trace.sock";
+  if (!trace_.listen(trace_sock, error, [this] {
+        device_.tracer().set_sink(&trace_);
+        device_.trace_snapshot();
+      }))
+    return 1;
+  update_tracing();
+  device_.tracer().set_time(now());
+  device_.trace_snapshot();  // the file starts with the NIC itself
+
+  ::unlink(socket_path_.c_str());
+  int ls = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof addr.sun_path) {
+    *error = "control socket path too long: " + socket_path_;
+    ::close(ls);
+    return 1;
+  }
+  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  mode_t old = ::umask(0077);  // only this user may talk to the NIC
+  int rc = ::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (rc != 0 || ::listen(ls, 64) != 0) {
+    *error = "cannot listen on " + socket_path_ + ": " + std::strerror(errno);
+    ::close(ls);
+    return 1;
+  }
+  listener_ = std::make_unique<asio::posix::stream_descriptor>(io_, ls);
+
+  port_.start(
+      [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes) {
+        if (clock_.paused()) {
+          if (held_.size() < kMaxHeld) held_.push_back({HeldAction::kPacket, src, sport, {bytes.begin(), bytes.end()}, 0});
+          return;
+        }
+        device_.on_packet(src, sport, bytes, now());
+      },
+      [this] { after_event(); });
+  accept_next();
+  signals_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) stop();
+  });
+  if (opt_.start_paused) {
+    int st;
+    step_command("on", &st);
+  }
+  return 0;
+}
+
+void NicServer::run() { io_.run(); }
+
+void NicServer::stop() {
+  boost::system::error_code ec;
+  signals_.cancel(ec);
+  timer_.cancel();
+  if (listener_) {
+    listener_->close(ec);
+    listener_.reset();
+    ::unlink(socket_path_.c_str());
+  }
+  while (!sessions_.empty()) close_session(sessions_.begin()->first);
+  device_.tracer().set_sink(nullptr);
+  trace_.close();
+  port_.close();
+  pcap_.close();
+  io_.stop();
+}
+
+// Tracing costs only while someone listens: a trace file or a live subscriber.
+void NicServer::update_tracing() { device_.tracer().set_sink(trace_.active() ? &trace_ : nullptr); }
+
+void NicServer::accept_next() {
+  listener_->async_wait(asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || !listener_) return;
+    for (;;) {
+      int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+      auto s = std::make_unique<Session>();
+      s->state.pid = cred.pid;
+      s->state.uid = cred.uid;
+      s->control = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+      Session* raw = s.get();
+      sessions_[raw] = std::move(s);
+      on_control_readable(raw);
+    }
+    accept_next();
+  });
+}
+
+void NicServer::on_control_readable(Session* s) {
+  s->control->async_wait(asio::posix::descriptor_base::wait_read, [this, s](const boost::system::error_code& ec) {
+    if (ec) return;
+    std::vector<uint8_t> buf;
+    std::vector<int> fds;
+    int e = abi::recv_message(s->control->native_handle(), buf, fds);
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      on_control_readable(s);
+      return;
+    }
+    if (e != 0 || buf.size() < sizeof(abi::ReqHeader)) {
+      for (int fd : fds) ::close(fd);
+      close_session(s);  // the application closed its context, or died
+      after_event();
+      return;
+    }
+    update_tracing();
+    device_.set_time(now());
+    abi::ReqHeader h;
+    std::memcpy(&h, buf.data(), sizeof h);
+    std::span<const uint8_t> body(buf.data() + sizeof h, buf.size() - sizeof h);
+    core::ControlReply reply;
+    if (h.len != body.size() || h.op == 0 || h.op >= uint32_t(abi::Op::Count_)) {
+      reply.status = EPROTO;  // malformed: answer, never crash
+    } else {
+      reply = dispatcher_.handle(s->state, abi::Op(h.op), body, fds, now());
+    }
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+    abi::RespHeader rh{h.op, uint32_t(reply.body.size()), reply.status, 0};
+    abi::send_message(s->control->native_handle(), &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+    for (int fd : reply.fds) ::close(fd);
+    if (s->state.ctx && !s->doorbell) watch_doorbell(s);
+    after_event();
+    on_control_readable(s);
+  });
+}
+
+void NicServer::watch_doorbell(Session* s) {
+  if (!s->doorbell) s->doorbell = std::make_unique<asio::posix::stream_descriptor>(io_, s->state.ctx->doorbell_fd);
+  s->doorbell->async_wait(asio::posix::descriptor_base::wait_read, [this, s](const boost::system::error_code& ec) {
+    if (ec || !s->state.ctx) return;
+    uint64_t v;
+    while (::read(s->doorbell->native_handle(), &v, sizeof v) == sizeof v) {
+    }
+    update_tracing();
+    if (clock_.paused()) {
+      uint32_t id = s->state.ctx->id;
+      if (held_.empty() || held_.back().kind != HeldAction::kDoorbell || held_.back().context_id != id)
+        held_.push_back({HeldAction::kDoorbell, 0, 0, {}, id});
+    } else {
+      device_.on_doorbell(s->state.ctx, now());
+      after_event();
+    }
+    watch_doorbell(s);
+  });
+}
+
+void NicServer::close_session(Session* s) {
+  boost::system::error_code ec;
+  if (s->state.ctx) {
+    int doorbell = s->state.ctx->doorbell_fd, async = s->state.ctx->async_fd;
+    uint32_t id = s->state.ctx->id;
+    std::erase_if(held_, [&](const HeldAction& a) { return a.kind == HeldAction::kDoorbell && a.context_id == id; });
+    dispatcher_.close(s->state);
+    if (s->doorbell) s->doorbell->close(ec);
+    else if (doorbell >= 0) ::close(doorbell);
+    if (async >= 0) ::close(async);
+  }
+  if (s->control) s->control->close(ec);
+  sessions_.erase(s);
+}
+
+// After any event: let engines continue long work, and re-arm the transport timer.
+void NicServer::after_event() {
+  if (device_.has_pending_work()) {
+    if (clock_.paused()) {
+      if (!pending_held_) {
+        pending_held_ = true;
+        held_.push_back({HeldAction::kPending, 0, 0, {}, 0});
+      }
+    } else if (!pending_posted_) {
+      pending_posted_ = true;
+      asio::post(io_, [this] {
+        pending_posted_ = false;
+        if (clock_.paused()) return after_event();
+        device_.run_pending(now());
+        after_event();
+      });
+    }
+  }
+  uint64_t due = clock_.paused() ? 0 : device_.next_deadline();
+  if (due == timer_due_) return;
+  timer_due_ = due;
+  if (!due) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_.real_time_of(due))));
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || clock_.paused()) return;
+    timer_due_ = 0;
+    device_.on_timer(now());
+    after_event();
+  });
+}
+
+void NicServer::perform(HeldAction& a) {
+  switch (a.kind) {
+    case HeldAction::kPacket:
+      device_.on_packet(a.src_ip, a.src_port, a.bytes, now());
+      break;
+    case HeldAction::kDoorbell:
+      for (auto& [p, s] : sessions_)
+        if (s->state.ctx && s->state.ctx->id == a.context_id) device_.on_doorbell(s->state.ctx, now());
+      break;
+    case HeldAction::kPending:
+      pending_held_ = false;
+      device_.run_pending(now());
+      break;
+  }
+}
+
+// Step mode: "on" holds every input (packets, doorbells, continuing work) and stops simulated
+// time; "next [N]" performs N held inputs, or, with none held, fires the next due timer;
+// "off" performs everything held and resumes.
+std::string NicServer::step_command(const std::string& cmd, int* status) {
+  std::istringstream in(cmd);
+  std::string verb;
+  in >> verb;
+  uint64_t real = monotonic_ns();
+  if (verb == "on") {
+    if (!clock_.paused()) {
+      clock_.pause(real);
+      device_.set_burst(1);
+      timer_.cancel();
+      timer_due_ = 0;
+      device_.tracer().event("step").b("paused", true);
+      if (device_.has_pending_work() && !pending_held_) {
+        pending_held_ = true;
+        held_.push_back({HeldAction::kPending, 0, 0, {}, 0});
+      }
+    }
+  } else if (verb == "off") {
+    if (clock_.paused()) {
+      clock_.resume(real);
+      device_.set_burst(64);
+      device_.tracer().event("step").b("paused", false);
+      while (!held_.empty()) {
+        HeldAction a = std::move(held_.front());
+        held_.pop_front();
+        perform(a);
+      }
+      pending_held_ = false;
+      after_event();
+    }
+  } else if (verb == "next" || verb == "step") {
+    if (!clock_.paused()) {
+      *status = EINVAL;
+      return "not paused: turn step mode on first (simnic step " + opt_.device.name + " on)";
+    }
+    int n = 1;
+    in >> n;
+    for (int i = 0; i < std::max(1, n); ++i) {
+      if (!held_.empty()) {
+        HeldAction a = std::move(held_.front());
+        held_.pop_front();
+        perform(a);
+      } else if (uint64_t due = device_.next_deadline()) {
+        clock_.advance_to(due, monotonic_ns());  // nothing else to do: let the timer fire
+        device_.on_timer(now());
+      } else {
+        break;
+      }
+      after_event();
+    }
+  } else if (verb != "status" && !verb.empty()) {
+    *status = EINVAL;
+    return "unknown step command '" + verb + "' (on, off, next [N], status)";
+  }
+  std::ostringstream out;
+  out << "paused " << (clock_.paused() ? 1 : 0) << "\n";
+  out << "held " << held_.size() << "\n";
+  if (!held_.empty()) {
+    const HeldAction& a = held_.front();
+    out << "next " << (a.kind == HeldAction::kPacket ? "packet" : a.kind == HeldAction::kDoorbell ? "doorbell" : "engine work")
+        << "\n";
+  }
+  out << "next_timer_ns " << device_.next_deadline() << "\n";
+  out << "sim_time_ns " << now() << "\n";
+  out << "trace_seq " << device_.tracer().next_seq() - 1 << "\n";
+  return out.str();
+}
+
+// Lines `simnic status` shows beyond the Device's own.
+std::string NicServer::status_text() {
+  std::string s = "pid " + std::to_string(::getpid()) + "\n";
+  s += "faults " + port_.faults().describe() + "\n";
+  s += "fault_drops " + std::to_string(port_.fault_drops()) + "\n";
+  s += "fault_dups " + std::to_string(port_.fault_dups()) + "\n";
+  s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
+  s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
+  s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
+  s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
+  s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";
+  if (!opt_.pcap_path.empty()) s += "pcap " + opt_.pcap_path + "\n";
+  if (!opt_.trace_path.empty()) s += "trace " + opt_.trace_path + "\n";
+  return s;
+}
+
+std::string NicServer::set_faults(const std::string& spec, int* status) {
+  std::string err;
+  if (!port_.faults().apply_spec(spec, &err)) {
+    *status = EINVAL;
+    return err;
+  }
+  logger_.log(core::LogLevel::kInfo, "faults now " + port_.faults().describe());
+  return port_.faults().describe();
+}
+
+}  // namespace simnic::io

@@ -1,0 +1,107 @@
+// One simulated NIC as a process: the Asio event loop around the pure Device. It owns the
+// UDP port, the control socket (the uverbs-like slow path), each context's doorbell, the
+// transport timer, pcap and trace output, and step mode. Single-threaded: every Device call
+// is on the loop.
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "simnic/core/control_dispatch.h"
+#include "simnic/core/device.h"
+#include "simnic/io/fd_notifier.h"
+#include "simnic/io/host_memory_process.h"
+#include "simnic/io/pcap_writer.h"
+#include "simnic/io/shm_memfd.h"
+#include "simnic/io/sim_clock.h"
+#include "simnic/io/trace_hub.h"
+#include "simnic/io/udp_port.h"
+
+namespace simnic::io {
+
+struct NicOptions {
+  core::DeviceConfig device;
+  std::string dir;          // where the control and telemetry sockets live
+  std::string pcap_path;    // empty: no capture
+  std::string trace_path;   // empty: no trace file
+  core::FaultConfig faults;
+  bool verbose = false;
+  bool start_paused = false;
+};
+
+class StderrLogger final : public core::Logger {
+ public:
+  StderrLogger(std::string name, bool verbose) : name_(std::move(name)), verbose_(verbose) {}
+  void log(core::LogLevel level, const std::string& line) override;
+
+ private:
+  std::string name_;
+  bool verbose_;
+};
+
+class NicServer {
+ public:
+  explicit NicServer(NicOptions options);
+  ~NicServer();
+
+  // Binds the port and the sockets. Returns 0, or an exit code with *error set.
+  int start(std::string* error);
+  // Runs until SIGTERM/SIGINT.
+  void run();
+  void stop();
+
+ private:
+  struct Session;
+  // An input held back while the NIC is paused (step mode).
+  struct HeldAction {
+    enum Kind { kPacket, kDoorbell, kPending } kind;
+    uint32_t src_ip = 0;
+    uint16_t src_port = 0;
+    std::vector<uint8_t> bytes;
+    uint32_t context_id = 0;
+  };
+
+  uint64_t now() const;
+  void accept_next();
+  void on_control_readable(Session* s);
+  void close_session(Session* s);
+  void watch_doorbell(Session* s);
+  void after_event();
+  void update_tracing();
+  void perform(HeldAction& a);
+  std::string step_command(const std::string& cmd, int* status);
+  std::string set_faults(const std::string& spec, int* status);
+  std::string status_text();
+
+  NicOptions opt_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer timer_;
+  uint64_t timer_due_ = 0;
+  bool pending_posted_ = false;
+  SimClock clock_;
+  std::deque<HeldAction> held_;
+  bool pending_held_ = false;
+
+  StderrLogger logger_;
+  ProcessMemory memory_;
+  MemfdAllocator shm_;
+  FdNotifier notifier_;
+  PcapWriter pcap_;
+  UdpPort port_;
+  TraceHub trace_;
+  core::Device device_;
+  core::ControlDispatcher dispatcher_;
+
+  std::string socket_path_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
+  std::map<Session*, std::unique_ptr<Session>> sessions_;
+};
+
+}  // namespace simnic::io

@@ -1,0 +1,120 @@
+#include "simnic/io/trace_hub.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace simnic::io {
+
+namespace {
+constexpr size_t kMaxPending = 16 << 20;  // a subscriber this far behind is cut off
+}
+
+TraceHub::~TraceHub() { close(); }
+
+bool TraceHub::open_file(const std::string& path, std::string* error) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) {
+    *error = "cannot write trace " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool TraceHub::listen(const std::string& path, std::string* error, std::function<void()> on_subscribe) {
+  on_subscribe_ = std::move(on_subscribe);
+  socket_path_ = path;
+  ::unlink(path.c_str());
+  int ls = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    *error = "telemetry socket path too long: " + path;
+    ::close(ls);
+    return false;
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  mode_t old = ::umask(0077);
+  int rc = ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::umask(old);
+  if (rc != 0 || ::listen(ls, 16) != 0) {
+    *error = "cannot listen on " + path + ": " + std::strerror(errno);
+    ::close(ls);
+    return false;
+  }
+  listener_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ls);
+  accept_next();
+  return true;
+}
+
+void TraceHub::accept_next() {
+  listener_->async_wait(boost::asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || !listener_) return;
+    for (;;) {
+      int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      subscribers_.push_back({fd, {}});
+      if (on_subscribe_) {
+        begin_snapshot();
+        on_subscribe_();
+        end_snapshot();
+      }
+    }
+    accept_next();
+  });
+}
+
+void TraceHub::close() {
+  boost::system::error_code ec;
+  if (listener_) {
+    listener_->close(ec);
+    listener_.reset();
+    ::unlink(socket_path_.c_str());
+  }
+  for (auto& s : subscribers_) ::close(s.fd);
+  subscribers_.clear();
+  if (file_) {
+    std::fclose(file_);
+    file_ = nullptr;
+  }
+}
+
+// Returns false when the subscriber has gone away.
+bool TraceHub::flush(Subscriber& s) {
+  while (!s.pending.empty()) {
+    ssize_t n = ::send(s.fd, s.pending.data(), s.pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    s.pending.erase(0, size_t(n));
+  }
+  return true;
+}
+
+void TraceHub::write_line(const std::string& line) {
+  if (snapshot_only_) {
+    if (subscribers_.empty()) return;
+    Subscriber& s = subscribers_.back();
+    s.pending += line;
+    s.pending += '\n';
+    flush(s);
+    return;
+  }
+  if (file_) {
+    std::fputs(line.c_str(), file_);
+    std::fputc('\n', file_);
+  }
+  for (auto it = subscribers_.begin(); it != subscribers_.end();) {
+    it->pending += line;
+    it->pending += '\n';
+    if (!flush(*it) || it->pending.size() > kMaxPending) {
+      ::close(it->fd);
+      it = subscribers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace simnic::io

@@ -1,0 +1,70 @@
+// The NIC's Ethernet port: a UDP socket on <addr>:4791. Receives in batches (recvmmsg) and
+// sends through the fault injector, with every packet sent and received written to pcap.
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "simnic/core/env.h"
+#include "simnic/core/fault_injector.h"
+#include "simnic/io/pcap_writer.h"
+
+namespace simnic::io {
+
+class UdpPort final : public core::PacketSink {
+ public:
+  using PacketHandler = std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>)>;
+
+  UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port);
+  ~UdpPort() override;
+
+  // Binds <ip>:<port>. On failure says why in *error.
+  bool open(std::string* error);
+  // Starts receiving; `on_batch_done` runs after each batch (the NIC then does pending work).
+  void start(PacketHandler on_packet, std::function<void()> on_batch_done);
+  void close();
+
+  core::SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) override;
+
+  void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
+  core::FaultInjector& faults() { return faults_; }
+  uint64_t tx_dropped() const { return tx_dropped_; }
+  uint64_t fault_drops() const { return fault_drops_; }
+  uint64_t fault_dups() const { return fault_dups_; }
+  uint64_t fault_delayed() const { return fault_delayed_; }
+
+ private:
+  struct Delayed {
+    uint64_t due_ns;
+    uint32_t dst_ip;
+    uint16_t dst_port;
+    std::vector<uint8_t> bytes;
+  };
+  void wait_readable();
+  void drain();
+  void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
+  void schedule_delayed();
+
+  boost::asio::io_context& io_;
+  boost::asio::ip::udp::socket socket_;
+  boost::asio::steady_timer delay_timer_;
+  uint32_t ip_;
+  uint16_t port_;
+  PacketHandler on_packet_;
+  std::function<void()> on_batch_done_;
+  PcapWriter* pcap_ = nullptr;
+  core::FaultInjector faults_;
+  std::deque<Delayed> delayed_;  // ordered by due time
+  uint64_t tx_dropped_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
+};
+
+uint64_t monotonic_ns();
+uint64_t realtime_ns();
+
+}  // namespace simnic::io

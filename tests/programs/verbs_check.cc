@@ -1,0 +1,340 @@
+// simnic-verbs-check: a plain verbs program (linked against the system libibverbs) that
+// connects two RC QPs on two devices, moves known data with every RC operation, and checks
+// every byte and every completion field. Run it on simnic with `simnic run -- ...`, or
+// unchanged on real RoCE NICs.
+//
+//   simnic-verbs-check [-a DEV0] [-b DEV1] [-s BYTES] [-n ITERS] [-m MTU]
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <getopt.h>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_passed = 0, g_failed = 0;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                   \
+      std::fprintf(stderr, "\n");                          \
+      return false;                                        \
+    }                                                      \
+  } while (0)
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  std::vector<uint8_t> buf;   // the MR: [0, size) send/source area, [size, 2*size) receive/target area
+  ibv_mr* mr = nullptr;
+  uint64_t* atomic_word = nullptr;
+  ibv_mr* atomic_mr = nullptr;
+  ibv_gid gid{};
+};
+
+ibv_context* open_dev(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list) return nullptr;
+  ibv_context* ctx = nullptr;
+  for (int i = 0; i < n; ++i)
+    if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) {
+      ctx = ibv_open_device(list[i]);
+      break;
+    }
+  ibv_free_device_list(list);
+  return ctx;
+}
+
+bool setup(Side& s, const char* dev, size_t size) {
+  s.ctx = open_dev(dev);
+  CHECK(s.ctx, "cannot open device %s", dev ? dev : "(first)");
+  s.pd = ibv_alloc_pd(s.ctx);
+  CHECK(s.pd, "ibv_alloc_pd: %s", std::strerror(errno));
+  s.cq = ibv_create_cq(s.ctx, 256, nullptr, nullptr, 0);
+  CHECK(s.cq, "ibv_create_cq: %s", std::strerror(errno));
+  s.buf.assign(2 * size, 0);
+  s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  CHECK(s.mr, "ibv_reg_mr: %s", std::strerror(errno));
+  s.atomic_word = static_cast<uint64_t*>(aligned_alloc(64, 64));
+  std::memset(s.atomic_word, 0, 64);
+  s.atomic_mr = ibv_reg_mr(s.pd, s.atomic_word, 64,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ);
+  CHECK(s.atomic_mr, "ibv_reg_mr(atomic): %s", std::strerror(errno));
+  ibv_qp_init_attr init{};
+  init.send_cq = s.cq;
+  init.recv_cq = s.cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = 64;
+  init.cap.max_recv_wr = 64;
+  init.cap.max_send_sge = 4;
+  init.cap.max_recv_sge = 4;
+  s.qp = ibv_create_qp(s.pd, &init);
+  CHECK(s.qp, "ibv_create_qp: %s", std::strerror(errno));
+  CHECK(ibv_query_gid(s.ctx, 1, 0, &s.gid) == 0, "ibv_query_gid failed");
+  return true;
+}
+
+bool connect(Side& a, const Side& b, ibv_mtu mtu) {
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  int rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  CHECK(rc == 0, "RESET->INIT: %s", std::strerror(rc));
+  at = {};
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = mtu;
+  at.dest_qp_num = b.qp->qp_num;
+  at.rq_psn = 0xfffff0;  // close to the 24-bit wrap, on purpose
+  at.max_dest_rd_atomic = 4;
+  at.min_rnr_timer = 1;
+  at.ah_attr.is_global = 1;
+  at.ah_attr.grh.dgid = b.gid;
+  at.ah_attr.grh.hop_limit = 64;
+  at.ah_attr.port_num = 1;
+  rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  CHECK(rc == 0, "INIT->RTR: %s", std::strerror(rc));
+  at = {};
+  at.qp_state = IBV_QPS_RTS;
+  at.sq_psn = 0xfffff0;
+  at.timeout = 14;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.max_rd_atomic = 4;
+  rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+  CHECK(rc == 0, "RTR->RTS: %s", std::strerror(rc));
+  return true;
+}
+
+bool poll_one(Side& s, ibv_wc* wc, double timeout_s = 10) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int n = ibv_poll_cq(s.cq, 1, wc);
+    CHECK(n >= 0, "ibv_poll_cq returned %d", n);
+    if (n == 1) return true;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+      std::fprintf(stderr, "FAIL: no completion within %.0f s\n", timeout_s);
+      return false;
+    }
+  }
+}
+
+void fill(std::vector<uint8_t>& v, size_t off, size_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1103515245u + 12345u;
+    v[off + i] = uint8_t(x >> 16);
+  }
+}
+
+bool post_recv(Side& s, uint64_t wr_id, size_t off, size_t len) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data() + off), uint32_t(len), s.mr->lkey};
+  ibv_recv_wr wr{}, *bad = nullptr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  int rc = ibv_post_recv(s.qp, &wr, &bad);
+  CHECK(rc == 0, "ibv_post_recv: %s", std::strerror(rc));
+  return true;
+}
+
+bool post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int nsge, uint64_t raddr,
+               uint32_t rkey, uint32_t imm = 0, uint64_t cmp = 0, uint64_t swp = 0) {
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sges;
+  wr.num_sge = nsge;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(imm);
+  if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    wr.wr.atomic.remote_addr = raddr;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = cmp;
+    wr.wr.atomic.swap = swp;
+  } else {
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+  }
+  int rc = ibv_post_send(s.qp, &wr, &bad);
+  CHECK(rc == 0, "ibv_post_send: %s", std::strerror(rc));
+  return true;
+}
+
+#define RUN(name, expr)                                        \
+  do {                                                         \
+    bool ok_ = (expr);                                         \
+    std::printf("%-44s %s\n", name, ok_ ? "ok" : "FAILED");    \
+    std::fflush(stdout);                                       \
+    ok_ ? ++g_passed : ++g_failed;                             \
+  } while (0)
+
+bool test_send(Side& a, Side& b, size_t size, uint32_t seed, bool imm) {
+  fill(a.buf, 0, size, seed);
+  std::memset(b.buf.data() + size, 0, size);
+  if (!post_recv(b, 100 + seed, size, size)) return false;
+  // Two SGEs on the send side: gather from both halves of the first region.
+  size_t half = size / 2;
+  ibv_sge sges[2] = {{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(half), a.mr->lkey},
+                     {reinterpret_cast<uint64_t>(a.buf.data() + half), uint32_t(size - half), a.mr->lkey}};
+  if (!post_send(a, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 200 + seed, sges, 2, 0, 0, 0xC0DE0000 + seed)) return false;
+  ibv_wc wc;
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS, "receive status %s", ibv_wc_status_str(wc.status));
+  CHECK(wc.opcode == IBV_WC_RECV, "receive opcode %d", wc.opcode);
+  CHECK(wc.wr_id == 100 + seed, "receive wr_id %" PRIu64, wc.wr_id);
+  CHECK(wc.byte_len == size, "byte_len %u, expected %zu", wc.byte_len, size);
+  CHECK(wc.qp_num == b.qp->qp_num, "qp_num 0x%x", wc.qp_num);
+  CHECK(wc.src_qp == a.qp->qp_num, "src_qp 0x%x, expected 0x%x", wc.src_qp, a.qp->qp_num);
+  if (imm) {
+    CHECK(wc.wc_flags & IBV_WC_WITH_IMM, "no IBV_WC_WITH_IMM");
+    CHECK(ntohl(wc.imm_data) == 0xC0DE0000 + seed, "imm 0x%x", ntohl(wc.imm_data));
+  }
+  CHECK(std::memcmp(a.buf.data(), b.buf.data() + size, size) == 0, "received bytes differ");
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND && wc.wr_id == 200 + seed,
+        "send completion status %s opcode %d", ibv_wc_status_str(wc.status), wc.opcode);
+  return true;
+}
+
+bool test_write(Side& a, Side& b, size_t size, uint32_t seed, bool imm) {
+  fill(a.buf, 0, size, seed);
+  std::memset(b.buf.data() + size, 0, size);
+  if (imm && !post_recv(b, 300 + seed, 0, 0)) return false;
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(size), a.mr->lkey};
+  if (!post_send(a, imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, 400 + seed, &sge, 1,
+                 reinterpret_cast<uint64_t>(b.buf.data() + size), b.mr->rkey, 0xBEEF + seed))
+    return false;
+  ibv_wc wc;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE, "write completion %s",
+        ibv_wc_status_str(wc.status));
+  if (imm) {
+    if (!poll_one(b, &wc)) return false;
+    CHECK(wc.status == IBV_WC_SUCCESS, "recv status %s", ibv_wc_status_str(wc.status));
+    CHECK(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM, "opcode %d", wc.opcode);
+    CHECK(wc.byte_len == size, "byte_len %u", wc.byte_len);
+    CHECK(ntohl(wc.imm_data) == 0xBEEF + seed, "imm");
+  }
+  // An RC WRITE is complete at the requester only once acknowledged: the data is there.
+  CHECK(std::memcmp(a.buf.data(), b.buf.data() + size, size) == 0, "written bytes differ");
+  return true;
+}
+
+bool test_read(Side& a, Side& b, size_t size, uint32_t seed) {
+  fill(b.buf, 0, size, seed);
+  std::memset(a.buf.data() + size, 0, size);
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data() + size), uint32_t(size), a.mr->lkey};
+  if (!post_send(a, IBV_WR_RDMA_READ, 500 + seed, &sge, 1, reinterpret_cast<uint64_t>(b.buf.data()), b.mr->rkey))
+    return false;
+  ibv_wc wc;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ, "read completion %s opcode %d",
+        ibv_wc_status_str(wc.status), wc.opcode);
+  CHECK(wc.byte_len == size, "read byte_len %u", wc.byte_len);
+  CHECK(std::memcmp(a.buf.data() + size, b.buf.data(), size) == 0, "read bytes differ");
+  return true;
+}
+
+bool test_atomics(Side& a, Side& b) {
+  *b.atomic_word = 40;
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.atomic_word), 8, a.atomic_mr->lkey};
+  if (!post_send(a, IBV_WR_ATOMIC_FETCH_AND_ADD, 600, &sge, 1, reinterpret_cast<uint64_t>(b.atomic_word),
+                 b.atomic_mr->rkey, 0, 2))
+    return false;
+  ibv_wc wc;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD, "fetch-add %s", ibv_wc_status_str(wc.status));
+  CHECK(*a.atomic_word == 40, "fetch-add returned %" PRIu64, *a.atomic_word);
+  CHECK(*b.atomic_word == 42, "target is %" PRIu64 " after fetch-add", *b.atomic_word);
+  if (!post_send(a, IBV_WR_ATOMIC_CMP_AND_SWP, 601, &sge, 1, reinterpret_cast<uint64_t>(b.atomic_word),
+                 b.atomic_mr->rkey, 0, 42, 7))
+    return false;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP, "cmp-swap %s", ibv_wc_status_str(wc.status));
+  CHECK(*a.atomic_word == 42 && *b.atomic_word == 7, "cmp-swap: got %" PRIu64 ", target %" PRIu64,
+        *a.atomic_word, *b.atomic_word);
+  return true;
+}
+
+bool test_bad_rkey(Side& a, Side& b, size_t size) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(size), a.mr->lkey};
+  if (!post_send(a, IBV_WR_RDMA_WRITE, 700, &sge, 1, reinterpret_cast<uint64_t>(b.buf.data()), b.mr->rkey ^ 0x5a5a00))
+    return false;
+  if (!post_send(a, IBV_WR_RDMA_WRITE, 701, &sge, 1, reinterpret_cast<uint64_t>(b.buf.data()), b.mr->rkey))
+    return false;
+  ibv_wc wc;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.wr_id == 700 && wc.status == IBV_WC_REM_ACCESS_ERR, "bad rkey gave %s (wr %" PRIu64 ")",
+        ibv_wc_status_str(wc.status), wc.wr_id);
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.wr_id == 701 && wc.status == IBV_WC_WR_FLUSH_ERR, "next WR gave %s", ibv_wc_status_str(wc.status));
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  CHECK(ibv_query_qp(a.qp, &attr, IBV_QP_STATE, &init) == 0, "ibv_query_qp");
+  CHECK(attr.qp_state == IBV_QPS_ERR, "QP state %d after the error, expected ERR", attr.qp_state);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* dev_a = "simnic0";
+  const char* dev_b = "simnic1";
+  size_t size = 65536;
+  int iters = 3;
+  int mtu_bytes = 1024;
+  int c;
+  while ((c = getopt(argc, argv, "a:b:s:n:m:h")) != -1) {
+    switch (c) {
+      case 'a': dev_a = optarg; break;
+      case 'b': dev_b = optarg; break;
+      case 's': size = std::strtoul(optarg, nullptr, 0); break;
+      case 'n': iters = std::atoi(optarg); break;
+      case 'm': mtu_bytes = std::atoi(optarg); break;
+      default:
+        std::printf("usage: %s [-a DEV0] [-b DEV1] [-s BYTES (>=2)] [-n ITERS] [-m MTU]\n", argv[0]);
+        return c == 'h' ? 0 : 2;
+    }
+  }
+  if (size < 2) size = 2;
+  ibv_mtu mtu = mtu_bytes >= 4096 ? IBV_MTU_4096 : mtu_bytes >= 2048 ? IBV_MTU_2048
+              : mtu_bytes >= 1024 ? IBV_MTU_1024 : mtu_bytes >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+  Side a, b;
+  if (!setup(a, dev_a, size) || !setup(b, dev_b, size) || !connect(a, b, mtu) || !connect(b, a, mtu)) {
+    std::printf("setup failed\n0 passed, 1 failed\n");
+    return 1;
+  }
+  std::printf("%s QP 0x%x <-> %s QP 0x%x, %zu bytes, MTU %d\n", dev_a, a.qp->qp_num, dev_b, b.qp->qp_num, size,
+              mtu_bytes);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    uint32_t seed = uint32_t(i + 1);
+    RUN("SEND (2 SGEs) a->b, bytes compared", test_send(a, b, size, seed, false));
+    RUN("SEND_WITH_IMM b->a, bytes and imm", test_send(b, a, size, seed + 100, true));
+    RUN("RDMA_WRITE a->b, bytes compared", test_write(a, b, size, seed, false));
+    RUN("RDMA_WRITE_WITH_IMM b->a", test_write(b, a, size, seed + 200, true));
+    RUN("RDMA_READ a<-b, bytes compared", test_read(a, b, size, seed + 300));
+  }
+  RUN("ATOMIC FETCH_ADD and CMP_SWP", test_atomics(a, b));
+  RUN("bad rkey -> REM_ACCESS_ERR, then FLUSH", test_bad_rkey(a, b, size));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%.3f s\n", s);
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}

@@ -1,0 +1,134 @@
+// An in-memory world for the NIC core: fake host memory, heap "shared" memory, a fabric that
+// carries packets between Devices under test control, and a manual clock. Deterministic.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "simnic/abi/rings.h"
+#include "simnic/core/device.h"
+
+namespace simnic::testing {
+
+// One fake process address space per pid: a flat buffer at a fixed base address.
+class FakeMemory : public core::HostMemory {
+ public:
+  static constexpr uint64_t kBase = 0x10000000;
+  std::vector<uint8_t>& space(pid_t pid) {
+    auto& v = spaces_[pid];
+    if (v.empty()) v.resize(1 << 22);
+    return v;
+  }
+  uint64_t addr(pid_t pid, size_t offset) { space(pid); return kBase + offset; }
+  uint8_t* ptr(pid_t pid, size_t offset) { return space(pid).data() + offset; }
+  int read(pid_t pid, uint64_t addr, void* dst, size_t len) override {
+    auto* p = locate(pid, addr, len);
+    if (!p) return EFAULT;
+    std::memcpy(dst, p, len);
+    return 0;
+  }
+  int write(pid_t pid, uint64_t addr, const void* src, size_t len) override {
+    auto* p = locate(pid, addr, len);
+    if (!p) return EFAULT;
+    std::memcpy(p, src, len);
+    ++writes;
+    return 0;
+  }
+  int writes = 0;
+
+ private:
+  uint8_t* locate(pid_t pid, uint64_t addr, size_t len) {
+    auto it = spaces_.find(pid);
+    if (it == spaces_.end() || addr < kBase || addr - kBase + len > it->second.size()) return nullptr;
+    return it->second.data() + (addr - kBase);
+  }
+  std::map<pid_t, std::vector<uint8_t>> spaces_;
+};
+
+class HeapShm : public core::ShmAllocator {
+ public:
+  bool allocate(size_t size, const std::string&, core::ShmRegion* out, int*) override {
+    out->addr = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+    std::memset(out->addr, 0, (size + 4095) / 4096 * 4096);
+    out->size = size;
+    out->fd = -1;
+    return true;
+  }
+  void release(core::ShmRegion& r) override {
+    std::free(r.addr);
+    r = {};
+  }
+};
+
+class RecordingNotifier : public core::Notifier {
+ public:
+  void completion_event(int fd, uint32_t cq) override { events.push_back({fd, cq}); }
+  void async_event(int, uint32_t type, uint32_t handle) override { async.push_back({type, handle}); }
+  void release_fd(int) override {}
+  std::vector<std::pair<int, uint32_t>> events;
+  std::vector<std::pair<uint32_t, uint32_t>> async;
+};
+
+class CapturingLogger : public core::Logger {
+ public:
+  void log(core::LogLevel, const std::string& line) override { lines.push_back(line); }
+  bool contains(const std::string& s) const {
+    for (auto& l : lines)
+      if (l.find(s) != std::string::npos) return true;
+    return false;
+  }
+  std::vector<std::string> lines;
+};
+
+struct WirePacket {
+  uint32_t src_ip, dst_ip;
+  std::vector<uint8_t> bytes;
+};
+
+// Packets wait in a queue until the test delivers them; a filter can drop or duplicate.
+class Fabric {
+ public:
+  class Port : public core::PacketSink {
+   public:
+    Port(Fabric& f, uint32_t ip) : fabric_(f), ip_(ip) {}
+    core::SendOutcome send(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b) override {
+      fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}});
+      ++fabric_.sent;
+      return core::SendOutcome::kSent;
+    }
+
+   private:
+    Fabric& fabric_;
+    uint32_t ip_;
+  };
+
+  void attach(uint32_t ip, core::Device* d) { devices[ip] = d; }
+  // Delivers queued packets (and any they cause) until quiet; `keep` may drop a packet.
+  int deliver_all(uint64_t now, const std::function<bool(const WirePacket&)>& keep = {}) {
+    int n = 0;
+    while (!queue.empty() && n < 1000000) {
+      WirePacket p = std::move(queue.front());
+      queue.pop_front();
+      ++n;
+      if (keep && !keep(p)) {
+        ++dropped;
+        continue;
+      }
+      auto it = devices.find(p.dst_ip);
+      if (it != devices.end()) it->second->on_packet(p.src_ip, 4791, p.bytes, now);
+      for (auto& [ip, d] : devices)
+        while (d->has_pending_work()) d->run_pending(now);
+    }
+    return n;
+  }
+  std::deque<WirePacket> queue;
+  std::map<uint32_t, core::Device*> devices;
+  int sent = 0, dropped = 0;
+};
+
+}  // namespace simnic::testing
