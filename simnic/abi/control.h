@@ -106,7 +106,7 @@ struct QueryGidReq {
 
 struct QueryGidReply {
   union ibv_gid gid;
-  uint32_t gid_type;  // enum ibv_gid_type_sysfs: IBV_GID_TYPE_SYSFS_ROCE_V2
+  uint32_t gid_type;  // enum ibv_gid_type (verbs.h): IBV_GID_TYPE_ROCE_V2
   uint32_t ndev_ifindex;
 };
 

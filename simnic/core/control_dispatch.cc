@@ -109,7 +109,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       if (req.port_num != 1 || req.index != 0) return fail(EINVAL);
       QueryGidReply rep{};
       rep.gid = dev_.gid0();
-      rep.gid_type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+      rep.gid_type = IBV_GID_TYPE_ROCE_V2;
       return ok(rep);
     }
     default: break;
