@@ -91,9 +91,11 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
   }
   qp.retry_left = qp.attr.retry_cnt;  // progress resets the retry budget
   qp.rnr_retry_left = qp.attr.rnr_retry;
-  if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started)
+  if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started) {
+    if (qp.timer_deadline_ns)
+      tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
     qp.timer_deadline_ns = 0;
-  else
+  } else
     arm_ack_timer(qp, now);
 }
 
@@ -196,6 +198,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       qp.rnr_wait = true;
       qp.una_psn = psn;
       qp.timer_deadline_ns = now + rnr_timer_ns(aeth_value(syndrome));
+      tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
       busy_qps_.erase(qp.qpn);
       return;
     }

@@ -92,7 +92,6 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
 
 int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst,
                    uint32_t len, std::string* why) {
-  (void)qp;
   if (wqe.send_flags & IBV_SEND_INLINE) {
     if (offset + len > wqe.inline_len) return EINVAL;
     std::memcpy(dst, wqe.inline_data + offset, len);
@@ -110,6 +109,7 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
       *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
       return EINVAL;
     }
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
     if (int e = memory_.read(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, dst, n)) {
       ++counters_.dma_errors;
       *why = "DMA read of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);
@@ -124,7 +124,6 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
 
 int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
                     const uint8_t* src, uint32_t len, std::string* why) {
-  (void)qp;
   for (uint32_t i = 0; i < num_sge && len; ++i) {
     const ibv_sge& s = sge[i];
     if (offset >= s.length) {
@@ -137,6 +136,7 @@ int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
       *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
       return EINVAL;
     }
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
     if (int e = memory_.write(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, src, n)) {
       ++counters_.dma_errors;
       *why = "DMA write of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);

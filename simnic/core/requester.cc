@@ -50,7 +50,10 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
     return;
   }
   uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
+  bool was_idle = qp.timer_deadline_ns == 0;
   qp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+  if (was_idle)
+    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
 }
 
 void Device::requester_run(Qp& qp, uint64_t now) {

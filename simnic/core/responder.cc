@@ -254,6 +254,7 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       return;
     }
     const Mr& mr = *qp.write_mr;
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
     if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
       ++counters_.dma_errors;
       responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS,
@@ -345,6 +346,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
           return true;
         }
         const Mr& mr = *rr.mr;
+        tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + offset).u("length", n);
         if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
           ++counters_.dma_errors;
           qp.read_responses.pop_front();
@@ -395,6 +397,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   }
   uint64_t addr = mr->addr + (a.va - mr->iova);
   uint64_t orig = 0;
+  tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = memory_.read(mr->ctx->pid, addr, &orig, 8)) {
@@ -404,6 +407,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   uint64_t next = pkt.h.bth.opcode == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                      : orig + a.swap_add;
   if (next != orig) {
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
     if (int e = memory_.write(mr->ctx->pid, addr, &next, 8)) {
       responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA write failed: ") + std::strerror(e));
       return;
