@@ -171,13 +171,6 @@ void Device::close_context(Context* ctx) {
   contexts_.erase(ctx->id);
 }
 
-template <class T>
-T* Device::owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
-  auto it = table.find(handle);
-  if (it == table.end() || it->second->ctx != ctx) return nullptr;
-  return it->second.get();
-}
-
 // ---------------------------------------------------------------- PD, MR
 
 int Device::alloc_pd(Context* ctx, uint32_t* handle) {

@@ -120,8 +120,13 @@ class Device {
  private:
   // device.cc
   uint32_t new_handle() { return next_handle_++; }
+  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
   template <class T>
-  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle);
+  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
+    auto it = table.find(handle);
+    if (it == table.end() || it->second->ctx != ctx) return nullptr;
+    return it->second.get();
+  }
   const Mr* find_mr_by_key(uint32_t key) const;
   void log(LogLevel level, const std::string& line);
 
