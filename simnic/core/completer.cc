@@ -102,6 +102,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
 void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) {
     ++counters_.rx_drop_qp_state;
+    tracer_.event("pkt_drop").s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
     return;
   }
   const uint32_t psn = pkt.h.bth.psn;

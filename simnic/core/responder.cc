@@ -106,6 +106,7 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
     ++counters_.rx_drop_qp_state;
+    tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
     return;
   }
   const uint32_t psn = pkt.h.bth.psn;
