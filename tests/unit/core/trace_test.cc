@@ -182,7 +182,7 @@ TEST_F(TraceTest, SendWriteReadProduceTheExpectedEvents) {
   }
   bool saw_read_request = false;
   for (auto& l : sink.lines)
-    if (l.find("\"opcode\":\"RC_READ_REQUEST\"") != std::string::npos) {
+    if (l.find("\"opcode\":\"RC_RDMA_READ_REQUEST\"") != std::string::npos) {
       saw_read_request = true;
       EXPECT_NE(l.find("\"reth\":{\"va\":"), std::string::npos) << l;
       EXPECT_NE(l.find("\"psn\":2"), std::string::npos) << l;
