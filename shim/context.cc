@@ -1,0 +1,319 @@
+// Opening a device (one control connection per ibv_context, like one open of /dev/infiniband/
+// uverbsN), the queries, and asynchronous events.
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <endian.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "shim/shim.h"
+
+namespace simnic::shim {
+
+using namespace simnic::abi;
+
+void ring_doorbell(ShimContext* c) {
+  uint64_t one = 1;
+  // An eventfd write only fails if the counter would overflow, which a reader prevents.
+  [[maybe_unused]] ssize_t n = ::write(c->doorbell_fd, &one, sizeof one);
+}
+
+void* map_shared(std::vector<int>& fds, size_t bytes) {
+  if (fds.size() != 1) {
+    for (int fd : fds) ::close(fd);
+    errno = EPROTO;
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  int e = errno;
+  ::close(fds[0]);
+  fds.clear();
+  if (p == MAP_FAILED) {
+    errno = e;
+    return nullptr;
+  }
+  return p;
+}
+
+namespace {
+
+// simnicd "DMAs" with process_vm_readv/writev, which Yama restricts to a process' ancestors
+// unless the process names its tracer. Name the daemon; with two daemons (two devices open
+// in one process) only "any" covers both.
+int allow_daemon_access(pid_t daemon_pid) {
+  static std::mutex mu;
+  static pid_t named = 0;
+  std::lock_guard lock(mu);
+  int scope = 0;
+  std::ifstream("/proc/sys/kernel/yama/ptrace_scope") >> scope;
+  if (scope >= 2) {
+    warn("kernel.yama.ptrace_scope is %d, which forbids simnicd (pid %d) from reading and writing "
+         "this program's memory regions. Allow it with: sudo sysctl kernel.yama.ptrace_scope=1",
+         scope, int(daemon_pid));
+    return EPERM;
+  }
+  if (named == daemon_pid) return 0;
+  unsigned long who = named == 0 ? static_cast<unsigned long>(daemon_pid) : PR_SET_PTRACER_ANY;
+  // EINVAL means the kernel has no Yama, which then needs nothing.
+  if (::prctl(PR_SET_PTRACER, who, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+  named = named == 0 ? daemon_pid : -1;
+  return 0;
+}
+
+}  // namespace
+}  // namespace simnic::shim
+
+using namespace simnic::shim;
+using namespace simnic::abi;
+
+extern "C" {
+
+struct ibv_context* ibv_open_device(struct ibv_device* device) {
+  ShimDevice* d = to_shim(device);
+  int ctl = connect_control(d->socket_path);
+  if (ctl < 0) {
+    int e = errno;
+    warn("%s is not running (%s: %s); start it with `simnic up`", device->name, d->socket_path, std::strerror(e));
+    return fail_null<ibv_context>(e == ENOENT || e == ECONNREFUSED ? ENODEV : e);
+  }
+  int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int async[2] = {-1, -1};
+  if (doorbell < 0 || ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, async) != 0) {
+    int e = errno;
+    ::close(ctl);
+    if (doorbell >= 0) ::close(doorbell);
+    return fail_null<ibv_context>(e);
+  }
+  HelloReply hello{};
+  std::vector<int> none;
+  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, 0}, &hello, std::span<const int>({doorbell, async[1]}));
+  ::close(async[1]);  // simnicd has its own copy now
+  if (st == 0) st = allow_daemon_access(pid_t(hello.daemon_pid));
+  if (st != 0) {
+    ::close(ctl);
+    ::close(doorbell);
+    ::close(async[0]);
+    return fail_null<ibv_context>(st);
+  }
+
+  auto* c = new ShimContext;
+  std::memset(&c->vctx, 0, sizeof c->vctx);
+  c->ctl_fd = ctl;
+  c->doorbell_fd = doorbell;
+  c->daemon_pid = pid_t(hello.daemon_pid);
+  ibv_context& ctx = c->vctx.context;
+  ctx.device = device;
+  ctx.cmd_fd = ctl;
+  ctx.async_fd = async[0];
+  ctx.num_comp_vectors = int(hello.num_comp_vectors);
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  c->vctx.sz = sizeof(verbs_context);
+  fill_context_ops(c);
+  debug("opened %s (simnicd pid %u)", device->name, hello.daemon_pid);
+  return &ctx;
+}
+
+int ibv_close_device(struct ibv_context* context) {
+  ShimContext* c = to_shim(context);
+  // Closing the control connection makes simnicd free whatever the application left behind.
+  ::close(c->ctl_fd);
+  ::close(c->doorbell_fd);
+  ::close(context->async_fd);
+  pthread_mutex_destroy(&context->mutex);
+  delete c;
+  return 0;
+}
+
+int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* device_attr) {
+  QueryDeviceReply rep{};
+  int st = rpc(to_shim(context), Op::QueryDevice, HandleReq{}, &rep);
+  if (st == 0) *device_attr = rep.attr;
+  return st;
+}
+
+// The exported ibv_query_port takes the pre-1.3 ("compat") layout, which ends before
+// port_cap_flags2; current binaries come through verbs_context.query_port instead.
+int ibv_query_port(struct ibv_context* context, uint8_t port_num, struct _compat_ibv_port_attr* port_attr) {
+  QueryPortReply rep{};
+  int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
+  if (st == 0) std::memcpy(port_attr, &rep.attr, offsetof(ibv_port_attr, port_cap_flags2));
+  return st;
+}
+
+int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
+  if (index < 0) return EINVAL;
+  QueryGidReply rep{};
+  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, uint32_t(index)}, &rep);
+  if (st == 0) *gid = rep.gid;
+  return st == 0 ? 0 : -1;  // rdma-core returns -1 here, not an errno
+}
+
+// IBVERBS_PRIVATE_34; the real type is enum ibv_gid_type_sysfs from infiniband/driver.h,
+// where 1 means RoCE v2.
+int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned int index, uint32_t* type) {
+  QueryGidReply rep{};
+  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, index}, &rep);
+  if (st != 0) return EINVAL;
+  *type = rep.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
+  return 0;
+}
+
+int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                      struct ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  if (flags) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  QueryGidReply rep{};
+  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, gid_index}, &rep);
+  if (st != 0) return st;
+  std::memset(entry, 0, sizeof *entry);
+  entry->gid = rep.gid;
+  entry->gid_index = gid_index;
+  entry->port_num = port_num;
+  entry->gid_type = rep.gid_type;
+  entry->ndev_ifindex = rep.ndev_ifindex;
+  return 0;
+}
+
+ssize_t _ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* entries, size_t max_entries,
+                             uint32_t flags, size_t entry_size) {
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  ibv_device_attr dev{};
+  if (int st = ibv_query_device(context, &dev)) return -st;
+  size_t n = 0;
+  for (uint32_t port = 1; port <= dev.phys_port_cnt; ++port) {
+    ibv_port_attr pa{};
+    QueryPortReply rep{};
+    if (int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port, 0}, &rep)) return -st;
+    pa = rep.attr;
+    for (int i = 0; i < pa.gid_tbl_len; ++i) {
+      if (n == max_entries) return -EINVAL;  // rdma-core: the caller's table is too small
+      if (_ibv_query_gid_ex(context, port, uint32_t(i), &entries[n], 0, sizeof(ibv_gid_entry)) == 0) ++n;
+    }
+  }
+  return ssize_t(n);
+}
+
+int ibv_query_pkey(struct ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  QueryPortReply rep{};
+  if (rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep) != 0) return -1;
+  if (index < 0 || index >= int(rep.attr.pkey_tbl_len)) return -1;
+  *pkey = htobe16(0xffff);  // RoCE: the default full-membership P_Key only
+  return 0;
+}
+
+int ibv_get_pkey_index(struct ibv_context* context, uint8_t port_num, __be16 pkey) {
+  __be16 p;
+  if (ibv_query_pkey(context, port_num, 0, &p) == 0 && p == pkey) return 0;
+  return -1;
+}
+
+int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* event) {
+  ShimContext* c = to_shim(context);
+  AsyncEventMsg msg{};
+  ssize_t n = ::recv(context->async_fd, &msg, sizeof msg, 0);
+  if (n != ssize_t(sizeof msg)) {
+    if (n >= 0) errno = ENODEV;  // simnicd went away
+    return -1;
+  }
+  std::memset(event, 0, sizeof *event);
+  event->event_type = ibv_event_type(msg.event_type);
+  std::lock_guard lock(c->objs_mu);
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+      if (auto it = c->cqs.find(msg.handle); it != c->cqs.end()) event->element.cq = &it->second->cq;
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      if (auto it = c->srqs.find(msg.handle); it != c->srqs.end()) event->element.srq = &it->second->srq;
+      break;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE:
+      event->element.port_num = int(msg.handle);
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      break;
+    default:  // the QP events
+      if (auto it = c->qps.find(msg.handle); it != c->qps.end()) event->element.qp = &it->second->qpx.qp_base;
+      break;
+  }
+  return 0;
+}
+
+void ibv_ack_async_event(struct ibv_async_event*) {}
+
+}  // extern "C"
+
+namespace simnic::shim {
+namespace {
+
+int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr, size_t len) {
+  QueryPortReply rep{};
+  int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
+  if (st != 0) return st;
+  std::memset(port_attr, 0, len);
+  std::memcpy(port_attr, &rep.attr, std::min(len, sizeof rep.attr));
+  return 0;
+}
+
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+  if (input && input->comp_mask) return EINVAL;
+  ibv_device_attr_ex ex{};
+  if (int st = ibv_query_device(context, &ex.orig_attr)) return st;
+  ex.max_dm_size = 0;
+  ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+  std::memset(attr, 0, attr_size);
+  std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));
+  return 0;
+}
+
+}  // namespace
+
+extern ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+extern int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+extern int req_notify_cq(ibv_cq* cq, int solicited_only);
+extern int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+extern int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+extern int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+void fill_context_ops(ShimContext* c) {
+  ibv_context_ops& ops = c->vctx.context.ops;
+  ops._compat_query_device = ibv_query_device;
+  ops._compat_query_port = ibv_query_port;
+  ops.poll_cq = poll_cq;
+  ops.req_notify_cq = req_notify_cq;
+  ops.post_send = post_send;
+  ops.post_recv = post_recv;
+  ops.post_srq_recv = post_srq_recv;
+  // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
+  // EOPNOTSUPP (memory windows, WQs, flows, counters, DM, TDs, ...).
+  c->vctx.query_port = query_port_ex;
+  c->vctx.query_device_ex = query_device_ex;
+  c->vctx.create_qp_ex = create_qp_ex;
+}
+
+}  // namespace simnic::shim
+
+#include "shim/symver.h"
+SIMNIC_DEFAULT_VERSION_1_1(ibv_open_device);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_close_device);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_device);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_port);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_gid);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_pkey);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_get_async_event);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_ack_async_event);

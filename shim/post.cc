@@ -1,0 +1,171 @@
+// The fast path: posting work requests. A WQE is written into the shared ring, the producer
+// index is published (release), and the doorbell wakes simnicd, like an RNIC's MMIO doorbell.
+// Errors that rdma-core's providers report at post time (bad opcode for the QP type, too many
+// SGEs, too much inline data, a full queue, a QP not yet ready) are returned here with
+// *bad_wr set; everything else is simnicd's to check and completes with an error status.
+#include <cstring>
+
+#include "shim/shim.h"
+
+using namespace simnic::abi;
+
+namespace simnic::shim {
+namespace {
+
+bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
+  switch (type) {
+    case IBV_QPT_RC:
+      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+             op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+             op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_SEND_WITH_INV;
+    case IBV_QPT_UC:
+      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+             op == IBV_WR_RDMA_WRITE_WITH_IMM;
+    case IBV_QPT_UD:
+      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+    default:
+      return false;
+  }
+}
+
+// Fills one send WQE; returns 0 or the errno post_send returns.
+int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
+  const ibv_qp& q = qp->qpx.qp_base;
+  if (!opcode_allowed(q.qp_type, wr.opcode)) return EINVAL;
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > qp->cap.max_send_sge) return EINVAL;
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.imm_data = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  w.rkey = 0;
+  w.remote_addr = 0;
+  w.compare_add = w.swap = 0;
+  w.ah = w.remote_qpn = w.remote_qkey = 0;
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      w.remote_addr = wr.wr.rdma.remote_addr;
+      w.rkey = wr.wr.rdma.rkey;
+      break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      w.remote_addr = wr.wr.atomic.remote_addr;
+      w.rkey = wr.wr.atomic.rkey;
+      w.compare_add = wr.wr.atomic.compare_add;
+      w.swap = wr.wr.atomic.swap;
+      break;
+    default:
+      break;
+  }
+  if (q.qp_type == IBV_QPT_UD) {
+    if (!wr.wr.ud.ah) return EINVAL;
+    w.ah = wr.wr.ud.ah->handle;
+    w.remote_qpn = wr.wr.ud.remote_qpn;
+    w.remote_qkey = wr.wr.ud.remote_qkey;
+  }
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    // The payload is copied now, so the application may reuse its buffer on return.
+    size_t total = 0;
+    for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+    if (total > qp->cap.max_inline_data) return EINVAL;
+    size_t off = 0;
+    for (int i = 0; i < wr.num_sge; ++i) {
+      std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      off += wr.sg_list[i].length;
+    }
+    w.inline_len = uint32_t(total);
+    w.num_sge = 0;
+  } else {
+    w.inline_len = 0;
+    w.num_sge = uint32_t(wr.num_sge);
+    if (wr.num_sge) std::memcpy(w.sge, wr.sg_list, sizeof(ibv_sge) * size_t(wr.num_sge));
+  }
+  return 0;
+}
+
+int fill_recv_wqe(const ibv_recv_wr& wr, uint32_t max_sge, RecvWqe& w) {
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > max_sge) return EINVAL;
+  w.wr_id = wr.wr_id;
+  w.num_sge = uint32_t(wr.num_sge);
+  if (wr.num_sge) std::memcpy(w.sge, wr.sg_list, sizeof(ibv_sge) * size_t(wr.num_sge));
+  return 0;
+}
+
+}  // namespace
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  ShimQp* qp = to_shim(ibqp);
+  auto state = ibv_qp_state(qp->shm->state.load(std::memory_order_acquire));
+  int err = 0;
+  bool posted = false;
+  {
+    std::lock_guard lock(qp->sq_mu);
+    // Sends need RTS (or SQD/SQE/ERR, where they are held or flushed), as on a real RNIC.
+    if (state == IBV_QPS_RESET || state == IBV_QPS_INIT || state == IBV_QPS_RTR) err = EINVAL;
+    uint32_t prod = qp->shm->sq.producer.value.load(std::memory_order_relaxed);
+    for (; wr && !err; wr = wr->next) {
+      uint32_t cons = qp->shm->sq.consumer.value.load(std::memory_order_acquire);
+      if (prod - cons >= qp->cap.max_send_wr) {
+        err = ENOMEM;
+        break;
+      }
+      if ((err = build_send_wqe(qp, *wr, qp->sq[prod & (qp->sq_entries - 1)]))) break;
+      ++prod;
+      posted = true;
+    }
+    qp->shm->sq.producer.value.store(prod, std::memory_order_release);
+  }
+  if (posted) ring_doorbell(to_shim(ibqp->context));
+  if (err && bad_wr) *bad_wr = wr;
+  return err;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  ShimQp* qp = to_shim(ibqp);
+  int err = 0;
+  bool posted = false;
+  {
+    std::lock_guard lock(qp->rq_mu);
+    if (ibqp->srq || qp->rq_entries == 0) err = EINVAL;  // receives go to the SRQ
+    else if (qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_RESET) err = EINVAL;
+    uint32_t prod = qp->rq_entries ? qp->shm->rq.producer.value.load(std::memory_order_relaxed) : 0;
+    for (; wr && !err; wr = wr->next) {
+      uint32_t cons = qp->shm->rq.consumer.value.load(std::memory_order_acquire);
+      if (prod - cons >= qp->cap.max_recv_wr) {
+        err = ENOMEM;
+        break;
+      }
+      if ((err = fill_recv_wqe(*wr, qp->cap.max_recv_sge, qp->rq[prod & (qp->rq_entries - 1)]))) break;
+      ++prod;
+      posted = true;
+    }
+    if (posted) qp->shm->rq.producer.value.store(prod, std::memory_order_release);
+  }
+  // Receives need no doorbell to be found, but a QP in ERR must flush them at once.
+  if (posted && qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR)
+    ring_doorbell(to_shim(ibqp->context));
+  if (err && bad_wr) *bad_wr = wr;
+  return err;
+}
+
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  ShimSrq* srq = to_shim(ibsrq);
+  int err = 0;
+  std::lock_guard lock(srq->mu);
+  uint32_t prod = srq->shm->ring.producer.value.load(std::memory_order_relaxed);
+  for (; wr; wr = wr->next) {
+    uint32_t cons = srq->shm->ring.consumer.value.load(std::memory_order_acquire);
+    if (prod - cons >= srq->max_wr) {
+      err = ENOMEM;
+      break;
+    }
+    if ((err = fill_recv_wqe(*wr, srq->max_sge, srq->slots[prod & (srq->entries - 1)]))) break;
+    ++prod;
+  }
+  srq->shm->ring.producer.value.store(prod, std::memory_order_release);
+  if (err && bad_wr) *bad_wr = wr;
+  return err;
+}
+
+}  // namespace simnic::shim

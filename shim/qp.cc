@@ -1,0 +1,206 @@
+// Queue pairs and shared receive queues: created, changed and destroyed over the control
+// socket; their work queues live in shared memory that simnicd passes back as a memfd.
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "shim/shim.h"
+
+using namespace simnic::shim;
+using namespace simnic::abi;
+
+namespace simnic::shim {
+
+// Creates a QP from the attributes both ibv_create_qp and ibv_create_qp_ex carry.
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (!pd || !init->send_cq || !init->recv_cq) return fail_null<ibv_qp>(EINVAL);
+  ShimContext* c = to_shim(pd->context);
+  CreateQpReq req{};
+  req.pd = pd->handle;
+  req.send_cq = init->send_cq->handle;
+  req.recv_cq = init->recv_cq->handle;
+  req.srq = init->srq ? init->srq->handle : 0;
+  req.qp_type = init->qp_type;
+  req.sq_sig_all = init->sq_sig_all ? 1 : 0;
+  req.cap = init->cap;
+  CreateQpReply rep{};
+  std::vector<int> fds;
+  if (int st = rpc(c, Op::CreateQp, req, &rep, &fds)) return fail_null<ibv_qp>(st);
+  void* mem = map_shared(fds, rep.mem_bytes);
+  if (!mem) {
+    int e = errno;
+    rpc_status(c, Op::DestroyQp, HandleReq{rep.handle, 0});
+    return fail_null<ibv_qp>(e);
+  }
+  auto* qp = new ShimQp;
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& q = qp->qpx.qp_base;
+  q.context = pd->context;
+  q.qp_context = init->qp_context;
+  q.pd = pd;
+  q.send_cq = init->send_cq;
+  q.recv_cq = init->recv_cq;
+  q.srq = init->srq;
+  q.handle = rep.handle;
+  q.qp_num = rep.qp_num;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = init->qp_type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  qp->mem = mem;
+  qp->mem_bytes = rep.mem_bytes;
+  qp->shm = static_cast<QpShared*>(mem);
+  qp->sq = reinterpret_cast<SendWqe*>(static_cast<uint8_t*>(mem) + rep.sq_offset);
+  qp->rq = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.rq_offset);
+  qp->sq_entries = rep.sq_entries;
+  qp->rq_entries = rep.rq_entries;
+  qp->cap = rep.cap;
+  init->cap = rep.cap;  // as rdma-core does: the caller learns what it got
+  std::lock_guard lock(c->objs_mu);
+  c->qps[rep.handle] = qp;
+  return &q;
+}
+
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) return fail_null<ibv_qp>(EINVAL);
+  if ((attr->comp_mask & ~kKnown) || ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags))
+    return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, the wr_* send API, ...: not yet
+  if (attr->pd->context != context) return fail_null<ibv_qp>(EINVAL);
+  ibv_qp_init_attr init{};
+  init.qp_context = attr->qp_context;
+  init.send_cq = attr->send_cq;
+  init.recv_cq = attr->recv_cq;
+  init.srq = attr->srq;
+  init.cap = attr->cap;
+  init.qp_type = attr->qp_type;
+  init.sq_sig_all = attr->sq_sig_all;
+  ibv_qp* qp = create_qp(attr->pd, &init);
+  if (qp) attr->cap = init.cap;
+  return qp;
+}
+
+}  // namespace simnic::shim
+
+extern "C" {
+
+struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* qp_init_attr) {
+  return create_qp(pd, qp_init_attr);
+}
+
+int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
+  ModifyQpReq req{qp->handle, attr_mask, *attr};
+  int st = rpc_status(to_shim(qp->context), Op::ModifyQp, req);
+  if (st == 0 && (attr_mask & IBV_QP_STATE)) qp->state = attr->qp_state;
+  return st;
+}
+
+int ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask, struct ibv_qp_init_attr* init_attr) {
+  QueryQpReply rep{};
+  int st = rpc(to_shim(qp->context), Op::QueryQp, QueryQpReq{qp->handle, attr_mask}, &rep);
+  if (st != 0) return st;
+  *attr = rep.attr;
+  attr->cap = rep.cap;
+  if (init_attr) {
+    std::memset(init_attr, 0, sizeof *init_attr);
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = rep.cap;
+    init_attr->qp_type = ibv_qp_type(rep.qp_type);
+    init_attr->sq_sig_all = int(rep.sq_sig_all);
+  }
+  return 0;
+}
+
+int ibv_destroy_qp(struct ibv_qp* ibqp) {
+  ShimContext* c = to_shim(ibqp->context);
+  int st = rpc_status(c, Op::DestroyQp, HandleReq{ibqp->handle, 0});
+  if (st != 0) return st;
+  ShimQp* qp = to_shim(ibqp);
+  {
+    std::lock_guard lock(c->objs_mu);
+    c->qps.erase(ibqp->handle);
+  }
+  ::munmap(qp->mem, qp->mem_bytes);
+  pthread_mutex_destroy(&ibqp->mutex);
+  pthread_cond_destroy(&ibqp->cond);
+  delete qp;
+  return 0;
+}
+
+// Only QPs created for the wr_* send API have an ibv_qp_ex (rdma-core returns NULL otherwise).
+struct ibv_qp_ex* ibv_qp_to_qp_ex(struct ibv_qp*) { return nullptr; }
+
+struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init) {
+  ShimContext* c = to_shim(pd->context);
+  CreateSrqReq req{pd->handle, 0, init->attr};
+  CreateSrqReply rep{};
+  std::vector<int> fds;
+  if (int st = rpc(c, Op::CreateSrq, req, &rep, &fds)) return fail_null<ibv_srq>(st);
+  void* mem = map_shared(fds, rep.mem_bytes);
+  if (!mem) {
+    int e = errno;
+    rpc_status(c, Op::DestroySrq, HandleReq{rep.handle, 0});
+    return fail_null<ibv_srq>(e);
+  }
+  auto* srq = new ShimSrq;
+  std::memset(&srq->srq, 0, sizeof srq->srq);
+  srq->srq.context = pd->context;
+  srq->srq.srq_context = init->srq_context;
+  srq->srq.pd = pd;
+  srq->srq.handle = rep.handle;
+  pthread_mutex_init(&srq->srq.mutex, nullptr);
+  pthread_cond_init(&srq->srq.cond, nullptr);
+  srq->mem = mem;
+  srq->mem_bytes = rep.mem_bytes;
+  srq->shm = static_cast<SrqShared*>(mem);
+  srq->slots = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.wqe_offset);
+  srq->entries = rep.entries;
+  srq->max_wr = rep.attr.max_wr;
+  srq->max_sge = rep.attr.max_sge;
+  init->attr = rep.attr;
+  std::lock_guard lock(c->objs_mu);
+  c->srqs[rep.handle] = srq;
+  return &srq->srq;
+}
+
+int ibv_modify_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr, int attr_mask) {
+  return rpc_status(to_shim(srq->context), Op::ModifySrq, ModifySrqReq{srq->handle, attr_mask, *attr});
+}
+
+int ibv_query_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr) {
+  QuerySrqReply rep{};
+  int st = rpc(to_shim(srq->context), Op::QuerySrq, HandleReq{srq->handle, 0}, &rep);
+  if (st == 0) *attr = rep.attr;
+  return st;
+}
+
+int ibv_destroy_srq(struct ibv_srq* ibsrq) {
+  ShimContext* c = to_shim(ibsrq->context);
+  int st = rpc_status(c, Op::DestroySrq, HandleReq{ibsrq->handle, 0});
+  if (st != 0) return st;
+  ShimSrq* srq = to_shim(ibsrq);
+  {
+    std::lock_guard lock(c->objs_mu);
+    c->srqs.erase(ibsrq->handle);
+  }
+  ::munmap(srq->mem, srq->mem_bytes);
+  pthread_mutex_destroy(&ibsrq->mutex);
+  pthread_cond_destroy(&ibsrq->cond);
+  delete srq;
+  return 0;
+}
+
+}  // extern "C"
+
+#include "shim/symver.h"
+SIMNIC_DEFAULT_VERSION_1_1(ibv_create_qp);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_modify_qp);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_qp);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_destroy_qp);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_create_srq);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_modify_srq);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_query_srq);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_destroy_srq);

@@ -1,0 +1,128 @@
+// Protection domains, memory regions and address handles: pure slow path, no shared memory.
+#include <cstring>
+
+#include "shim/shim.h"
+
+using namespace simnic::shim;
+using namespace simnic::abi;
+
+namespace {
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (!pd) return fail_null<ibv_mr>(EINVAL);
+  RegMrReq req{pd->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
+  RegMrReply rep{};
+  if (int st = rpc(to_shim(pd->context), Op::RegMr, req, &rep)) return fail_null<ibv_mr>(st);
+  auto* mr = new ibv_mr{};
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->handle = rep.handle;
+  mr->lkey = rep.lkey;
+  mr->rkey = rep.rkey;
+  return mr;
+}
+
+}  // namespace
+
+extern "C" {
+
+struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
+  HandleReply rep{};
+  if (int st = rpc(to_shim(context), Op::AllocPd, HandleReq{}, &rep)) return fail_null<ibv_pd>(st);
+  auto* pd = new ibv_pd{};
+  pd->context = context;
+  pd->handle = rep.handle;
+  return pd;
+}
+
+int ibv_dealloc_pd(struct ibv_pd* pd) {
+  int st = rpc_status(to_shim(pd->context), Op::DeallocPd, HandleReq{pd->handle, 0});
+  if (st == 0) delete pd;
+  return st;  // EBUSY while MRs, QPs or AHs still use it, as the kernel says
+}
+
+struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  return reg_mr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), unsigned(access));
+}
+
+struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return reg_mr(pd, addr, length, iova, unsigned(access));
+}
+
+// The optional-access flags (relaxed ordering, ...) are hints a device may ignore.
+struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  return reg_mr(pd, addr, length, iova, access & ~unsigned(IBV_ACCESS_OPTIONAL_RANGE));
+}
+
+int ibv_dereg_mr(struct ibv_mr* mr) {
+  int st = rpc_status(to_shim(mr->context), Op::DeregMr, HandleReq{mr->handle, 0});
+  if (st == 0) delete mr;
+  return st;
+}
+
+int ibv_rereg_mr(struct ibv_mr*, int, struct ibv_pd*, void*, size_t, int) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;  // the old MR stays valid
+}
+
+struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
+  CreateAhReq req{pd->handle, 0, *attr};
+  HandleReply rep{};
+  if (int st = rpc(to_shim(pd->context), Op::CreateAh, req, &rep)) return fail_null<ibv_ah>(st);
+  auto* ah = new ibv_ah{};
+  ah->context = pd->context;
+  ah->pd = pd;
+  ah->handle = rep.handle;
+  return ah;
+}
+
+int ibv_destroy_ah(struct ibv_ah* ah) {
+  int st = rpc_status(to_shim(ah->context), Op::DestroyAh, HandleReq{ah->handle, 0});
+  if (st == 0) delete ah;
+  return st;
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// UD replies: the address vector back to a datagram's sender, from its GRH (RoCE always has one).
+int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ibv_wc* wc, struct ibv_grh* grh,
+                        struct ibv_ah_attr* ah_attr) {
+  if (!(wc->wc_flags & IBV_WC_GRH) || !grh) return -1;  // RoCE needs the GRH to route back
+  std::memset(ah_attr, 0, sizeof *ah_attr);
+  ah_attr->dlid = wc->slid;
+  ah_attr->sl = wc->sl;
+  ah_attr->src_path_bits = wc->dlid_path_bits;
+  ah_attr->port_num = port_num;
+  ah_attr->is_global = 1;
+  ah_attr->grh.dgid = grh->sgid;
+  uint32_t flow = be32toh(grh->version_tclass_flow);
+  ah_attr->grh.flow_label = flow & 0xfffff;
+  ah_attr->grh.traffic_class = uint8_t(flow >> 20);
+  ah_attr->grh.hop_limit = 0xff;
+  // The local GID the datagram was sent to: ours has index 0.
+  union ibv_gid ours;
+  if (ibv_query_gid(context, port_num, 0, &ours) != 0 || std::memcmp(&ours, &grh->dgid, sizeof ours) != 0)
+    return -1;
+  ah_attr->grh.sgid_index = 0;
+  return 0;
+}
+
+struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* pd, struct ibv_wc* wc, struct ibv_grh* grh, uint8_t port_num) {
+  ibv_ah_attr attr;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr)) return fail_null<ibv_ah>(EINVAL);
+  return ibv_create_ah(pd, &attr);
+}
+
+}  // extern "C"
+
+#include "shim/symver.h"
+SIMNIC_DEFAULT_VERSION_1_1(ibv_alloc_pd);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_dealloc_pd);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_reg_mr);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_dereg_mr);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_create_ah);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_destroy_ah);

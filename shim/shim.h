@@ -1,0 +1,134 @@
+// The shim's view of the objects it hands to applications.
+//
+// Each verbs object an application sees (ibv_device, ibv_context, ibv_cq, ...) is the first
+// member of a shim object that adds what the shim needs: the daemon's handle, the mapped
+// shared-memory rings, a lock. Applications only ever hold pointers to the verbs part, and
+// the shim gets back to its own object with the to_*() casts below, like rdma-core's
+// providers do with container_of.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "simnic/abi/control.h"
+#include "simnic/abi/rings.h"
+#include "simnic/abi/seqpacket.h"
+
+// verbs.h turns these into macros that pick between ABI variants; the shim defines the
+// real functions, so it needs the plain names.
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace simnic::shim {
+
+struct ShimDevice {
+  ibv_device dev;                 // first: applications hold &dev
+  char socket_path[256];          // the NIC's control socket
+  uint64_t node_guid_be;
+  int index;                      // stable for the process' lifetime, for ibv_get_device_index
+};
+
+struct ShimCq;
+struct ShimQp;
+struct ShimSrq;
+
+struct ShimContext {
+  verbs_context vctx;             // first: ibv_context is vctx.context (verbs.h requires it last)
+  int ctl_fd = -1;                // control socket (the slow path)
+  int doorbell_fd = -1;           // eventfd shared with simnicd
+  pid_t daemon_pid = 0;
+  std::mutex ctl_mu;              // one request/reply at a time on ctl_fd
+  std::mutex objs_mu;             // guards the handle maps
+  std::map<uint32_t, ShimCq*> cqs;    // to turn daemon handles in events into objects
+  std::map<uint32_t, ShimQp*> qps;
+  std::map<uint32_t, ShimSrq*> srqs;
+};
+
+struct ShimCq {
+  ibv_cq cq;                      // first
+  void* mem = nullptr;
+  size_t mem_bytes = 0;
+  abi::CqShared* shm = nullptr;
+  ibv_wc* slots = nullptr;
+  uint32_t entries = 0;
+  std::mutex poll_mu;
+};
+
+struct ShimQp {
+  ibv_qp_ex qpx;                  // first; qpx.qp_base is the ibv_qp applications see
+  void* mem = nullptr;
+  size_t mem_bytes = 0;
+  abi::QpShared* shm = nullptr;
+  abi::SendWqe* sq = nullptr;
+  abi::RecvWqe* rq = nullptr;
+  uint32_t sq_entries = 0, rq_entries = 0;
+  ibv_qp_cap cap{};
+  std::mutex sq_mu, rq_mu;
+};
+
+struct ShimSrq {
+  ibv_srq srq;                    // first
+  void* mem = nullptr;
+  size_t mem_bytes = 0;
+  abi::SrqShared* shm = nullptr;
+  abi::RecvWqe* slots = nullptr;
+  uint32_t entries = 0;
+  uint32_t max_wr = 0, max_sge = 0;
+  std::mutex mu;
+};
+
+struct ShimChannel {
+  ibv_comp_channel ch;            // first
+  uint32_t handle = 0;
+};
+
+inline ShimContext* to_shim(ibv_context* c) {
+  return reinterpret_cast<ShimContext*>(verbs_get_ctx(c));
+}
+inline ShimDevice* to_shim(ibv_device* d) { return reinterpret_cast<ShimDevice*>(d); }
+inline ShimCq* to_shim(ibv_cq* c) { return reinterpret_cast<ShimCq*>(c); }
+inline ShimQp* to_shim(ibv_qp* q) { return reinterpret_cast<ShimQp*>(q); }
+inline ShimSrq* to_shim(ibv_srq* s) { return reinterpret_cast<ShimSrq*>(s); }
+inline ShimChannel* to_shim(ibv_comp_channel* c) { return reinterpret_cast<ShimChannel*>(c); }
+
+// A slow-path call on the context's control socket. Returns 0 or an errno.
+template <class Req, class Reply>
+int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<int>* fds_out = nullptr,
+        std::initializer_list<int> fds_in = {}) {
+  std::lock_guard lock(c->ctl_mu);
+  return abi::call_fixed(c->ctl_fd, op, req, reply, std::span<const int>(fds_in.begin(), fds_in.size()), fds_out);
+}
+
+// Sends a request whose reply has no body (destroy, modify).
+template <class Req>
+int rpc_status(ShimContext* c, abi::Op op, const Req& req) {
+  return rpc<Req, abi::HandleReply>(c, op, req, nullptr);
+}
+
+// Wakes simnicd after new WQEs were published: the doorbell of a real RNIC.
+void ring_doorbell(ShimContext* c);
+
+// Maps a memfd received from simnicd and closes it. Returns nullptr with errno set.
+void* map_shared(std::vector<int>& fds, size_t bytes);
+
+// Sets errno and returns nullptr: how pointer-returning verbs fail.
+template <class T = void>
+T* fail_null(int err) {
+  errno = err;
+  return nullptr;
+}
+
+// Diagnostics on stderr when SIMNIC_DEBUG is set (and always for fatal set-up problems).
+void debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void fill_context_ops(ShimContext* c);  // fast-path entry points into ibv_context.ops / vctx
+
+}  // namespace simnic::shim

@@ -1,0 +1,38 @@
+// Verbs simnic does not offer (yet). Each fails the way rdma-core fails on a device without
+// the feature: an errno (EOPNOTSUPP) or NULL with errno set, never a crash.
+#include "shim/shim.h"
+
+extern "C" {
+
+int ibv_attach_mcast(struct ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_detach_mcast(struct ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+
+// Real RoCE devices resolve MACs through the kernel's neighbour table; simnic has no Ethernet.
+int ibv_resolve_eth_l2_from_gid(struct ibv_context*, struct ibv_ah_attr*, uint8_t[], uint16_t*) {
+  return EOPNOTSUPP;
+}
+
+// Sharing objects between processes (by passing cmd_fd) needs a kernel; not simulated.
+struct ibv_context* ibv_import_device(int) { return simnic::shim::fail_null<ibv_context>(EOPNOTSUPP); }
+struct ibv_pd* ibv_import_pd(struct ibv_context*, uint32_t) { return simnic::shim::fail_null<ibv_pd>(EOPNOTSUPP); }
+void ibv_unimport_pd(struct ibv_pd*) {}
+struct ibv_mr* ibv_import_mr(struct ibv_pd*, uint32_t) { return simnic::shim::fail_null<ibv_mr>(EOPNOTSUPP); }
+void ibv_unimport_mr(struct ibv_mr*) {}
+struct ibv_dm* ibv_import_dm(struct ibv_context*, uint32_t) { return simnic::shim::fail_null<ibv_dm>(EOPNOTSUPP); }
+void ibv_unimport_dm(struct ibv_dm*) {}
+
+int ibv_query_ece(struct ibv_qp*, struct ibv_ece*) { return EOPNOTSUPP; }
+int ibv_set_ece(struct ibv_qp*, struct ibv_ece*) { return EOPNOTSUPP; }
+
+struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+  return simnic::shim::fail_null<ibv_mr>(EOPNOTSUPP);
+}
+
+// 0: no promise that data lands in order beyond what the IB ordering rules give.
+int ibv_query_qp_data_in_order(struct ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
+
+}  // extern "C"
+
+#include "shim/symver.h"
+SIMNIC_DEFAULT_VERSION_1_1(ibv_attach_mcast);
+SIMNIC_DEFAULT_VERSION_1_1(ibv_detach_mcast);
