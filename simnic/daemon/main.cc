@@ -23,7 +23,7 @@ const char kUsage[] =
     "  --mtu BYTES      port MTU: 256, 512, 1024, 2048 or 4096 (default 4096)\n"
     "  --pcap FILE      write every packet sent and received to FILE (Ethernet/IPv4/UDP/RoCEv2)\n"
     "  --trace FILE     record trace events as JSON lines (docs/trace-format.md); events also\n"
-    "                   stream live on <dir>/<name>.trace.sock\n"
+    "                   stream live on <dir>/<name>.trace\n"
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
     "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
     "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
       {"paused", no_argument, nullptr, kPaused},         {nullptr, 0, nullptr, 0}};
   int c;
   auto bad = [](const char* what, const char* v) {
-    std::fprintf(stderr, "simnicd: bad %s '%s'\n%s", what, v, kUsage);
+    std::fprintf(stderr, "simnicd: bad %s '%s' (see simnicd --help)\n", what, v);
     return 2;
   };
   while ((c = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {

@@ -1,5 +1,5 @@
 // Where trace events go: a JSON-lines file (--trace) and every subscriber of the telemetry
-// socket <dir>/<nic>.trace.sock. A subscriber that stops reading is dropped, never waited for.
+// socket <dir>/<nic>.trace. A subscriber that stops reading is dropped, never waited for.
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>

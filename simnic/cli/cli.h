@@ -1,0 +1,33 @@
+// `simnic`, the command users type: start and stop NICs, look at them, run programs on them.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace simnic::cli {
+
+// Where things are, relative to the `simnic` executable (build tree or install prefix).
+std::string self_dir();                 // directory of this executable
+std::string find_simnicd();             // sibling simnicd, or "" when missing
+std::string find_shim_dir();            // directory holding our libibverbs.so.1, or ""
+
+// The NICs whose control sockets are in `dir`, sorted by name.
+std::vector<std::string> list_nics(const std::string& dir);
+
+// One request to a running NIC over a query-only control connection. Returns 0 or an errno;
+// `text` receives the reply body.
+int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
+              std::string* text);
+
+// "key value" lines, as simnicd's Status reply has them.
+std::map<std::string, std::string> parse_kv(const std::string& text);
+
+int cmd_up(const std::vector<std::string>& args);
+int cmd_down(const std::vector<std::string>& args);
+int cmd_status(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
+int cmd_env(const std::vector<std::string>& args);
+int cmd_fault(const std::vector<std::string>& args);
+int cmd_step(const std::vector<std::string>& args);
+
+}  // namespace simnic::cli

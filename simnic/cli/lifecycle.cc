@@ -1,0 +1,225 @@
+// `simnic up` and `simnic down`: start NICs in the background and stop them, by pid.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "simnic/abi/control.h"
+#include "simnic/abi/paths.h"
+#include "simnic/cli/cli.h"
+
+namespace simnic::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string log_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".log"; }
+
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "  " + all[i] + "\n";
+  return out;
+}
+
+// A live simnicd: a zombie (exited, not yet reaped by whoever adopted it) does not count.
+bool is_simnicd(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  auto open = stat.find('('), close = stat.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return false;
+  return stat.substr(open + 1, close - open - 1) == "simnicd" && stat[close + 2] != 'Z';
+}
+
+pid_t read_pid(const std::string& dir, const std::string& name) {
+  std::ifstream in(abi::pid_file_path(dir, name));
+  long pid = 0;
+  if (in >> pid && pid > 0) return pid_t(pid);
+  std::string text;  // no pid file (started by hand): ask the NIC itself
+  if (query_nic(dir, name, unsigned(abi::Op::Status), "", &text) == 0) {
+    auto kv = parse_kv(text);
+    if (kv.count("pid")) return pid_t(std::stol(kv["pid"]));
+  }
+  return 0;
+}
+
+// Starts one simnicd detached from this terminal; returns its pid or 0.
+pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    ::setsid();
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) {
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+    }
+    std::vector<char*> args;
+    args.push_back(const_cast<char*>(simnicd.c_str()));
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(simnicd.c_str(), args.data());
+    std::fprintf(stderr, "simnic: cannot run %s: %s\n", simnicd.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+const char kUpUsage[] =
+    "usage: simnic up [N] [options]\n"
+    "Starts N simulated NICs (default 2): simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
+    "Each runs as a background simnicd; its log is <dir>/<name>.log.\n"
+    "  --mtu BYTES         port MTU (256..4096, default 4096)\n"
+    "  --pcap-dir DIR      each NIC writes DIR/<name>.pcap\n"
+    "  --trace-dir DIR     each NIC records DIR/<name>.trace.jsonl\n"
+    "  --loss P --dup P --reorder P --delay US --seed N\n"
+    "                      fault injection on every NIC's outgoing packets\n"
+    "  --paused            start in step mode (see `simnic step`)\n"
+    "  --verbose           verbose NIC logs\n";
+
+}  // namespace
+
+int cmd_up(const std::vector<std::string>& args) {
+  int count = 2;
+  std::vector<std::string> common;
+  std::string pcap_dir, trace_dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUpUsage, stdout);
+      return 0;
+    } else if (a == "--pcap-dir") {
+      if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
+    } else if (a == "--trace-dir") {
+      if (!value(&trace_dir)) return std::fputs(kUpUsage, stderr), 2;
+    } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed") {
+      if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
+      common.push_back(a);
+      common.push_back(v);
+    } else if (a == "--paused" || a == "--verbose") {
+      common.push_back(a);
+    } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
+      count = std::atoi(a.c_str());
+      if (count < 1 || count > 250) {
+        std::fprintf(stderr, "simnic up: N must be 1..250\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "simnic up: unknown argument '%s'\n%s", a.c_str(), kUpUsage);
+      return 2;
+    }
+  }
+  const std::string simnicd = find_simnicd();
+  if (simnicd.empty()) {
+    std::fprintf(stderr, "simnic: simnicd not found next to %s/simnic; build it (cmake --build build)\n",
+                 self_dir().c_str());
+    return 1;
+  }
+  const std::string dir = abi::simnic_dir();
+  ::mkdir(dir.c_str(), 0700);
+
+  struct Started { std::string name; pid_t pid; };
+  std::vector<Started> started;
+  int failures = 0;
+  for (int i = 0; i < count; ++i) {
+    std::string name = "simnic" + std::to_string(i);
+    if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
+      std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
+      continue;
+    }
+    std::vector<std::string> argv = {"--name", name, "--addr", "127.0.0." + std::to_string(i + 1), "--dir", dir};
+    if (!pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", pcap_dir + "/" + name + ".pcap"});
+    if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".trace.jsonl"});
+    argv.insert(argv.end(), common.begin(), common.end());
+    pid_t pid = spawn(simnicd, argv, log_path(dir, name));
+    if (!pid) {
+      std::fprintf(stderr, "simnic: cannot start %s: %s\n", name.c_str(), std::strerror(errno));
+      ++failures;
+      continue;
+    }
+    std::ofstream(abi::pid_file_path(dir, name)) << pid << "\n";
+    started.push_back({name, pid});
+  }
+  // Wait until each answers on its control socket, or has died telling us why.
+  for (const auto& s : started) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool ready = false;
+    int status = 0;
+    bool exited = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (query_nic(dir, s.name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
+        ready = true;
+        break;
+      }
+      if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    if (ready) {
+      std::printf("%s up (pid %d, log %s)\n", s.name.c_str(), int(s.pid), log_path(dir, s.name).c_str());
+      continue;
+    }
+    ++failures;
+    if (!exited) ::kill(s.pid, SIGKILL);
+    ::unlink(abi::pid_file_path(dir, s.name).c_str());
+    std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s",
+                 tail_of(log_path(dir, s.name), 5).c_str());
+  }
+  return failures ? 1 : 0;
+}
+
+int cmd_down(const std::vector<std::string>& args) {
+  const std::string dir = abi::simnic_dir();
+  std::vector<std::string> names = args;
+  if (names.empty()) names = list_nics(dir);
+  if (names.empty()) {
+    std::printf("no NIC is running in %s\n", dir.c_str());
+    return 0;
+  }
+  int failures = 0;
+  for (const auto& name : names) {
+    pid_t pid = read_pid(dir, name);
+    if (pid <= 0 || !is_simnicd(pid)) {
+      // Not running: clear what a crashed daemon left behind.
+      bool stale = ::unlink(abi::control_socket_path(dir, name).c_str()) == 0;
+      ::unlink(abi::pid_file_path(dir, name).c_str());
+      std::printf("%s is not running%s\n", name.c_str(), stale ? " (removed its stale socket)" : "");
+      continue;
+    }
+    ::kill(pid, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline && is_simnicd(pid)) std::this_thread::sleep_for(10ms);
+    if (is_simnicd(pid)) {
+      ::kill(pid, SIGKILL);
+      std::fprintf(stderr, "simnic: %s (pid %d) ignored SIGTERM; killed\n", name.c_str(), int(pid));
+      ::unlink(abi::control_socket_path(dir, name).c_str());
+      ++failures;
+    }
+    ::unlink(abi::pid_file_path(dir, name).c_str());
+    std::printf("%s stopped (pid %d)\n", name.c_str(), int(pid));
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace simnic::cli

@@ -1,0 +1,64 @@
+// `simnic run -- PROGRAM ARGS`: runs an unmodified verbs program on simnic by putting the shim
+// first on the library path; `simnic env` prints the same settings for a shell.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "simnic/abi/paths.h"
+#include "simnic/cli/cli.h"
+
+namespace simnic::cli {
+namespace {
+
+std::string library_path(const std::string& shim_dir) {
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  return old && *old ? shim_dir + ":" + old : shim_dir;
+}
+
+bool shim_missing(const std::string& shim_dir) {
+  if (!shim_dir.empty()) return false;
+  std::fprintf(stderr,
+               "simnic: the shim (libibverbs.so.1) was not found in %s/../lib or %s/../lib/simnic;\n"
+               "        build it (cmake --build build) or set SIMNIC_SHIM_DIR\n",
+               self_dir().c_str(), self_dir().c_str());
+  return true;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  size_t first = 0;
+  if (!args.empty() && args[0] == "--") first = 1;
+  if (first >= args.size()) {
+    std::fputs("usage: simnic run -- PROGRAM [ARGS...]\n"
+               "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started.\n",
+               stderr);
+    return 2;
+  }
+  const std::string shim_dir = find_shim_dir();
+  if (shim_missing(shim_dir)) return 1;
+  const std::string dir = abi::simnic_dir();
+  if (list_nics(dir).empty())
+    std::fprintf(stderr, "simnic: warning: no NIC is running in %s, so the program will find no device; "
+                         "start them with `simnic up`\n", dir.c_str());
+  ::setenv("LD_LIBRARY_PATH", library_path(shim_dir).c_str(), 1);
+  ::setenv("SIMNIC_DIR", dir.c_str(), 1);
+  std::vector<char*> argv;
+  for (size_t i = first; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "simnic: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  return 127;
+}
+
+int cmd_env(const std::vector<std::string>&) {
+  const std::string shim_dir = find_shim_dir();
+  if (shim_missing(shim_dir)) return 1;
+  std::printf("export LD_LIBRARY_PATH='%s'\nexport SIMNIC_DIR='%s'\n", library_path(shim_dir).c_str(),
+              abi::simnic_dir().c_str());
+  return 0;
+}
+
+}  // namespace simnic::cli
