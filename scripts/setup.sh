@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages simnic builds, tests and demos with. Packages already
+# present are skipped; apt-get runs through sudo when not root. Safe to run again.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config          # the toolchain
+  libboost-dev                              # Boost.Asio, simnicd's event loop
+  libibverbs-dev                            # rdma-core's public headers the shim is built against
+  ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
+  libgtest-dev                              # unit and integration tests
+  tshark                                    # decodes our pcaps in the tests
+  python3-pyverbs                           # another unmodified verbs consumer
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [[ "$p" == \#* ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=(sudo)
+fi
+echo "setup: installing ${missing[*]}"
+# tshark asks whether non-root users may capture; the answer does not matter here.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | "${SUDO[@]}" debconf-set-selections 2>/dev/null || true
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
