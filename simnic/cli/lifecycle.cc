@@ -1,4 +1,5 @@
 // `simnic up` and `simnic down`: start NICs in the background and stop them, by pid.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -82,6 +83,7 @@ const char kUpUsage[] =
     "usage: simnic up [N] [options]\n"
     "Starts N simulated NICs (default 2): simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
     "Each runs as a background simnicd; its log is <dir>/<name>.log.\n"
+    "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up\n"
     "  --mtu BYTES         port MTU (256..4096, default 4096)\n"
     "  --pcap-dir DIR      each NIC writes DIR/<name>.pcap\n"
     "  --trace-dir DIR     each NIC records DIR/<name>.trace.jsonl\n"
@@ -96,6 +98,7 @@ int cmd_up(const std::vector<std::string>& args) {
   int count = 2;
   std::vector<std::string> common;
   std::string pcap_dir, trace_dir;
+  uint32_t base = 0x7f000001;  // 127.0.0.1
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -107,6 +110,13 @@ int cmd_up(const std::vector<std::string>& args) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUpUsage, stdout);
       return 0;
+    } else if (a == "--addr") {
+      in_addr ia;
+      if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127) {
+        std::fprintf(stderr, "simnic up: --addr needs a loopback address (127.x.y.z)\n");
+        return 2;
+      }
+      base = ntohl(ia.s_addr);
     } else if (a == "--pcap-dir") {
       if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--trace-dir") {
@@ -146,7 +156,10 @@ int cmd_up(const std::vector<std::string>& args) {
       std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
       continue;
     }
-    std::vector<std::string> argv = {"--name", name, "--addr", "127.0.0." + std::to_string(i + 1), "--dir", dir};
+    in_addr ia{htonl(base + uint32_t(i))};
+    char addr[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &ia, addr, sizeof addr);
+    std::vector<std::string> argv = {"--name", name, "--addr", addr, "--dir", dir};
     if (!pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", pcap_dir + "/" + name + ".pcap"});
     if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".trace.jsonl"});
     argv.insert(argv.end(), common.begin(), common.end());

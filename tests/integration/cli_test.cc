@@ -1,0 +1,122 @@
+// `simnic` as users meet it: clear messages when nothing runs or a port is taken, cleanup
+// after an application dies, and `down` stopping every daemon it started.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace simnic::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::map<std::string, std::string> private_dir_env(const std::string& tag) {
+  std::string dir = "/tmp/simnic-it-empty-" + tag + "-" + std::to_string(::getpid());
+  return {{"SIMNIC_DIR", dir}};
+}
+
+TEST(Cli, StatusAndRunSayWhenNoNicIsRunning) {
+  auto env = private_dir_env("none");
+  Result st = run({bin_dir() + "/simnic", "status"}, env, 10s);
+  EXPECT_EQ(st.exit_code, 1);
+  EXPECT_NE(st.output.find("no NIC is running"), std::string::npos) << st.output;
+  Result r = run({bin_dir() + "/simnic", "run", "--", "ibv_devices"}, env, 10s);
+  EXPECT_NE(r.output.find("no NIC is running"), std::string::npos) << r.output;
+  Result d = run({bin_dir() + "/simnic", "down"}, env, 10s);
+  EXPECT_EQ(d.exit_code, 0) << d.output;
+  std::filesystem::remove_all(env["SIMNIC_DIR"]);
+}
+
+TEST(Cli, UpExplainsATakenPort) {
+  // Hold UDP 4791 on the address the NIC would use.
+  const std::string addr = "127.3." + std::to_string(1 + ::getpid() % 250) + ".9";
+  int s = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(4791);
+  inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  auto env = private_dir_env("port");
+  Result up = run({bin_dir() + "/simnic", "up", "1", "--addr", addr}, env, 20s);
+  ::close(s);
+  run({bin_dir() + "/simnic", "down"}, env, 10s);
+  EXPECT_EQ(up.exit_code, 1) << up.output;
+  EXPECT_NE(up.output.find("did not start"), std::string::npos) << up.output;
+  EXPECT_NE(up.output.find("4791"), std::string::npos) << up.output;
+  EXPECT_NE(up.output.find("in use"), std::string::npos) << up.output;
+  std::filesystem::remove_all(env["SIMNIC_DIR"]);
+}
+
+TEST(Cli, UpTwiceKeepsTheRunningNics) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  auto before = nics.daemon_pids();
+  Result again = run({bin_dir() + "/simnic", "up", "2", "--addr", nics.addr(0)}, nics.env(), 20s);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("simnic0 is already running"), std::string::npos) << again.output;
+  EXPECT_EQ(nics.daemon_pids(), before);
+}
+
+TEST(Cli, DownStopsEveryDaemonByPid) {
+  std::vector<pid_t> pids;
+  {
+    Nics nics(3);
+    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+    pids = nics.daemon_pids();
+    ASSERT_EQ(pids.size(), 3u);
+    Result st = run({bin_dir() + "/simnic", "status"}, nics.env(), 10s);
+    EXPECT_NE(st.output.find(nics.addr(2)), std::string::npos) << st.output;
+    Result d = run({bin_dir() + "/simnic", "down"}, nics.env(), 30s);
+    EXPECT_EQ(d.exit_code, 0) << d.output;
+    EXPECT_NE(d.output.find("simnic2 stopped"), std::string::npos) << d.output;
+  }
+  std::this_thread::sleep_for(100ms);
+  for (pid_t p : pids) {
+    std::string stat = "/proc/" + std::to_string(p) + "/stat";
+    bool alive = ::kill(p, 0) == 0 && std::filesystem::exists(stat);
+    if (alive) {  // a zombie waiting for its adopter is dead enough
+      std::ifstream in(stat);
+      std::string all((std::istreambuf_iterator<char>(in)), {});
+      alive = all.find(") Z ") == std::string::npos;
+    }
+    EXPECT_FALSE(alive) << "pid " << p;
+  }
+}
+
+// A program killed mid-run leaves nothing behind: simnicd frees its QP, CQ, MR and PD when
+// its control connection closes, and goes on serving others.
+TEST(Cli, ADyingApplicationIsCleanedUpAndTheNicKeepsServing) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const int port = free_tcp_port();
+  auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", std::to_string(port)});
+  ASSERT_TRUE(wait_for_listener(port, 10s)) << srv->output();
+  auto st = nics.status("simnic0");
+  EXPECT_EQ(st["contexts"], "1");
+  EXPECT_EQ(st["qps"], "1");
+  EXPECT_EQ(st["mrs"], "1");
+  ::kill(srv->pid(), SIGKILL);
+  srv->wait(10s);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline && nics.status("simnic0")["contexts"] != "0")
+    std::this_thread::sleep_for(20ms);
+  st = nics.status("simnic0");
+  EXPECT_EQ(st["contexts"], "0");
+  EXPECT_EQ(st["qps"], "0");
+  EXPECT_EQ(st["cqs"], "0");
+  EXPECT_EQ(st["mrs"], "0");
+  EXPECT_EQ(st["pds"], "0");
+  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1"}, 60s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+}  // namespace
+}  // namespace simnic::it
