@@ -45,6 +45,8 @@ struct PingpongCase {
   long bytes_each_way;  // size * iterations
 };
 
+void PrintTo(const PingpongCase& c, std::ostream* os) { *os << c.name; }
+
 class RcPingpong : public ::testing::TestWithParam<PingpongCase> {};
 
 TEST_P(RcPingpong, BothSidesFinishAndReportTheBytes) {
