@@ -42,23 +42,26 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   bool started = qp.sq_consumer != qp.sq_started;
   if (started && st.rd_atomic && qp.rd_atomic_outstanding) --qp.rd_atomic_outstanding;
   // Errors complete even when unsignaled (IBA 10.7.3.1).
-  if (status != IBV_WC_SUCCESS || qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED)) {
-    ibv_wc wc{};
+  const bool signaled = status != IBV_WC_SUCCESS || qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  ibv_wc wc{};
+  if (signaled) {
     wc.wr_id = w.wr_id;
     wc.status = status;
     wc.opcode = wc_opcode_for(w.opcode);
     wc.qp_num = qp.qpn;
     if (status == IBV_WC_SUCCESS && (w.opcode == IBV_WR_RDMA_READ || st.rd_atomic)) wc.byte_len = st.length;
-    push_cqe(*qp.send_cq, wc, false);
   }
   if (!started) ++qp.sq_started;
   if (qp.sq_next == qp.sq_consumer) {
     ++qp.sq_next;
     qp.pkt_in_wqe = 0;
   }
-  tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", qp.sq_consumer);
-  ++qp.sq_consumer;
+  const uint32_t index = qp.sq_consumer++;
+  // Free the slot before the CQE is visible: an application that polls the completion may post
+  // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
+  if (signaled) push_cqe(*qp.send_cq, wc, false);
+  tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
 }
 
 void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {

@@ -1,0 +1,70 @@
+// Debian's perftest binaries, unmodified, on simnic: server on simnic0, client on simnic1,
+// RoCE GID index 0 (-x 0), short runs. Each must exit 0 on both sides and print its report
+// row. Figures are printed for the record, never asserted (see bench/ for measurements).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "harness.h"
+
+namespace simnic::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct PerftestCase {
+  const char* binary;
+  std::vector<std::string> args;
+};
+
+void PrintTo(const PerftestCase& c, std::ostream* os) { *os << c.binary; }
+
+class Perftest : public ::testing::TestWithParam<PerftestCase> {};
+
+// The report row under the "#bytes" header: message size, iterations, then figures.
+std::string report_row(const std::string& out) {
+  std::smatch m;
+  static const std::regex row(R"(\n\s*#bytes[^\n]*\n\s*(\d+\s+\d+\s+[0-9.]+[^\n]*))");
+  return std::regex_search(out, m, row) ? m[1].str() : "";
+}
+
+TEST_P(Perftest, RunsUnmodifiedAndPrintsItsReport) {
+  const PerftestCase& c = GetParam();
+  if (!have_program(c.binary)) GTEST_SKIP() << c.binary << " is not installed (scripts/setup.sh installs perftest)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const int port = free_tcp_port();
+  std::vector<std::string> server = {c.binary, "-d", "simnic0", "-x", "0", "-p", std::to_string(port)};
+  server.insert(server.end(), c.args.begin(), c.args.end());
+  std::vector<std::string> client = {c.binary, "-d", "simnic1", "-x", "0", "-p", std::to_string(port)};
+  client.insert(client.end(), c.args.begin(), c.args.end());
+  client.push_back("127.0.0.1");
+
+  auto srv = nics.start(server);
+  ASSERT_TRUE(wait_for_listener(port, 15s)) << srv->output();
+  Result cl = nics.run(client, 120s);
+  Result sv = srv->wait(30s);
+  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
+  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
+  const std::string row = report_row(cl.output);
+  EXPECT_FALSE(row.empty()) << cl.output;
+  std::printf("%s: %s\n", c.binary, row.c_str());
+  // Nothing went wrong on the wire or in completions.
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    auto st = nics.status(nic);
+    EXPECT_EQ(st["completion_errors"], "0") << nic;
+    EXPECT_EQ(st["rx_drop_icrc"], "0") << nic;
+    EXPECT_EQ(st["rx_drop_malformed"], "0") << nic;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Debian, Perftest,
+    ::testing::Values(PerftestCase{"ib_write_bw", {"-n", "500"}}, PerftestCase{"ib_read_bw", {"-n", "500"}},
+                      PerftestCase{"ib_send_bw", {"-n", "500"}}, PerftestCase{"ib_atomic_bw", {"-n", "500"}},
+                      PerftestCase{"ib_write_lat", {"-n", "500"}}, PerftestCase{"ib_read_lat", {"-n", "500"}},
+                      PerftestCase{"ib_send_lat", {"-n", "500"}}, PerftestCase{"ib_atomic_lat", {"-n", "500"}}),
+    [](const auto& info) { return std::string(info.param.binary); });
+
+}  // namespace
+}  // namespace simnic::it
