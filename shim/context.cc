@@ -229,7 +229,7 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
   std::lock_guard lock(c->objs_mu);
   switch (event->event_type) {
     case IBV_EVENT_CQ_ERR:
-      if (auto it = c->cqs.find(msg.handle); it != c->cqs.end()) event->element.cq = &it->second->cq;
+      if (auto it = c->cqs.find(msg.handle); it != c->cqs.end()) event->element.cq = it->second->base();
       break;
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED:
@@ -284,6 +284,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
 }  // namespace
 
 extern ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+extern ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 extern int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 extern int req_notify_cq(ibv_cq* cq, int solicited_only);
 extern int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
@@ -304,6 +305,7 @@ void fill_context_ops(ShimContext* c) {
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
+  c->vctx.create_cq_ex = create_cq_ex;
 }
 
 }  // namespace simnic::shim

@@ -26,6 +26,124 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   return n;
 }
 
+// Creates the CQ both ibv_create_cq and ibv_create_cq_ex return.
+ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ShimCq>(EINVAL);
+  ShimContext* c = to_shim(context);
+  CreateCqReq req{cqe, channel ? to_shim(channel)->handle : 0, uint32_t(comp_vector), 0};
+  CreateCqReply rep{};
+  std::vector<int> fds;
+  if (int st = rpc(c, Op::CreateCq, req, &rep, &fds)) return fail_null<ShimCq>(st);
+  void* mem = map_shared(fds, rep.mem_bytes);
+  if (!mem) {
+    int e = errno;
+    rpc_status(c, Op::DestroyCq, HandleReq{rep.handle, 0});
+    return fail_null<ShimCq>(e);
+  }
+  auto* cq = new ShimCq;
+  std::memset(&cq->cqx, 0, sizeof cq->cqx);
+  cq->base()->context = context;
+  cq->base()->channel = channel;
+  cq->base()->cq_context = cq_context;
+  cq->base()->handle = rep.handle;
+  cq->base()->cqe = rep.cqe;
+  pthread_mutex_init(&cq->base()->mutex, nullptr);
+  pthread_cond_init(&cq->base()->cond, nullptr);
+  cq->mem = mem;
+  cq->mem_bytes = rep.mem_bytes;
+  cq->shm = static_cast<CqShared*>(mem);
+  cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem) + cqe_offset());
+  cq->entries = rep.entries;
+  if (channel) ++channel->refcnt;
+  std::lock_guard lock(c->objs_mu);
+  c->cqs[rep.handle] = cq;
+  return cq;
+}
+
+// ibv_cq_ex polling: start_poll/next_poll make one CQE current, the read_* accessors read it,
+// end_poll releases the ring. Like poll_cq, no system call.
+namespace {
+
+ShimCq* to_shim_ex(ibv_cq_ex* cq) { return reinterpret_cast<ShimCq*>(cq); }
+const ibv_wc& current(ibv_cq_ex* cq) {
+  ShimCq* c = to_shim_ex(cq);
+  return c->slots[c->poll_index & (c->entries - 1)];
+}
+
+int load_current(ShimCq* c) {
+  uint32_t prod = c->shm->ring.producer.value.load(std::memory_order_acquire);
+  c->poll_has = c->poll_index != prod;
+  if (!c->poll_has) return ENOENT;
+  const ibv_wc& wc = c->slots[c->poll_index & (c->entries - 1)];
+  c->cqx.status = wc.status;
+  c->cqx.wr_id = wc.wr_id;
+  return 0;
+}
+
+int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  if (attr && attr->comp_mask) return EINVAL;
+  ShimCq* c = to_shim_ex(cq);
+  c->poll_mu.lock();
+  c->poll_index = c->shm->ring.consumer.value.load(std::memory_order_relaxed);
+  int st = load_current(c);
+  if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
+  return st;
+}
+
+int next_poll(ibv_cq_ex* cq) {
+  ShimCq* c = to_shim_ex(cq);
+  ++c->poll_index;
+  c->shm->ring.consumer.value.store(c->poll_index, std::memory_order_release);
+  return load_current(c);
+}
+
+void end_poll(ibv_cq_ex* cq) {
+  ShimCq* c = to_shim_ex(cq);
+  if (c->poll_has) c->shm->ring.consumer.value.store(c->poll_index + 1, std::memory_order_release);
+  c->poll_has = false;
+  c->poll_mu.unlock();
+}
+
+ibv_wc_opcode read_opcode(ibv_cq_ex* cq) { return current(cq).opcode; }
+uint32_t read_vendor_err(ibv_cq_ex* cq) { return current(cq).vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* cq) { return current(cq).byte_len; }
+__be32 read_imm_data(ibv_cq_ex* cq) { return current(cq).imm_data; }
+uint32_t read_qp_num(ibv_cq_ex* cq) { return current(cq).qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* cq) { return current(cq).src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* cq) { return current(cq).wc_flags; }
+uint32_t read_slid(ibv_cq_ex* cq) { return current(cq).slid; }
+uint8_t read_sl(ibv_cq_ex* cq) { return current(cq).sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* cq) { return current(cq).dlid_path_bits; }
+
+}  // namespace
+
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                              IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                              IBV_WC_EX_WITH_DLID_PATH_BITS;
+  if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+    return fail_null<ibv_cq_ex>(EINVAL);
+  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);  // timestamps, flow tags, ...
+  ShimCq* cq = create_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
+  if (!cq) return nullptr;
+  ibv_cq_ex& x = cq->cqx;
+  x.comp_mask = 0;
+  x.start_poll = start_poll;
+  x.next_poll = next_poll;
+  x.end_poll = end_poll;
+  x.read_opcode = read_opcode;
+  x.read_vendor_err = read_vendor_err;
+  x.read_byte_len = read_byte_len;
+  x.read_imm_data = read_imm_data;
+  x.read_qp_num = read_qp_num;
+  x.read_src_qp = read_src_qp;
+  x.read_wc_flags = read_wc_flags;
+  x.read_slid = read_slid;
+  x.read_sl = read_sl;
+  x.read_dlid_path_bits = read_dlid_path_bits;
+  return &x;
+}
+
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_shim(ibcq);
   cq->shm->arm.store(solicited_only ? kCqArmSolicited : kCqArmNext, std::memory_order_release);
@@ -66,38 +184,9 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel* channel) {
 
 struct ibv_cq* ibv_create_cq(struct ibv_context* context, int cqe, void* cq_context,
                              struct ibv_comp_channel* channel, int comp_vector) {
-  if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ibv_cq>(EINVAL);
-  ShimContext* c = to_shim(context);
-  CreateCqReq req{cqe, channel ? to_shim(channel)->handle : 0, uint32_t(comp_vector), 0};
-  CreateCqReply rep{};
-  std::vector<int> fds;
-  if (int st = rpc(c, Op::CreateCq, req, &rep, &fds)) return fail_null<ibv_cq>(st);
-  void* mem = map_shared(fds, rep.mem_bytes);
-  if (!mem) {
-    int e = errno;
-    rpc_status(c, Op::DestroyCq, HandleReq{rep.handle, 0});
-    return fail_null<ibv_cq>(e);
-  }
-  auto* cq = new ShimCq;
-  std::memset(&cq->cq, 0, sizeof cq->cq);
-  cq->cq.context = context;
-  cq->cq.channel = channel;
-  cq->cq.cq_context = cq_context;
-  cq->cq.handle = rep.handle;
-  cq->cq.cqe = rep.cqe;
-  pthread_mutex_init(&cq->cq.mutex, nullptr);
-  pthread_cond_init(&cq->cq.cond, nullptr);
-  cq->mem = mem;
-  cq->mem_bytes = rep.mem_bytes;
-  cq->shm = static_cast<CqShared*>(mem);
-  cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem) + cqe_offset());
-  cq->entries = rep.entries;
-  if (channel) ++channel->refcnt;
-  std::lock_guard lock(c->objs_mu);
-  c->cqs[rep.handle] = cq;
-  return &cq->cq;
+  ShimCq* cq = simnic::shim::create_cq(context, cqe, cq_context, channel, comp_vector);
+  return cq ? cq->base() : nullptr;
 }
-
 int ibv_destroy_cq(struct ibv_cq* ibcq) {
   ShimCq* cq = to_shim(ibcq);
   ShimContext* c = to_shim(ibcq->context);
@@ -129,7 +218,7 @@ int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void*
     std::lock_guard lock(c->objs_mu);
     auto it = c->cqs.find(msg.cq);
     if (it == c->cqs.end()) continue;  // an event for a CQ destroyed since
-    *cq = &it->second->cq;
+    *cq = it->second->base();
     *cq_context = (*cq)->cq_context;
     return 0;
   }

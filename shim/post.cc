@@ -10,8 +10,7 @@
 using namespace simnic::abi;
 
 namespace simnic::shim {
-namespace {
-
+// The opcodes each transport can carry (IBA 9.4 / Table 39); also used by the wr_* API.
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
   switch (type) {
     case IBV_QPT_RC:
@@ -27,6 +26,8 @@ bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
       return false;
   }
 }
+
+namespace {
 
 // Fills one send WQE; returns 0 or the errno post_send returns.
 int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {

@@ -61,11 +61,16 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   return &q;
 }
 
+bool send_ops_supported(uint64_t flags);  // post_ex.cc
+void enable_wr_api(ShimQp* q);
+
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) return fail_null<ibv_qp>(EINVAL);
   if ((attr->comp_mask & ~kKnown) || ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags))
-    return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, the wr_* send API, ...: not yet
+    return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, TSO, ...: not yet
+  const bool wr_api = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (wr_api && !send_ops_supported(attr->send_ops_flags)) return fail_null<ibv_qp>(EOPNOTSUPP);
   if (attr->pd->context != context) return fail_null<ibv_qp>(EINVAL);
   ibv_qp_init_attr init{};
   init.qp_context = attr->qp_context;
@@ -76,7 +81,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   init.qp_type = attr->qp_type;
   init.sq_sig_all = attr->sq_sig_all;
   ibv_qp* qp = create_qp(attr->pd, &init);
-  if (qp) attr->cap = init.cap;
+  if (!qp) return nullptr;
+  attr->cap = init.cap;
+  if (wr_api) enable_wr_api(to_shim(qp));
   return qp;
 }
 
@@ -130,8 +137,11 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
   return 0;
 }
 
-// Only QPs created for the wr_* send API have an ibv_qp_ex (rdma-core returns NULL otherwise).
-struct ibv_qp_ex* ibv_qp_to_qp_ex(struct ibv_qp*) { return nullptr; }
+// Only QPs created with send_ops_flags have an ibv_qp_ex (rdma-core returns NULL otherwise).
+struct ibv_qp_ex* ibv_qp_to_qp_ex(struct ibv_qp* qp) {
+  ShimQp* q = to_shim(qp);
+  return q->ex ? &q->qpx : nullptr;
+}
 
 struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init) {
   ShimContext* c = to_shim(pd->context);

@@ -52,13 +52,16 @@ struct ShimContext {
 };
 
 struct ShimCq {
-  ibv_cq cq;                      // first
+  ibv_cq_ex cqx;                  // first; starts with the ibv_cq applications see (ibv_cq_ex_to_cq)
   void* mem = nullptr;
   size_t mem_bytes = 0;
   abi::CqShared* shm = nullptr;
   ibv_wc* slots = nullptr;
   uint32_t entries = 0;
   std::mutex poll_mu;
+  uint32_t poll_index = 0;        // the CQE start_poll/next_poll are looking at
+  bool poll_has = false;          // ... and whether there is one
+  ibv_cq* base() { return reinterpret_cast<ibv_cq*>(&cqx); }
 };
 
 struct ShimQp {
@@ -71,6 +74,12 @@ struct ShimQp {
   uint32_t sq_entries = 0, rq_entries = 0;
   ibv_qp_cap cap{};
   std::mutex sq_mu, rq_mu;
+  // The wr_* API (ibv_qp_to_qp_ex): between wr_start and wr_complete/wr_abort, sq_mu is held,
+  // WQEs are built at wr_prod, and the first error is remembered for wr_complete.
+  bool ex = false;
+  uint32_t wr_start_prod = 0, wr_prod = 0;
+  int wr_err = 0;
+  abi::SendWqe* wr_cur = nullptr;
 };
 
 struct ShimSrq {

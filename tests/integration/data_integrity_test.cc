@@ -78,6 +78,19 @@ TEST(Stress, QuarterGibibyteUnderLossReorderAndDuplication) {
   EXPECT_EQ(s1["completion_errors"], "0");
 }
 
+// The same traffic through the extended API: ibv_create_qp_ex + ibv_wr_* to post,
+// ibv_create_cq_ex + ibv_start_poll/ibv_next_poll/ibv_end_poll to reap, on a lossy link.
+TEST(Stress, ExtendedVerbsApiUnderLoss) {
+  Nics nics(2, {"--loss", "0.03", "--dup", "0.02", "--seed", "11"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "32", "-c", "65536",
+                       "-d", "4", "-x"}, 180s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("extended API"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("512 rounds verified, 33554432 bytes compared"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("512 WRITE + 512 SEND + 512 credit completions"), std::string::npos) << r.output;
+}
+
 TEST(Stress, CleanLinkDeliversEveryByte) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;

@@ -8,7 +8,10 @@
 // reuse the slot. Every completion is checked (status, opcode, byte_len) and counted, and the
 // counts must come out exact with nothing extra afterwards.
 //
-//   simnic-stress [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK_BYTES] [-d SLOTS] [-m MTU] [-T TIMEOUT]
+// With -x it uses the extended API instead: ibv_create_cq_ex + ibv_start_poll/next_poll and
+// ibv_create_qp_ex + ibv_wr_start ... ibv_wr_complete.
+//
+//   simnic-stress [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK_BYTES] [-d SLOTS] [-m MTU] [-T TIMEOUT] [-x]
 #include <infiniband/verbs.h>
 
 #include <chrono>
@@ -27,11 +30,15 @@ struct Msg {
   uint64_t hash;
 };
 
+bool g_extended = false;
+
 struct Side {
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
+  ibv_cq_ex* cq_ex = nullptr;
   ibv_qp* qp = nullptr;
+  ibv_qp_ex* qp_ex = nullptr;
   std::vector<uint8_t> data;  // slots * chunk
   std::vector<Msg> msgs;      // slots send + slots receive messages
   ibv_mr* data_mr = nullptr;
@@ -87,7 +94,15 @@ ibv_context* open_dev(const char* name) {
 void setup(Side& s, const char* dev, size_t slots, size_t chunk) {
   s.ctx = open_dev(dev);
   if (!(s.pd = ibv_alloc_pd(s.ctx))) die("ibv_alloc_pd");
-  if (!(s.cq = ibv_create_cq(s.ctx, int(slots * 4 + 16), nullptr, nullptr, 0))) die("ibv_create_cq");
+  if (g_extended) {
+    ibv_cq_init_attr_ex ca{};
+    ca.cqe = uint32_t(slots * 4 + 16);
+    ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+    if (!(s.cq_ex = ibv_create_cq_ex(s.ctx, &ca))) die("ibv_create_cq_ex");
+    s.cq = ibv_cq_ex_to_cq(s.cq_ex);
+  } else if (!(s.cq = ibv_create_cq(s.ctx, int(slots * 4 + 16), nullptr, nullptr, 0))) {
+    die("ibv_create_cq");
+  }
   s.data.resize(slots * chunk);
   s.msgs.resize(slots * 2);
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -100,7 +115,19 @@ void setup(Side& s, const char* dev, size_t slots, size_t chunk) {
   init.cap.max_send_wr = uint32_t(slots * 2 + 2);
   init.cap.max_recv_wr = uint32_t(slots + 2);
   init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  if (!(s.qp = ibv_create_qp(s.pd, &init))) die("ibv_create_qp");
+  if (g_extended) {
+    ibv_qp_init_attr_ex ex{};
+    ex.send_cq = ex.recv_cq = s.cq;
+    ex.qp_type = IBV_QPT_RC;
+    ex.cap = init.cap;
+    ex.pd = s.pd;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ex.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+    if (!(s.qp = ibv_create_qp_ex(s.ctx, &ex))) die("ibv_create_qp_ex");
+    if (!(s.qp_ex = ibv_qp_to_qp_ex(s.qp))) die("ibv_qp_to_qp_ex");
+  } else if (!(s.qp = ibv_create_qp(s.pd, &init))) {
+    die("ibv_create_qp");
+  }
   if (ibv_query_gid(s.ctx, 1, 0, &s.gid)) die("ibv_query_gid");
 }
 
@@ -147,6 +174,19 @@ void post_recv(Side& s, size_t i) {
 
 void post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, void* addr, uint32_t len, uint32_t lkey,
                uint64_t remote = 0, uint32_t rkey = 0) {
+  if (s.qp_ex) {
+    ibv_wr_start(s.qp_ex);
+    s.qp_ex->wr_id = wr_id;
+    s.qp_ex->wr_flags = IBV_SEND_SIGNALED;
+    if (op == IBV_WR_RDMA_WRITE) ibv_wr_rdma_write(s.qp_ex, rkey, remote);
+    else ibv_wr_send(s.qp_ex);
+    ibv_wr_set_sge(s.qp_ex, lkey, reinterpret_cast<uintptr_t>(addr), len);
+    if (int e = ibv_wr_complete(s.qp_ex)) {
+      errno = e;
+      die("ibv_wr_complete");
+    }
+    return;
+  }
   ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, lkey};
   ibv_send_wr wr{}, *bad;
   wr.wr_id = wr_id;
@@ -159,6 +199,27 @@ void post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, void* addr, uint32_t l
   if (ibv_post_send(s.qp, &wr, &bad)) die("ibv_post_send");
 }
 
+// ibv_poll_cq, or the extended poll loop turned into the same ibv_wc records.
+int poll(Side& s, int max, ibv_wc* wc) {
+  if (!s.cq_ex) return ibv_poll_cq(s.cq, max, wc);
+  ibv_poll_cq_attr attr{};
+  int ret = ibv_start_poll(s.cq_ex, &attr);
+  if (ret == ENOENT) return 0;
+  if (ret) return -1;
+  int n = 0;
+  do {
+    wc[n] = {};
+    wc[n].wr_id = s.cq_ex->wr_id;
+    wc[n].status = s.cq_ex->status;
+    wc[n].opcode = ibv_wc_read_opcode(s.cq_ex);
+    wc[n].byte_len = ibv_wc_read_byte_len(s.cq_ex);
+    wc[n].qp_num = ibv_wc_read_qp_num(s.cq_ex);
+    ++n;
+  } while (n < max && (ret = ibv_next_poll(s.cq_ex)) == 0);
+  ibv_end_poll(s.cq_ex);
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,7 +227,7 @@ int main(int argc, char** argv) {
   const char* dev_b = "simnic1";
   size_t total_mib = 256, chunk = 1 << 20, slots = 8;
   int mtu_bytes = 4096, timeout = 12;
-  for (int c; (c = getopt(argc, argv, "a:b:t:c:d:m:T:")) != -1;) {
+  for (int c; (c = getopt(argc, argv, "a:b:t:c:d:m:T:x")) != -1;) {
     switch (c) {
       case 'a': dev_a = optarg; break;
       case 'b': dev_b = optarg; break;
@@ -175,8 +236,9 @@ int main(int argc, char** argv) {
       case 'd': slots = std::strtoull(optarg, nullptr, 10); break;
       case 'm': mtu_bytes = std::atoi(optarg); break;
       case 'T': timeout = std::atoi(optarg); break;
+      case 'x': g_extended = true; break;
       default:
-        std::fprintf(stderr, "usage: %s [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK] [-d SLOTS] [-m MTU] [-T TIMEOUT]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK] [-d SLOTS] [-m MTU] [-T TIMEOUT] [-x]\n", argv[0]);
         return 2;
     }
   }
@@ -189,8 +251,9 @@ int main(int argc, char** argv) {
   connect(a, b, mtu, uint8_t(timeout));
   connect(b, a, mtu, uint8_t(timeout));
   for (size_t i = 0; i < slots; ++i) post_recv(a, slots + i), post_recv(b, slots + i);
-  std::printf("%s QP 0x%x -> %s QP 0x%x: %" PRIu64 " rounds of %zu bytes (%zu MiB), %zu slots\n", dev_a,
-              a.qp->qp_num, dev_b, b.qp->qp_num, rounds, chunk, total_mib, slots);
+  std::printf("%s QP 0x%x -> %s QP 0x%x: %" PRIu64 " rounds of %zu bytes (%zu MiB), %zu slots%s\n", dev_a,
+              a.qp->qp_num, dev_b, b.qp->qp_num, rounds, chunk, total_mib, slots,
+              g_extended ? ", extended API (wr_*, cq_ex)" : "");
 
   // wr_id encodes the kind: 0 = WRITE, 1 = SEND, 2 = credit; the round in the upper bits.
   uint64_t next = 0, credits = slots, verified = 0, bad_bytes = 0;
@@ -214,7 +277,7 @@ int main(int argc, char** argv) {
     }
     bool progressed = false;
     for (Side* s : {&a, &b}) {
-      int n = ibv_poll_cq(s->cq, 32, wc);
+      int n = poll(*s, 32, wc);
       if (n < 0) die("ibv_poll_cq");
       for (int i = 0; i < n; ++i) {
         progressed = true;
@@ -275,7 +338,7 @@ int main(int argc, char** argv) {
   auto quiet = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   while (std::chrono::steady_clock::now() < quiet)
     for (Side* s : {&a, &b})
-      if (ibv_poll_cq(s->cq, 32, wc) != 0) {
+      if (poll(*s, 32, wc) != 0) {
         std::fprintf(stderr, "FAIL: an extra completion (wr_id %" PRIu64 ")\n", wc[0].wr_id);
         return 1;
       }
@@ -287,7 +350,7 @@ int main(int argc, char** argv) {
     ibv_destroy_qp(s->qp);
     ibv_dereg_mr(s->data_mr);
     ibv_dereg_mr(s->msg_mr);
-    ibv_destroy_cq(s->cq);
+    ibv_destroy_cq(s->cq);  // also for a CQ from ibv_create_cq_ex, as in rdma-core
     ibv_dealloc_pd(s->pd);
     ibv_close_device(s->ctx);
   }
