@@ -86,7 +86,7 @@ const char kUpUsage[] =
     "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up\n"
     "  --mtu BYTES         port MTU (256..4096, default 4096)\n"
     "  --pcap-dir DIR      each NIC writes DIR/<name>.pcap\n"
-    "  --trace-dir DIR     each NIC records DIR/<name>.trace.jsonl\n"
+    "  --trace DIR         each NIC records its trace events as DIR/<name>.jsonl\n"
     "  --loss P --dup P --reorder P --delay US --seed N\n"
     "                      fault injection on every NIC's outgoing packets\n"
     "  --paused            start in step mode (see `simnic step`)\n"
@@ -119,7 +119,7 @@ int cmd_up(const std::vector<std::string>& args) {
       base = ntohl(ia.s_addr);
     } else if (a == "--pcap-dir") {
       if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--trace-dir") {
+    } else if (a == "--trace" || a == "--trace-dir") {
       if (!value(&trace_dir)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed") {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
@@ -161,7 +161,7 @@ int cmd_up(const std::vector<std::string>& args) {
     inet_ntop(AF_INET, &ia, addr, sizeof addr);
     std::vector<std::string> argv = {"--name", name, "--addr", addr, "--dir", dir};
     if (!pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", pcap_dir + "/" + name + ".pcap"});
-    if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".trace.jsonl"});
+    if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".jsonl"});
     argv.insert(argv.end(), common.begin(), common.end());
     pid_t pid = spawn(simnicd, argv, log_path(dir, name));
     if (!pid) {
