@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config          # the toolchain
   libboost-dev                              # Boost.Asio, simnicd's event loop
+  zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
   libibverbs-dev                            # rdma-core's public headers the shim is built against
   ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
   libgtest-dev                              # unit and integration tests
