@@ -1,5 +1,6 @@
 // Completion queues and completion channels. ibv_poll_cq reads CQEs that simnicd wrote into
 // the shared ring: no system call, as with a real RNIC. Events arrive on the channel's socket.
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +24,9 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   int n = 0;
   for (; n < num_entries && cons != prod; ++n, ++cons) wc[n] = cq->slots[cons & (cq->entries - 1)];
   ring.consumer.value.store(cons, std::memory_order_release);
+  // A real RNIC has its own silicon; simnicd shares the CPUs with the application. An empty
+  // poll therefore yields, so a busy-polling program does not starve the NIC it waits for.
+  if (n == 0) sched_yield();
   return n;
 }
 
