@@ -12,6 +12,9 @@ PACKAGES=(
   libgtest-dev                              # unit and integration tests
   tshark                                    # decodes our pcaps in the tests
   python3-pyverbs                           # another unmodified verbs consumer
+  nlohmann-json3-dev                        # simnic-viz reads the JSON-lines trace
+  libimgui-dev libstb-dev libglfw3-dev      # simnic-viz: Dear ImGui (GLFW + OpenGL3), PNG writer
+  xvfb xauth libgl1-mesa-dri                # simnic-viz's screenshot tests: a virtual X display
 )
 
 missing=()

@@ -229,12 +229,8 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   mr_by_key_[key] = mr.get();
   *out = mr.get();
   if (tracer_.on()) {
-    std::string acc;
-    for (auto [bit, name] : {std::pair{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                             {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"}})
-      if (access & bit) acc += (acc.empty() ? "" : "|") + std::string(name);
     tracer_.event("mr_create").u("ctx", ctx->id).u("pd", pd->handle).u("mr", mr->handle).u("lkey", key).u("rkey", key)
-        .hex("addr", mr->iova).u("length", length).s("access", acc);
+        .hex("addr", mr->iova).u("length", length).s("access", access_string(access));
   }
   mrs_[mr->handle] = std::move(mr);
   return 0;
@@ -250,7 +246,7 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
       if (rr.mr == mr) rr.mr = nullptr;
   }
   tracer_.event("mr_destroy").u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)
-      .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", "");
+      .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
   mr->pd->users--;
   mr_by_key_.erase(mr->lkey);
   erase_handle<Mr>(ctx->mrs, handle);

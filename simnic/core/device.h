@@ -222,6 +222,7 @@ class Device {
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).
 const char* wc_status_name(ibv_wc_status status);
 const char* wc_opcode_name(ibv_wc_opcode opcode);
+std::string access_string(uint32_t ibv_access_flags);  // "LOCAL_WRITE|REMOTE_READ"
 const char* wr_opcode_name(uint32_t opcode);
 
 // Bytes of an ibv_mtu enum (0 if invalid) and back.

@@ -68,6 +68,8 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
     return;
   }
   ++qp->counters.rx_packets;
+  // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
+  if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
   if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
   else completer_receive(*qp, pkt, now);
 }

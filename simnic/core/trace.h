@@ -41,6 +41,10 @@ class Tracer {
   void set_sink(TraceSink* sink) { sink_ = sink; }
   void set_nic(const std::string& name) { nic_ = name; }
   void set_time(uint64_t t_ns) { t_ns_ = t_ns; }
+  // Wall-clock time (CLOCK_REALTIME, ns) matching the current t_ns, so that a viewer can line
+  // up the traces of several NICs. Set by the I/O layer; the core has no clock.
+  void set_wall_ns(uint64_t w) { wall_ns_ = w; }
+  uint64_t wall_ns() const { return wall_ns_; }
   bool on() const { return sink_ != nullptr; }
   uint64_t next_seq() const { return seq_ + 1; }
   // Usage: tracer.event("qp_state").u("qp", qpn).s("from", "INIT");
@@ -52,6 +56,7 @@ class Tracer {
   std::string nic_;
   uint64_t seq_ = 0;
   uint64_t t_ns_ = 0;
+  uint64_t wall_ns_ = 0;
 };
 
 std::string json_escape(const std::string& s);

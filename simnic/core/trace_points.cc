@@ -36,6 +36,14 @@ std::string send_flags_string(uint32_t f) {
 
 }  // namespace
 
+std::string access_string(uint32_t access) {
+  std::string acc;
+  for (auto [bit, name] : {std::pair{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+                           {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"}})
+    if (access & bit) acc += (acc.empty() ? "" : "|") + std::string(name);
+  return acc;
+}
+
 const char* wc_opcode_name(ibv_wc_opcode op) {
   switch (op) {
     case IBV_WC_SEND: return "SEND";
@@ -124,11 +132,12 @@ void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
 
 void Device::trace_snapshot() {
   if (!tracer_.on()) return;
-  tracer_.event("nic_up").s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes);
+  tracer_.event("nic_up").s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes)
+      .u("wall_ns", tracer_.wall_ns());
   for (auto& [id, ctx] : contexts_) tracer_.event("ctx_open").u("ctx", id).u("pid", uint64_t(ctx->pid));
   for (auto& [h, mr] : mrs_)
     tracer_.event("mr_create").u("ctx", mr->ctx->id).u("pd", mr->pd->handle).u("mr", h).u("lkey", mr->lkey)
-        .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", "");
+        .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
   for (auto& [h, cq] : cqs_)
     tracer_.event("cq_create").u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   for (auto& [h, qp] : qps_) {

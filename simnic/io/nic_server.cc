@@ -76,11 +76,14 @@ int NicServer::start(std::string* error) {
   std::string trace_sock = opt_.dir + "/" + opt_.device.name + ".trace";  // not *.sock: those are NICs
   if (!trace_.listen(trace_sock, error, [this] {
         device_.tracer().set_sink(&trace_);
+        device_.tracer().set_time(now());
+        device_.tracer().set_wall_ns(realtime_ns());
         device_.trace_snapshot();
       }))
     return 1;
   update_tracing();
   device_.tracer().set_time(now());
+  device_.tracer().set_wall_ns(realtime_ns());
   device_.trace_snapshot();  // the file starts with the NIC itself
 
   ::unlink(socket_path_.c_str());

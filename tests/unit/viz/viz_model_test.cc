@@ -1,0 +1,257 @@
+// The visualizer's model, apart from any drawing: it must rebuild QP states, rings and CQs
+// from a trace, order two NICs' events so that no packet arrives before it left, match
+// packets to their receptions (or mark them lost), and answer "what was the state at event N".
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "viz/model/field_help.h"
+#include "viz/model/packet_class.h"
+#include "viz/model/timeline.h"
+#include "viz/model/timeline_merge.h"
+
+namespace simnic::viz {
+namespace {
+
+// A tiny trace writer: each call appends one event line of `nic` with the next seq.
+struct TraceBuilder {
+  std::map<std::string, uint64_t> seq;
+  std::vector<Event> events;
+  Event& add(const std::string& nic, uint64_t t_ns, const std::string& kind, nlohmann::ordered_json extra = {}) {
+    nlohmann::ordered_json j;
+    j["seq"] = ++seq[nic];
+    j["t_ns"] = t_ns;
+    j["nic"] = nic;
+    j["kind"] = kind;
+    if (extra.is_object())
+      for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+    auto e = parse_event_line(j.dump());
+    EXPECT_TRUE(e.has_value()) << j.dump();
+    events.push_back(*e);
+    return events.back();
+  }
+  // A packet from `from` (ip a) to `to` (ip b).
+  nlohmann::ordered_json pkt(const char* src, const char* dst, const char* opcode, int opnum, uint64_t psn, uint64_t qp,
+                             uint64_t dest_qp, const char* fault = nullptr) {
+    nlohmann::ordered_json j{{"qp", qp},        {"src", src},        {"dst", dst}, {"opcode", opcode},
+                             {"opcode_num", opnum}, {"psn", psn},   {"dest_qp", dest_qp}};
+    if (fault) j["fault"] = fault;
+    return j;
+  }
+};
+
+TEST(VizEvent, MalformedLinesAreRejectedNotThrown) {
+  EXPECT_FALSE(parse_event_line("").has_value());
+  EXPECT_FALSE(parse_event_line("{\"seq\":1,\"nic\":\"a\"").has_value());  // cut mid-line
+  EXPECT_FALSE(parse_event_line("[1,2]").has_value());
+  EXPECT_FALSE(parse_event_line("{\"seq\":-1,\"nic\":\"a\",\"kind\":\"x\"}").has_value());
+  auto e = parse_event_line(R"({"seq":7,"t_ns":9,"nic":"simnic0","kind":"future_kind","extra":{"x":1}})");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->seq, 7u);
+  EXPECT_EQ(e->kind, "future_kind");
+  EXPECT_EQ(e->addr("missing"), 0u);
+}
+
+TEST(VizNicState, RebuildsQpStateRingsAndCq) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "nic_up", {{"addr", "127.0.0.1"}, {"mtu", 1024}});
+  tb.add("n0", 2, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 7}, {"entries", 8}});
+  tb.add("n0", 3, "qp_create", {{"qp", 17}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}, {"send_cq", 3}, {"recv_cq", 3}});
+  tb.add("n0", 4, "qp_state", {{"qp", 17}, {"from", "RESET"}, {"to", "INIT"}});
+  tb.add("n0", 5, "qp_state", {{"qp", 17}, {"from", "INIT"}, {"to", "RTR"}});
+  tb.add("n0", 6, "qp_state", {{"qp", 17}, {"from", "RTR"}, {"to", "RTS"}});
+  for (int i = 0; i < 3; ++i)
+    tb.add("n0", 7, "wqe_posted", {{"qp", 17}, {"queue", "sq"}, {"index", i}, {"wr_id", 100 + i}, {"opcode", "RDMA_WRITE"}, {"length", 64}});
+  tb.add("n0", 8, "wqe_done", {{"qp", 17}, {"queue", "sq"}, {"index", 0}});
+  tb.add("n0", 8, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 0}, {"wr_id", 100}, {"status", "success"}, {"status_num", 0},
+                          {"opcode", "RDMA_WRITE"}, {"byte_len", 64}});
+  tb.add("n0", 9, "error", {{"qp", 17}, {"status", "remote access error"}, {"rule", "rkey 0x99 not valid for REMOTE_WRITE"}});
+  tb.add("n0", 9, "qp_state", {{"qp", 17}, {"from", "RTS"}, {"to", "ERR"}, {"cause", "remote access error"}});
+  tb.add("n0", 9, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 1}, {"wr_id", 101}, {"status", "remote access error"},
+                          {"status_num", 10}, {"opcode", "RDMA_WRITE"}, {"byte_len", 0}});
+
+  Timeline tl;
+  tl.append(tb.events);
+  World end = tl.state_at(tl.end_pos());
+  const NicState& n = end.at("n0");
+  EXPECT_EQ(n.addr, "127.0.0.1");
+  const QpInfo& qp = n.qps.at(17);
+  EXPECT_EQ(qp.state, "ERR");
+  EXPECT_EQ(qp.prev_state, "RTS");
+  EXPECT_EQ(qp.last_cause, "remote access error");
+  EXPECT_EQ(qp.last_error, "rkey 0x99 not valid for REMOTE_WRITE");
+  EXPECT_EQ(qp.sq.producer, 3u);
+  EXPECT_EQ(qp.sq.consumer, 1u);
+  ASSERT_EQ(qp.sq.posted.size(), 2u);
+  EXPECT_EQ(qp.sq.posted.at(1).wr_id, 101u);
+  EXPECT_EQ(qp.sq.posted.at(2).opcode, "RDMA_WRITE");
+  const CqInfo& cq = n.cqs.at(3);
+  EXPECT_EQ(cq.entries, 8u);
+  EXPECT_EQ(cq.produced, 2u);
+  ASSERT_EQ(cq.recent.size(), 2u);
+  EXPECT_EQ(cq.recent[1].status_num, 10u);
+  EXPECT_EQ(n.counters.at("cqe_error"), 1u);
+
+  // Going back in time: after the 6th event the QP was in RTS with empty rings.
+  World early = tl.state_at(6);
+  EXPECT_EQ(early.at("n0").qps.at(17).state, "RTS");
+  EXPECT_EQ(early.at("n0").qps.at(17).sq.posted.size(), 0u);
+  EXPECT_EQ(tl.state_at(7).at("n0").qps.at(17).sq.posted.size(), 1u);
+}
+
+TEST(VizNicState, ResetEmptiesTheRings) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "qp_create", {{"qp", 5}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}});
+  tb.add("n0", 2, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", 0}, {"opcode", "RECV"}});
+  tb.add("n0", 3, "qp_state", {{"qp", 5}, {"from", "ERR"}, {"to", "RESET"}});
+  Timeline tl;
+  tl.append(tb.events);
+  const QpInfo& q = tl.state_at(tl.end_pos()).at("n0").qps.at(5);
+  EXPECT_TRUE(q.rq.posted.empty());
+  EXPECT_EQ(q.rq.producer, 0u);
+}
+
+// Two NICs whose clocks disagree: by t_ns alone, B's reception would come before A's send.
+TEST(VizMerge, APacketIsNeverReceivedBeforeItIsSent) {
+  TraceBuilder tb;
+  tb.add("a", 100, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 1000}});
+  tb.add("b", 100, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1000}});
+  tb.add("a", 500, "doorbell");
+  tb.add("a", 500, "pkt_tx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 10, 1, 2));
+  tb.add("b", 300, "pkt_rx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 10, 2, 2));  // skewed clock
+  tb.add("b", 310, "cqe", {{"cq", 1}, {"index", 0}});
+  TimelineMerge m;
+  for (auto& e : tb.events) m.push(e);
+  auto out = m.drain(true);
+  ASSERT_EQ(out.size(), 6u);
+  std::vector<std::string> order;
+  for (auto& e : out) order.push_back(e.nic + ":" + e.kind);
+  auto at = [&](const std::string& s) { return std::find(order.begin(), order.end(), s) - order.begin(); };
+  EXPECT_LT(at("a:pkt_tx"), at("b:pkt_rx"));
+  EXPECT_LT(at("b:pkt_rx"), at("b:cqe"));  // each NIC's own order is kept
+
+  Timeline tl;
+  tl.append(out);
+  ASSERT_EQ(tl.flights().size(), 1u);
+  const Flight& f = tl.flights()[0];
+  EXPECT_EQ(f.from_nic, "a");
+  EXPECT_EQ(f.to_nic, "b");
+  EXPECT_EQ(f.tx_pos, size_t(at("a:pkt_tx")));
+  EXPECT_EQ(f.rx_pos, size_t(at("b:pkt_rx")));
+  // On the wire between the two, and gone once received.
+  EXPECT_TRUE(tl.flights_at(double(f.tx_pos)).empty());
+  ASSERT_EQ(tl.flights_at(double(f.tx_pos) + 1).size(), 1u);
+  EXPECT_GT(tl.flights_at(double(f.tx_pos) + 1)[0].progress, 0.0);
+  EXPECT_TRUE(tl.flights_at(double(f.rx_pos) + 1).empty());
+}
+
+TEST(VizMerge, WallClockOrdersIndependentEvents) {
+  TraceBuilder tb;
+  tb.add("a", 0, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 5000}});  // a started later
+  tb.add("b", 0, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1000}});
+  tb.add("a", 100, "doorbell");  // wall 5100
+  tb.add("b", 3000, "doorbell");  // wall 4000
+  TimelineMerge m;
+  for (auto& e : tb.events) m.push(e);
+  auto out = m.drain(true);
+  ASSERT_EQ(out.size(), 4u);
+  // b's doorbell (wall 4000) comes before a even started (wall 5000).
+  EXPECT_EQ(out[0].nic + ":" + out[0].kind, "b:nic_up");
+  EXPECT_EQ(out[1].nic + ":" + out[1].kind, "b:doorbell");
+  EXPECT_EQ(out[2].nic + ":" + out[2].kind, "a:nic_up");
+  EXPECT_EQ(out[3].nic + ":" + out[3].kind, "a:doorbell");
+}
+
+TEST(VizMerge, LostDuplicatedAndRetransmittedPackets) {
+  TraceBuilder tb;
+  tb.add("a", 0, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 1}});
+  tb.add("b", 0, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1}});
+  tb.add("a", 10, "pkt_tx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_RDMA_WRITE_ONLY", 10, 7, 1, 2, "drop"));
+  tb.add("a", 90, "retransmit", {{"qp", 1}, {"psn", 7}, {"cause", "timeout"}});
+  tb.add("a", 91, "pkt_tx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_RDMA_WRITE_ONLY", 10, 7, 1, 2, "dup"));
+  tb.add("b", 95, "pkt_rx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_RDMA_WRITE_ONLY", 10, 7, 2, 2));
+  tb.add("b", 96, "pkt_rx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_RDMA_WRITE_ONLY", 10, 7, 2, 2));
+  TimelineMerge m;
+  for (auto& e : tb.events) m.push(e);
+  Timeline tl;
+  tl.append(m.drain(true));
+  ASSERT_EQ(tl.flights().size(), 2u);
+  EXPECT_TRUE(tl.flights()[0].dropped);
+  EXPECT_EQ(tl.flights()[0].rx_pos, Flight::kNever);
+  EXPECT_FALSE(tl.flights()[0].retransmission);
+  EXPECT_TRUE(tl.flights()[1].retransmission);
+  EXPECT_NE(tl.flights()[1].rx_pos, Flight::kNever);
+  // The dropped packet shows for a moment, then is gone.
+  EXPECT_EQ(tl.flights_at(double(tl.flights()[0].tx_pos) + 1).size(), 1u);
+  EXPECT_TRUE(tl.flights_at(double(tl.flights()[0].tx_pos) + 1)[0].flight->dropped);
+  World w = tl.state_at(tl.end_pos());
+  EXPECT_EQ(w.at("a").counters.at("fault_drop"), 1u);
+  EXPECT_EQ(w.at("a").counters.at("retransmit"), 1u);
+  EXPECT_EQ(w.at("b").counters.at("pkt_rx"), 2u);
+}
+
+// Live, a NIC's lines arrive in bursts: a reception read before its sender's line waits.
+TEST(VizMerge, LiveReceptionWaitsForItsSender) {
+  TraceBuilder tb;
+  tb.add("a", 0, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 1}});
+  tb.add("b", 0, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1}});
+  Event tx = tb.add("a", 50, "pkt_tx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 1, 1, 2));
+  Event rx = tb.add("b", 40, "pkt_rx", tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 1, 2, 2));
+  TimelineMerge m(/*hold_ns=*/1000);
+  m.push(tb.events[0], 0);
+  m.push(tb.events[1], 0);
+  m.push(rx, 0);
+  auto first = m.drain(false, 2000);  // the rx is ripe but its tx has not been seen
+  for (auto& e : first) EXPECT_NE(e.kind, "pkt_rx");
+  m.push(tx, 2500);
+  auto second = m.drain(false, 4000);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].kind, "pkt_tx");
+  EXPECT_EQ(second[1].kind, "pkt_rx");
+}
+
+TEST(VizTimeline, FindAndTrimKeepPositionsAbsolute) {
+  TraceBuilder tb;
+  tb.add("n0", 0, "qp_create", {{"qp", 1}, {"sq_entries", 4096}, {"rq_entries", 1}});
+  for (int i = 0; i < 3000; ++i)
+    tb.add("n0", uint64_t(i), "wqe_posted", {{"qp", 1}, {"queue", "sq"}, {"index", i}, {"opcode", "SEND"}});
+  Timeline tl;
+  tl.append(tb.events);
+  EXPECT_EQ(tl.find("n0", 1), 0u);
+  EXPECT_EQ(tl.find("n0", 3001), 3000u);
+  EXPECT_EQ(tl.state_at(2000).at("n0").qps.at(1).sq.producer, 1999u);
+  tl.trim(2000);
+  EXPECT_EQ(tl.first_pos(), 2001u);
+  EXPECT_EQ(tl.end_pos(), 3001u);
+  EXPECT_EQ(tl.find("n0", 1), tl.end_pos());  // trimmed away
+  EXPECT_EQ(tl.at(2500).seq, 2501u);
+  EXPECT_EQ(tl.state_at(2500).at("n0").qps.at(1).sq.producer, 2499u);  // from the kept base state
+}
+
+TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
+  auto pkt = [](const char* op, const char* aeth_class = nullptr) {
+    nlohmann::ordered_json j{{"seq", 1}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", op}};
+    if (aeth_class) j["aeth"] = {{"class", aeth_class}};
+    return *parse_event_line(j.dump());
+  };
+  EXPECT_EQ(classify_packet(pkt("RC_SEND_FIRST")), PacketClass::kSend);
+  EXPECT_EQ(classify_packet(pkt("RC_RDMA_WRITE_MIDDLE")), PacketClass::kWrite);
+  EXPECT_EQ(classify_packet(pkt("RC_RDMA_READ_REQUEST")), PacketClass::kReadRequest);
+  EXPECT_EQ(classify_packet(pkt("RC_RDMA_READ_RESPONSE_MIDDLE")), PacketClass::kReadResponse);
+  EXPECT_EQ(classify_packet(pkt("RC_RDMA_READ_RESPONSE_LAST", "ACK")), PacketClass::kReadResponse);
+  EXPECT_EQ(classify_packet(pkt("RC_COMPARE_SWAP")), PacketClass::kAtomic);
+  EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "ACK")), PacketClass::kAck);
+  EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
+  EXPECT_EQ(packet_label(pkt("RC_ACKNOWLEDGE", "RNR_NAK")), "RNR");
+  EXPECT_EQ(packet_label(pkt("RC_SEND_LAST")), "SEND L");
+  for (const char* f : {"psn", "dest_qp", "ack_req", "se", "opcode", "reth.rkey", "reth.va", "aeth.msn", "aeth.syndrome"})
+    EXPECT_FALSE(explain_field("pkt_rx", f).empty()) << f;
+  for (const char* f : {"wr_id", "status", "byte_len"}) EXPECT_FALSE(explain_field("cqe", f).empty()) << f;
+  EXPECT_NE(explain_syndrome(0x60).find("sequence"), std::string::npos);
+  EXPECT_NE(explain_syndrome(0x62).find("remote access"), std::string::npos);
+  EXPECT_NE(explain_syndrome(0x3f).find("RNR"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace simnic::viz

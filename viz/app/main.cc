@@ -1,0 +1,173 @@
+// simnic-viz: watch simulated NICs live, or replay their recorded traces.
+//
+//   simnic-viz [--dir DIR] [NIC...]             attach to running NICs (default: all in DIR)
+//   simnic-viz --replay FILE... [--screenshot OUT.png --at SEQ|NIC:SEQ|@POS] [--size WxH]
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <stb_image_write.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "simnic/abi/paths.h"
+#include "simnic/cli/cli.h"
+#include "viz/app/viz_app.h"
+
+using simnic::viz::VizApp;
+using simnic::viz::VizOptions;
+
+namespace {
+
+const char* kUsage =
+    "usage: simnic-viz [--dir DIR] [NIC...]          watch running NICs live (default: all)\n"
+    "       simnic-viz --replay FILE...               replay recorded traces (simnic up --trace DIR)\n"
+    "options:\n"
+    "  --screenshot OUT.png   render one frame to a PNG and exit (with --replay)\n"
+    "  --at SEQ | NIC:SEQ | @POS   the event to show: SEQ of the first NIC, NIC's SEQ, or\n"
+    "                         the position in the merged timeline (default: the end)\n"
+    "  --size WxH             window size (default 1280x800)\n";
+
+bool parse_args(int argc, char** argv, VizOptions* o) {
+  bool replay = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--replay") {
+      replay = true;
+    } else if (a == "--dir") {
+      if (!value(&o->simnic_dir)) return false;
+    } else if (a == "--screenshot") {
+      if (!value(&o->screenshot)) return false;
+    } else if (a == "--at") {
+      if (!value(&o->at)) return false;
+    } else if (a == "--size") {
+      std::string s;
+      if (!value(&s) || std::sscanf(s.c_str(), "%dx%d", &o->width, &o->height) != 2) return false;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "simnic-viz: unknown option %s\n", a.c_str());
+      return false;
+    } else {
+      (replay ? o->trace_files : o->live_nics).push_back(a);
+    }
+  }
+  if (o->simnic_dir.empty()) o->simnic_dir = simnic::abi::simnic_dir();
+  if (!replay && o->live_nics.empty()) o->live_nics = simnic::cli::list_nics(o->simnic_dir);
+  if (replay && o->trace_files.empty()) return false;
+  if (!o->screenshot.empty() && !replay) {
+    std::fprintf(stderr, "simnic-viz: --screenshot needs --replay FILE...\n");
+    return false;
+  }
+  return true;
+}
+
+bool write_png(const std::string& path, int w, int h) {
+  std::vector<unsigned char> px(size_t(w) * size_t(h) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  stbi_flip_vertically_on_write(1);  // OpenGL's rows go bottom-up
+  return stbi_write_png(path.c_str(), w, h, 4, px.data(), w * 4) != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  VizOptions opt;
+  if (!parse_args(argc, argv, &opt)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (opt.live_nics.empty() && opt.trace_files.empty()) {
+    std::fprintf(stderr, "simnic-viz: no NIC is running in %s (start some with `simnic up`), and no --replay file\n",
+                 opt.simnic_dir.c_str());
+    return 1;
+  }
+  VizApp app(opt);
+  std::string error;
+  if (!app.start(&error)) {
+    std::fprintf(stderr, "simnic-viz: %s\n", error.c_str());
+    return 1;
+  }
+  bool shot = !opt.screenshot.empty();
+  if (shot) {
+    auto at = opt.at.empty() ? std::optional<double>(double(app.timeline.end_pos())) : app.resolve_at(opt.at);
+    if (!at) {
+      std::fprintf(stderr, "simnic-viz: --at %s names no event of this trace\n", opt.at.c_str());
+      return 2;
+    }
+    app.pos = *at;
+  }
+
+  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "simnic-viz: no display (set DISPLAY, or run under xvfb-run)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  if (shot) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, "simnic-viz", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is computed, nothing to remember
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+
+  int frames = 0;
+  int rc = 0;
+  double last = glfwGetTime();
+  while (!glfwWindowShouldClose(window)) {
+    glfwPollEvents();
+    double now = glfwGetTime();
+    float dt = shot ? 0.0f : float(now - last);
+    last = now;
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    int fw, fh;
+    glfwGetFramebufferSize(window, &fw, &fh);
+    app.frame(dt, float(fw), float(fh));
+    ImGui::Render();
+    glViewport(0, 0, fw, fh);
+    glClearColor(0.08f, 0.09f, 0.11f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    // ImGui settles its layout (window sizes, table columns) over the first frames.
+    if (shot && ++frames == 4) {
+      if (!write_png(opt.screenshot, fw, fh)) {
+        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.screenshot.c_str());
+        rc = 1;
+      } else {
+        std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu)\n", opt.screenshot.c_str(), fw, fh,
+                    app.pos, app.timeline.end_pos());
+      }
+      break;
+    }
+    glfwSwapBuffers(window);
+    if (!shot && !app.playing && !app.live()) glfwWaitEventsTimeout(0.05);  // idle replay: don't spin
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}

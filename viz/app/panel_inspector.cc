@@ -1,0 +1,71 @@
+// The inspector: the selected WQE, packet or CQE event with every field decoded and a
+// one-line explanation of what each field means.
+#include <imgui.h>
+
+#include "viz/app/viz_app.h"
+#include "viz/model/field_help.h"
+
+namespace simnic::viz {
+
+namespace {
+
+void field_row(const std::string& kind, const std::string& key, const nlohmann::ordered_json& v, const std::string& path) {
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(path.c_str());
+  ImGui::TableNextColumn();
+  std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  if (v.is_number_unsigned() && (key == "rkey" || key == "lkey" || key == "key" || key == "syndrome")) {
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%llx (%llu)", static_cast<unsigned long long>(v.get<uint64_t>()),
+                  static_cast<unsigned long long>(v.get<uint64_t>()));
+    text = b;
+  }
+  ImGui::TextUnformatted(text.c_str());
+  ImGui::TableNextColumn();
+  std::string help = explain_field(kind, path);
+  if (help.empty()) help = explain_field(kind, key);
+  if (path == "aeth.syndrome" && v.is_number_unsigned()) help += " -> " + explain_syndrome(unsigned(v.get<uint64_t>()));
+  ImGui::TextWrapped("%s", help.c_str());
+}
+
+}  // namespace
+
+void draw_inspector(VizApp& app, float x, float y, float w, float h) {
+  ImGui::SetNextWindowPos({x, y});
+  ImGui::SetNextWindowSize({w, h});
+  if (!ImGui::Begin("Inspector", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse)) {
+    ImGui::End();
+    return;
+  }
+  const Timeline& tl = app.timeline;
+  if (!app.selected || *app.selected < tl.first_pos() || *app.selected >= tl.end_pos()) {
+    ImGui::TextWrapped("Click a packet on the wire, a slot of a ring (WQE or CQE) or a row of the event log to see "
+                       "every field, decoded and explained.");
+    ImGui::End();
+    return;
+  }
+  const Event& e = tl.at(*app.selected);
+  ImGui::Text("%s", summarize(e).c_str());
+  ImGui::TextDisabled("%s", explain_kind(e.kind).c_str());
+  if (ImGui::SmallButton("go to this event")) app.pos = double(*app.selected + 1), app.playing = false, app.follow_live = false;
+  if (ImGui::BeginTable("fields", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                         ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("field", ImGuiTableColumnFlags_WidthFixed, 100);
+    ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthFixed, 130);
+    ImGui::TableSetupColumn("what it means", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    for (auto it = e.fields.begin(); it != e.fields.end(); ++it) {
+      if (it->is_object()) {
+        for (auto sub = it->begin(); sub != it->end(); ++sub)
+          field_row(e.kind, sub.key(), sub.value(), it.key() + "." + sub.key());
+      } else {
+        field_row(e.kind, it.key(), it.value(), it.key());
+      }
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+}
+
+}  // namespace simnic::viz

@@ -1,0 +1,118 @@
+#include "viz/app/viz_app.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "simnic/abi/control.h"
+#include "simnic/cli/cli.h"
+
+namespace simnic::viz {
+
+bool VizApp::start(std::string* error) {
+  if (!opt_.trace_files.empty()) {
+    size_t skipped = 0;
+    if (!load_trace_files(opt_.trace_files, &timeline, error, &skipped)) return false;
+    if (timeline.empty()) {
+      *error = "no trace events in the given file(s)";
+      return false;
+    }
+    if (skipped) last_message = std::to_string(skipped) + " malformed line(s) skipped";
+    pos = double(timeline.first_pos());
+    follow_live = false;
+    return true;
+  }
+  live_ = std::make_unique<LiveFeed>();
+  for (const auto& nic : opt_.live_nics)
+    if (!live_->attach(opt_.simnic_dir, nic, error)) return false;
+  return true;
+}
+
+std::optional<double> VizApp::resolve_at(const std::string& at) const {
+  if (timeline.empty() || at.empty()) return std::nullopt;
+  char* end = nullptr;
+  if (at[0] == '@') {
+    unsigned long long p = std::strtoull(at.c_str() + 1, &end, 10);
+    if (*end) return std::nullopt;
+    return double(std::min<size_t>(p, timeline.end_pos()));
+  }
+  std::string nic;
+  std::string num = at;
+  if (auto colon = at.rfind(':'); colon != std::string::npos) nic = at.substr(0, colon), num = at.substr(colon + 1);
+  else nic = timeline.at(timeline.first_pos()).nic;
+  unsigned long long seq = std::strtoull(num.c_str(), &end, 10);
+  if (*end || num.empty()) return std::nullopt;
+  size_t p = timeline.find(nic, seq);
+  if (p == timeline.end_pos()) return std::nullopt;
+  return double(p + 1);
+}
+
+const World& VizApp::world() {
+  size_t p = size_t(std::floor(pos));
+  if (p != world_pos_ || (p == timeline.end_pos() && world_end_ != timeline.end_pos())) {
+    world_ = timeline.state_at(p);
+    world_pos_ = p;
+    world_end_ = timeline.end_pos();
+  }
+  return world_;
+}
+
+std::string VizApp::step(const std::string& nic, const std::string& cmd) {
+  std::string text;
+  int st = cli::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), cmd, &text);
+  step_status_age_ = 1e9;  // refresh soon
+  if (st != 0) return nic + ": " + (text.empty() ? std::string(std::strerror(st)) : text);
+  return "";
+}
+
+void VizApp::refresh_step_status() {
+  step_status.clear();
+  for (const auto& nic : live_->nics()) {
+    std::string text;
+    StepStatus s;
+    if (cli::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), "status", &text) == 0) {
+      auto kv = cli::parse_kv(text);
+      s.paused = kv["paused"] == "1";
+      s.held = std::strtoull(kv["held"].c_str(), nullptr, 10);
+    }
+    step_status.emplace_back(nic, s);
+  }
+}
+
+void VizApp::advance(float dt) {
+  if (live_) {
+    live_->poll(&timeline);
+    timeline.trim(400'000);
+    if ((step_status_age_ += dt) > 0.5) {
+      refresh_step_status();
+      step_status_age_ = 0;
+    }
+  }
+  double end = double(timeline.end_pos());
+  pos = std::max(pos, double(timeline.first_pos()));
+  if (live_ && follow_live) {
+    // Chase the live end: at the chosen speed when close, faster when far behind.
+    double gap = end - pos;
+    pos = std::min(end, pos + dt * std::max<double>(speed, gap * 2.0));
+  } else if (playing) {
+    pos = std::min(end, pos + dt * speed);
+    if (pos >= end && !live_) playing = false;
+  }
+}
+
+void VizApp::frame(float dt, float width, float height) {
+  advance(dt);
+  const float bar_h = 64, wire_h = 150, bottom_h = std::max(200.0f, height * 0.28f);
+  draw_timeline_bar(*this, 0, 0, width, bar_h);
+  draw_wire(*this, 0, bar_h, width, wire_h);
+  const World& w = world();
+  float nic_y = bar_h + wire_h, nic_h = std::max(120.0f, height - nic_y - bottom_h);
+  size_t n = std::max<size_t>(1, w.size());
+  float col = width / float(n);
+  size_t i = 0;
+  for (const auto& [name, nic] : w) draw_nic(*this, nic, col * float(i++), nic_y, col, nic_h);
+  draw_event_log(*this, 0, nic_y + nic_h, width * 0.58f, height - nic_y - nic_h);
+  draw_inspector(*this, width * 0.58f, nic_y + nic_h, width * 0.42f, height - nic_y - nic_h);
+}
+
+}  // namespace simnic::viz

@@ -1,0 +1,94 @@
+#include "viz/model/event.h"
+
+#include <cstdlib>
+
+namespace simnic::viz {
+
+uint64_t Event::u(const char* key, uint64_t fallback) const {
+  auto it = fields.find(key);
+  if (it == fields.end()) return fallback;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer()) return uint64_t(it->get<int64_t>());
+  if (it->is_boolean()) return it->get<bool>() ? 1 : 0;
+  if (it->is_string()) return std::strtoull(it->get_ref<const std::string&>().c_str(), nullptr, 0);
+  return fallback;
+}
+
+std::string Event::s(const char* key, const std::string& fallback) const {
+  auto it = fields.find(key);
+  if (it == fields.end()) return fallback;
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+bool Event::b(const char* key) const {
+  auto it = fields.find(key);
+  return it != fields.end() && it->is_boolean() && it->get<bool>();
+}
+
+uint64_t Event::addr(const char* key) const { return u(key); }
+
+std::optional<Event> parse_event_line(const std::string& line) {
+  auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto nic = j.find("nic"), kind = j.find("kind"), seq = j.find("seq");
+  if (nic == j.end() || !nic->is_string() || kind == j.end() || !kind->is_string() || seq == j.end() ||
+      !seq->is_number_unsigned())
+    return std::nullopt;
+  Event e;
+  e.nic = nic->get<std::string>();
+  e.kind = kind->get<std::string>();
+  e.seq = seq->get<uint64_t>();
+  if (auto t = j.find("t_ns"); t != j.end() && t->is_number_unsigned()) e.t_ns = t->get<uint64_t>();
+  e.fields = std::move(j);
+  return e;
+}
+
+std::string summarize(const Event& e) {
+  const std::string& k = e.kind;
+  std::string out = k;
+  auto add = [&](const std::string& s) { out += " " + s; };
+  if (k == "pkt_tx" || k == "pkt_rx") {
+    add(e.s("opcode"));
+    add("psn " + std::to_string(e.u("psn")));
+    add((k == "pkt_tx" ? "-> qp " : "qp ") + std::to_string(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
+    if (e.u("payload")) add("(" + std::to_string(e.u("payload")) + " B)");
+    if (e.has("aeth")) add(e.fields["aeth"].value("class", std::string()));
+    if (e.has("fault")) add("[" + e.s("fault") + "]");
+  } else if (k == "wqe_posted") {
+    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + std::to_string(e.u("qp")) + " " +
+        e.s("opcode") + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("length")));
+  } else if (k == "wqe_done") {
+    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + std::to_string(e.u("qp")));
+  } else if (k == "cqe") {
+    add("cq " + std::to_string(e.u("cq")) + "[" + std::to_string(e.u("index")) + "] " + e.s("opcode") + " " +
+        e.s("status") + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("byte_len")));
+  } else if (k == "qp_state") {
+    add("qp " + std::to_string(e.u("qp")) + " " + e.s("from") + " -> " + e.s("to"));
+  } else if (k == "nak") {
+    add("qp " + std::to_string(e.u("qp")) + " psn " + std::to_string(e.u("psn")) + " " + e.s("code"));
+  } else if (k == "retransmit") {
+    add("qp " + std::to_string(e.u("qp")) + " psn " + std::to_string(e.u("psn")) + " (" + e.s("cause") + ")");
+  } else if (k == "timer") {
+    add("qp " + std::to_string(e.u("qp")) + " " + e.s("what") + " " + e.s("action"));
+  } else if (k == "dma") {
+    add(e.s("dir") + " " + std::to_string(e.u("length")) + " B at " + e.s("addr") + " key 0x" + [&] {
+      char b[16];
+      std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(e.u("key")));
+      return std::string(b);
+    }());
+  } else if (k == "error") {
+    add("qp " + std::to_string(e.u("qp")) + ": " + e.s("rule"));
+  } else if (k == "pkt_drop") {
+    add(e.s("reason"));
+  } else if (k == "qp_create" || k == "qp_destroy") {
+    add(e.s("type") + " qp " + std::to_string(e.u("qp")));
+  } else if (k == "mr_create" || k == "mr_destroy") {
+    add("mr " + std::to_string(e.u("mr")) + " len " + std::to_string(e.u("length")) + " " + e.s("access"));
+  } else if (k == "step") {
+    add(e.b("paused") ? "paused" : "running");
+  }
+  return out;
+}
+
+}  // namespace simnic::viz

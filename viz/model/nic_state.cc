@@ -1,0 +1,121 @@
+#include "viz/model/nic_state.h"
+
+namespace simnic::viz {
+
+namespace {
+
+WorkQueue* queue_of(QpInfo& qp, const std::string& which) {
+  if (which == "sq") return &qp.sq;
+  if (which == "rq") return &qp.rq;
+  return nullptr;
+}
+
+}  // namespace
+
+void NicState::apply(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
+  last_seq = e.seq;
+  last_t_ns = e.t_ns;
+  counters[k]++;
+
+  if (k == "nic_up") {
+    addr = e.s("addr");
+    mtu = e.u("mtu");
+    if (uint64_t w = e.u("wall_ns")) wall_offset_ns = w - e.t_ns;
+  } else if (k == "ctx_open") {
+    contexts[uint32_t(e.u("ctx"))] = e.u("pid");
+  } else if (k == "ctx_close") {
+    contexts.erase(uint32_t(e.u("ctx")));
+  } else if (k == "pd_create") {
+    pds[uint32_t(e.u("pd"))] = uint32_t(e.u("ctx"));
+  } else if (k == "pd_destroy") {
+    pds.erase(uint32_t(e.u("pd")));
+  } else if (k == "mr_create") {
+    MrInfo m;
+    m.handle = uint32_t(e.u("mr"));
+    m.pd = uint32_t(e.u("pd"));
+    m.lkey = uint32_t(e.u("lkey"));
+    m.rkey = uint32_t(e.u("rkey"));
+    m.addr = e.addr("addr");
+    m.length = e.u("length");
+    m.access = e.s("access");
+    mrs[m.handle] = m;
+  } else if (k == "mr_destroy") {
+    mrs.erase(uint32_t(e.u("mr")));
+  } else if (k == "cq_create") {
+    CqInfo c;
+    c.handle = uint32_t(e.u("cq"));
+    c.entries = uint32_t(e.u("entries", e.u("cqe") + 1));
+    cqs[c.handle] = c;
+  } else if (k == "cq_destroy") {
+    cqs.erase(uint32_t(e.u("cq")));
+  } else if (k == "qp_create") {
+    QpInfo q;
+    q.qpn = uint32_t(e.u("qp"));
+    q.type = e.s("type");
+    q.sq.entries = uint32_t(e.u("sq_entries"));
+    q.rq.entries = uint32_t(e.u("rq_entries"));
+    q.send_cq = uint32_t(e.u("send_cq"));
+    q.recv_cq = uint32_t(e.u("recv_cq"));
+    qps[q.qpn] = q;
+  } else if (k == "qp_destroy") {
+    qps.erase(uint32_t(e.u("qp")));
+  } else if (k == "qp_state") {
+    QpInfo& q = qps[uint32_t(e.u("qp"))];
+    q.qpn = uint32_t(e.u("qp"));
+    q.prev_state = e.s("from");
+    q.state = e.s("to");
+    q.last_cause = e.s("cause");
+    // Leaving ERR or going to RESET empties the rings, as a real QP does.
+    if (q.state == "RESET") {
+      q.sq.posted.clear(), q.rq.posted.clear();
+      q.sq.producer = q.sq.consumer = q.rq.producer = q.rq.consumer = 0;
+    }
+  } else if (k == "wqe_posted") {
+    auto qit = qps.find(uint32_t(e.u("qp")));
+    if (qit == qps.end()) return;
+    WorkQueue* wq = queue_of(qit->second, e.s("queue"));
+    if (!wq) return;
+    uint64_t idx = e.u("index");
+    wq->posted[idx] = WqeSlot{e.u("wr_id"), e.s("opcode"), e.u("length"), e.s("flags"), pos};
+    wq->producer = std::max(wq->producer, idx + 1);
+    // A snapshot or a late subscriber may start mid-stream: keep the consumer sane.
+    if (wq->consumer + wq->entries < wq->producer && wq->entries) wq->consumer = wq->producer - wq->entries;
+  } else if (k == "wqe_done") {
+    auto qit = qps.find(uint32_t(e.u("qp")));
+    if (qit == qps.end()) return;
+    WorkQueue* wq = queue_of(qit->second, e.s("queue"));
+    if (!wq) return;
+    uint64_t idx = e.u("index");
+    wq->posted.erase(idx);
+    wq->consumer = std::max(wq->consumer, idx + 1);
+    wq->producer = std::max(wq->producer, wq->consumer);
+  } else if (k == "cqe") {
+    auto cit = cqs.find(uint32_t(e.u("cq")));
+    if (cit == cqs.end()) return;
+    CqInfo& c = cit->second;
+    CqeRecord r{e.u("index"), e.u("wr_id"), uint32_t(e.u("qp")), e.s("opcode"), e.s("status"),
+                e.u("status_num"), e.u("byte_len"), pos};
+    c.produced = std::max(c.produced, r.index + 1);
+    c.recent.push_back(std::move(r));
+    size_t keep = std::min<size_t>(c.entries ? c.entries : CqInfo::kMaxRecent, CqInfo::kMaxRecent);
+    if (c.recent.size() > keep) c.recent.erase(c.recent.begin(), c.recent.begin() + (c.recent.size() - keep));
+    if (e.u("status_num") != 0) counters["cqe_error"]++;
+  } else if (k == "pkt_tx" || k == "pkt_rx") {
+    auto qit = qps.find(uint32_t(e.u("qp")));
+    if (qit != qps.end()) {
+      QpInfo& q = qit->second;
+      if (k == "pkt_tx") q.last_tx_psn = e.u("psn"), q.has_tx = true, q.dest_qp = uint32_t(e.u("dest_qp"));
+      else q.last_rx_psn = e.u("psn"), q.has_rx = true;
+    }
+    if (k == "pkt_tx" && e.has("fault")) counters["fault_" + e.s("fault")]++;
+    if (e.has("aeth")) counters[k + "_" + e.fields["aeth"].value("class", std::string("ACK"))]++;
+  } else if (k == "error") {
+    auto qit = qps.find(uint32_t(e.u("qp")));
+    if (qit != qps.end()) qit->second.last_error = e.s("rule");
+  } else if (k == "step") {
+    paused = e.b("paused");
+  }
+}
+
+}  // namespace simnic::viz

@@ -1,0 +1,53 @@
+// Puts the events of several NICs into one order a viewer can walk. Each NIC numbers and
+// times its own events; across NICs the order follows wall-clock time (nic_up's wall_ns), with
+// one hard rule on top: a packet is never received before it was sent. A pkt_rx whose pkt_tx
+// has not been released yet waits (unless the sender is not being watched, or, live, the
+// sender's line is late beyond a bound).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "viz/model/event.h"
+
+namespace simnic::viz {
+
+// What identifies a packet on the wire between a pkt_tx and its pkt_rx.
+using PacketKey = std::tuple<std::string, std::string, uint64_t, uint64_t, uint64_t>;  // src, dst, opcode, psn, dest_qp
+PacketKey packet_key(const Event& e);
+
+class TimelineMerge {
+ public:
+  // Live: events that arrived `hold_ns` ago may be released before every stream has spoken.
+  explicit TimelineMerge(uint64_t hold_ns = 40'000'000) : hold_ns_(hold_ns) {}
+
+  void push(Event e, uint64_t arrival_ns = 0);
+  // Releases events in merged order. `all_in`: no more input will come (replay), so every
+  // queued event goes out. Otherwise only those that are safe or old enough (live).
+  std::vector<Event> drain(bool all_in, uint64_t now_ns = 0);
+  size_t queued() const;
+
+ private:
+  struct Queued {
+    Event e;
+    uint64_t arrival_ns;
+  };
+  struct Stream {
+    std::deque<Queued> q;
+    int64_t wall_offset = 0;  // wall_ns - t_ns, from nic_up
+    std::string addr;
+  };
+  uint64_t abs_time(const Stream& s, const Event& e) const { return uint64_t(int64_t(e.t_ns) + s.wall_offset); }
+  bool blocked(const Event& e) const;
+  void released(const Event& e);
+
+  uint64_t hold_ns_;
+  std::map<std::string, Stream> streams_;
+  std::map<std::string, std::string> nic_by_addr_;
+  std::map<PacketKey, int> credits_;  // packets sent and not received yet
+};
+
+}  // namespace simnic::viz
