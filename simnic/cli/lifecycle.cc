@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -146,6 +147,16 @@ int cmd_up(const std::vector<std::string>& args) {
   }
   const std::string dir = abi::simnic_dir();
   ::mkdir(dir.c_str(), 0700);
+  // The output directories are made for the user, as `mkdir -p` would.
+  for (const std::string& out : {pcap_dir, trace_dir}) {
+    if (out.empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) {
+      std::fprintf(stderr, "simnic up: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+      return 1;
+    }
+  }
 
   struct Started { std::string name; pid_t pid; };
   std::vector<Started> started;

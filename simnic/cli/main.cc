@@ -18,6 +18,7 @@ const char kUsage[] =
     "  down [NAME...]          stop NICs (default: all)\n"
     "  fault [NAME...] SETTINGS  loss=P dup=P reorder=P delay=US seed=N, or off\n"
     "  step [NAME...] CMD      step mode: on | off | next [N] | status\n"
+    "  viz [NAME...]           watch the NICs live in simnic-viz (replay: simnic viz --replay FILE...)\n"
     "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR for running programs by hand\n"
     "\n"
     "NICs live in $SIMNIC_DIR, else $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID.\n"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   static const Command kCommands[] = {
       {"up", simnic::cli::cmd_up},         {"down", simnic::cli::cmd_down}, {"status", simnic::cli::cmd_status},
       {"run", simnic::cli::cmd_run},       {"env", simnic::cli::cmd_env},   {"fault", simnic::cli::cmd_fault},
-      {"step", simnic::cli::cmd_step},
+      {"step", simnic::cli::cmd_step},     {"viz", simnic::cli::cmd_viz},
   };
   for (const auto& c : kCommands)
     if (cmd == c.name) return c.fn(args);

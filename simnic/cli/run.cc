@@ -61,4 +61,23 @@ int cmd_env(const std::vector<std::string>&) {
   return 0;
 }
 
+// simnic viz [NAME...] | --replay FILE...: simnic-viz, from next to this executable, pointed at
+// this SIMNIC_DIR.
+int cmd_viz(const std::vector<std::string>& args) {
+  std::string viz = self_dir() + "/simnic-viz";
+  if (::access(viz.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "simnic: %s is missing (it is built when libimgui-dev, libglfw3-dev and libstb-dev are "
+                 "installed: scripts/setup.sh)\n", viz.c_str());
+    return 1;
+  }
+  std::vector<std::string> argv = {viz, "--dir", abi::simnic_dir()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ::execv(viz.c_str(), cargv.data());
+  std::fprintf(stderr, "simnic: cannot start %s: %s\n", viz.c_str(), std::strerror(errno));
+  return 1;
+}
+
 }  // namespace simnic::cli

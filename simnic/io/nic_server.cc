@@ -349,6 +349,7 @@ std::string NicServer::step_command(const std::string& cmd, int* status) {
     *status = EINVAL;
     return "unknown step command '" + verb + "' (on, off, next [N], status)";
   }
+  trace_.flush_file();  // someone stepping may be reading the file: show them every event
   std::ostringstream out;
   out << "paused " << (clock_.paused() ? 1 : 0) << "\n";
   out << "held " << held_.size() << "\n";

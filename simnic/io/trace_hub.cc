@@ -56,7 +56,9 @@ void TraceHub::accept_next() {
     for (;;) {
       int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
-      subscribers_.push_back({fd, {}});
+      auto sub = std::make_shared<Subscriber>();
+      sub->sd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
+      subscribers_.push_back(sub);
       if (on_subscribe_) {
         begin_snapshot();
         on_subscribe_();
@@ -74,7 +76,10 @@ void TraceHub::close() {
     listener_.reset();
     ::unlink(socket_path_.c_str());
   }
-  for (auto& s : subscribers_) ::close(s.fd);
+  for (auto& s : subscribers_) {
+    s->dead = true;
+    s->sd->close(ec);
+  }
   subscribers_.clear();
   if (file_) {
     std::fclose(file_);
@@ -85,20 +90,39 @@ void TraceHub::close() {
 // Returns false when the subscriber has gone away.
 bool TraceHub::flush(Subscriber& s) {
   while (!s.pending.empty()) {
-    ssize_t n = ::send(s.fd, s.pending.data(), s.pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = ::send(s.sd->native_handle(), s.pending.data(), s.pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     s.pending.erase(0, size_t(n));
   }
   return true;
 }
 
+void TraceHub::send_later(const SubscriberPtr& s) {
+  if (s->waiting || s->pending.empty()) return;
+  s->waiting = true;
+  s->sd->async_wait(boost::asio::posix::descriptor_base::wait_write, [this, s](const boost::system::error_code& ec) {
+    s->waiting = false;
+    if (ec || s->dead) return;
+    if (!flush(*s)) return drop(s);
+    send_later(s);
+  });
+}
+
+void TraceHub::drop(const SubscriberPtr& s) {
+  boost::system::error_code ec;
+  s->dead = true;
+  s->sd->close(ec);
+  subscribers_.remove(s);
+}
+
 void TraceHub::write_line(const std::string& line) {
   if (snapshot_only_) {
     if (subscribers_.empty()) return;
-    Subscriber& s = subscribers_.back();
-    s.pending += line;
-    s.pending += '\n';
-    flush(s);
+    const SubscriberPtr& s = subscribers_.back();
+    s->pending += line;
+    s->pending += '\n';
+    if (!flush(*s)) return drop(s);
+    send_later(s);
     return;
   }
   if (file_) {
@@ -106,14 +130,11 @@ void TraceHub::write_line(const std::string& line) {
     std::fputc('\n', file_);
   }
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
-    it->pending += line;
-    it->pending += '\n';
-    if (!flush(*it) || it->pending.size() > kMaxPending) {
-      ::close(it->fd);
-      it = subscribers_.erase(it);
-    } else {
-      ++it;
-    }
+    SubscriberPtr s = *it++;
+    s->pending += line;
+    s->pending += '\n';
+    if (!flush(*s) || s->pending.size() > kMaxPending) drop(s);
+    else send_later(s);
   }
 }
 

@@ -24,6 +24,9 @@ class TraceHub final : public core::TraceSink {
   void close();
   bool active() const { return file_ || !subscribers_.empty(); }
   void write_line(const std::string& line) override;
+  void flush_file() {
+    if (file_) std::fflush(file_);
+  }
   // While a snapshot is sent, lines go to the newest subscriber only.
   void begin_snapshot() { snapshot_only_ = true; }
   void end_snapshot() { snapshot_only_ = false; }
@@ -31,17 +34,24 @@ class TraceHub final : public core::TraceSink {
 
  private:
   struct Subscriber {
-    int fd;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> sd;
     std::string pending;  // bytes the socket did not take yet
+    bool waiting = false; // a wait for writability is armed
+    bool dead = false;
   };
+  using SubscriberPtr = std::shared_ptr<Subscriber>;
   void accept_next();
   bool flush(Subscriber& s);
+  // The rest of `pending` goes out when the socket can take it, even if no event follows
+  // (a paused NIC emits nothing more, but its subscriber must still see every line).
+  void send_later(const SubscriberPtr& s);
+  void drop(const SubscriberPtr& s);
 
   boost::asio::io_context& io_;
   std::FILE* file_ = nullptr;
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
-  std::list<Subscriber> subscribers_;
+  std::list<SubscriberPtr> subscribers_;
   std::function<void()> on_subscribe_;
   bool snapshot_only_ = false;
 };

@@ -26,7 +26,8 @@ const char* kUsage =
     "usage: simnic-viz [--dir DIR] [NIC...]          watch running NICs live (default: all)\n"
     "       simnic-viz --replay FILE...               replay recorded traces (simnic up --trace DIR)\n"
     "options:\n"
-    "  --screenshot OUT.png   render one frame to a PNG and exit (with --replay)\n"
+    "  --screenshot OUT.png   render one frame to a PNG and exit (live: after --wait-ms)\n"
+    "  --wait-ms MS           live screenshot: watch this long first (default 1500)\n"
     "  --at SEQ | NIC:SEQ | @POS   the event to show: SEQ of the first NIC, NIC's SEQ, or\n"
     "                         the position in the merged timeline (default: the end)\n"
     "  --size WxH             window size (default 1280x800)\n";
@@ -49,6 +50,10 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
       if (!value(&o->simnic_dir)) return false;
     } else if (a == "--screenshot") {
       if (!value(&o->screenshot)) return false;
+    } else if (a == "--wait-ms") {
+      std::string v;
+      if (!value(&v)) return false;
+      o->wait_ms = std::atoi(v.c_str());
     } else if (a == "--at") {
       if (!value(&o->at)) return false;
     } else if (a == "--size") {
@@ -64,10 +69,6 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
   if (o->simnic_dir.empty()) o->simnic_dir = simnic::abi::simnic_dir();
   if (!replay && o->live_nics.empty()) o->live_nics = simnic::cli::list_nics(o->simnic_dir);
   if (replay && o->trace_files.empty()) return false;
-  if (!o->screenshot.empty() && !replay) {
-    std::fprintf(stderr, "simnic-viz: --screenshot needs --replay FILE...\n");
-    return false;
-  }
   return true;
 }
 
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   bool shot = !opt.screenshot.empty();
-  if (shot) {
+  if (shot && !app.live()) {
     auto at = opt.at.empty() ? std::optional<double>(double(app.timeline.end_pos())) : app.resolve_at(opt.at);
     if (!at) {
       std::fprintf(stderr, "simnic-viz: --at %s names no event of this trace\n", opt.at.c_str());
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
   while (!glfwWindowShouldClose(window)) {
     glfwPollEvents();
     double now = glfwGetTime();
-    float dt = shot ? 0.0f : float(now - last);
+    float dt = shot && !app.live() ? 0.0f : float(now - last);
     last = now;
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
@@ -151,13 +152,20 @@ int main(int argc, char** argv) {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     // ImGui settles its layout (window sizes, table columns) over the first frames.
-    if (shot && ++frames == 4) {
+    ++frames;
+    // A live screenshot waits for events to arrive, then shows everything that did.
+    bool shot_now = shot && (app.live() ? now * 1000 >= opt.wait_ms && frames >= 4 : frames == 4);
+    if (shot && app.live() && now * 1000 >= opt.wait_ms && app.pos < double(app.timeline.end_pos())) {
+      app.pos = double(app.timeline.end_pos());  // catch up, draw once more, then shoot
+      shot_now = false;
+    }
+    if (shot_now) {
       if (!write_png(opt.screenshot, fw, fh)) {
         std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.screenshot.c_str());
         rc = 1;
       } else {
-        std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu)\n", opt.screenshot.c_str(), fw, fh,
-                    app.pos, app.timeline.end_pos());
+        std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(),
+                    fw, fh, app.pos, app.timeline.end_pos(), app.timeline.flights().size());
       }
       break;
     }
