@@ -29,14 +29,16 @@ std::string temp_dir(const char* what) {
 }
 
 // Records the trace of one simnic-verbs-check round (SEND, WRITE, READ, atomics) between two NICs.
-std::string record_exchange(const char* name, const std::vector<std::string>& extra_up = {}) {
+// With loss, the run itself may fail as on real hardware (a lost NAK for the deliberately bad
+// rkey ends in RETRY_EXC_ERR once the responder QP is in ERR), so only a clean run must pass.
+std::string record_exchange(const char* name, const std::vector<std::string>& extra_up = {}, bool must_pass = true) {
   std::string dir = temp_dir(name);
   std::vector<std::string> up = {"--trace", dir};
   up.insert(up.end(), extra_up.begin(), extra_up.end());
   Nics nics(2, up);
   EXPECT_TRUE(nics.ok()) << nics.up_result().output;
   Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1", "-s", "3000"}, 120s);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (must_pass) EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir;  // `simnic down` (Nics' destructor) flushes and closes the files
 }
 
@@ -116,7 +118,7 @@ TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {
 }
 
 TEST(VizTrace, LossShowsAsDroppedPacketsAndRetransmissions) {
-  std::string dir = record_exchange("viz-loss", {"--loss", "0.15", "--seed", "7"});
+  std::string dir = record_exchange("viz-loss", {"--loss", "0.15", "--seed", "7"}, /*must_pass=*/false);
   viz::Timeline tl = load(dir);
   size_t dropped = 0, retransmitted = 0, unmatched_not_dropped = 0;
   for (const viz::Flight& f : tl.flights()) {

@@ -30,6 +30,7 @@ const char* kUsage =
     "  --wait-ms MS           live screenshot: watch this long first (default 1500)\n"
     "  --at SEQ | NIC:SEQ | @POS   the event to show: SEQ of the first NIC, NIC's SEQ, or\n"
     "                         the position in the merged timeline (default: the end)\n"
+    "  --select SEQ | NIC:SEQ | @POS   open this event in the inspector\n"
     "  --size WxH             window size (default 1280x800)\n";
 
 bool parse_args(int argc, char** argv, VizOptions* o) {
@@ -54,6 +55,8 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
       std::string v;
       if (!value(&v)) return false;
       o->wait_ms = std::atoi(v.c_str());
+    } else if (a == "--select") {
+      if (!value(&o->select)) return false;
     } else if (a == "--at") {
       if (!value(&o->at)) return false;
     } else if (a == "--size") {
@@ -108,6 +111,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     app.pos = *at;
+  }
+  if (!opt.select.empty()) {
+    auto sel = app.resolve_at(opt.select);
+    if (!sel || *sel < 1) {
+      std::fprintf(stderr, "simnic-viz: --select %s names no event of this trace\n", opt.select.c_str());
+      return 2;
+    }
+    app.selected = size_t(*sel) - 1;
   }
 
   glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });

@@ -55,12 +55,17 @@ void draw_inspector(VizApp& app, float x, float y, float w, float h) {
     ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthFixed, 130);
     ImGui::TableSetupColumn("what it means", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
-    for (auto it = e.fields.begin(); it != e.fields.end(); ++it) {
-      if (it->is_object()) {
-        for (auto sub = it->begin(); sub != it->end(); ++sub)
-          field_row(e.kind, sub.key(), sub.value(), it.key() + "." + sub.key());
-      } else {
-        field_row(e.kind, it.key(), it.value(), it.key());
+    // What this event is about first (headers, WQE, CQE fields), the bookkeeping last.
+    auto common = [](const std::string& k) { return k == "seq" || k == "t_ns" || k == "nic" || k == "kind"; };
+    for (bool bookkeeping : {false, true}) {
+      for (auto it = e.fields.begin(); it != e.fields.end(); ++it) {
+        if (common(it.key()) != bookkeeping) continue;
+        if (it->is_object()) {
+          for (auto sub = it->begin(); sub != it->end(); ++sub)
+            field_row(e.kind, sub.key(), sub.value(), it.key() + "." + sub.key());
+        } else {
+          field_row(e.kind, it.key(), it.value(), it.key());
+        }
       }
     }
     ImGui::EndTable();

@@ -18,6 +18,7 @@ struct VizOptions {
   std::string simnic_dir;                // where live NICs' sockets are
   std::string screenshot;                // render one frame to this PNG and exit
   std::string at;                        // with --screenshot: "SEQ", "NIC:SEQ" or "@POS"
+  std::string select;                    // open this event in the inspector ("SEQ", "NIC:SEQ", "@POS")
   int wait_ms = 1500;                    // live --screenshot: watch this long first
   int width = 1280, height = 800;
 };

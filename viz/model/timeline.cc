@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "viz/model/packet_class.h"
+
 namespace simnic::viz {
 
 void Timeline::append(std::vector<Event> events) {
@@ -9,7 +11,6 @@ void Timeline::append(std::vector<Event> events) {
     size_t pos = end_pos();
     if (pos % kCheckpointEvery == 0) checkpoints_[pos] = live_;
     if (e.kind == "nic_up") nic_by_addr_[e.s("addr")] = e.nic;
-    if (e.kind == "retransmit") pending_retransmit_[{e.nic, e.u("psn")}] = pos;
     if (e.kind == "pkt_tx") {
       Flight f;
       f.tx_pos = pos;
@@ -17,8 +18,16 @@ void Timeline::append(std::vector<Event> events) {
       auto to = nic_by_addr_.find(e.s("dst"));
       f.to_nic = to == nic_by_addr_.end() ? "" : to->second;
       f.dropped = e.s("fault") == "drop";
-      auto rt = pending_retransmit_.find({e.nic, e.u("psn")});
-      if (rt != pending_retransmit_.end()) f.retransmission = true, pending_retransmit_.erase(rt);
+      // A request whose PSN is not beyond the highest this QP already sent is a retransmission
+      // (24-bit PSN arithmetic: "not beyond" = within half the space behind).
+      PacketClass cls = classify_packet(e);
+      if (cls == PacketClass::kSend || cls == PacketClass::kWrite || cls == PacketClass::kReadRequest ||
+          (cls == PacketClass::kAtomic && !e.has("aeth"))) {
+        auto [it, fresh] = highest_request_psn_.try_emplace({e.nic, e.u("qp")}, e.u("psn"));
+        uint64_t behind = (it->second - e.u("psn")) & 0xFFFFFF;
+        if (!fresh && behind < (1u << 23)) f.retransmission = true;
+        else it->second = e.u("psn");
+      }
       flights_.push_back(f);
       if (!f.dropped) {
         auto& waiting = awaiting_rx_[packet_key(e)];

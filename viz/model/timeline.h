@@ -23,7 +23,7 @@ struct Flight {
   size_t rx_pos = kNever;
   std::string from_nic, to_nic;  // to_nic "" when the receiver is not watched
   bool dropped = false;          // the fault injector dropped it
-  bool retransmission = false;   // a `retransmit` event named this PSN just before
+  bool retransmission = false;   // a request sent again (its PSN was already sent)
 };
 
 class Timeline {
@@ -62,7 +62,7 @@ class Timeline {
   std::map<PacketKey, std::deque<size_t>> awaiting_rx_;  // key -> indices into flights_
   std::map<std::string, std::map<uint64_t, size_t>> index_;  // nic -> seq -> pos
   std::map<std::string, std::string> nic_by_addr_;
-  std::map<std::pair<std::string, uint64_t>, size_t> pending_retransmit_;  // (nic, psn) -> pos
+  std::map<std::pair<std::string, uint64_t>, uint64_t> highest_request_psn_;  // (nic, qp) -> PSN
 };
 
 }  // namespace simnic::viz
