@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: two simulated hosts (simnic0 on 127.0.0.1, simnic1 on 127.0.0.2) run the
 # unmodified ibv_rc_pingpong from Debian's ibverbs-utils, then an RDMA exchange (SEND, WRITE,
-# READ, atomics) with every byte checked, and tshark shows the RoCEv2 packets on the wire.
+# READ, atomics) with every byte checked, tshark shows the RoCEv2 packets on the wire, and
+# simnic-viz replays the NICs' trace (a window when there is a display, else a PNG via Xvfb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,7 +11,8 @@ scripts/build.sh
 export SIMNIC_DIR="${SIMNIC_DIR:-$(mktemp -d /tmp/simnic-demo.XXXXXX)}"
 SIMNIC=build/bin/simnic
 PCAPS="$SIMNIC_DIR/pcap"
-mkdir -p "$PCAPS"
+TRACES="$SIMNIC_DIR/trace"
+mkdir -p "$PCAPS" "$TRACES"
 server=""
 cleanup() {
   [[ -n "$server" ]] && kill "$server" 2>/dev/null || true
@@ -20,7 +22,7 @@ trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Start two simulated RDMA NICs (two hosts), capturing packets"
+step "Start two simulated RDMA NICs (two hosts), capturing packets and trace events"
 "$SIMNIC" up 2 --pcap-dir "$PCAPS"
 "$SIMNIC" run -- ibv_devices
 
@@ -35,7 +37,19 @@ echo "-- server (simnic0):"
 cat "$SIMNIC_DIR/server.txt"
 
 step "An RDMA exchange between the hosts: SEND, WRITE, READ, atomics; every byte compared"
+# Traced from here on (the ping-pong above would fill the trace with 2000 round trips).
+"$SIMNIC" down >/dev/null
+"$SIMNIC" up 2 --pcap-dir "$PCAPS" --trace "$TRACES" >/dev/null
 timeout 120 "$SIMNIC" run -- build/bin/simnic-verbs-check -a simnic0 -b simnic1 -n 1
+
+step "A lossy wire (10% of packets dropped): go-back-N retransmission recovers every message"
+"$SIMNIC" fault loss=0.1 seed=1
+"$SIMNIC" run -- ibv_rc_pingpong -d simnic0 -g 0 -s 4096 -n 50 > "$SIMNIC_DIR/server.txt" 2>&1 &
+server=$!
+sleep 0.5
+timeout 120 "$SIMNIC" run -- ibv_rc_pingpong -d simnic1 -g 0 -s 4096 -n 50 127.0.0.1
+wait "$server"; server=""
+"$SIMNIC" fault off >/dev/null
 
 step "What the NICs counted"
 "$SIMNIC" status
@@ -46,3 +60,16 @@ if command -v tshark >/dev/null; then
   tshark -r "$PCAPS/simnic1.pcap" --disable-protocol rpcordma -c 12 2>/dev/null || true
   echo "(full captures: $PCAPS/simnic0.pcap and $PCAPS/simnic1.pcap; open them in Wireshark)"
 fi
+
+step "Inside the NICs: simnic-viz replays what happened, event by event"
+VIZ=(build/bin/simnic-viz --replay "$TRACES/simnic0.jsonl" "$TRACES/simnic1.jsonl")
+if [[ ! -x build/bin/simnic-viz ]]; then
+  echo "(simnic-viz was not built: it needs libimgui-dev, libglfw3-dev, libstb-dev)"
+elif [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
+  echo "opening simnic-viz: press play, or step with the buttons; close the window to finish"
+  "${VIZ[@]}" || true
+elif command -v xvfb-run >/dev/null; then
+  xvfb-run -a -s '-screen 0 1280x800x24' "${VIZ[@]}" --screenshot "$SIMNIC_DIR/viz.png" --at @60 || true
+  echo "(no display here: rendered $SIMNIC_DIR/viz.png; with a display run: ${VIZ[*]})"
+fi
+echo "trace files: $TRACES/simnic0.jsonl $TRACES/simnic1.jsonl (docs/trace-format.md)"

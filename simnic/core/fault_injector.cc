@@ -29,6 +29,11 @@ bool FaultInjector::apply_spec(const std::string& spec, std::string* error) {
   std::string item;
   bool reseed = false;
   while (in >> item) {
+    if (item == "off") {  // everything back to a perfect wire (the seed stays)
+      c.loss = c.dup = c.reorder = 0;
+      c.delay_us = 0;
+      continue;
+    }
     auto eq = item.find('=');
     if (eq == std::string::npos) {
       *error = "expected key=value, got '" + item + "'";

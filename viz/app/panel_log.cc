@@ -47,10 +47,15 @@ void draw_event_log(VizApp& app, float x, float y, float w, float h) {
   size_t cur = size_t(std::floor(app.pos));
   size_t last = only_until_playhead ? cur : tl.end_pos();
   // Rows that pass the filter (positions), newest last.
+  // Without a filter every position is a row: no need to build the list (long live traces).
+  bool filtered = app.filter_nic[0] || app.filter_qp[0] || app.filter_kind[0];
   static std::vector<size_t> rows;
   rows.clear();
-  for (size_t p = tl.first_pos(); p < last; ++p)
-    if (matches(app, tl.at(p))) rows.push_back(p);
+  if (filtered)
+    for (size_t p = tl.first_pos(); p < last; ++p)
+      if (matches(app, tl.at(p))) rows.push_back(p);
+  size_t row_count = filtered ? rows.size() : last - tl.first_pos();
+  auto row_pos = [&](size_t r) { return filtered ? rows[r] : tl.first_pos() + r; };
 
   if (ImGui::BeginTable("log", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                                       ImGuiTableFlags_SizingFixedFit)) {
@@ -61,10 +66,10 @@ void draw_event_log(VizApp& app, float x, float y, float w, float h) {
     ImGui::TableSetupColumn("event", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
     ImGuiListClipper clipper;
-    clipper.Begin(int(rows.size()));
+    clipper.Begin(int(row_count));
     while (clipper.Step()) {
       for (int r = clipper.DisplayStart; r < clipper.DisplayEnd; ++r) {
-        size_t p = rows[size_t(r)];
+        size_t p = row_pos(size_t(r));
         const Event& e = tl.at(p);
         ImGui::TableNextRow();
         if (p + 1 == cur) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(110, 95, 20, 255));
@@ -86,7 +91,7 @@ void draw_event_log(VizApp& app, float x, float y, float w, float h) {
     }
     // Keep the playhead's row (the last one shown) in view whenever the playhead moves.
     static size_t last_cur = ~size_t(0);
-    if (only_until_playhead && cur != last_cur && !rows.empty()) ImGui::SetScrollHereY(1.0f);
+    if (only_until_playhead && cur != last_cur && row_count) ImGui::SetScrollHereY(1.0f);
     last_cur = cur;
     ImGui::EndTable();
   }
