@@ -166,7 +166,9 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     }
     if (info.mask & kHasImm) h.imm_be = w.imm_data;
     if (info.mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
-    if ((info.mask & kIsLast) && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
+    // SE only means something where the responder completes a receive WQE (as rxe).
+    const bool completes_recv = (info.mask & kIsSend) || (info.mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
+    if ((info.mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
     std::string why;
     if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
       if (qp.sq_consumer != qp.sq_next) return false;
