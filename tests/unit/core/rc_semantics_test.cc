@@ -1,5 +1,5 @@
 // RC work-request semantics beyond "the bytes arrive": fences, solicited events and CQ arming,
-// and unsignaled completions. Two Devices on the in-memory fabric; the test
+// unsignaled completions, and the SQD drain. Two Devices on the in-memory fabric; the test
 // moves packets one at a time where the order matters and checks the wire, memory and CQs.
 #include <gtest/gtest.h>
 
@@ -488,6 +488,124 @@ TEST_F(RcSemantics, UnsignaledWrThatFailsLocallyStillCompletesWithItsError) {
   EXPECT_EQ(wcs[0].wr_id, 7u);
   EXPECT_EQ(wcs[0].status, IBV_WC_LOC_PROT_ERR);
   EXPECT_TRUE(fabric.queue.empty());
+}
+
+// --- SQD: drain, IBV_EVENT_SQ_DRAINED, sq_draining, resume (rxe's QP_STATE_DRAIN) ---
+
+TEST_F(RcSemantics, SqdFinishesTheStartedWrHoldsTheRestAndReportsTheDrain) {
+  start();
+  a->dev.set_burst(1);  // one packet per turn, so the SEND is half out when SQD comes
+  fill(*a, 0, 3000, 21);
+  fill(*a, 4096, 100, 22);
+  fill(*a, 8192, 50, 23);
+  for (int i = 0; i < 2; ++i) post_recv(*b, 70 + i, 65536 + i * 8192, 8192);
+  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 3000),                           // 3 packets
+                  rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 4096, 100, 32768)});    // not started yet
+  ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcSendFirst}));
+
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 1, now), 0);
+  ibv_qp_attr at = a->query();
+  EXPECT_EQ(at.qp_state, IBV_QPS_SQD);
+  EXPECT_EQ(at.sq_draining, 1);
+  post_send(*a, wqe(*a, IBV_WR_SEND, 3, 8192, 50));  // posting in SQD is allowed; it is held
+
+  // The SEND that had begun finishes; nothing else goes out.
+  fabric.deliver_all(now);
+  EXPECT_EQ(fabric.sent, 4) << "SEND FIRST MIDDLE LAST and B's ACK only";
+  auto wcs = poll(*a);
+  ASSERT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  auto rwc = poll(*b);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].byte_len, 3000u);
+  EXPECT_TRUE(same(*a, 0, *b, 65536, 3000));
+
+  ASSERT_EQ(a->notifier.async.size(), 1u);
+  EXPECT_EQ(a->notifier.async[0], (std::pair<uint32_t, uint32_t>{IBV_EVENT_SQ_DRAINED, a->qp->handle}));
+  at = a->query();
+  EXPECT_EQ(at.qp_state, IBV_QPS_SQD);
+  EXPECT_EQ(at.sq_draining, 0);
+  EXPECT_EQ(a->qp->shm->sq.consumer.value.load(), 1u) << "the held WRs keep their slots";
+
+  // SQD -> RTS: the held WRs go out in order and complete.
+  ASSERT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
+  run_pending();
+  fabric.deliver_all(now);
+  wcs = poll(*a);
+  ASSERT_EQ(wr_ids(wcs), (std::vector<uint64_t>{2, 3}));
+  for (auto& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 4096, *b, 32768, 100));
+  rwc = poll(*b);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].wr_id, 71u);
+  EXPECT_TRUE(same(*a, 8192, *b, 65536 + 8192, 50));
+  EXPECT_EQ(a->notifier.async.size(), 1u);
+}
+
+TEST_F(RcSemantics, SqdWaitsForAReadResponseAndRetransmitsWhileDraining) {
+  start();
+  fill(*b, 0, 2048, 31);
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 0, 2048, 0));
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 1, now), 0);
+  deliver_one();                 // READ request -> two response packets
+  ASSERT_EQ(queued_opcodes(kIpB), (std::vector<uint8_t>{proto::kRcReadResponseFirst, proto::kRcReadResponseLast}));
+  deliver_one();                 // the first response lands
+  fabric.queue.pop_front();      // the last one is lost
+  EXPECT_EQ(a->query().sq_draining, 1);
+  EXPECT_TRUE(a->notifier.async.empty());
+
+  now += 100 * kMs;              // the ACK timeout still runs in SQD
+  a->dev.on_timer(now);
+  EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcReadRequest}));
+  fabric.deliver_all(now);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].byte_len, 2048u);
+  EXPECT_TRUE(same(*a, 0, *b, 0, 2048));
+  EXPECT_EQ(a->query().sq_draining, 0);
+  ASSERT_EQ(a->notifier.async.size(), 1u);
+  EXPECT_EQ(a->notifier.async[0].first, uint32_t(IBV_EVENT_SQ_DRAINED));
+}
+
+TEST_F(RcSemantics, SqdWithNothingInFlightIsDrainedAtOnceAndNotifiesOnlyIfAsked) {
+  start();
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, 0, 0, now), 0);
+  EXPECT_EQ(a->query().sq_draining, 0);
+  EXPECT_TRUE(a->notifier.async.empty()) << "no IBV_QP_EN_SQD_ASYNC_NOTIFY, no event";
+  ASSERT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
+
+  ASSERT_EQ(b->modify_state(IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 1, now), 0);
+  EXPECT_EQ(b->query().sq_draining, 0);
+  ASSERT_EQ(b->notifier.async.size(), 1u);
+  EXPECT_EQ(b->notifier.async[0], (std::pair<uint32_t, uint32_t>{IBV_EVENT_SQ_DRAINED, b->qp->handle}));
+}
+
+TEST_F(RcSemantics, SqdQpStillAnswersAsAResponder) {
+  start();
+  fill(*a, 0, 500, 41);
+  post_recv(*b, 70, 65536, 4096);
+  ASSERT_EQ(b->modify_state(IBV_QPS_SQD, 0, 0, now), 0);  // SQD stops B's send queue only
+  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 500));
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 2, 1024, 500, 0));
+  fabric.deliver_all(now);
+  EXPECT_EQ(wr_ids(poll(*a)), (std::vector<uint64_t>{1, 2}));
+  auto rwc = poll(*b);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0, *b, 65536, 500));
+}
+
+TEST_F(RcSemantics, HeldWrsAreFlushedWhenAnSqdQpGoesToError) {
+  start();
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, 0, 0, now), 0);
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 10, 0, 0));
+  EXPECT_TRUE(fabric.queue.empty());
+  ASSERT_EQ(a->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(a->query().sq_draining, 0);
 }
 
 }  // namespace
