@@ -62,6 +62,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
   if (signaled) push_cqe(*qp.send_cq, wc, false);
   tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
+  check_sq_drained(qp);
 }
 
 void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {
@@ -90,7 +91,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
       return;
     }
     complete_send_wqe(qp, IBV_WC_SUCCESS);
-    if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
+    if (!qp.sq_running()) return;
   }
   qp.retry_left = qp.attr.retry_cnt;  // progress resets the retry budget
   qp.rnr_retry_left = qp.attr.rnr_retry;
@@ -137,7 +138,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     }
     // Everything before this response's request is implicitly acknowledged.
     complete_acked(qp, psn_add(st.first_psn, uint32_t(-1) & kPsnMask), now);
-    if (qp.state != IBV_QPS_RTS) return;
+    if (!qp.sq_running()) return;
     if (pkt.mask & kHasAtomicAckEth) {
       if (!st.done) {
         uint64_t orig = pkt.h.atomic_ack.orig;
@@ -189,7 +190,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       ++counters_.rnr_naks_received;
       ++qp.counters.rnr_naks_received;
       complete_acked(qp, psn_add(psn, kPsnMask), now);  // everything before psn is done
-      if (qp.state != IBV_QPS_RTS) return;
+      if (!qp.sq_running()) return;
       if (qp.attr.rnr_retry != 7) {  // 7 means retry forever
         if (qp.rnr_retry_left == 0) {
           requester_error(qp, IBV_WC_RNR_RETRY_EXC_ERR,
@@ -210,7 +211,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       ++counters_.naks_received;
       ++qp.counters.naks_received;
       complete_acked(qp, psn_add(psn, kPsnMask), now);
-      if (qp.state != IBV_QPS_RTS) return;
+      if (!qp.sq_running()) return;
       uint32_t code = aeth_value(syndrome);
       if (code == kNakPsnSeqError) {
         go_back_n(qp, psn, now, "nak_seq");

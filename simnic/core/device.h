@@ -135,6 +135,7 @@ class Device {
   void apply_qp_attr(Qp& qp, const ibv_qp_attr& attr, int mask, uint64_t now);
   void set_qp_state(Qp& qp, ibv_qp_state state, const char* cause = "modify_qp", uint32_t mask = 0);
   void reset_qp(Qp& qp);
+  void check_sq_drained(Qp& qp);  // SQD: ends the drain and notifies once nothing is in flight
 
   // requester.cc
   void requester_run(Qp& qp, uint64_t now);

@@ -101,7 +101,7 @@ void Device::on_timer(uint64_t now) {
     if (qp->timer_deadline_ns && qp->timer_deadline_ns <= now) due.push_back(qp.get());
   for (Qp* qp : due) {
     qp->timer_deadline_ns = 0;
-    if (qp->state != IBV_QPS_RTS) continue;
+    if (!qp->sq_running()) continue;  // SQD still retransmits what it is draining
     if (qp->rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
       qp->rnr_wait = false;
       tracer_.event("timer").u("qp", qp->qpn).s("what", "rnr_wait").s("action", "fired");
@@ -130,7 +130,7 @@ void Device::run_pending(uint64_t now) {
   for (Qp* qp : busy) {
     if (!find_qp_by_qpn(qp->qpn)) continue;
     bool reads_done = send_read_responses(*qp, burst_);
-    if (qp->state == IBV_QPS_RTS) requester_run(*qp, now);
+    if (qp->sq_running()) requester_run(*qp, now);
     if (reads_done && qp->read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
     if (!reads_done) busy_qps_[qp->qpn] = qp;
   }

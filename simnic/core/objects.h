@@ -126,6 +126,7 @@ struct Qp {
   bool sq_sig_all = false;
   ibv_qp_cap cap{};
   ibv_qp_state state = IBV_QPS_RESET;
+  bool sq_draining = false; // SQD: WRs that had begun are still finishing (ibv_query_qp reports it)
   ibv_qp_attr attr{};       // the attributes as last set (ibv_query_qp reports them)
   uint32_t mtu_bytes = 1024;
   uint32_t remote_ip = 0;   // from the AV's GID (IPv4-mapped)
@@ -168,6 +169,9 @@ struct Qp {
   std::deque<AtomicResult> atomic_results;
 
   QpCounters counters;
+
+  // The requester and completer run in RTS and, to drain what had begun, in SQD.
+  bool sq_running() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }
 };
 
 // One application connection: everything it created dies with it.

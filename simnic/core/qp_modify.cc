@@ -90,6 +90,9 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
   if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
+  // The SQ Drained event is asked for per RTS->SQD move, not remembered from an earlier one.
+  if ((mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_SQD && qp.state == IBV_QPS_RTS)
+    q.en_sqd_async_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) ? a.en_sqd_async_notify : 0;
   if (mask & IBV_QP_SQ_PSN) {
     qp.next_psn = qp.una_psn = qp.rd_psn = q.sq_psn;
   }
@@ -119,6 +122,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
   qp.state = state;
   qp.attr.qp_state = state;
   qp.shm->state.store(state, std::memory_order_release);
+  if (state != IBV_QPS_SQD) qp.sq_draining = false;
   switch (state) {
     case IBV_QPS_RESET:
       reset_qp(qp);
@@ -138,6 +142,12 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       }
       busy_qps_[qp.qpn] = &qp;  // WQEs may have been posted before RTS
       break;
+    case IBV_QPS_SQD:
+      if (from == IBV_QPS_RTS) {
+        qp.sq_draining = true;
+        check_sq_drained(qp);  // nothing in flight: drained at once
+      }
+      break;
     case IBV_QPS_ERR:
       qp.timer_deadline_ns = 0;
       busy_qps_.erase(qp.qpn);
@@ -146,6 +156,18 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
     default:
       break;
   }
+}
+
+// SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained
+// affiliated event goes out if the RTS->SQD modify asked for it (IBV_QP_EN_SQD_ASYNC_NOTIFY).
+void Device::check_sq_drained(Qp& qp) {
+  if (qp.state != IBV_QPS_SQD || !qp.sq_draining || qp.sq_consumer != qp.sq_started) return;
+  qp.sq_draining = false;
+  char line[96];
+  std::snprintf(line, sizeof line, "QP 0x%x SQ drained%s", qp.qpn,
+                qp.attr.en_sqd_async_notify ? " (IBV_EVENT_SQ_DRAINED sent)" : "");
+  log(LogLevel::kInfo, line);
+  if (qp.attr.en_sqd_async_notify) send_async_event(qp.ctx, IBV_EVENT_SQ_DRAINED, qp.handle);
 }
 
 // RESET discards every WQE without a completion and forgets all transport state.
@@ -186,7 +208,7 @@ int Device::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out)
   attr->qp_state = qp->state;
   attr->cur_qp_state = qp->state;
   attr->cap = qp->cap;
-  attr->sq_draining = 0;
+  attr->sq_draining = qp->sq_draining;
   *out = qp;
   return 0;
 }

@@ -57,7 +57,7 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
 }
 
 void Device::requester_run(Qp& qp, uint64_t now) {
-  if (qp.state != IBV_QPS_RTS || qp.rnr_wait) {
+  if (!qp.sq_running() || qp.rnr_wait) {
     busy_qps_.erase(qp.qpn);
     return;
   }
@@ -67,7 +67,7 @@ void Device::requester_run(Qp& qp, uint64_t now) {
   uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
   bool more = true;
   while (budget && (more = requester_send_packet(qp, now))) --budget;
-  if (more && qp.state == IBV_QPS_RTS)
+  if (more && qp.sq_running())
     busy_qps_[qp.qpn] = &qp;
   else if (qp.read_responses.empty())
     busy_qps_.erase(qp.qpn);
@@ -88,6 +88,8 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   SendWqeState& st = qp.sq_state[qp.sq_next & mask];
 
   if (qp.sq_next == qp.sq_started) {
+    // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
+    if (qp.state == IBV_QPS_SQD) return false;
     // First sight of this WQE: check it, then give it its PSNs.
     bool rd_atomic = is_read_or_atomic(w.opcode);
     if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return false;
@@ -169,7 +171,9 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     }
     if (info.mask & kHasImm) h.imm_be = w.imm_data;
     if (info.mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
-    if ((info.mask & kIsLast) && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
+    // SE only means something where the responder completes a receive WQE (as rxe).
+    const bool completes_recv = (info.mask & kIsSend) || (info.mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
+    if ((info.mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
     std::string why;
     if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
       if (qp.sq_consumer != qp.sq_next) return false;
