@@ -66,5 +66,12 @@ INSTANTIATE_TEST_SUITE_P(
                       PerftestCase{"ib_send_lat", {"-n", "500"}}, PerftestCase{"ib_atomic_lat", {"-n", "500"}}),
     [](const auto& info) { return std::string(info.param.binary); });
 
+// Duration mode (-D SECONDS): the iteration count comes from a timer and an alarm signal.
+INSTANTIATE_TEST_SUITE_P(
+    DurationMode, Perftest,
+    ::testing::Values(PerftestCase{"ib_write_bw", {"-D", "1"}}, PerftestCase{"ib_send_bw", {"-D", "1"}},
+                      PerftestCase{"ib_read_lat", {"-D", "1"}}),
+    [](const auto& info) { return std::string(info.param.binary); });
+
 }  // namespace
 }  // namespace simnic::it
