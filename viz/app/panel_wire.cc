@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "viz/app/palette.h"
 #include "viz/app/viz_app.h"
@@ -41,8 +42,13 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
   std::map<std::string, float> nic_x;
   size_t n = std::max<size_t>(1, world.size()), i = 0;
   for (const auto& [name, nic] : world) nic_x[name] = x + w * (float(i++) + 0.5f) / float(n);
-  float lane_top = origin.y + inner_h * 0.38f, lane_bot = origin.y + inner_h * 0.78f;
-  float wire_y = (lane_top + lane_bot) / 2;
+  // The wire in the middle; rightward packets above it, leftward below, each lane with two
+  // rows so that packets sent back to back do not hide each other.
+  float wire_y = origin.y + 16 + (inner_h - 16) / 2;
+  const float row_step = 22;
+  auto lane_y = [&](bool rightward, int row) {
+    return rightward ? wire_y - 24 - row_step * float(row) : wire_y + 24 + row_step * float(row);
+  };
   if (!nic_x.empty()) {
     float x0 = nic_x.begin()->second, x1 = nic_x.rbegin()->second;
     if (world.size() == 1) x1 = x + w - 20;
@@ -57,20 +63,39 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
     }
   }
 
-  // Packets in flight at the playhead.
-  const ImVec2 box{118, 20};
-  ImVec2 mouse = ImGui::GetMousePos();
+  // Packets in flight at the playhead: place them, then stack overlapping ones in rows.
+  const ImVec2 box{132, 20};
+  struct Placed {
+    const Flight* f;
+    double progress;
+    float px;
+    bool rightward;
+    int row = 0;
+  };
+  std::vector<Placed> placed;
   for (const auto& fv : app.timeline.flights_at(app.pos)) {
     const Flight& f = *fv.flight;
     auto from = nic_x.find(f.from_nic);
     if (from == nic_x.end()) continue;
     auto to = nic_x.find(f.to_nic);
     float tx = to != nic_x.end() ? to->second : (from->second < x + w / 2 ? x + w - 40 : x + 40);
-    bool rightward = tx >= from->second;
+    placed.push_back({&f, fv.progress, from->second + (tx - from->second) * float(fv.progress), tx >= from->second});
+  }
+  std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) { return a.px < b.px; });
+  for (bool dir : {true, false}) {
+    float row_end[2] = {-1e9f, -1e9f};
+    for (Placed& p : placed) {
+      if (p.rightward != dir) continue;
+      p.row = p.px - box.x / 2 >= row_end[0] ? 0 : p.px - box.x / 2 >= row_end[1] ? 1 : 0;
+      row_end[p.row] = p.px + box.x / 2 + 2;
+    }
+  }
+  ImVec2 mouse = ImGui::GetMousePos();
+  for (const Placed& pl : placed) {
+    const Flight& f = *pl.f;
     const Event& pkt = app.timeline.at(f.tx_pos);
-    float px = from->second + (tx - from->second) * float(fv.progress);
-    float py = rightward ? lane_top : lane_bot;
-    if (f.dropped && fv.progress > 0.5) py += float(fv.progress - 0.5) * 2 * inner_h * 0.3f;  // falls off
+    float px = pl.px, py = lane_y(pl.rightward, pl.row);
+    if (f.dropped && pl.progress > 0.5) py += float(pl.progress - 0.5) * 2 * inner_h * 0.3f;  // falls off
     ImVec2 a{px - box.x / 2, py - box.y / 2}, b{px + box.x / 2, py + box.y / 2};
     dl->AddRectFilled(a, b, packet_colour(classify_packet(pkt)), 4);
     if (f.retransmission) dl->AddRect(a, b, IM_COL32(255, 160, 0, 255), 4, 0, 3);

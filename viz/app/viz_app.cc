@@ -102,7 +102,7 @@ void VizApp::advance(float dt) {
 
 void VizApp::frame(float dt, float width, float height) {
   advance(dt);
-  const float bar_h = 64, wire_h = 150, bottom_h = std::max(200.0f, height * 0.28f);
+  const float bar_h = 64, wire_h = 170, bottom_h = std::max(200.0f, height * 0.28f);
   draw_timeline_bar(*this, 0, 0, width, bar_h);
   draw_wire(*this, 0, bar_h, width, wire_h);
   const World& w = world();
