@@ -52,9 +52,9 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
   ASSERT_TRUE(feed.attach(nics.dir(), "simnic1", &error)) << error;
 
   const std::string port = std::to_string(free_tcp_port());
-  auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "2", "-s", "64"});
+  auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024"});
   ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-  auto cli = nics.start({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "2", "-s", "64", "127.0.0.1"});
+  auto cli = nics.start({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024", "127.0.0.1"});
 
   // The client connects (the slow path is not held), reaches RTS and rings its doorbell:
   // simnic1 holds that (and the engine work RTS started).
@@ -82,12 +82,14 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
   for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p) EXPECT_NE(tl.at(p).kind, "pkt_tx") << "a packet left a held NIC";
   EXPECT_EQ(cli->output().find("iters in"), std::string::npos) << "the client finished while its NIC was held";
 
-  // Step simnic1 one held action at a time until its SEND is on the wire: every step performs
-  // one action (at most one input and at most one packet), and the trace shows the SEND's WQE
-  // picked up before its packet leaves.
+  // Step simnic1 one held action at a time until its 4000-byte SEND (four 1024-byte MTU
+  // packets) is on the wire: every step performs one action (at most one input and at most
+  // one packet), so the message is walked packet by packet, and the trace shows the SEND's WQE
+  // picked up before its first packet leaves.
   uint64_t last_seq = num(after, "trace_seq");
   bool packet_out = false, wqe_seen = false;
-  for (int i = 0; i < 10 && !packet_out; ++i) {
+  int packets = 0, steps_with_a_packet = 0;
+  for (int i = 0; i < 30 && packets < 4; ++i) {
     auto stepped = step(nics, "simnic1", "next");
     ASSERT_EQ(stepped["exit"], "0");
     uint64_t seq = num(stepped, "trace_seq");
@@ -109,9 +111,13 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
     }
     EXPECT_LE(inputs, 1) << "step " << i << " performed more than one input:\n" << what;
     EXPECT_LE(sent, 1) << "step " << i << " sent more than one packet:\n" << what;
+    packets += sent;
+    steps_with_a_packet += sent > 0;
     last_seq = seq;
   }
-  ASSERT_TRUE(packet_out) << "ten steps and the SEND never left";
+  ASSERT_TRUE(packet_out) << "thirty steps and the SEND never left";
+  EXPECT_EQ(packets, 4) << "the 4000-byte SEND is four packets";
+  EXPECT_EQ(steps_with_a_packet, 4) << "one packet per step";
 
   // The packet now waits at the held receiver, which has not acted on it.
   std::map<std::string, std::string> server_now;
