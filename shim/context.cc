@@ -290,6 +290,9 @@ extern int req_notify_cq(ibv_cq* cq, int solicited_only);
 extern int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 extern int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 extern int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+extern ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+extern int dealloc_mw(ibv_mw* mw);
+extern int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 
 void fill_context_ops(ShimContext* c) {
   ibv_context_ops& ops = c->vctx.context.ops;
@@ -300,8 +303,11 @@ void fill_context_ops(ShimContext* c) {
   ops.post_send = post_send;
   ops.post_recv = post_recv;
   ops.post_srq_recv = post_srq_recv;
+  ops.alloc_mw = alloc_mw;
+  ops.dealloc_mw = dealloc_mw;
+  ops.bind_mw = bind_mw;
   // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
-  // EOPNOTSUPP (memory windows, WQs, flows, counters, DM, TDs, ...).
+  // EOPNOTSUPP (WQs, flows, counters, DM, TDs, ...).
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;

@@ -16,7 +16,8 @@ bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
     case IBV_QPT_RC:
       return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
              op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-             op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_SEND_WITH_INV;
+             op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_BIND_MW ||
+             op == IBV_WR_LOCAL_INV;
     case IBV_QPT_UC:
       return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
              op == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -33,15 +34,37 @@ namespace {
 int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
   const ibv_qp& q = qp->qpx.qp_base;
   if (!opcode_allowed(q.qp_type, wr.opcode)) return EINVAL;
-  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > qp->cap.max_send_sge) return EINVAL;
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;
-  w.imm_data = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  const bool invalidates = wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV;
+  w.imm_data = invalidates ? wr.invalidate_rkey : wr.imm_data;
   w.rkey = 0;
   w.remote_addr = 0;
   w.compare_add = w.swap = 0;
   w.ah = w.remote_qpn = w.remote_qkey = 0;
+  w.bind_mw = w.bind_lkey = w.bind_access = 0;
+  w.bind_length = 0;
+  if (wr.opcode == IBV_WR_BIND_MW || wr.opcode == IBV_WR_LOCAL_INV) {
+    // Memory-window operations carry no data: their scatter/gather list is ignored.
+    if (wr.opcode == IBV_WR_BIND_MW) {
+      const ibv_mw* mw = wr.bind_mw.mw;
+      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      if (!mw || mw->context != q.context) return EINVAL;
+      if (b.mr && b.mr->pd != mw->pd) return EPERM;  // as ibv_bind_mw checks
+      w.bind_mw = mw->handle;
+      w.rkey = wr.bind_mw.rkey;
+      w.bind_lkey = b.mr ? b.mr->lkey : 0;
+      w.remote_addr = b.addr;
+      w.bind_length = b.length;
+      w.bind_access = b.mw_access_flags;
+    }
+    w.num_sge = 0;
+    w.inline_len = 0;
+    w.send_flags &= ~unsigned(IBV_SEND_INLINE);
+    return 0;
+  }
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > qp->cap.max_send_sge) return EINVAL;
   switch (wr.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:

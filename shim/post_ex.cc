@@ -103,9 +103,21 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
   wr_set_inline_data_list(q, 1, &buf);
 }
 
+void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) { begin(q, IBV_WR_LOCAL_INV)->imm_data = rkey; }
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
+  ShimQp* s = to_shim_ex(q);
+  if (!mw || !b || mw->context != q->qp_base.context) return fail(s, EINVAL);
+  if (b->mr && b->mr->pd != mw->pd) return fail(s, EPERM);
+  SendWqe* w = begin(q, IBV_WR_BIND_MW);
+  w->bind_mw = mw->handle;
+  w->rkey = rkey;
+  w->bind_lkey = b->mr ? b->mr->lkey : 0;
+  w->remote_addr = b->addr;
+  w->bind_length = b->length;
+  w->bind_access = b->mw_access_flags;
+}
+
 // Operations simnic does not offer: the batch fails at wr_complete with EOPNOTSUPP.
-void wr_local_inv(ibv_qp_ex* q, uint32_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { fail(to_shim_ex(q), EOPNOTSUPP); }
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
 void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
 void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { fail(to_shim_ex(q), EOPNOTSUPP); }
@@ -142,7 +154,8 @@ void wr_abort(ibv_qp_ex* q) {
 constexpr uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_LOCAL_INV |
+    IBV_QP_EX_WITH_BIND_MW;
 
 bool send_ops_supported(uint64_t flags) { return (flags & ~kSupportedSendOps) == 0; }
 

@@ -47,6 +47,8 @@ enum class Op : uint32_t {
   Status,           // -> text: "key value" lines (the `simnic status` view)
   SetFault,         // text "loss=0.05 dup=0 ..." -> text
   Step,             // text "on" | "off" | "next [N]" | "status" -> text "paused 1\nqueued 3\n..."
+  AllocMw,          // AllocMwReq -> AllocMwReply
+  DeallocMw,        // HandleReq
   Count_
 };
 
@@ -123,6 +125,16 @@ struct RegMrReply {
   uint32_t lkey;
   uint32_t rkey;
   uint32_t reserved;
+};
+
+struct AllocMwReq {
+  uint32_t pd;
+  uint32_t type;  // enum ibv_mw_type
+};
+
+struct AllocMwReply {
+  uint32_t handle;
+  uint32_t rkey;
 };
 
 struct CreateCqReq {
@@ -254,6 +266,8 @@ inline const char* op_name(Op op) {
     case Op::Status: return "Status";
     case Op::SetFault: return "SetFault";
     case Op::Step: return "Step";
+    case Op::AllocMw: return "AllocMw";
+    case Op::DeallocMw: return "DeallocMw";
     case Op::Count_: break;
   }
   return "?";

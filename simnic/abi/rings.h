@@ -41,20 +41,25 @@ struct SendWqe {
   uint32_t num_sge;      // 0 when the payload is inline
   uint32_t inline_len;   // bytes in inline_data when IBV_SEND_INLINE
   uint32_t imm_data;     // network byte order, as in ibv_send_wr; also invalidate_rkey
-  uint32_t rkey;         // RDMA / atomic
-  uint64_t remote_addr;  // RDMA / atomic
+  uint32_t rkey;         // RDMA / atomic; BIND_MW: the window's new rkey
+  uint64_t remote_addr;  // RDMA / atomic; BIND_MW: the window's first byte
   uint64_t compare_add;  // atomics
   uint64_t swap;         // atomics
   uint32_t ah;           // UD: address handle (daemon handle)
   uint32_t remote_qpn;   // UD
   uint32_t remote_qkey;  // UD
   uint32_t reserved;
+  uint32_t bind_mw;      // BIND_MW: the window (daemon handle)
+  uint32_t bind_lkey;    // BIND_MW: lkey of the MR to bind to, 0 to unbind (type 1)
+  uint32_t bind_access;  // BIND_MW: mw_access_flags
+  uint32_t reserved2;
+  uint64_t bind_length;  // BIND_MW: bytes in the window
   union {
     struct ibv_sge sge[kMaxSge];
     uint8_t inline_data[kMaxInlineData];
   };
 };
-static_assert(sizeof(SendWqe) == 72 + kMaxInlineData);
+static_assert(sizeof(SendWqe) == 96 + kMaxInlineData);
 static_assert(std::is_trivially_copyable_v<SendWqe>);
 
 // A receive WQE (RQ or SRQ).

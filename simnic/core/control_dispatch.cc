@@ -140,6 +140,18 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       if (!decode(body, &req)) return fail(EINVAL);
       return fail(dev_.dereg_mr(ctx, req.handle));
     }
+    case Op::AllocMw: {
+      AllocMwReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      Mw* mw = nullptr;
+      if (int e = dev_.alloc_mw(ctx, req.pd, ibv_mw_type(req.type), &mw)) return fail(e);
+      return ok(AllocMwReply{mw->handle, mw->rkey});
+    }
+    case Op::DeallocMw: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(dev_.dealloc_mw(ctx, req.handle));
+    }
     case Op::CreateCompChannel: {
       if (fds.empty() || fds[0] < 0) return fail(EINVAL);
       HandleReply rep{};

@@ -92,13 +92,14 @@ ibv_device_attr Device::device_attr() const {
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
                        IBV_DEVICE_PORT_ACTIVE_EVENT  |
-                       IBV_DEVICE_N_NOTIFY_CQ;
+                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.max_sge = abi::kMaxSge;
   a.max_sge_rd = abi::kMaxSge;
   a.max_cq = DeviceLimits::kMaxCq;
   a.max_cqe = DeviceLimits::kMaxCqe;
   a.max_mr = DeviceLimits::kMaxMr;
   a.max_pd = DeviceLimits::kMaxPd;
+  a.max_mw = DeviceLimits::kMaxMw;
   a.max_qp_rd_atom = DeviceLimits::kMaxRdAtomic;
   a.max_res_rd_atom = DeviceLimits::kMaxRdAtomic * DeviceLimits::kMaxQp;
   a.max_qp_init_rd_atom = DeviceLimits::kMaxRdAtomic;
@@ -164,6 +165,7 @@ void Device::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->srqs)) destroy_srq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->cqs)) destroy_cq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->channels)) destroy_channel(ctx, h);
+  for (auto h : std::vector<uint32_t>(ctx->mws)) dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dereg_mr(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->pds)) dealloc_pd(ctx, h);
   log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
@@ -239,6 +241,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
 int Device::dereg_mr(Context* ctx, uint32_t handle) {
   Mr* mr = owned(mrs_, ctx, handle);
   if (!mr) return EINVAL;
+  if (mr->bound_mws) return EINVAL;  // windows still bound to it (rxe refuses the same way)
   // An engine may still point at this MR mid-message; drop those references.
   for (auto& [h, qp] : qps_) {
     if (qp->write_mr == mr) qp->write_mr = nullptr, qp->write_left = 0;
@@ -458,6 +461,7 @@ int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
   if (!qp) return EINVAL;
   trace_qp_lifecycle("qp_destroy", *qp);
+  unbind_mws_of_qp(*qp);
   busy_qps_.erase(qp->qpn);
   qp_by_qpn_.erase(qp->qpn);
   qp->pd->users--;
@@ -520,6 +524,7 @@ std::string Device::status_text() const {
   s << "contexts " << contexts_.size() << "\n";
   s << "pds " << pds_.size() << "\n";
   s << "mrs " << mrs_.size() << "\n";
+  s << "mws " << mws_.size() << "\n";
   s << "cqs " << cqs_.size() << "\n";
   s << "qps " << qps_.size() << "\n";
   s << "srqs " << srqs_.size() << "\n";

@@ -45,6 +45,7 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxSrqWr = 16384;
   static constexpr uint32_t kMaxRdAtomic = 16;
   static constexpr uint32_t kMaxAh = 4096;
+  static constexpr uint32_t kMaxMw = 65536;
 };
 
 class Device {
@@ -81,6 +82,8 @@ class Device {
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
              uint32_t access, Mr** out);
   int dereg_mr(Context* ctx, uint32_t handle);
+  int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
+  int dealloc_mw(Context* ctx, uint32_t handle);
   int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
   int destroy_channel(Context* ctx, uint32_t handle);
   int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
@@ -137,9 +140,21 @@ class Device {
   void reset_qp(Qp& qp);
   void check_sq_drained(Qp& qp);  // SQD: ends the drain and notifies once nothing is in flight
 
+  // memory_window.cc
+  // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
+  ibv_wc_status execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why);
+  // SEND_WITH_INV at the responder: frees the type 2 window `rkey` names (IBA 10.6.7.2.3).
+  bool remote_invalidate(Qp& qp, uint32_t rkey, std::string* why);
+  Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
+  const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len,
+                            uint32_t access, uint64_t* mr_va, std::string* why) const;
+  void unbind_mw(Mw& mw);
+  void unbind_mws_of_qp(const Qp& qp);  // a destroyed QP's type 2 windows become free
+
   // requester.cc
   void requester_run(Qp& qp, uint64_t now);
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   void arm_ack_timer(Qp& qp, uint64_t now);
 
@@ -186,8 +201,10 @@ class Device {
               const uint8_t* src, uint32_t len, std::string* why);
   bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
                   uint64_t* total, std::string* why) const;
+  // The MR a remote access lands in, through an MR's rkey or a memory window's; *mr_va is
+  // the address in that MR's iova space (a zero-based window's offset is translated).
   const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                       std::string* why) const;
+                       uint64_t* mr_va, std::string* why) const;
 
   DeviceConfig config_;
   HostMemory& memory_;
@@ -209,6 +226,7 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Pd>> pds_;
   std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
   std::map<uint32_t, Mr*> mr_by_key_;
+  std::map<uint32_t, std::unique_ptr<Mw>> mws_;  // by handle, which is also the rkey's index
   std::map<uint32_t, std::unique_ptr<Channel>> channels_;
   std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
   std::map<uint32_t, std::unique_ptr<Srq>> srqs_;

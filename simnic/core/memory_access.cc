@@ -64,14 +64,16 @@ bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint
 }
 
 const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                             uint32_t access, std::string* why) const {
+                             uint32_t access, uint64_t* mr_va, std::string* why) const {
   if (!(qp.attr.qp_access_flags & access)) {
     *why = std::string("QP ") + hex(qp.qpn) + " was not given " + access_name(access) + " in qp_access_flags";
     return nullptr;
   }
   const Mr* mr = find_mr_by_key(rkey);
   if (!mr) {
-    *why = "rkey " + hex(rkey) + " names no MR";
+    if (const Mw* mw = find_mw_by_rkey_index(rkey))
+      return check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
+    *why = "rkey " + hex(rkey) + " names no MR or memory window";
     return nullptr;
   }
   if (mr->pd != qp.pd) {
@@ -87,6 +89,7 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
            hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
     return nullptr;
   }
+  *mr_va = va;
   return mr;
 }
 

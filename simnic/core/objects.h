@@ -33,6 +33,27 @@ struct Mr {
   uint32_t access = 0;  // ibv_access_flags
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  uint32_t bound_mws = 0;  // memory windows bound to it: dereg is refused while > 0 (as rxe)
+};
+
+struct Qp;
+
+// A memory window (IBA 10.6.7): remote access to part of an MR under its own rkey, bound and
+// invalidated through a send queue. Type 1 is bound with ibv_bind_mw and stays valid until
+// deallocated (binding length 0 unbinds it); type 2 is bound by a BIND_MW work request, only
+// when free, is usable through the QP that bound it only, and is freed by LOCAL_INV or by a
+// peer's SEND_WITH_INV.
+struct Mw {
+  uint32_t handle = 0;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  ibv_mw_type type = IBV_MW_TYPE_1;
+  uint32_t rkey = 0;        // index (the handle) << 8 | key byte the binder chose
+  const Mr* mr = nullptr;   // the MR it is bound to; nullptr = no window (type 2: "free")
+  const Qp* qp = nullptr;   // type 2: the QP it was bound through
+  uint64_t addr = 0;        // first byte of the window, in the MR's iova space
+  uint64_t length = 0;
+  uint32_t access = 0;      // IBV_ACCESS_REMOTE_* and IBV_ACCESS_ZERO_BASED
 };
 
 struct Channel {
@@ -181,7 +202,7 @@ struct Context {
   uid_t uid = 0;
   int doorbell_fd = -1;  // owned by the I/O layer
   int async_fd = -1;
-  std::vector<uint32_t> pds, mrs, channels, cqs, srqs, qps, ahs;  // handles, in creation order
+  std::vector<uint32_t> pds, mrs, mws, channels, cqs, srqs, qps, ahs;  // handles, in creation order
 };
 
 }  // namespace simnic::core

@@ -16,6 +16,9 @@ namespace {
 constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
+// Memory-window operations: executed by the NIC itself, no packet, no PSN (IBA 10.6.7).
+bool is_local_op(uint32_t opcode) { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
+
 bool is_read_or_atomic(uint32_t opcode) {
   return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
          opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -94,6 +97,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     bool rd_atomic = is_read_or_atomic(w.opcode);
     if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return false;
     if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return false;  // C9-... fence
+    if (qp.type == IBV_QPT_RC && is_local_op(w.opcode)) return requester_local_op(qp, w, st);
     std::string why;
     uint64_t total = 0;
     ibv_wc_status err = IBV_WC_SUCCESS;
@@ -142,6 +146,11 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     qp.pkt_in_wqe = 0;
   }
 
+  if (st.npkts == 0) {  // a local operation met again while going back N: already done
+    ++qp.sq_next;
+    qp.pkt_in_wqe = 0;
+    return true;
+  }
   const uint32_t i = qp.pkt_in_wqe;
   const uint32_t psn = psn_add(st.first_psn, i);
   PacketHeaders h{};
@@ -197,6 +206,27 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     qp.pkt_in_wqe = 0;
   }
   if (!qp.timer_deadline_ns) arm_ack_timer(qp, now);
+  return true;
+}
+
+// A BIND_MW or LOCAL_INV reached in SQ order: it takes effect now, before any later WQE is
+// sent, and completes once everything before it has (it spans no PSN: first_psn - 1 is the
+// last PSN of its predecessor, so the ACK that retires that one retires it too).
+bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
+  std::string why;
+  ibv_wc_status status = execute_local_wqe(qp, w, &why);
+  if (status != IBV_WC_SUCCESS) {
+    if (qp.sq_consumer != qp.sq_next) return false;  // complete in order
+    requester_error(qp, status, why);
+    return false;
+  }
+  st = SendWqeState{};
+  st.first_psn = qp.next_psn;
+  st.npkts = 0;
+  ++qp.sq_started;
+  ++qp.sq_next;
+  qp.pkt_in_wqe = 0;
+  if (qp.sq_consumer + 1 == qp.sq_next) complete_send_wqe(qp, IBV_WC_SUCCESS);
   return true;
 }
 

@@ -187,6 +187,11 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     }
   }
   r.offset += uint32_t(pkt.payload.size());
+  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !remote_invalidate(qp, pkt.h.ieth_rkey, &why)) {
+    // The receive completes in error and the requester hears NAK invalid request (IBA 9.9.3.1.2).
+    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR, why);
+    return;
+  }
   qp.epsn = psn_add(qp.epsn, 1);
   if (pkt.mask & kIsLast) {
     ibv_wc wc{};
@@ -222,14 +227,15 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
     }
     const Reth& r = pkt.h.reth;
     qp.write_mr = nullptr;
+    uint64_t mr_va = r.va;
     if (r.dma_len) {
-      qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &why);
+      qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
       if (!qp.write_mr) {
         responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
         return;
       }
     }
-    qp.write_va = r.va;
+    qp.write_va = mr_va;
     qp.write_left = r.dma_len;
     qp.write_len = r.dma_len;
   } else if (!qp.write_mr && qp.write_left == 0 && !pkt.payload.empty()) {
@@ -290,8 +296,9 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   const Reth& r = pkt.h.reth;
   std::string why;
   const Mr* mr = nullptr;
+  uint64_t mr_va = r.va;
   if (r.dma_len) {
-    mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &why);
+    mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &mr_va, &why);
     if (!mr) {
       if (!duplicate) responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
       return;
@@ -306,7 +313,7 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   ReadResponse rr;
   rr.first_psn = psn;
   rr.npkts = std::max<uint32_t>(1, (r.dma_len + qp.mtu_bytes - 1) / qp.mtu_bytes);
-  rr.va = r.va;
+  rr.va = mr_va;
   rr.length = r.dma_len;
   rr.mr = mr;
   if (duplicate) {
@@ -391,12 +398,13 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     return;
   }
   std::string why;
-  const Mr* mr = check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &why);
+  uint64_t mr_va = a.va;
+  const Mr* mr = check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr_va, &why);
   if (!mr) {
     responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
     return;
   }
-  uint64_t addr = mr->addr + (a.va - mr->iova);
+  uint64_t addr = mr->addr + (mr_va - mr->iova);
   uint64_t orig = 0;
   tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the

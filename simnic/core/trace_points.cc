@@ -52,6 +52,7 @@ const char* wc_opcode_name(ibv_wc_opcode op) {
     case IBV_WC_COMP_SWAP: return "COMP_SWAP";
     case IBV_WC_FETCH_ADD: return "FETCH_ADD";
     case IBV_WC_LOCAL_INV: return "LOCAL_INV";
+    case IBV_WC_BIND_MW: return "BIND_MW";
     case IBV_WC_RECV: return "RECV";
     case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
     default: return "OTHER";
@@ -69,6 +70,7 @@ const char* wr_opcode_name(uint32_t op) {
     case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
     case IBV_WR_LOCAL_INV: return "LOCAL_INV";
+    case IBV_WR_BIND_MW: return "BIND_MW";
     default: return "UNKNOWN";
   }
 }
@@ -78,8 +80,8 @@ void Device::trace_new_wqes(Qp& qp) {
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   for (int guard = 0; qp.sq_seen != prod && guard < int(qp.sq_entries); ++qp.sq_seen, ++guard) {
     const abi::SendWqe& w = qp.sq[qp.sq_seen & (qp.sq_entries - 1)];
-    uint64_t len = w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
-    if (!(w.send_flags & IBV_SEND_INLINE))
+    uint64_t len = w.opcode == IBV_WR_BIND_MW ? w.bind_length : w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
+    if (!(w.send_flags & IBV_SEND_INLINE) && w.opcode != IBV_WR_BIND_MW)
       for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
     tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "sq").u("index", qp.sq_seen).u("wr_id", w.wr_id)
         .s("opcode", wr_opcode_name(w.opcode)).u("length", len).s("flags", send_flags_string(w.send_flags));
@@ -138,6 +140,9 @@ void Device::trace_snapshot() {
   for (auto& [h, mr] : mrs_)
     tracer_.event("mr_create").u("ctx", mr->ctx->id).u("pd", mr->pd->handle).u("mr", h).u("lkey", mr->lkey)
         .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
+  for (auto& [h, mw] : mws_)
+    tracer_.event("mw_create").u("ctx", mw->ctx->id).u("pd", mw->pd->handle).u("mw", h).u("rkey", mw->rkey)
+        .u("type", mw->type == IBV_MW_TYPE_2 ? 2 : 1);
   for (auto& [h, cq] : cqs_)
     tracer_.event("cq_create").u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   for (auto& [h, qp] : qps_) {

@@ -272,6 +272,113 @@ bool test_atomics(Side& a, Side& b) {
   return true;
 }
 
+// Memory windows: a type 1 window (ibv_bind_mw) takes a WRITE, a type 2 window (BIND_MW work
+// request) serves a READ and is then invalidated by the peer's SEND_WITH_INV; rebound, it is
+// invalidated locally. B's MR for them has no remote rights of its own.
+bool test_memory_windows(Side& a, Side& b, size_t size, uint32_t seed) {
+  ibv_mr* wmr = ibv_reg_mr(b.pd, b.buf.data(), b.buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  CHECK(wmr, "ibv_reg_mr(MW_BIND): %s", std::strerror(errno));
+  ibv_mw* mw1 = ibv_alloc_mw(b.pd, IBV_MW_TYPE_1);
+  CHECK(mw1, "ibv_alloc_mw(type 1): %s", std::strerror(errno));
+  ibv_mw* mw2 = ibv_alloc_mw(b.pd, IBV_MW_TYPE_2);
+  CHECK(mw2, "ibv_alloc_mw(type 2): %s", std::strerror(errno));
+  ibv_wc wc;
+
+  ibv_mw_bind bind1{};
+  bind1.wr_id = 800;
+  bind1.send_flags = IBV_SEND_SIGNALED;
+  bind1.bind_info.mr = wmr;
+  bind1.bind_info.addr = reinterpret_cast<uint64_t>(b.buf.data() + size);
+  bind1.bind_info.length = size;
+  bind1.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  uint32_t before = mw1->rkey;
+  int rc = ibv_bind_mw(b.qp, mw1, &bind1);
+  CHECK(rc == 0, "ibv_bind_mw: %s", std::strerror(rc));
+  CHECK(mw1->rkey == ibv_inc_rkey(before), "ibv_bind_mw left rkey 0x%x", mw1->rkey);
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.wr_id == 800 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
+        "bind completion %s opcode %d", ibv_wc_status_str(wc.status), wc.opcode);
+  fill(a.buf, 0, size, seed);
+  std::memset(b.buf.data() + size, 0, size);
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(size), a.mr->lkey};
+  if (!post_send(a, IBV_WR_RDMA_WRITE, 801, &sge, 1, reinterpret_cast<uint64_t>(b.buf.data() + size), mw1->rkey))
+    return false;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS, "WRITE through a type 1 window: %s", ibv_wc_status_str(wc.status));
+  CHECK(std::memcmp(a.buf.data(), b.buf.data() + size, size) == 0, "bytes written through the window differ");
+
+  auto bind2 = [&](uint64_t wr_id) {
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = mw2;
+    wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+    wr.bind_mw.bind_info.mr = wmr;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<uint64_t>(b.buf.data());
+    wr.bind_mw.bind_info.length = size;
+    wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+    int r = ibv_post_send(b.qp, &wr, &bad);
+    if (r == 0) mw2->rkey = wr.bind_mw.rkey;  // the application keeps the key it chose
+    return r;
+  };
+  rc = bind2(802);
+  CHECK(rc == 0, "ibv_post_send(BIND_MW): %s", std::strerror(rc));
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.wr_id == 802 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
+        "type 2 bind completion %s", ibv_wc_status_str(wc.status));
+  fill(b.buf, 0, size, seed + 1);
+  std::memset(a.buf.data() + size, 0, size);
+  ibv_sge rsge{reinterpret_cast<uint64_t>(a.buf.data() + size), uint32_t(size), a.mr->lkey};
+  if (!post_send(a, IBV_WR_RDMA_READ, 803, &rsge, 1, reinterpret_cast<uint64_t>(b.buf.data()), mw2->rkey))
+    return false;
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == size, "READ through a type 2 window: %s",
+        ibv_wc_status_str(wc.status));
+  CHECK(std::memcmp(a.buf.data() + size, b.buf.data(), size) == 0, "bytes read through the window differ");
+
+  // SEND_WITH_INV: the receive reports which rkey it invalidated.
+  if (!post_recv(b, 804, size, 64)) return false;
+  ibv_send_wr wr{}, *bad = nullptr;
+  ibv_sge ssge{reinterpret_cast<uint64_t>(a.buf.data()), 64, a.mr->lkey};
+  wr.wr_id = 805;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &ssge;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = mw2->rkey;
+  rc = ibv_post_send(a.qp, &wr, &bad);
+  CHECK(rc == 0, "ibv_post_send(SEND_WITH_INV): %s", std::strerror(rc));
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.wr_id == 804 && wc.status == IBV_WC_SUCCESS, "SEND_WITH_INV receive: %s", ibv_wc_status_str(wc.status));
+  CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == mw2->rkey,
+        "receive flags 0x%x invalidated_rkey 0x%x, expected 0x%x", wc.wc_flags, wc.invalidated_rkey, mw2->rkey);
+  if (!poll_one(a, &wc)) return false;
+  CHECK(wc.wr_id == 805 && wc.status == IBV_WC_SUCCESS, "SEND_WITH_INV: %s", ibv_wc_status_str(wc.status));
+
+  // The window is free again: bind it anew, then invalidate it locally.
+  rc = bind2(806);
+  CHECK(rc == 0, "second BIND_MW: %s", std::strerror(rc));
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.wr_id == 806 && wc.status == IBV_WC_SUCCESS, "rebinding a remotely invalidated window: %s",
+        ibv_wc_status_str(wc.status));
+  ibv_send_wr inv{};
+  inv.wr_id = 807;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = mw2->rkey;
+  rc = ibv_post_send(b.qp, &inv, &bad);
+  CHECK(rc == 0, "ibv_post_send(LOCAL_INV): %s", std::strerror(rc));
+  if (!poll_one(b, &wc)) return false;
+  CHECK(wc.wr_id == 807 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "LOCAL_INV: %s opcode %d",
+        ibv_wc_status_str(wc.status), wc.opcode);
+
+  CHECK(ibv_dereg_mr(wmr) != 0, "ibv_dereg_mr succeeded with a type 1 window still bound");
+  CHECK(ibv_dealloc_mw(mw1) == 0 && ibv_dealloc_mw(mw2) == 0, "ibv_dealloc_mw failed");
+  CHECK(ibv_dereg_mr(wmr) == 0, "ibv_dereg_mr after the windows are gone: %s", std::strerror(errno));
+  return true;
+}
+
 bool test_bad_rkey(Side& a, Side& b, size_t size) {
   ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(size), a.mr->lkey};
   if (!post_send(a, IBV_WR_RDMA_WRITE, 700, &sge, 1, reinterpret_cast<uint64_t>(b.buf.data()), b.mr->rkey ^ 0x5a5a00))
@@ -332,6 +439,7 @@ int main(int argc, char** argv) {
     RUN("RDMA_READ a<-b, bytes compared", test_read(a, b, size, seed + 300));
   }
   RUN("ATOMIC FETCH_ADD and CMP_SWP", test_atomics(a, b));
+  RUN("memory windows: bind, access, invalidate", test_memory_windows(a, b, size, 900));
   RUN("bad rkey -> REM_ACCESS_ERR, then FLUSH", test_bad_rkey(a, b, size));
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%.3f s\n", s);

@@ -1,0 +1,256 @@
+// Memory windows (IBA 10.6.7; rxe_mw.c plays the same role): allocation, the BIND_MW and
+// LOCAL_INV work requests the requester executes when it reaches them in the SQ, remote
+// invalidation by SEND_WITH_INV, and the check a remote access through a window's rkey passes.
+// Each rule refused cites its IBA number, because the messages are what a student reads.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "simnic/core/device.h"
+
+namespace simnic::core {
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+constexpr uint32_t kRemoteAccess =
+    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+
+std::string mw_name(const Mw& mw) {
+  return std::string("type ") + (mw.type == IBV_MW_TYPE_2 ? "2" : "1") + " window " + hex(mw.rkey);
+}
+
+}  // namespace
+
+int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** out) {
+  Pd* pd = owned(pds_, ctx, pd_handle);
+  if (!pd) return EINVAL;
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
+  if (mws_.size() >= DeviceLimits::kMaxMw) return ENOMEM;
+  auto mw = std::make_unique<Mw>();
+  mw->handle = new_handle();  // shared with MRs, so a window's index never equals an MR's
+  mw->ctx = ctx;
+  mw->pd = pd;
+  mw->type = type;
+  mw->rkey = ((mw->handle & 0xffffff) << 8) | (rng_() & 0xff);
+  pd->users++;
+  ctx->mws.push_back(mw->handle);
+  tracer_.event("mw_create").u("ctx", ctx->id).u("pd", pd->handle).u("mw", mw->handle).u("rkey", mw->rkey)
+      .u("type", type == IBV_MW_TYPE_2 ? 2 : 1);
+  *out = mw.get();
+  mws_[mw->handle] = std::move(mw);
+  return 0;
+}
+
+int Device::dealloc_mw(Context* ctx, uint32_t handle) {
+  Mw* mw = owned(mws_, ctx, handle);
+  if (!mw) return EINVAL;
+  unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
+  tracer_.event("mw_destroy").u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);
+  mw->pd->users--;
+  ctx->mws.erase(std::remove(ctx->mws.begin(), ctx->mws.end(), handle), ctx->mws.end());
+  mws_.erase(handle);
+  return 0;
+}
+
+void Device::unbind_mw(Mw& mw) {
+  if (mw.mr) const_cast<Mr*>(mw.mr)->bound_mws--;
+  mw.mr = nullptr;
+  mw.qp = nullptr;
+  mw.addr = mw.length = 0;
+  mw.access = 0;
+}
+
+void Device::unbind_mws_of_qp(const Qp& qp) {
+  for (auto& [h, mw] : mws_)
+    if (mw->qp == &qp) unbind_mw(*mw);
+}
+
+Mw* Device::find_mw_by_rkey_index(uint32_t rkey) const {
+  auto it = mws_.find(rkey >> 8);
+  return it == mws_.end() ? nullptr : it->second.get();
+}
+
+const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va,
+                                  uint64_t len, uint32_t access, uint64_t* mr_va,
+                                  std::string* why) const {
+  const std::string name = "rkey " + hex(rkey);
+  if (mw.rkey != rkey) {
+    *why = name + " is stale: the window was bound again since and its rkey is now " + hex(mw.rkey);
+    return nullptr;
+  }
+  if (!mw.mr) {
+    *why = name + " names a " + mw_name(mw) + " that is not bound (never bound, invalidated or unbound)";
+    return nullptr;
+  }
+  if (mw.pd != qp.pd) {
+    *why = name + " names a window of another PD than QP " + hex(qp.qpn) + "'s";
+    return nullptr;
+  }
+  if (mw.type == IBV_MW_TYPE_2 && mw.qp != &qp) {
+    *why = name + " names a type 2 window bound through QP " + hex(mw.qp->qpn) + ", not through QP " +
+           hex(qp.qpn) + " (IBA 10.6.7.2: a type 2 window serves only the QP that bound it)";
+    return nullptr;
+  }
+  if (!(mw.access & access)) {
+    *why = name + " not valid for " + access_string(access) + " (window bound with " +
+           (mw.access & kRemoteAccess ? access_string(mw.access & kRemoteAccess) : std::string("no remote rights")) + ")";
+    return nullptr;
+  }
+  // A zero-based window is addressed from 0; otherwise with the MR's own addresses.
+  const uint64_t base = (mw.access & IBV_ACCESS_ZERO_BASED) ? 0 : mw.addr;
+  if (va < base || len > mw.length || va - base > mw.length - len) {
+    *why = name + ": [" + hex(va) + ", +" + std::to_string(len) + ") is outside the window [" + hex(base) +
+           ", +" + std::to_string(mw.length) + ")";
+    return nullptr;
+  }
+  *mr_va = mw.addr + (va - base);
+  return mw.mr;
+}
+
+ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why) {
+  if (w.opcode == IBV_WR_LOCAL_INV) {
+    const uint32_t rkey = w.imm_data;  // invalidate_rkey
+    Mw* mw = find_mw_by_rkey_index(rkey);
+    if (!mw || mw->ctx != qp.ctx) {
+      *why = "LOCAL_INV of rkey " + hex(rkey) + ": " +
+             (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated; only type 2 memory windows can"
+                                   : "it names no memory window");
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (mw->rkey != rkey) {
+      *why = "LOCAL_INV of rkey " + hex(rkey) + ": stale key, the window's rkey is " + hex(mw->rkey);
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (mw->type == IBV_MW_TYPE_1) {
+      *why = "LOCAL_INV of rkey " + hex(rkey) + ": a type 1 window is unbound by binding it with length 0, not invalidated (IBA o10-37.2.26)";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (mw->pd != qp.pd) {
+      *why = "LOCAL_INV of rkey " + hex(rkey) + ": the window belongs to another PD than QP " + hex(qp.qpn) + "'s";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (!mw->mr) {
+      *why = "LOCAL_INV of rkey " + hex(rkey) + ": the window is already free";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    unbind_mw(*mw);
+    tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", "LOCAL_INV");
+    return IBV_WC_SUCCESS;
+  }
+
+  // BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also makes).
+  auto it = mws_.find(w.bind_mw);
+  Mw* mw = it == mws_.end() || it->second->ctx != qp.ctx ? nullptr : it->second.get();
+  if (!mw) {
+    *why = "BIND_MW: handle " + std::to_string(w.bind_mw) + " names no memory window of this context";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const std::string name = "BIND_MW of " + mw_name(*mw) + ": ";
+  if ((w.rkey >> 8) != (mw->rkey >> 8)) {
+    *why = name + "the new rkey " + hex(w.rkey) + " may change only the key byte (the low 8 bits)";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  if (mw->pd != qp.pd) {
+    *why = name + "the window and QP " + hex(qp.qpn) + " are in different PDs (IBA C10-72)";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const uint32_t access = w.bind_access;
+  if (mw->type == IBV_MW_TYPE_1 && (access & IBV_ACCESS_ZERO_BASED)) {
+    *why = name + "a type 1 window cannot be zero based (IBA o10-36.2.2)";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  if (mw->type == IBV_MW_TYPE_2 && mw->mr) {
+    *why = name + "a type 2 window must be free to be bound; invalidate it first (IBA o10-37.2.30)";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const Mr* mr = nullptr;
+  if (w.bind_lkey || w.bind_length) {
+    mr = find_mr_by_key(w.bind_lkey);
+    if (!mr || mr->ctx != qp.ctx) {
+      *why = name + "lkey " + hex(w.bind_lkey) + " names no MR";
+      return IBV_WC_MW_BIND_ERR;
+    }
+  }
+  if (mw->type == IBV_MW_TYPE_2 && (!mr || w.bind_length == 0)) {
+    *why = name + "a type 2 window needs an MR and a length > 0 (IBA o10-37.2.40)";
+    return IBV_WC_MW_BIND_ERR;
+  }
+  if (mr) {
+    if (mr->pd != qp.pd) {
+      *why = name + "MR lkey " + hex(mr->lkey) + " is in another PD than the QP and window";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (mr->access & IBV_ACCESS_ZERO_BASED) {
+      *why = name + "MR lkey " + hex(mr->lkey) + " is zero based; windows bind to virtually addressed MRs";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if (!(mr->access & IBV_ACCESS_MW_BIND)) {
+      *why = name + "MR lkey " + hex(mr->lkey) + " was registered without IBV_ACCESS_MW_BIND (IBA C10-73)";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) {
+      *why = name + "remote write or atomic rights need an MR with LOCAL_WRITE (IBA C10-74)";
+      return IBV_WC_MW_BIND_ERR;
+    }
+    const bool zero_based = access & IBV_ACCESS_ZERO_BASED;
+    const uint64_t start = zero_based ? mr->iova : w.remote_addr;
+    if (start < mr->iova || w.bind_length > mr->length || start - mr->iova > mr->length - w.bind_length) {
+      *why = name + "[" + hex(start) + ", +" + std::to_string(w.bind_length) + ") is outside MR lkey " +
+             hex(mr->lkey) + " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ") (IBA C10-75)";
+      return IBV_WC_MW_BIND_ERR;
+    }
+  }
+  unbind_mw(*mw);  // a type 1 window may be re-bound while bound
+  mw->rkey = w.rkey;
+  if (mr && w.bind_length) {
+    mw->mr = mr;
+    const_cast<Mr*>(mr)->bound_mws++;
+    mw->qp = mw->type == IBV_MW_TYPE_2 ? &qp : nullptr;
+    mw->addr = (access & IBV_ACCESS_ZERO_BASED) ? mr->iova : w.remote_addr;
+    mw->length = w.bind_length;
+    mw->access = access & (kRemoteAccess | IBV_ACCESS_ZERO_BASED);
+  }
+  if (tracer_.on()) {
+    tracer_.event("mw_bind").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", mw->rkey)
+        .u("mr", mr ? mr->handle : 0).hex("addr", mw->addr).u("length", mw->length)
+        .s("access", access_string(mw->access));
+  }
+  return IBV_WC_SUCCESS;
+}
+
+bool Device::remote_invalidate(Qp& qp, uint32_t rkey, std::string* why) {
+  Mw* mw = find_mw_by_rkey_index(rkey);
+  const std::string name = "SEND_WITH_INV of rkey " + hex(rkey) + ": ";
+  if (!mw) {
+    *why = name + (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated remotely"
+                                        : "it names no memory window");
+    return false;
+  }
+  if (mw->rkey != rkey) {
+    *why = name + "stale key, the window's rkey is " + hex(mw->rkey);
+    return false;
+  }
+  if (mw->type == IBV_MW_TYPE_1) {
+    *why = name + "type 1 windows cannot be invalidated (IBA o10-37.2.26)";
+    return false;
+  }
+  if (mw->pd != qp.pd) {
+    *why = name + "the window belongs to another PD than QP " + hex(qp.qpn) + "'s";
+    return false;
+  }
+  if (!mw->mr) {
+    *why = name + "the window is not bound";
+    return false;
+  }
+  unbind_mw(*mw);
+  tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", "SEND_WITH_INV");
+  return true;
+}
+
+}  // namespace simnic::core

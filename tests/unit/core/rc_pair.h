@@ -1,0 +1,223 @@
+// Two simulated NICs with one connected RC QP each on the in-memory fabric, driven by hand:
+// the shared fixture of the RC semantics and memory-window tests. Posting writes WQEs the way
+// the shim does (minus its validation); packets move one at a time where the order matters.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "fabric.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/packet.h"
+
+namespace simnic::testing {
+
+constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
+constexpr pid_t kPidA = 2001, kPidB = 2002;
+constexpr uint64_t kMs = 1'000'000;
+
+struct HostOptions {
+  bool sq_sig_all = false;
+  uint32_t max_send_wr = 64;
+};
+
+struct Host {
+  Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric, HostOptions o)
+      : pid(pid), port(fabric, ip), dev(config(ip), mem, port, shm, notifier, logger) {
+    fabric.attach(ip, &dev);
+    ctx = dev.open_context(pid, 0, -1, /*async_fd=*/40 + pid);
+    EXPECT_EQ(dev.alloc_pd(ctx, &pd), 0);
+    EXPECT_EQ(dev.reg_mr(ctx, pd, mem.addr(pid, 0), 1 << 20, mem.addr(pid, 0),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_ATOMIC,
+                         &mr),
+              0);
+    EXPECT_EQ(dev.create_channel(ctx, channel_fd(), &channel), 0);
+    EXPECT_EQ(dev.create_cq(ctx, 256, channel, &cq), 0);
+    ibv_qp_init_attr init{};
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = o.sq_sig_all;
+    init.cap.max_send_wr = o.max_send_wr;
+    init.cap.max_recv_wr = 64;
+    init.cap.max_send_sge = 4;
+    init.cap.max_recv_sge = 4;
+    EXPECT_EQ(dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &qp), 0);
+  }
+  static core::DeviceConfig config(uint32_t ip) {
+    core::DeviceConfig c;
+    c.ipv4 = ip;
+    c.name = ip == kIpA ? "simnicA" : "simnicB";
+    return c;
+  }
+  int channel_fd() const { return 30 + pid; }  // any number: RecordingNotifier only records it
+  // ibv_req_notify_cq(cq, solicited_only), as the shim does it.
+  void arm(bool solicited_only) {
+    cq->shm->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext);
+  }
+  ibv_qp_attr query() {
+    ibv_qp_attr at{};
+    core::Qp* q = nullptr;
+    EXPECT_EQ(dev.query_qp(ctx, qp->handle, &at, &q), 0);
+    return at;
+  }
+  int modify_state(ibv_qp_state s, int extra_mask = 0, uint8_t sqd_notify = 0, uint64_t now = 0) {
+    ibv_qp_attr at{};
+    at.qp_state = s;
+    at.en_sqd_async_notify = sqd_notify;
+    return dev.modify_qp(ctx, qp->handle, at, IBV_QP_STATE | extra_mask, now);
+  }
+
+  pid_t pid;
+  HeapShm shm;
+  RecordingNotifier notifier;
+  CapturingLogger logger;
+  Fabric::Port port;
+  core::Device dev;
+  core::Context* ctx = nullptr;
+  uint32_t pd = 0, channel = 0;
+  core::Mr* mr = nullptr;
+  core::Cq* cq = nullptr;
+  core::Qp* qp = nullptr;
+};
+
+class RcPair : public ::testing::Test {
+ protected:
+  void start(HostOptions o = {}) {
+    a = std::make_unique<Host>(kIpA, kPidA, mem, fabric, o);
+    b = std::make_unique<Host>(kIpB, kPidB, mem, fabric, o);
+    connect_one(*a, *b);
+    connect_one(*b, *a);
+  }
+  void connect_one(Host& h, Host& peer) {
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+              0);
+    at = {};
+    at.qp_state = IBV_QPS_RTR;
+    at.path_mtu = IBV_MTU_1024;
+    at.dest_qp_num = peer.qp->qpn;
+    at.max_dest_rd_atomic = 4;
+    at.min_rnr_timer = 1;
+    at.ah_attr.is_global = 1;
+    at.ah_attr.grh.dgid = peer.dev.gid0();
+    at.ah_attr.port_num = 1;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                              now),
+              0);
+    at = {};
+    at.qp_state = IBV_QPS_RTS;
+    at.timeout = 14;
+    at.retry_cnt = 7;
+    at.rnr_retry = 7;
+    at.max_rd_atomic = 4;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_MAX_QP_RD_ATOMIC,
+                              now),
+              0);
+  }
+
+  // The shim's post_send and post_recv, minus validation.
+  void post_send(Host& h, abi::SendWqe w) { post_sends(h, {w}); }
+  // One ibv_post_send with a chain of WRs: one doorbell for all of them.
+  void post_sends(Host& h, const std::vector<abi::SendWqe>& ws) {
+    auto& ring = h.qp->shm->sq;
+    uint32_t p = ring.producer.value.load();
+    for (const abi::SendWqe& w : ws) h.qp->sq[p++ & (h.qp->sq_entries - 1)] = w;
+    ring.producer.value.store(p);
+    h.dev.on_doorbell(h.ctx, now);
+  }
+  void post_recv(Host& h, uint64_t wr_id, size_t off, uint32_t len) {
+    auto& ring = h.qp->shm->rq;
+    uint32_t p = ring.producer.value.load();
+    abi::RecvWqe& w = h.qp->rq[p & (h.qp->rq_entries - 1)];
+    w = {};
+    w.wr_id = wr_id;
+    w.num_sge = 1;
+    w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
+    ring.producer.value.store(p + 1);
+    h.dev.on_doorbell(h.ctx, now);
+  }
+  abi::SendWqe wqe(Host& h, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len,
+                   uint32_t flags = IBV_SEND_SIGNALED) {
+    abi::SendWqe w{};
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.send_flags = flags;
+    w.num_sge = 1;
+    w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
+    return w;
+  }
+  // An RDMA WRITE/READ/atomic aimed at `off` in the peer's MR.
+  abi::SendWqe rdma(Host& h, Host& peer, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len,
+                    size_t remote_off, uint32_t flags = IBV_SEND_SIGNALED) {
+    abi::SendWqe w = wqe(h, op, wr_id, off, len, flags);
+    w.remote_addr = mem.addr(peer.pid, remote_off);
+    w.rkey = peer.mr->rkey;
+    return w;
+  }
+  std::vector<ibv_wc> poll(Host& h) {
+    std::vector<ibv_wc> out;
+    auto& ring = h.cq->shm->ring;
+    uint32_t c = ring.consumer.value.load(), p = ring.producer.value.load();
+    for (; c != p; ++c) out.push_back(h.cq->slots[c & (h.cq->entries - 1)]);
+    ring.consumer.value.store(c);
+    return out;
+  }
+  void fill(Host& h, size_t off, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; ++i) mem.ptr(h.pid, off)[i] = uint8_t(seed + i * 7 + (i >> 8));
+  }
+  bool same(Host& x, size_t xoff, Host& y, size_t yoff, size_t n) {
+    return std::memcmp(mem.ptr(x.pid, xoff), mem.ptr(y.pid, yoff), n) == 0;
+  }
+  static proto::ParsedPacket parse(const WirePacket& p) {
+    proto::ParsedPacket pkt;
+    EXPECT_EQ(proto::parse_packet(p.bytes, proto::IpUdpInfo{p.src_ip, p.dst_ip, 4791, 4791}, pkt),
+              proto::ParseError::kOk);
+    return pkt;
+  }
+  // The BTH opcodes waiting on the wire from `src_ip`, oldest first.
+  std::vector<uint8_t> queued_opcodes(uint32_t src_ip) {
+    std::vector<uint8_t> out;
+    for (const WirePacket& p : fabric.queue)
+      if (p.src_ip == src_ip) out.push_back(parse(p).h.bth.opcode);
+    return out;
+  }
+  bool queued(uint32_t src_ip, uint8_t opcode) {
+    for (uint8_t op : queued_opcodes(src_ip))
+      if (op == opcode) return true;
+    return false;
+  }
+  // Delivers the oldest packet on the wire and lets the engines finish their turn.
+  void deliver_one() {
+    ASSERT_FALSE(fabric.queue.empty());
+    WirePacket p = std::move(fabric.queue.front());
+    fabric.queue.pop_front();
+    fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now);
+    run_pending();
+  }
+  void run_pending() {
+    for (auto& [ip, d] : fabric.devices)
+      while (d->has_pending_work()) d->run_pending(now);
+  }
+  static std::vector<uint64_t> wr_ids(const std::vector<ibv_wc>& wcs) {
+    std::vector<uint64_t> out;
+    for (auto& wc : wcs) out.push_back(wc.wr_id);
+    return out;
+  }
+
+  FakeMemory mem;
+  Fabric fabric;
+  uint64_t now = 1000 * kMs;
+  std::unique_ptr<Host> a, b;
+};
+
+}  // namespace simnic::testing
