@@ -63,6 +63,17 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
     tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
     return EINVAL;
   }
+  // While an SQD QP is still draining, it may only go to ERR or RESET: resuming (rxe refuses
+  // the same) or changing attributes (IBA 11.2.4.2: SQD->SQD once drained) must wait for
+  // IBV_EVENT_SQ_DRAINED, or for sq_draining = 0 in ibv_query_qp.
+  if (cur == IBV_QPS_SQD && qp->state == IBV_QPS_SQD && qp->sq_draining &&
+      (next == IBV_QPS_RTS || (next == IBV_QPS_SQD && (mask & ~IBV_QP_STATE & ~IBV_QP_EN_SQD_ASYNC_NOTIFY)))) {
+    why = next == IBV_QPS_RTS ? "the send queue is still draining: wait for IBV_EVENT_SQ_DRAINED before SQD->RTS"
+                              : "attributes can change in SQD only once the send queue has drained";
+    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " rejected (EINVAL): " + why);
+    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
+    return EINVAL;
+  }
   if (int e = check_qp_attr_values(*qp, attr, mask, &why)) {
     log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " rejected (EINVAL): " + why);
     tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);

@@ -337,6 +337,40 @@ TEST_F(RcSemantics, SqdFinishesTheStartedWrHoldsTheRestAndReportsTheDrain) {
   EXPECT_EQ(a->notifier.async.size(), 1u);
 }
 
+TEST_F(RcSemantics, WhileDrainingSqdRefusesResumeAndAttributeChangesButNotError) {
+  start();
+  a->dev.set_burst(1);
+  fill(*a, 0, 3000, 21);
+  post_recv(*b, 70, 65536, 8192);
+  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 3000));  // 3 packets, one out
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, 0, 0, now), 0);
+  ASSERT_EQ(a->query().sq_draining, 1);
+  EXPECT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), EINVAL);
+  EXPECT_TRUE(a->logger.contains("wait for IBV_EVENT_SQ_DRAINED before SQD->RTS"));
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_SQD;
+  at.timeout = 20;
+  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), EINVAL);
+  EXPECT_EQ(a->query().timeout, 14);
+  EXPECT_EQ(a->query().qp_state, IBV_QPS_SQD);
+
+  fabric.deliver_all(now);  // the drain ends
+  ASSERT_EQ(a->query().sq_draining, 0);
+  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), 0);
+  EXPECT_EQ(a->query().timeout, 20);
+  EXPECT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
+
+  // Going to ERR is always allowed, drained or not.
+  post_send(*a, wqe(*a, IBV_WR_SEND, 2, 0, 3000));
+  ASSERT_EQ(a->modify_state(IBV_QPS_SQD, 0, 0, now), 0);
+  ASSERT_EQ(a->query().sq_draining, 1);
+  EXPECT_EQ(a->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR);
+}
+
 TEST_F(RcSemantics, SqdWaitsForAReadResponseAndRetransmitsWhileDraining) {
   start();
   fill(*b, 0, 2048, 31);
