@@ -98,14 +98,29 @@ int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ib
   ah_attr->src_path_bits = wc->dlid_path_bits;
   ah_attr->port_num = port_num;
   ah_attr->is_global = 1;
-  ah_attr->grh.dgid = grh->sgid;
-  uint32_t flow = be32toh(grh->version_tclass_flow);
-  ah_attr->grh.flow_label = flow & 0xfffff;
-  ah_attr->grh.traffic_class = uint8_t(flow >> 20);
   ah_attr->grh.hop_limit = 0xff;
+  union ibv_gid dgid;  // where the datagram was sent: one of our GIDs
+  const auto* raw = reinterpret_cast<const uint8_t*>(grh);
+  if ((raw[0] >> 4) != 6 && (raw[20] >> 4) == 4) {
+    // RoCE v2 over IPv4: bytes 20..39 hold the IPv4 header (as rdma-core reads it).
+    auto mapped = [](const uint8_t* ip4, ibv_gid* g) {
+      std::memset(g, 0, sizeof *g);
+      g->raw[10] = g->raw[11] = 0xff;
+      std::memcpy(g->raw + 12, ip4, 4);
+    };
+    mapped(raw + 20 + 12, &ah_attr->grh.dgid);  // the sender's address
+    mapped(raw + 20 + 16, &dgid);
+    ah_attr->grh.traffic_class = raw[21];
+  } else {
+    ah_attr->grh.dgid = grh->sgid;
+    uint32_t flow = be32toh(grh->version_tclass_flow);
+    ah_attr->grh.flow_label = flow & 0xfffff;
+    ah_attr->grh.traffic_class = uint8_t(flow >> 20);
+    dgid = grh->dgid;
+  }
   // The local GID the datagram was sent to: ours has index 0.
   union ibv_gid ours;
-  if (ibv_query_gid(context, port_num, 0, &ours) != 0 || std::memcmp(&ours, &grh->dgid, sizeof ours) != 0)
+  if (ibv_query_gid(context, port_num, 0, &ours) != 0 || std::memcmp(&ours, &dgid, sizeof ours) != 0)
     return -1;
   ah_attr->grh.sgid_index = 0;
   return 0;

@@ -75,9 +75,10 @@ int cmd_status(const std::vector<std::string>& args) {
       std::printf("%s", text.c_str());
       continue;
     }
-    uint64_t drops = num(kv, "rx_drop_malformed") + num(kv, "rx_drop_icrc") + num(kv, "rx_drop_no_qp") +
-                     num(kv, "rx_drop_qp_state") + num(kv, "rx_drop_wrong_source") + num(kv, "rx_drop_unexpected") +
-                     num(kv, "fault_drops");
+    // Every packet or message the NIC lost on purpose or had to discard.
+    uint64_t drops = 0;
+    for (const auto& [key, value] : kv)
+      if (key.rfind("rx_drop_", 0) == 0 || key == "fault_drops") drops += std::strtoull(value.c_str(), nullptr, 10);
     std::printf("%-10s %-15s %7s %5s %4s %4s %10llu %10llu %6llu %6llu %6llu\n", name.c_str(), kv["addr"].c_str(),
                 kv["pid"].c_str(), kv["mtu"].c_str(), kv["contexts"].c_str(), kv["qps"].c_str(),
                 (unsigned long long)num(kv, "tx_packets"), (unsigned long long)num(kv, "rx_packets"),

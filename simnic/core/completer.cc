@@ -73,7 +73,9 @@ void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& ru
   tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
   if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
     complete_send_wqe(qp, status);
-  set_qp_state(qp, IBV_QPS_ERR, wc_status_name(status));
+  // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
+  // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
+  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, wc_status_name(status));
 }
 
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).

@@ -54,7 +54,7 @@ void Device::send_async_event(Context* ctx, ibv_event_type type, uint32_t handle
   if (ctx && ctx->async_fd >= 0) notifier_.async_event(ctx->async_fd, type, handle);
 }
 
-void Device::flush_qp(Qp& qp) {
+void Device::flush_sq(Qp& qp) {
   // Every outstanding and later send WQE completes with WR_FLUSH_ERR, signaled or not.
   uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (sq_prod - qp.sq_consumer > qp.sq_entries) sq_prod = qp.sq_consumer + qp.sq_entries;  // a confused app
@@ -63,6 +63,10 @@ void Device::flush_qp(Qp& qp) {
   qp.pkt_in_wqe = 0;
   qp.rd_atomic_outstanding = 0;
   qp.timer_deadline_ns = 0;
+}
+
+void Device::flush_qp(Qp& qp) {
+  flush_sq(qp);
 
   auto flush_recv = [&](uint64_t wr_id) {
     ibv_wc wc{};

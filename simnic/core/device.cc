@@ -418,6 +418,8 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
   qp->srq = srq;
   qp->type = init.qp_type;
   qp->sq_sig_all = init.sq_sig_all;
+  // A UD message is one packet of up to the port's MTU (UD QPs have no path MTU attribute).
+  if (qp->type == IBV_QPT_UD) qp->mtu_bytes = config_.mtu_bytes;
   qp->sq_entries = round_up_pow2(std::max(1u, c.max_send_wr));
   qp->rq_entries = srq ? 0 : round_up_pow2(std::max(1u, c.max_recv_wr));
   qp->cap.max_send_wr = qp->sq_entries;

@@ -155,6 +155,7 @@ class Device {
   void requester_run(Qp& qp, uint64_t now);
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
   bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
+  bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   void arm_ack_timer(Qp& qp, uint64_t now);
 
@@ -169,6 +170,11 @@ class Device {
   void responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
                        const std::string& rule);
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);
+  bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
+  void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
+
+  // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
+  void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
 
   // completer.cc
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
@@ -179,6 +185,7 @@ class Device {
   // completion.cc
   void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
   void flush_qp(Qp& qp);  // ERR state: complete everything posted with WR_FLUSH_ERR
+  void flush_sq(Qp& qp);  // SQE state: the send queue only
   void send_async_event(Context* ctx, ibv_event_type type, uint32_t handle);
 
   // trace.cc helpers
@@ -194,7 +201,10 @@ class Device {
  private:
 
   // ingress.cc helpers
-  void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
+  void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
+    emit_to(qp, qp.remote_ip, h, payload);
+  }
+  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
   int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
              std::string* why);
   int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,

@@ -10,8 +10,8 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-void Device::emit(Qp& qp, const PacketHeaders& h, std::span<const uint8_t> payload) {
-  IpUdpInfo ip{config_.ipv4, qp.remote_ip, config_.udp_port, config_.udp_port};
+void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& h, std::span<const uint8_t> payload) {
+  IpUdpInfo ip{config_.ipv4, dst_ip, config_.udp_port, config_.udp_port};
   size_t need = packet_size(h.bth.opcode, payload.size());
   if (tx_buffer_.size() < need) tx_buffer_.resize(need);
   size_t n = build_packet(h, payload, ip, tx_buffer_);
@@ -22,13 +22,13 @@ void Device::emit(Qp& qp, const PacketHeaders& h, std::span<const uint8_t> paylo
   ++counters_.tx_packets;
   counters_.tx_bytes += n;
   ++qp.counters.tx_packets;
-  SendOutcome out = wire_.send(qp.remote_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
+  SendOutcome out = wire_.send(dst_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
   if (tracer_.on()) {
     const char* fault = out == SendOutcome::kDropped      ? "drop"
                         : out == SendOutcome::kDuplicated ? "dup"
                         : out == SendOutcome::kDelayed    ? "delay"
                                                           : nullptr;
-    trace_packet("pkt_tx", &qp, config_.ipv4, qp.remote_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
+    trace_packet("pkt_tx", &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
   }
 }
 
@@ -70,7 +70,8 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   ++qp->counters.rx_packets;
   // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
   if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
-  if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
+  if (qp->type == IBV_QPT_UD) respond_ud(*qp, pkt, src_ip, bytes.size());
+  else if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
   else completer_receive(*qp, pkt, now);
 }
 
@@ -83,6 +84,7 @@ void Device::on_doorbell(Context* ctx, uint64_t now) {
     Qp& qp = *it->second;
     if (tracer_.on()) trace_new_wqes(qp);
     if (qp.state == IBV_QPS_ERR) flush_qp(qp);
+    else if (qp.state == IBV_QPS_SQE) flush_sq(qp);
     else if (qp.state == IBV_QPS_RTS) requester_run(qp, now);
   }
 }

@@ -104,6 +104,7 @@ struct SendWqeState {
   uint32_t rcvd_pkts = 0;   // READ: response packets received in order
   bool done = false;        // READ data / atomic result fully in
   bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
+  uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
 };
 
 // The receive WQE a multi-packet SEND is landing in.
@@ -181,6 +182,7 @@ struct Qp {
   uint32_t epsn = 0;          // expected PSN
   uint32_t msn = 0;           // message sequence number (count of completed requests)
   bool nak_sent = false;      // a PSN sequence NAK is out; don't repeat it until in order
+  bool uc_dropping = false;   // UC: the message in progress is being discarded (IBA 9.8.3)
   std::optional<RecvInProgress> recv;
   uint64_t write_va = 0;      // next VA of the WRITE in progress
   uint32_t write_left = 0;    // bytes the RETH announced and not yet written
@@ -193,6 +195,9 @@ struct Qp {
 
   // The requester and completer run in RTS and, to drain what had begun, in SQD.
   bool sq_running() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }
+  // UC and UD have no ACKs: a send WQE is done once its last packet is out, and a send error
+  // stops only the SQ (state SQE, IBA 10.3.1.8) while receives go on.
+  bool acked() const { return type == IBV_QPT_RC; }
 };
 
 // One application connection: everything it created dies with it.

@@ -164,6 +164,10 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       busy_qps_.erase(qp.qpn);
       flush_qp(qp);
       break;
+    case IBV_QPS_SQE:
+      busy_qps_.erase(qp.qpn);
+      flush_sq(qp);
+      break;
     default:
       break;
   }

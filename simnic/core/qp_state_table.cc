@@ -87,7 +87,9 @@ constexpr std::pair<uint32_t, const char*> kMaskNames[] = {
 
 bool valid_state(int s) { return s >= IBV_QPS_RESET && s <= IBV_QPS_ERR; }
 
-const char* type_name(ibv_qp_type t) {
+}  // namespace
+
+const char* qp_type_name(ibv_qp_type t) {
   switch (t) {
     case IBV_QPT_RC: return "RC";
     case IBV_QPT_UC: return "UC";
@@ -95,8 +97,6 @@ const char* type_name(ibv_qp_type t) {
     default: return "this QP type";
   }
 }
-
-}  // namespace
 
 const char* qp_state_name(ibv_qp_state s) { return valid_state(s) ? kStateNames[s] : "UNKNOWN"; }
 
@@ -148,15 +148,15 @@ bool qp_modify_is_ok(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type, uint3
       from != IBV_QPS_SQE)
     return fail("IBV_QP_CUR_STATE may only be given from RTR, RTS, SQD or SQE, not " + std::string(qp_state_name(from)));
   QpTransition t = qp_transition(from, to, type);
-  if (!t.valid) return fail(move + " is not a valid QP transition for " + type_name(type));
+  if (!t.valid) return fail(move + " is not a valid QP transition for " + qp_type_name(type));
   uint32_t missing = t.required & ~mask;
   if (missing)
-    return fail(move + " on " + type_name(type) + " requires " + qp_attr_mask_names(t.required) + "; missing " +
+    return fail(move + " on " + qp_type_name(type) + " requires " + qp_attr_mask_names(t.required) + "; missing " +
                 qp_attr_mask_names(missing));
   uint32_t extra = mask & ~(t.required | t.optional | IBV_QP_STATE);
   if (extra)
     return fail(qp_attr_mask_names(extra) + (extra & (extra - 1) ? " are" : " is") + " not allowed on " + move +
-                " for " + type_name(type) +
+                " for " + qp_type_name(type) +
                 (t.required | t.optional ? " (allowed: " + qp_attr_mask_names(t.required | t.optional) + ")" : ""));
   return true;
 }

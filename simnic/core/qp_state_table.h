@@ -23,6 +23,7 @@ QpTransition qp_transition(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type)
 bool qp_modify_is_ok(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type, uint32_t mask, std::string* why);
 
 const char* qp_state_name(ibv_qp_state state);
+const char* qp_type_name(ibv_qp_type type);  // "RC", "UC", "UD"
 const char* qp_attr_mask_name(uint32_t single_bit);
 std::string qp_attr_mask_names(uint32_t mask);  // "IBV_QP_STATE|IBV_QP_PORT"
 

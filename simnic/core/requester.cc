@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"
 
@@ -45,6 +46,24 @@ uint8_t rc_opcode(const abi::SendWqe& w, uint32_t i, uint32_t n) {
   return 0xff;
 }
 
+// The packet opcode for packet `i` of `n` of a WQE on this transport (IBA Table 39), or 0xff
+// when the transport cannot carry the operation. UC shares RC's SEND/WRITE opcodes at 0x20.
+uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint32_t n) {
+  switch (type) {
+    case IBV_QPT_RC:
+      return rc_opcode(w, i, n);
+    case IBV_QPT_UC:
+      if (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE ||
+          w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+        return uint8_t(0x20 | rc_opcode(w, i, n));
+      return 0xff;
+    case IBV_QPT_UD:
+      return w.opcode == IBV_WR_SEND ? kUdSendOnly : w.opcode == IBV_WR_SEND_WITH_IMM ? kUdSendOnlyImm : 0xff;
+    default:
+      return 0xff;
+  }
+}
+
 }  // namespace
 
 void Device::arm_ack_timer(Qp& qp, uint64_t now) {
@@ -84,7 +103,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     return false;
   }
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
-  if (psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
+  if (qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
 
   const uint32_t mask = qp.sq_entries - 1;
   abi::SendWqe& w = qp.sq[qp.sq_next & mask];
@@ -101,10 +120,12 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     std::string why;
     uint64_t total = 0;
     ibv_wc_status err = IBV_WC_SUCCESS;
-    uint8_t op = qp.type == IBV_QPT_RC ? rc_opcode(w, 0, 1) : 0xff;
-    if (op == 0xff) {
+    uint32_t dst_ip = qp.remote_ip;
+    if (packet_opcode(qp.type, w, 0, 1) == 0xff) {
       err = IBV_WC_LOC_QP_OP_ERR;
-      why = "opcode " + std::to_string(w.opcode) + " is not supported on this QP type";
+      why = std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP";
+    } else if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, &dst_ip, &why)) {
+      err = IBV_WC_LOC_QP_OP_ERR;
     } else if (w.send_flags & IBV_SEND_INLINE) {
       total = w.inline_len;
       if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
@@ -125,6 +146,11 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
       err = IBV_WC_LOC_LEN_ERR;
       why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(total);
     }
+    if (err == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > config_.mtu_bytes) {
+      err = IBV_WC_LOC_LEN_ERR;
+      why = "a UD message must fit in one packet: " + std::to_string(total) + " bytes is more than the port MTU " +
+            std::to_string(config_.mtu_bytes);
+    }
     if (err != IBV_WC_SUCCESS) {
       // Complete in order: wait until everything before this WQE has completed.
       if (qp.sq_consumer != qp.sq_next) return false;
@@ -135,6 +161,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     st.first_psn = qp.next_psn;
     st.length = uint32_t(total);
     st.rd_atomic = rd_atomic;
+    st.dst_ip = dst_ip;
     if (w.opcode == IBV_WR_RDMA_READ)
       st.npkts = std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
     else if (rd_atomic)
@@ -154,10 +181,16 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   const uint32_t i = qp.pkt_in_wqe;
   const uint32_t psn = psn_add(st.first_psn, i);
   PacketHeaders h{};
-  h.bth.opcode = rc_opcode(w, i, st.npkts);
+  h.bth.opcode = packet_opcode(qp.type, w, i, st.npkts);
   h.bth.pkey = 0xffff;
   h.bth.dest_qp = qp.attr.dest_qp_num;
   h.bth.psn = psn;
+  if (qp.type == IBV_QPT_UD) {
+    h.bth.dest_qp = w.remote_qpn & kPsnMask;
+    // A Q_Key with its high bit set means "use the QP's own" (IBA 10.2.5).
+    h.deth.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
+    h.deth.src_qp = qp.qpn;
+  }
   const OpcodeInfo& info = opcode_info(h.bth.opcode);
   uint32_t payload_len = 0;
   uint32_t offset = i * qp.mtu_bytes;
@@ -191,8 +224,8 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     }
   }
   bool last_pkt = (info.mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
-  h.bth.ack_req = last_pkt || (i + 1) % kAckEvery == 0;
-  emit(qp, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
+  h.bth.ack_req = qp.acked() && (last_pkt || (i + 1) % kAckEvery == 0);
+  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
 
   if (info.mask & kIsReadReq) {
     qp.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
@@ -204,8 +237,27 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   if (qp.pkt_in_wqe >= st.npkts) {
     ++qp.sq_next;
     qp.pkt_in_wqe = 0;
+    if (!qp.acked()) {  // UC/UD: done once on the wire
+      qp.una_psn = qp.next_psn;
+      complete_send_wqe(qp, IBV_WC_SUCCESS);
+      return qp.sq_running();
+    }
   }
   if (!qp.timer_deadline_ns) arm_ack_timer(qp, now);
+  return true;
+}
+
+bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why) {
+  auto it = ahs_.find(w.ah);
+  if (it == ahs_.end() || it->second->ctx != qp.ctx) {
+    *why = "UD send: AH handle " + std::to_string(w.ah) + " names no address handle of this context";
+    return false;
+  }
+  if (it->second->pd != qp.pd) {
+    *why = "UD send: the AH belongs to another PD than the QP";
+    return false;
+  }
+  *dst_ip = it->second->dst_ip;
   return true;
 }
 

@@ -27,6 +27,7 @@ std::string hex(uint64_t v) {
 }  // namespace
 
 void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  if (!qp.acked()) return;  // UC never answers (IBA 9.8.3)
   PacketHeaders h{};
   h.bth.opcode = kRcAcknowledge;
   h.bth.pkey = 0xffff;
@@ -44,17 +45,28 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 
 void Device::responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
                              const std::string& rule) {
+  if (qp.type == IBV_QPT_UC && status == IBV_WC_SUCCESS) {
+    // UC has no NAKs: a request it cannot execute is silently discarded, with the rest of
+    // its message, and the QP carries on (IBA 9.8.3.2).
+    uc_discard(qp, psn, rule);
+    return;
+  }
   char line[128];
-  std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn,
-                nak_code == kNakRemoteAccessError ? "remote access error"
-                : nak_code == kNakInvalidRequest  ? "invalid request"
-                                                  : "remote operational error");
+  if (qp.acked()) {
+    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn,
+                  nak_code == kNakRemoteAccessError ? "remote access error"
+                  : nak_code == kNakInvalidRequest  ? "invalid request"
+                                                    : "remote operational error");
+    tracer_.event("nak").u("qp", qp.qpn).u("psn", psn)
+        .s("code", nak_code == kNakRemoteAccessError ? "REMOTE_ACCESS_ERR"
+                   : nak_code == kNakInvalidRequest  ? "INVALID_REQUEST"
+                                                     : "REMOTE_OP_ERR")
+        .s("rule", rule);
+  } else {
+    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn, wc_status_name(status));
+    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
+  }
   log(LogLevel::kWarn, line + rule);
-  tracer_.event("nak").u("qp", qp.qpn).u("psn", psn)
-      .s("code", nak_code == kNakRemoteAccessError ? "REMOTE_ACCESS_ERR"
-                 : nak_code == kNakInvalidRequest  ? "INVALID_REQUEST"
-                                                   : "REMOTE_OP_ERR")
-      .s("rule", rule);
   if (qp.recv && status != IBV_WC_SUCCESS) {
     ibv_wc wc{};
     wc.wr_id = qp.recv->wqe.wr_id;
@@ -102,11 +114,49 @@ bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
   return true;
 }
 
+void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
+  if (!qp.uc_dropping) {
+    ++counters_.rx_drop_uc_message;
+    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " PSN " + std::to_string(psn) + ": UC message discarded: " + why);
+    tracer_.event("pkt_drop").s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
+  }
+  qp.uc_dropping = true;
+  // A SEND cut short keeps its receive WQE for the next message (as rxe); a WRITE cut short
+  // leaves what it wrote.
+  if (qp.recv) qp.recv->offset = 0;
+  qp.write_left = 0;
+  qp.write_mr = nullptr;
+}
+
+// UC PSN rules (IBA 9.8.3.1): in-order packets are executed; a gap discards the message in
+// progress; the first packet of a new message resynchronises, whatever its PSN.
+bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
+  const uint32_t psn = pkt.h.bth.psn;
+  if (psn == qp.epsn && !qp.uc_dropping) return true;
+  if (pkt.mask & kIsFirst) {
+    if (qp.recv && qp.recv->offset) qp.recv->offset = 0;
+    qp.write_left = 0;
+    qp.write_mr = nullptr;
+    qp.uc_dropping = false;
+    qp.epsn = psn;
+    return true;
+  }
+  uc_discard(qp, psn, "PSN " + std::to_string(psn) + " is not the expected " + std::to_string(qp.epsn) +
+                          " and not the start of a message (a packet was lost)");
+  return false;
+}
+
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
     ++counters_.rx_drop_qp_state;
     tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
+    return;
+  }
+  if (qp.type == IBV_QPT_UC) {
+    if (!uc_accept(qp, pkt)) return;
+    if (pkt.mask & kIsSend) respond_send(qp, pkt);
+    else respond_write(qp, pkt);
     return;
   }
   const uint32_t psn = pkt.h.bth.psn;
@@ -144,7 +194,9 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
 
 void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
-  if (pkt.mask & kIsFirst) {
+  if (pkt.mask & kIsFirst && qp.recv && qp.type == IBV_QPT_UC) {
+    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
+  } else if (pkt.mask & kIsFirst) {
     if (qp.recv) {
       responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR,
                       "a SEND FIRST/ONLY arrived while the previous SEND was unfinished (C9-?? opcode sequence)");
@@ -152,6 +204,11 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     }
     RecvInProgress rip;
     if (!take_recv_wqe(qp, &rip)) {
+      if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
+        ++counters_.rx_drop_no_wqe;
+        uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
+        return;
+      }
       // No receive WQE: Receiver Not Ready. The requester retries after min_rnr_timer.
       tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
           .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
@@ -252,6 +309,11 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
   RecvInProgress rip;
   bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
   if (with_imm && !take_recv_wqe(qp, &rip)) {
+    if (qp.type == IBV_QPT_UC) {
+      ++counters_.rx_drop_no_wqe;
+      uc_discard(qp, psn, "a WRITE with immediate arrived and no receive WQE was posted");
+      return;
+    }
     send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
     return;
   }

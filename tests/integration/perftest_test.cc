@@ -15,6 +15,7 @@ using namespace std::chrono_literals;
 struct PerftestCase {
   const char* binary;
   std::vector<std::string> args;
+  const char* label = nullptr;  // the test's name when one binary runs twice in a suite
 };
 
 void PrintTo(const PerftestCase& c, std::ostream* os) { *os << c.binary; }
@@ -72,6 +73,16 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(PerftestCase{"ib_write_bw", {"-D", "1"}}, PerftestCase{"ib_send_bw", {"-D", "1"}},
                       PerftestCase{"ib_read_lat", {"-D", "1"}}),
     [](const auto& info) { return std::string(info.param.binary); });
+
+// The unreliable transports (-c UC / -c UD): the operations each can carry.
+INSTANTIATE_TEST_SUITE_P(
+    Transports, Perftest,
+    ::testing::Values(PerftestCase{"ib_send_bw", {"-c", "UC", "-n", "500"}, "ib_send_bw_uc"},
+                      PerftestCase{"ib_write_bw", {"-c", "UC", "-n", "500"}, "ib_write_bw_uc"},
+                      PerftestCase{"ib_send_bw", {"-c", "UD", "-n", "500"}, "ib_send_bw_ud"},
+                      PerftestCase{"ib_write_lat", {"-c", "UC", "-n", "500"}, "ib_write_lat_uc"},
+                      PerftestCase{"ib_send_lat", {"-c", "UD", "-n", "500"}, "ib_send_lat_ud"}),
+    [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace
 }  // namespace simnic::it

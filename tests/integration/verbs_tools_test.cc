@@ -43,20 +43,21 @@ struct PingpongCase {
   std::vector<std::string> args;
   bool same_nic;
   long bytes_each_way;  // size * iterations
+  const char* program = "ibv_rc_pingpong";
 };
 
 void PrintTo(const PingpongCase& c, std::ostream* os) { *os << c.name; }
 
 class RcPingpong : public ::testing::TestWithParam<PingpongCase> {};
+class UcUdPingpong : public RcPingpong {};
 
-TEST_P(RcPingpong, BothSidesFinishAndReportTheBytes) {
-  const PingpongCase& c = GetParam();
+void run_pingpong(const PingpongCase& c) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::string port = std::to_string(free_tcp_port());
-  std::vector<std::string> server = {"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port};
+  std::vector<std::string> server = {c.program, "-d", "simnic0", "-g", "0", "-p", port};
   server.insert(server.end(), c.args.begin(), c.args.end());
-  std::vector<std::string> client = {"ibv_rc_pingpong", "-d", c.same_nic ? "simnic0" : "simnic1", "-g", "0",
+  std::vector<std::string> client = {c.program, "-d", c.same_nic ? "simnic0" : "simnic1", "-g", "0",
                                      "-p", port};
   client.insert(client.end(), c.args.begin(), c.args.end());
   client.push_back("127.0.0.1");
@@ -74,7 +75,15 @@ TEST_P(RcPingpong, BothSidesFinishAndReportTheBytes) {
   // The remote side is the other NIC's GID (or the same one for a same-NIC run).
   EXPECT_NE(cl.output.find("remote address: LID 0x0000"), std::string::npos) << cl.output;
   EXPECT_NE(cl.output.find("GID ::ffff:" + nics.addr(0)), std::string::npos) << cl.output;
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    auto st = nics.status(nic);
+    EXPECT_EQ(st["completion_errors"], "0") << nic;
+    EXPECT_EQ(st["rx_drop_qkey"], "0") << nic;
+  }
 }
+
+TEST_P(RcPingpong, BothSidesFinishAndReportTheBytes) { run_pingpong(GetParam()); }
+TEST_P(UcUdPingpong, BothSidesFinishAndReportTheBytes) { run_pingpong(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, RcPingpong,
@@ -86,6 +95,15 @@ INSTANTIATE_TEST_SUITE_P(
                       PingpongCase{"mtu_4096", {"-s", "16384", "-n", "200", "-m", "4096"}, false, 16384L * 200},
                       PingpongCase{"same_nic", {"-s", "4096", "-n", "500"}, true, 4096L * 500},
                       PingpongCase{"same_nic_events", {"-s", "65536", "-n", "100", "-e"}, true, 65536L * 100}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The other two pingpongs of ibverbs-utils: UC (no ACKs) and UD (datagrams behind a GRH).
+INSTANTIATE_TEST_SUITE_P(
+    Transports, UcUdPingpong,
+    ::testing::Values(PingpongCase{"uc", {"-s", "10000", "-n", "300"}, false, 10000L * 300, "ibv_uc_pingpong"},
+                      PingpongCase{"uc_events", {"-s", "4096", "-n", "300", "-e"}, false, 4096L * 300, "ibv_uc_pingpong"},
+                      PingpongCase{"ud", {"-s", "2048", "-n", "500"}, false, 2048L * 500, "ibv_ud_pingpong"},
+                      PingpongCase{"ud_same_nic", {"-s", "1024", "-n", "300", "-e"}, true, 1024L * 300, "ibv_ud_pingpong"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Without `simnic run` the same binary loads the system libibverbs, which sees the real

@@ -4,7 +4,7 @@
 // that none moved), the completions and their statuses, and, for errors, the rule logged.
 #include <gtest/gtest.h>
 
-#include "rc_pair.h"
+#include "qp_pair.h"
 
 namespace simnic::testing {
 namespace {
@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kWinMr = 256 * 1024;  // B's MR for windows: [256 KiB, 512 KiB) of its memory
 constexpr uint32_t kWinMrLen = 256 * 1024;
 
-class MemoryWindow : public RcPair {
+class MemoryWindow : public QpPair {
  protected:
   // An MR for windows on B. Without remote rights: only the windows grant them.
   core::Mr* window_mr(uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) {

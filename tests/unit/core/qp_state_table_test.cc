@@ -105,9 +105,12 @@ TEST(QpStateTable, ModifyChecksRequiredAndAllowedBitsOfEveryValidCell) {
       const uint32_t req = row.req[t] | IBV_QP_STATE;
       EXPECT_TRUE(qp_modify_is_ok(from, to, kTypes[t], req, &why)) << why;
       for (uint32_t bit = 1; bit <= IBV_QP_DEST_QPN; bit <<= 1) {
-        if (row.req[t] & bit) EXPECT_FALSE(qp_modify_is_ok(from, to, kTypes[t], req & ~bit, &why)) << bit;
-        if (!((row.req[t] | row.opt[t] | IBV_QP_STATE) & bit))
+        if (row.req[t] & bit) {
+          EXPECT_FALSE(qp_modify_is_ok(from, to, kTypes[t], req & ~bit, &why)) << bit;
+        }
+        if (!((row.req[t] | row.opt[t] | IBV_QP_STATE) & bit)) {
           EXPECT_FALSE(qp_modify_is_ok(from, to, kTypes[t], req | bit, &why)) << qp_attr_mask_name(bit);
+        }
       }
     }
 }

@@ -5,12 +5,12 @@
 
 #include <arpa/inet.h>
 
-#include "rc_pair.h"
+#include "qp_pair.h"
 
 namespace simnic::testing {
 namespace {
 
-class RcSemantics : public RcPair {};
+class RcSemantics : public QpPair {};
 
 
 // --- IBV_SEND_FENCE: a fenced WR waits until prior READs and atomics have completed ---

@@ -1,5 +1,5 @@
-// Two simulated NICs with one connected RC QP each on the in-memory fabric, driven by hand:
-// the shared fixture of the RC semantics and memory-window tests. Posting writes WQEs the way
+// Two simulated NICs with one QP each (RC by default, or UC/UD) on the in-memory fabric,
+// driven by hand: the shared fixture of the RC semantics, memory-window and UC/UD tests. Posting writes WQEs the way
 // the shim does (minus its validation); packets move one at a time where the order matters.
 #pragma once
 #include <gtest/gtest.h>
@@ -21,7 +21,10 @@ constexpr uint64_t kMs = 1'000'000;
 struct HostOptions {
   bool sq_sig_all = false;
   uint32_t max_send_wr = 64;
+  ibv_qp_type type = IBV_QPT_RC;
 };
+
+constexpr uint32_t kQkey = 0x11111111;  // the UD QPs' Q_Key
 
 struct Host {
   Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric, HostOptions o)
@@ -37,7 +40,7 @@ struct Host {
     EXPECT_EQ(dev.create_channel(ctx, channel_fd(), &channel), 0);
     EXPECT_EQ(dev.create_cq(ctx, 256, channel, &cq), 0);
     ibv_qp_init_attr init{};
-    init.qp_type = IBV_QPT_RC;
+    init.qp_type = o.type;
     init.sq_sig_all = o.sq_sig_all;
     init.cap.max_send_wr = o.max_send_wr;
     init.cap.max_recv_wr = 64;
@@ -82,7 +85,7 @@ struct Host {
   core::Qp* qp = nullptr;
 };
 
-class RcPair : public ::testing::Test {
+class QpPair : public ::testing::Test {
  protected:
   void start(HostOptions o = {}) {
     a = std::make_unique<Host>(kIpA, kPidA, mem, fabric, o);
@@ -91,10 +94,13 @@ class RcPair : public ::testing::Test {
     connect_one(*b, *a);
   }
   void connect_one(Host& h, Host& peer) {
+    if (h.qp->type == IBV_QPT_UD) return connect_ud(h);
+    const bool rc = h.qp->type == IBV_QPT_RC;
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    at.qp_access_flags = rc ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
+                            : IBV_ACCESS_REMOTE_WRITE;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
               0);
@@ -107,9 +113,9 @@ class RcPair : public ::testing::Test {
     at.ah_attr.is_global = 1;
     at.ah_attr.grh.dgid = peer.dev.gid0();
     at.ah_attr.port_num = 1;
+    int rc_only = rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | rc_only,
                               now),
               0);
     at = {};
@@ -118,11 +124,20 @@ class RcPair : public ::testing::Test {
     at.retry_cnt = 7;
     at.rnr_retry = 7;
     at.max_rd_atomic = 4;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC,
-                              now),
-              0);
+    rc_only = rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN | rc_only, now), 0);
+  }
+  void connect_ud(Host& h) {
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qkey = kQkey;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now), 0);
+    at = {};
+    at.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE, now), 0);
+    at.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
   }
 
   // The shim's post_send and post_recv, minus validation.

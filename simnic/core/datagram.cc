@@ -1,0 +1,87 @@
+// UD receive (IBA 9.8.4 and 10.2.5; rxe_resp.c does the same for IB_QPT_UD): every packet is a
+// whole message. There is no ACK, no RNR and no PSN order: a datagram with the wrong Q_Key,
+// or that finds no receive WQE, is counted and lost. The receive buffer starts with 40 bytes
+// for the GRH; on RoCE v2 over IPv4 that area holds 20 zero bytes and then the IPv4 header, as
+// on rxe and ConnectX (rdma-core's ibv_init_ah_from_wc reads it back).
+#include <cstring>
+
+#include "simnic/core/device.h"
+#include "simnic/proto/ipv4_udp.h"
+#include "simnic/proto/opcode_table.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+constexpr uint32_t kGrhBytes = 40;
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len) {
+  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
+    ++counters_.rx_drop_qp_state;
+    tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
+    return;
+  }
+  if (pkt.h.deth.qkey != qp.attr.qkey) {
+    ++counters_.rx_drop_qkey;
+    tracer_.event("pkt_drop").u("qp", qp.qpn)
+        .s("reason", "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)");
+    return;
+  }
+  RecvInProgress rip;
+  if (!take_recv_wqe(qp, &rip)) {
+    ++counters_.rx_drop_no_wqe;
+    tracer_.event("pkt_drop").u("qp", qp.qpn).s("reason", "no receive WQE posted (UD has no RNR: the datagram is lost)");
+    return;
+  }
+  ibv_wc wc{};
+  wc.wr_id = rip.wqe.wr_id;
+  wc.opcode = IBV_WC_RECV;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = pkt.h.deth.src_qp;
+  auto fail = [&](ibv_wc_status status, const std::string& why) {
+    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(status) + ": " + why);
+    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", why);
+    wc.status = status;
+    push_cqe(*qp.recv_cq, wc, false);
+    set_qp_state(qp, IBV_QPS_ERR, wc_status_name(status));
+  };
+  uint64_t room = 0;
+  std::string why;
+  if (rip.wqe.num_sge > abi::kMaxSge ||
+      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &room, &why))
+    return fail(IBV_WC_LOC_PROT_ERR, "receive WQE: " + why);
+  const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
+  if (room < len)
+    return fail(IBV_WC_LOC_LEN_ERR, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
+                                        std::to_string(pkt.payload.size()) + " of payload), the receive WQE has " +
+                                        std::to_string(room));
+  uint8_t grh[kGrhBytes] = {};
+  uint8_t ip_udp[kIpv4UdpBytes];
+  build_ipv4_udp(IpUdpInfo{src_ip, config_.ipv4, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+  std::memcpy(grh + 20, ip_udp, 20);
+  if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(IBV_WC_LOC_PROT_ERR, why);
+  if (!pkt.payload.empty()) {
+    if (int e = scatter(qp, rip.wqe.sge, rip.wqe.num_sge, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
+      return fail(e == EMSGSIZE ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR, why);
+  }
+  wc.status = IBV_WC_SUCCESS;
+  wc.byte_len = len;
+  wc.wc_flags = IBV_WC_GRH;
+  if (pkt.mask & kHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = pkt.h.imm_be;
+  }
+  push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+}
+
+}  // namespace simnic::core

@@ -1,0 +1,284 @@
+// UC and UD (IBA 9.8): no ACKs, a send completes once its packets are out; UC discards a
+// message with a gap and resynchronises on the next first packet; UD carries one-packet
+// messages checked by Q_Key, lands them behind a 40-byte GRH, and loses them silently when no
+// receive WQE is posted. A local send error stops only the send queue (SQE) and
+// modify_qp SQE->RTS resumes it. Each test checks bytes, completions, counters and states.
+#include <gtest/gtest.h>
+
+#include "qp_pair.h"
+
+namespace simnic::testing {
+namespace {
+
+class Datagram : public QpPair {
+ protected:
+  void start_ud() { start(HostOptions{.type = IBV_QPT_UD}); }
+  void start_uc() { start(HostOptions{.type = IBV_QPT_UC}); }
+  // An AH on `h`'s NIC towards `peer`.
+  uint32_t ah_to(Host& h, Host& peer) {
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.port_num = 1;
+    attr.grh.dgid = peer.dev.gid0();
+    uint32_t handle = 0;
+    EXPECT_EQ(h.dev.create_ah(h.ctx, h.pd, attr, &handle), 0);
+    return handle;
+  }
+  abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len, uint32_t qkey = kQkey) {
+    abi::SendWqe w = wqe(h, IBV_WR_SEND, wr_id, off, len);
+    w.ah = ah_to(h, peer);
+    w.remote_qpn = peer.qp->qpn;
+    w.remote_qkey = qkey;
+    return w;
+  }
+  uint64_t counter(Host& h, const char* name) {
+    uint64_t v = 0;
+    h.dev.counters().for_each([&](const char* n, uint64_t x) {
+      if (std::string(n) == name) v = x;
+    });
+    return v;
+  }
+  void deliver_all() {
+    fabric.deliver_all(now);
+    run_pending();
+  }
+};
+
+// --- UD ---
+
+TEST_F(Datagram, UdSendLandsBehindAGrhWithTheSourceQpAndCompletesWithoutAnAck) {
+  start_ud();
+  fill(*a, 0, 100, 7);
+  post_recv(*b, 70, 65536, 40 + 100);
+  post_send(*a, ud_send(*a, *b, 1, 0, 100));
+  auto wcs = poll(*a);  // complete once on the wire
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_SEND);
+  ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kUdSendOnly}));
+  proto::ParsedPacket p = parse(fabric.queue.front());
+  EXPECT_EQ(p.h.deth.qkey, kQkey);
+  EXPECT_EQ(p.h.deth.src_qp, a->qp->qpn);
+  EXPECT_FALSE(p.h.bth.ack_req);
+  deliver_all();
+  EXPECT_TRUE(queued_opcodes(kIpB).empty()) << "UD is never acknowledged";
+  wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(wcs[0].byte_len, 140u);
+  EXPECT_EQ(wcs[0].src_qp, a->qp->qpn);
+  EXPECT_TRUE(wcs[0].wc_flags & IBV_WC_GRH);
+  EXPECT_TRUE(same(*a, 0, *b, 65536 + 40, 100));
+  const uint8_t* grh = mem.ptr(b->pid, 65536);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(grh[i], 0) << i;
+  EXPECT_EQ(grh[20], 0x45) << "an IPv4 header, IHL 5, at offset 20";
+  EXPECT_EQ(grh[20 + 9], 17) << "protocol UDP";
+  const uint8_t src[4] = {127, 0, 0, 1}, dst[4] = {127, 0, 0, 2};
+  EXPECT_EQ(std::memcmp(grh + 20 + 12, src, 4), 0);
+  EXPECT_EQ(std::memcmp(grh + 20 + 16, dst, 4), 0);
+}
+
+TEST_F(Datagram, UdMessageOfAFullPortMtuIsOnePacket) {
+  start_ud();  // port MTU 4096
+  fill(*a, 0, 4096, 8);
+  post_recv(*b, 70, 65536, 40 + 4096);
+  post_send(*a, ud_send(*a, *b, 1, 0, 4096));
+  EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kUdSendOnly}));
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].byte_len, 40u + 4096);
+  EXPECT_TRUE(same(*a, 0, *b, 65536 + 40, 4096));
+}
+
+TEST_F(Datagram, UdWrongQkeyIsDroppedAndTheHighBitMeansTheQpsOwn) {
+  start_ud();
+  post_recv(*b, 70, 65536, 256);
+  post_send(*a, ud_send(*a, *b, 1, 0, 10, 0x22222222));
+  deliver_all();
+  EXPECT_TRUE(poll(*b).empty());
+  EXPECT_EQ(counter(*b, "rx_drop_qkey"), 1u);
+  post_send(*a, ud_send(*a, *b, 2, 0, 10, 0x80000000));  // a's own Q_Key, which is b's too
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 70u);
+  EXPECT_EQ(wcs[0].byte_len, 50u);
+}
+
+TEST_F(Datagram, UdWithoutAReceiveWqeLosesTheDatagramAndKeepsGoing) {
+  start_ud();
+  post_send(*a, ud_send(*a, *b, 1, 0, 10));
+  deliver_all();
+  EXPECT_EQ(counter(*b, "rx_drop_no_wqe"), 1u);
+  EXPECT_EQ(b->qp->state, IBV_QPS_RTS);
+  EXPECT_TRUE(queued_opcodes(kIpB).empty()) << "no RNR NAK on UD";
+  post_recv(*b, 70, 65536, 256);
+  post_send(*a, ud_send(*a, *b, 2, 0, 10));
+  deliver_all();
+  EXPECT_EQ(poll(*b).size(), 1u);
+}
+
+TEST_F(Datagram, UdMessageBeyondTheMtuStopsTheSendQueueOnlyUntilSqeToRts) {
+  start_ud();
+  post_sends(*a, {ud_send(*a, *b, 1, 0, 5000), ud_send(*a, *b, 2, 0, 10)});
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(a->query().qp_state, IBV_QPS_SQE);
+  EXPECT_TRUE(a->logger.contains("a UD message must fit in one packet"));
+  EXPECT_TRUE(fabric.queue.empty());
+  // Posting in SQE flushes; receiving goes on.
+  post_send(*a, ud_send(*a, *b, 3, 0, 10));
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_WR_FLUSH_ERR);
+  post_recv(*a, 80, 65536, 256);
+  fill(*b, 0, 10, 3);
+  post_send(*b, ud_send(*b, *a, 9, 0, 10));
+  ASSERT_EQ(poll(*b).size(), 1u);  // b's own send completion
+  deliver_all();
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 80u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*b, 0, *a, 65536 + 40, 10));
+  // SQE -> RTS: sending works again.
+  ASSERT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
+  post_recv(*b, 71, 65536, 256);
+  post_send(*a, ud_send(*a, *b, 4, 0, 10));
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  deliver_all();
+  EXPECT_EQ(poll(*b).size(), 1u);
+}
+
+TEST_F(Datagram, UdReceiveBufferWithoutRoomForTheGrhIsALocalLengthError) {
+  start_ud();
+  post_recv(*b, 70, 65536, 100);  // 40 + 100 needed
+  post_send(*a, ud_send(*a, *b, 1, 0, 100));
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(b->qp->state, IBV_QPS_ERR);
+  EXPECT_TRUE(b->logger.contains("40 of GRH"));
+}
+
+// --- UC ---
+
+TEST_F(Datagram, UcSendAndWriteWithImmArriveWithoutAcks) {
+  start_uc();
+  fill(*a, 0, 3000, 5);
+  fill(*a, 8192, 2500, 6);
+  post_recv(*b, 70, 65536, 4096);
+  post_recv(*b, 71, 0, 0);
+  abi::SendWqe wr = rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 2, 8192, 2500, 32768);
+  wr.imm_data = 0x01020304;
+  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 3000), wr});
+  auto wcs = poll(*a);
+  ASSERT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(wcs[1].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kUcSendFirst, proto::kUcSendMiddle, proto::kUcSendLast,
+                                                        proto::kUcWriteFirst, proto::kUcWriteMiddle,
+                                                        proto::kUcWriteLastImm}));
+  deliver_all();
+  EXPECT_TRUE(queued_opcodes(kIpB).empty()) << "UC is never acknowledged";
+  wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 70u);
+  EXPECT_EQ(wcs[0].byte_len, 3000u);
+  EXPECT_EQ(wcs[1].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wcs[1].imm_data, 0x01020304u);
+  EXPECT_EQ(wcs[1].byte_len, 2500u);
+  EXPECT_TRUE(same(*a, 0, *b, 65536, 3000));
+  EXPECT_TRUE(same(*a, 8192, *b, 32768, 2500));
+}
+
+TEST_F(Datagram, UcLostPacketDiscardsItsMessageAndTheNextMessageUsesTheSameReceive) {
+  start_uc();
+  fill(*a, 0, 3000, 5);
+  fill(*a, 8192, 100, 6);
+  post_recv(*b, 70, 65536, 4096);
+  post_recv(*b, 71, 73728, 4096);
+  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 3000), wqe(*a, IBV_WR_SEND, 2, 8192, 100)});
+  ASSERT_EQ(fabric.queue.size(), 4u);
+  fabric.queue.erase(fabric.queue.begin() + 1);  // SEND MIDDLE is lost
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 70u) << "the abandoned message's WQE takes the next one";
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].byte_len, 100u);
+  EXPECT_TRUE(same(*a, 8192, *b, 65536, 100));
+  EXPECT_EQ(counter(*b, "rx_drop_uc_message"), 1u);
+  EXPECT_TRUE(b->logger.contains("UC message discarded"));
+  EXPECT_EQ(poll(*a).size(), 2u) << "the sender never knows";
+}
+
+TEST_F(Datagram, UcBadRkeyDropsTheWriteSilentlyAndTheQpCarriesOn) {
+  start_uc();
+  std::memset(mem.ptr(b->pid, 32768), 0x77, 64);
+  fill(*a, 0, 64, 9);
+  abi::SendWqe bad = rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 64, 32768);
+  bad.rkey ^= 0x5a5a00;
+  post_send(*a, bad);
+  deliver_all();
+  EXPECT_EQ(poll(*a).size(), 1u);
+  EXPECT_EQ(mem.ptr(b->pid, 32768)[0], 0x77);
+  EXPECT_EQ(b->qp->state, IBV_QPS_RTS);
+  EXPECT_TRUE(b->logger.contains("names no MR or memory window"));
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 0, 64, 32768));
+  deliver_all();
+  EXPECT_TRUE(same(*a, 0, *b, 32768, 64));
+}
+
+TEST_F(Datagram, UcSendWithoutAReceiveWqeIsLostNotRnrNaked) {
+  start_uc();
+  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 2000));
+  deliver_all();
+  EXPECT_TRUE(queued_opcodes(kIpB).empty());
+  EXPECT_EQ(counter(*b, "rx_drop_no_wqe"), 1u);
+  EXPECT_EQ(b->qp->state, IBV_QPS_RTS);
+  post_recv(*b, 70, 65536, 4096);
+  fill(*a, 0, 2000, 4);
+  post_send(*a, wqe(*a, IBV_WR_SEND, 2, 0, 2000));
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].byte_len, 2000u);
+  EXPECT_TRUE(same(*a, 0, *b, 65536, 2000));
+}
+
+TEST_F(Datagram, UcBadLkeyPutsTheQpInSqeAndReceivesGoOn) {
+  start_uc();
+  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 64);
+  w.sge[0].lkey ^= 0x100;
+  post_sends(*a, {w, wqe(*a, IBV_WR_SEND, 2, 0, 64)});
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(a->query().qp_state, IBV_QPS_SQE);
+  post_recv(*a, 80, 65536, 256);
+  fill(*b, 0, 64, 2);
+  post_send(*b, wqe(*b, IBV_WR_SEND, 9, 0, 64));
+  ASSERT_EQ(poll(*b).size(), 1u);  // b's own send completion
+  deliver_all();
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*b, 0, *a, 65536, 64));
+  ASSERT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
+  post_recv(*b, 70, 65536, 256);
+  post_send(*a, wqe(*a, IBV_WR_SEND, 3, 0, 64));
+  deliver_all();
+  EXPECT_EQ(poll(*b).size(), 1u);
+  EXPECT_EQ(poll(*a).size(), 1u);
+}
+
+}  // namespace
+}  // namespace simnic::testing
