@@ -122,6 +122,9 @@ void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t
                         ",\"swap_add\":" + std::to_string(h.atomic.swap_add) +
                         ",\"compare\":" + std::to_string(h.atomic.compare) + "}");
   if (mask & kHasAtomicAckEth) e.raw("atomic_ack", "{\"orig\":" + std::to_string(h.atomic_ack.orig) + "}");
+  if (mask & kHasDeth)
+    e.raw("deth", "{\"qkey\":" + std::to_string(h.deth.qkey) + ",\"src_qp\":" + std::to_string(h.deth.src_qp) + "}");
+  if (mask & kHasIeth) e.u("ieth_rkey", h.ieth_rkey);
   if (fault) e.s("fault", fault);
 }
 

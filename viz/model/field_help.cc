@@ -53,6 +53,10 @@ constexpr Help kPacket[] = {
     {"atomic.compare", "value to compare with (CMP_AND_SWP)"},
     {"atomic_ack", "atomic ACK extended transport header"},
     {"atomic_ack.orig", "the remote word's value before the atomic: returned to the requester's buffer"},
+    {"deth", "datagram extended transport header (UD): the Q_Key and the sender's QP"},
+    {"deth.qkey", "Q_Key: the receiving UD QP accepts the datagram only if it equals its own Q_Key"},
+    {"deth.src_qp", "the sending QP's number, reported to the receiver as wc.src_qp"},
+    {"ieth_rkey", "IETH: the rkey a SEND_WITH_INV invalidates at the receiver (a type 2 memory window)"},
 };
 
 // Fields whose meaning depends on the kind.
