@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/ipv4_udp.h"
 #include "simnic/proto/opcode_table.h"
 
@@ -17,11 +18,6 @@ namespace {
 
 constexpr uint32_t kGrhBytes = 40;
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 }  // namespace
 

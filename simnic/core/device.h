@@ -143,8 +143,8 @@ class Device {
   // memory_window.cc
   // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
   ibv_wc_status execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why);
-  // SEND_WITH_INV at the responder: frees the type 2 window `rkey` names (IBA 10.6.7.2.3).
-  bool remote_invalidate(Qp& qp, uint32_t rkey, std::string* why);
+  // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
+  bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
   const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len,
                             uint32_t access, uint64_t* mr_va, std::string* why) const;

@@ -6,16 +6,12 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/text.h"
 
 namespace simnic::core {
 
 namespace {
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 const char* access_name(uint32_t a) {
   switch (a) {

@@ -7,16 +7,12 @@
 #include <cstdio>
 
 #include "simnic/core/device.h"
+#include "simnic/core/text.h"
 
 namespace simnic::core {
 
 namespace {
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 constexpr uint32_t kRemoteAccess =
     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
@@ -113,36 +109,40 @@ const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uin
   return mw.mr;
 }
 
-ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why) {
-  if (w.opcode == IBV_WR_LOCAL_INV) {
-    const uint32_t rkey = w.imm_data;  // invalidate_rkey
-    Mw* mw = find_mw_by_rkey_index(rkey);
-    if (!mw || mw->ctx != qp.ctx) {
-      *why = "LOCAL_INV of rkey " + hex(rkey) + ": " +
-             (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated; only type 2 memory windows can"
-                                   : "it names no memory window");
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (mw->rkey != rkey) {
-      *why = "LOCAL_INV of rkey " + hex(rkey) + ": stale key, the window's rkey is " + hex(mw->rkey);
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (mw->type == IBV_MW_TYPE_1) {
-      *why = "LOCAL_INV of rkey " + hex(rkey) + ": a type 1 window is unbound by binding it with length 0, not invalidated (IBA o10-37.2.26)";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (mw->pd != qp.pd) {
-      *why = "LOCAL_INV of rkey " + hex(rkey) + ": the window belongs to another PD than QP " + hex(qp.qpn) + "'s";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (!mw->mr) {
-      *why = "LOCAL_INV of rkey " + hex(rkey) + ": the window is already free";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    unbind_mw(*mw);
-    tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", "LOCAL_INV");
-    return IBV_WC_SUCCESS;
+// LOCAL_INV and SEND_WITH_INV make the same checks: only a bound type 2 window of the QP's
+// PD, named by its current rkey, can be invalidated (IBA 10.6.7.2.3, o10-37.2.26).
+bool Device::invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why) {
+  const std::string name = std::string(by) + " of rkey " + hex(rkey) + ": ";
+  Mw* mw = find_mw_by_rkey_index(rkey);
+  if (!mw) {
+    *why = name + (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated; only type 2 memory windows can"
+                                        : "it names no memory window");
+    return false;
   }
+  if (mw->pd != qp.pd) {
+    *why = name + "the window belongs to another PD than QP " + hex(qp.qpn) + "'s";
+    return false;
+  }
+  if (mw->rkey != rkey) {
+    *why = name + "stale key, the window's rkey is " + hex(mw->rkey);
+    return false;
+  }
+  if (mw->type == IBV_MW_TYPE_1) {
+    *why = name + "a type 1 window cannot be invalidated; it is unbound by binding it with length 0 (IBA o10-37.2.26)";
+    return false;
+  }
+  if (!mw->mr) {
+    *why = name + "the window is not bound";
+    return false;
+  }
+  unbind_mw(*mw);
+  tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", by);
+  return true;
+}
+
+ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why) {
+  if (w.opcode == IBV_WR_LOCAL_INV)  // invalidate_rkey travels in imm_data
+    return invalidate_mw(qp, w.imm_data, "LOCAL_INV", why) ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
 
   // BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also makes).
   auto it = mws_.find(w.bind_mw);
@@ -222,35 +222,6 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
         .s("access", access_string(mw->access));
   }
   return IBV_WC_SUCCESS;
-}
-
-bool Device::remote_invalidate(Qp& qp, uint32_t rkey, std::string* why) {
-  Mw* mw = find_mw_by_rkey_index(rkey);
-  const std::string name = "SEND_WITH_INV of rkey " + hex(rkey) + ": ";
-  if (!mw) {
-    *why = name + (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated remotely"
-                                        : "it names no memory window");
-    return false;
-  }
-  if (mw->rkey != rkey) {
-    *why = name + "stale key, the window's rkey is " + hex(mw->rkey);
-    return false;
-  }
-  if (mw->type == IBV_MW_TYPE_1) {
-    *why = name + "type 1 windows cannot be invalidated (IBA o10-37.2.26)";
-    return false;
-  }
-  if (mw->pd != qp.pd) {
-    *why = name + "the window belongs to another PD than QP " + hex(qp.qpn) + "'s";
-    return false;
-  }
-  if (!mw->mr) {
-    *why = name + "the window is not bound";
-    return false;
-  }
-  unbind_mw(*mw);
-  tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", "SEND_WITH_INV");
-  return true;
 }
 
 }  // namespace simnic::core

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/text.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/proto/psn.h"
 
@@ -11,11 +12,6 @@ namespace simnic::core {
 
 namespace {
 
-std::string hex(uint32_t v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%x", v);
-  return b;
-}
 
 constexpr uint32_t kQpAccessBits =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"
 
@@ -18,11 +19,6 @@ namespace {
 constexpr uint8_t kAckCredits = 0x1f;     // "credits invalid": simnic does no end-to-end credits
 constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_dest_rd_atomic)
 
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 }  // namespace
 
@@ -244,7 +240,7 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     }
   }
   r.offset += uint32_t(pkt.payload.size());
-  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !remote_invalidate(qp, pkt.h.ieth_rkey, &why)) {
+  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
     // The receive completes in error and the requester hears NAK invalid request (IBA 9.9.3.1.2).
     responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR, why);
     return;

@@ -187,7 +187,8 @@ TEST_F(MemoryWindow, SendWithInvalidateOfAnMrKeyIsAnInvalidRequest) {
   ASSERT_GE(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].wr_id, 70u);
   EXPECT_EQ(wcs[0].status, IBV_WC_REM_INV_REQ_ERR);
-  EXPECT_TRUE(b->logger.contains("it names an MR from ibv_reg_mr, which cannot be invalidated remotely"));
+  EXPECT_TRUE(b->logger.contains("SEND_WITH_INV of rkey"));
+  EXPECT_TRUE(b->logger.contains("it names an MR from ibv_reg_mr, which cannot be invalidated"));
 }
 
 TEST_F(MemoryWindow, BindToAnMrWithoutMwBindFailsAndFlushesTheRest) {
@@ -253,7 +254,7 @@ TEST_F(MemoryWindow, Type1WindowIsUnboundByAZeroLengthBindNotByLocalInvalidate) 
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_MW_BIND_ERR);
   EXPECT_EQ(wcs[0].opcode, IBV_WC_LOCAL_INV);
-  EXPECT_TRUE(b->logger.contains("a type 1 window is unbound by binding it with length 0"));
+  EXPECT_TRUE(b->logger.contains("it is unbound by binding it with length 0"));
   (void)k1;
 }
 
@@ -291,6 +292,7 @@ TEST_F(MemoryWindow, AnMrWithABoundWindowCannotBeDeregistered) {
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_MW_BIND_ERR);
+  EXPECT_TRUE(b->logger.contains("LOCAL_INV of rkey"));
   EXPECT_TRUE(b->logger.contains("cannot be invalidated; only type 2 memory windows can"));
 }
 

@@ -26,6 +26,14 @@ struct HostOptions {
 
 constexpr uint32_t kQkey = 0x11111111;  // the UD QPs' Q_Key
 
+// How the two QPs are connected (RC and UC).
+struct LinkOptions {
+  uint32_t psn = 0;       // both directions start here
+  uint8_t retry = 7;
+  uint8_t rnr_retry = 7;
+  ibv_mtu mtu = IBV_MTU_1024;
+};
+
 struct Host {
   Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric, HostOptions o)
       : pid(pid), port(fabric, ip), dev(config(ip), mem, port, shm, notifier, logger) {
@@ -87,13 +95,19 @@ struct Host {
 
 class QpPair : public ::testing::Test {
  protected:
-  void start(HostOptions o = {}) {
+  void start(HostOptions o = {}, LinkOptions l = {}) {
+    make_hosts(o);
+    connect_both(l);
+  }
+  void make_hosts(HostOptions o = {}) {
     a = std::make_unique<Host>(kIpA, kPidA, mem, fabric, o);
     b = std::make_unique<Host>(kIpB, kPidB, mem, fabric, o);
-    connect_one(*a, *b);
-    connect_one(*b, *a);
   }
-  void connect_one(Host& h, Host& peer) {
+  void connect_both(LinkOptions l = {}) {
+    connect_one(*a, *b, l);
+    connect_one(*b, *a, l);
+  }
+  void connect_one(Host& h, Host& peer, const LinkOptions& l) {
     if (h.qp->type == IBV_QPT_UD) return connect_ud(h);
     const bool rc = h.qp->type == IBV_QPT_RC;
     ibv_qp_attr at{};
@@ -106,8 +120,9 @@ class QpPair : public ::testing::Test {
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
-    at.path_mtu = IBV_MTU_1024;
+    at.path_mtu = l.mtu;
     at.dest_qp_num = peer.qp->qpn;
+    at.rq_psn = l.psn;
     at.max_dest_rd_atomic = 4;
     at.min_rnr_timer = 1;
     at.ah_attr.is_global = 1;
@@ -120,9 +135,10 @@ class QpPair : public ::testing::Test {
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = l.psn;
     at.timeout = 14;
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;
+    at.retry_cnt = l.retry;
+    at.rnr_retry = l.rnr_retry;
     at.max_rd_atomic = 4;
     rc_only = rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN | rc_only, now), 0);

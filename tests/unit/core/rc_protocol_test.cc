@@ -5,157 +5,17 @@
 
 #include <arpa/inet.h>
 
-#include "fabric.h"
-#include "simnic/proto/opcode_table.h"
-#include "simnic/proto/packet.h"
+#include "qp_pair.h"
 
 namespace simnic::testing {
 namespace {
 
-using core::Device;
-using core::DeviceConfig;
-
-constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
-constexpr pid_t kPidA = 1001, kPidB = 1002;
-constexpr uint64_t kMs = 1'000'000;
-
-struct Host {
-  Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric)
-      : pid(pid), port(fabric, ip), dev(config(ip), mem, port, shm, notifier, logger) {
-    fabric.attach(ip, &dev);
-    ctx = dev.open_context(pid, 0, -1, -1);
-    EXPECT_EQ(dev.alloc_pd(ctx, &pd), 0);
-    EXPECT_EQ(dev.reg_mr(ctx, pd, mem.addr(pid, 0), 1 << 20, mem.addr(pid, 0),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                             IBV_ACCESS_REMOTE_ATOMIC,
-                         &mr),
-              0);
-    EXPECT_EQ(dev.create_cq(ctx, 256, 0, &cq), 0);
-    ibv_qp_init_attr init{};
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = 64;
-    init.cap.max_recv_wr = 64;
-    init.cap.max_send_sge = 4;
-    init.cap.max_recv_sge = 4;
-    EXPECT_EQ(dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &qp), 0);
-  }
-  static DeviceConfig config(uint32_t ip) {
-    DeviceConfig c;
-    c.ipv4 = ip;
-    c.name = ip == kIpA ? "simnicA" : "simnicB";
-    return c;
-  }
-  pid_t pid;
-  HeapShm shm;
-  RecordingNotifier notifier;
-  CapturingLogger logger;
-  Fabric::Port port;
-  Device dev;
-  core::Context* ctx = nullptr;
-  uint32_t pd = 0;
-  core::Mr* mr = nullptr;
-  core::Cq* cq = nullptr;
-  core::Qp* qp = nullptr;
-};
-
-class RcProtocol : public ::testing::Test {
+class RcProtocol : public QpPair {
  protected:
-  void SetUp() override {
-    a = std::make_unique<Host>(kIpA, kPidA, mem, fabric);
-    b = std::make_unique<Host>(kIpB, kPidB, mem, fabric);
-  }
-
+  void SetUp() override { make_hosts(); }
   void connect(uint32_t psn = 0, uint8_t retry = 7, uint8_t rnr_retry = 7, ibv_mtu mtu = IBV_MTU_1024) {
-    connect_one(*a, *b, psn, retry, rnr_retry, mtu);
-    connect_one(*b, *a, psn, retry, rnr_retry, mtu);
+    connect_both(LinkOptions{psn, retry, rnr_retry, mtu});
   }
-  void connect_one(Host& h, Host& peer, uint32_t psn, uint8_t retry, uint8_t rnr_retry, ibv_mtu mtu) {
-    ibv_qp_attr at{};
-    at.qp_state = IBV_QPS_INIT;
-    at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
-              0);
-    at = {};
-    at.qp_state = IBV_QPS_RTR;
-    at.path_mtu = mtu;
-    at.dest_qp_num = peer.qp->qpn;
-    at.rq_psn = psn;
-    at.max_dest_rd_atomic = 4;
-    at.min_rnr_timer = 1;
-    at.ah_attr.is_global = 1;
-    at.ah_attr.grh.dgid = peer.dev.gid0();
-    at.ah_attr.port_num = 1;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                              now),
-              0);
-    at = {};
-    at.qp_state = IBV_QPS_RTS;
-    at.sq_psn = psn;
-    at.timeout = 14;
-    at.retry_cnt = retry;
-    at.rnr_retry = rnr_retry;
-    at.max_rd_atomic = 4;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC,
-                              now),
-              0);
-  }
-
-  // The shim's post_send, minus validation.
-  void post_send(Host& h, abi::SendWqe w) {
-    auto& ring = h.qp->shm->sq;
-    uint32_t p = ring.producer.value.load();
-    h.qp->sq[p & (h.qp->sq_entries - 1)] = w;
-    ring.producer.value.store(p + 1);
-    h.dev.on_doorbell(h.ctx, now);
-  }
-  void post_recv(Host& h, uint64_t wr_id, size_t off, uint32_t len) {
-    auto& ring = h.qp->shm->rq;
-    uint32_t p = ring.producer.value.load();
-    abi::RecvWqe& w = h.qp->rq[p & (h.qp->rq_entries - 1)];
-    w = {};
-    w.wr_id = wr_id;
-    w.num_sge = 1;
-    w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
-    ring.producer.value.store(p + 1);
-    h.dev.on_doorbell(h.ctx, now);
-  }
-  abi::SendWqe wqe(Host& h, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len) {
-    abi::SendWqe w{};
-    w.wr_id = wr_id;
-    w.opcode = op;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.num_sge = 1;
-    w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
-    return w;
-  }
-  std::vector<ibv_wc> poll(Host& h) {
-    std::vector<ibv_wc> out;
-    auto& ring = h.cq->shm->ring;
-    uint32_t c = ring.consumer.value.load(), p = ring.producer.value.load();
-    for (; c != p; ++c) out.push_back(h.cq->slots[c & (h.cq->entries - 1)]);
-    ring.consumer.value.store(c);
-    return out;
-  }
-  void fill(Host& h, size_t off, size_t n, uint8_t seed) {
-    for (size_t i = 0; i < n; ++i) mem.ptr(h.pid, off)[i] = uint8_t(seed + i * 7 + (i >> 8));
-  }
-  static proto::ParsedPacket parse(const WirePacket& p) {
-    proto::ParsedPacket pkt;
-    EXPECT_EQ(proto::parse_packet(p.bytes, proto::IpUdpInfo{p.src_ip, p.dst_ip, 4791, 4791}, pkt),
-              proto::ParseError::kOk);
-    return pkt;
-  }
-
-  FakeMemory mem;
-  Fabric fabric;
-  uint64_t now = 1000 * kMs;
-  std::unique_ptr<Host> a, b;
 };
 
 TEST_F(RcProtocol, SendCompletesOnlyAfterAck) {
