@@ -90,7 +90,7 @@ void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float
     }
   }
 
-  if (ImGui::CollapsingHeader("Memory regions", ImGuiTreeNodeFlags_DefaultOpen)) {
+  if (ImGui::CollapsingHeader("Memory regions and windows", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (ImGui::BeginTable("mrs", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       ImGui::TableSetupColumn("MR");
       ImGui::TableSetupColumn("lkey/rkey");
@@ -110,6 +110,21 @@ void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float
         ImGui::Text("%llu", static_cast<unsigned long long>(mr.length));
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(mr.access.empty() ? "LOCAL_READ" : mr.access.c_str());
+      }
+      // Memory windows: remote access to part of an MR under their own rkey.
+      for (const auto& [handle, mw] : nic.mws) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("MW %u (type %u)", handle, mw.type);
+        ImGui::TableNextColumn();
+        ImGui::Text("rkey 0x%x", mw.rkey);
+        ImGui::TableNextColumn();
+        if (mw.mr) ImGui::Text("0x%llx in MR %u", static_cast<unsigned long long>(mw.addr), mw.mr);
+        else ImGui::TextDisabled("not bound");
+        ImGui::TableNextColumn();
+        ImGui::Text("%llu", static_cast<unsigned long long>(mw.length));
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(mw.mr ? mw.access.c_str() : "-");
       }
       ImGui::EndTable();
     }

@@ -42,6 +42,30 @@ void NicState::apply(const Event& e, size_t pos) {
     mrs[m.handle] = m;
   } else if (k == "mr_destroy") {
     mrs.erase(uint32_t(e.u("mr")));
+  } else if (k == "mw_create") {
+    MwInfo w;
+    w.handle = uint32_t(e.u("mw"));
+    w.pd = uint32_t(e.u("pd"));
+    w.rkey = uint32_t(e.u("rkey"));
+    w.type = uint32_t(e.u("type", 1));
+    mws[w.handle] = w;
+  } else if (k == "mw_bind") {
+    MwInfo& w = mws[uint32_t(e.u("mw"))];
+    w.handle = uint32_t(e.u("mw"));
+    w.rkey = uint32_t(e.u("rkey"));
+    w.mr = uint32_t(e.u("mr"));
+    w.addr = e.addr("addr");
+    w.length = e.u("length");
+    w.access = e.s("access");
+  } else if (k == "mw_invalidate") {
+    auto it = mws.find(uint32_t(e.u("mw")));
+    if (it != mws.end()) {
+      it->second.mr = 0;
+      it->second.addr = it->second.length = 0;
+      it->second.access.clear();
+    }
+  } else if (k == "mw_destroy") {
+    mws.erase(uint32_t(e.u("mw")));
   } else if (k == "cq_create") {
     CqInfo c;
     c.handle = uint32_t(e.u("cq"));

@@ -64,6 +64,13 @@ struct MrInfo {
   std::string access;
 };
 
+// A memory window: its rkey, and the part of an MR it currently opens (mr 0 = not bound).
+struct MwInfo {
+  uint32_t handle = 0, pd = 0, rkey = 0, type = 1, mr = 0;
+  uint64_t addr = 0, length = 0;
+  std::string access;
+};
+
 struct NicState {
   std::string name;
   std::string addr;  // "127.0.0.1"
@@ -74,6 +81,7 @@ struct NicState {
   std::map<uint32_t, uint64_t> contexts;  // ctx -> pid
   std::map<uint32_t, uint32_t> pds;       // pd -> ctx
   std::map<uint32_t, MrInfo> mrs;
+  std::map<uint32_t, MwInfo> mws;
   std::map<uint32_t, CqInfo> cqs;
   std::map<uint32_t, QpInfo> qps;
   std::map<std::string, uint64_t> counters;  // "pkt_tx", "nak", "retransmit", "drop", ...

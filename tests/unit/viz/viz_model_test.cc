@@ -112,6 +112,32 @@ TEST(VizNicState, ResetEmptiesTheRings) {
   EXPECT_EQ(q.rq.producer, 0u);
 }
 
+TEST(VizNicState, MemoryWindowsAreBoundAndInvalidated) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "mr_create", {{"ctx", 1}, {"pd", 2}, {"mr", 3}, {"lkey", 0x301}, {"rkey", 0x301}, {"addr", "0x1000"},
+                                {"length", 8192}, {"access", "LOCAL_WRITE|MW_BIND"}});
+  tb.add("n0", 2, "mw_create", {{"ctx", 1}, {"pd", 2}, {"mw", 4}, {"rkey", 0x4a0}, {"type", 2}});
+  tb.add("n0", 3, "mw_bind", {{"qp", 17}, {"mw", 4}, {"rkey", 0x4a1}, {"mr", 3}, {"addr", "0x1800"}, {"length", 512},
+                              {"access", "REMOTE_READ"}});
+  tb.add("n0", 4, "mw_invalidate", {{"qp", 17}, {"mw", 4}, {"rkey", 0x4a1}, {"by", "SEND_WITH_INV"}});
+  tb.add("n0", 5, "mw_destroy", {{"ctx", 1}, {"mw", 4}, {"rkey", 0x4a1}});
+  Timeline tl;
+  tl.append(tb.events);
+  EXPECT_EQ(tl.state_at(2).at("n0").mws.at(4).rkey, 0x4a0u);
+  EXPECT_EQ(tl.state_at(2).at("n0").mws.at(4).mr, 0u);
+  const MwInfo bound = tl.state_at(3).at("n0").mws.at(4);
+  EXPECT_EQ(bound.rkey, 0x4a1u);
+  EXPECT_EQ(bound.mr, 3u);
+  EXPECT_EQ(bound.addr, 0x1800u);
+  EXPECT_EQ(bound.length, 512u);
+  EXPECT_EQ(bound.access, "REMOTE_READ");
+  EXPECT_EQ(bound.type, 2u);
+  const MwInfo freed = tl.state_at(4).at("n0").mws.at(4);
+  EXPECT_EQ(freed.mr, 0u);
+  EXPECT_EQ(freed.length, 0u);
+  EXPECT_TRUE(tl.state_at(tl.end_pos()).at("n0").mws.empty());
+}
+
 // Two NICs whose clocks disagree: by t_ns alone, B's reception would come before A's send.
 TEST(VizMerge, APacketIsNeverReceivedBeforeItIsSent) {
   TraceBuilder tb;
