@@ -157,11 +157,21 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     } else {
       uint32_t expect = psn_add(st.first_psn, st.rcvd_pkts);
       if (psn != expect) {
-        // A gap in the response stream: re-request from the first missing packet.
-        if (psn_diff(psn, expect) > 0) go_back_n(qp, expect, now, "read_gap");
-        else ++counters_.duplicates;
+        if (psn_diff(psn, expect) <= 0) {
+          ++counters_.duplicates;
+        } else if (!qp.read_gap_asked || qp.read_gap_psn != expect) {
+          // A gap in the response stream: re-request from the first missing packet, once;
+          // the rest of the old stream still in flight is dropped, not re-requested again
+          // (the ACK timeout covers a lost re-request).
+          qp.read_gap_asked = true;
+          qp.read_gap_psn = expect;
+          go_back_n(qp, expect, now, "read_gap");
+        } else {
+          ++counters_.rx_drop_unexpected;
+        }
         return;
       }
+      qp.read_gap_asked = false;
       uint32_t offset = st.rcvd_pkts * qp.mtu_bytes;
       if (!pkt.payload.empty()) {
         std::string why;

@@ -177,6 +177,8 @@ struct Qp {
   uint32_t rnr_retry_left = 0;
   uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
   uint32_t read_offset = 0;   // bytes of the current READ already scattered
+  bool read_gap_asked = false;  // a READ response gap at read_gap_psn was already re-requested
+  uint32_t read_gap_psn = 0;
 
   // Responder.
   uint32_t epsn = 0;          // expected PSN

@@ -197,6 +197,7 @@ void Device::reset_qp(Qp& qp) {
   qp.rd_atomic_outstanding = 0;
   qp.timer_deadline_ns = 0;
   qp.rnr_wait = false;
+  qp.read_gap_asked = false;
   qp.recv.reset();
   qp.write_left = 0;
   qp.write_mr = nullptr;

@@ -47,7 +47,7 @@ TEST(DataIntegrity, LossyLinkStillDeliversEveryByte) {
   Nics nics(2, {"--loss", "0.02", "--seed", "7"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   expect_all_passed(nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "65536",
-                              "-n", "2"}, 180s));
+                              "-n", "2", "-L"}, 180s));
   uint64_t retx = std::stoull(nics.status("simnic0")["retransmits"]) + std::stoull(nics.status("simnic1")["retransmits"]);
   EXPECT_GT(retx, 0u) << "2% loss should have forced retransmissions";
 }
