@@ -20,7 +20,7 @@ bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
              op == IBV_WR_LOCAL_INV;
     case IBV_QPT_UC:
       return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-             op == IBV_WR_RDMA_WRITE_WITH_IMM;
+             op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
     case IBV_QPT_UD:
       return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
     default:

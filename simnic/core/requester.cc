@@ -116,7 +116,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     bool rd_atomic = is_read_or_atomic(w.opcode);
     if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return false;
     if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return false;  // C9-... fence
-    if (qp.type == IBV_QPT_RC && is_local_op(w.opcode)) return requester_local_op(qp, w, st);
+    if (qp.type != IBV_QPT_UD && is_local_op(w.opcode)) return requester_local_op(qp, w, st);  // RC, UC (as rxe)
     std::string why;
     uint64_t total = 0;
     ibv_wc_status err = IBV_WC_SUCCESS;

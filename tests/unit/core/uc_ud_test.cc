@@ -280,5 +280,54 @@ TEST_F(Datagram, UcBadLkeyPutsTheQpInSqeAndReceivesGoOn) {
   EXPECT_EQ(poll(*a).size(), 1u);
 }
 
+TEST_F(Datagram, UcQpBindsAWindowThatTheRemoteWritesThrough) {
+  start_uc();
+  core::Mr* wmr = nullptr;
+  ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, mem.addr(b->pid, 0), 1 << 20, mem.addr(b->pid, 0),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &wmr), 0);
+  core::Mw* mw = nullptr;
+  ASSERT_EQ(b->dev.alloc_mw(b->ctx, b->pd, IBV_MW_TYPE_2, &mw), 0);
+  abi::SendWqe bind{};
+  bind.wr_id = 5;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_mw = mw->handle;
+  bind.rkey = ibv_inc_rkey(mw->rkey);
+  bind.bind_lkey = wmr->lkey;
+  bind.remote_addr = mem.addr(b->pid, 40960);
+  bind.bind_length = 4096;
+  bind.bind_access = IBV_ACCESS_REMOTE_WRITE;
+  post_send(*b, bind);
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  fill(*a, 0, 2000, 3);
+  abi::SendWqe w = wqe(*a, IBV_WR_RDMA_WRITE, 1, 0, 2000);
+  w.remote_addr = mem.addr(b->pid, 40960 + 1000);
+  w.rkey = mw->rkey;
+  post_send(*a, w);
+  deliver_all();
+  EXPECT_TRUE(same(*a, 0, *b, 40960 + 1000, 2000));
+  post_send(*b, [&] {
+    abi::SendWqe inv{};
+    inv.wr_id = 6;
+    inv.opcode = IBV_WR_LOCAL_INV;
+    inv.send_flags = IBV_SEND_SIGNALED;
+    inv.imm_data = mw->rkey;
+    return inv;
+  }());
+  wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_LOCAL_INV);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  // Through the invalidated key, a UC WRITE is silently dropped.
+  std::memset(mem.ptr(b->pid, 40960), 0, 4096);
+  post_send(*a, w);
+  deliver_all();
+  EXPECT_EQ(mem.ptr(b->pid, 41960)[0], 0);
+  EXPECT_TRUE(b->logger.contains("that is not bound"));
+}
+
 }  // namespace
 }  // namespace simnic::testing
