@@ -296,6 +296,18 @@ TEST_F(MemoryWindow, AnMrWithABoundWindowCannotBeDeregistered) {
   EXPECT_TRUE(b->logger.contains("cannot be invalidated; only type 2 memory windows can"));
 }
 
+TEST_F(MemoryWindow, ADyingApplicationsBoundWindowsAreCleanedUp) {
+  start();
+  core::Mr* mr = window_mr();
+  bound(alloc(IBV_MW_TYPE_2), mr, kWinMr, 4096, kRW);
+  bound(alloc(IBV_MW_TYPE_1), mr, kWinMr, 8192, kRW);
+  b->dev.close_context(b->ctx);  // what simnicd does when the process dies
+  const std::string st = b->dev.status_text();
+  EXPECT_NE(st.find("mws 0\n"), std::string::npos) << st;
+  EXPECT_NE(st.find("mrs 0\n"), std::string::npos) << st;
+  EXPECT_NE(st.find("pds 0\n"), std::string::npos) << st;
+}
+
 TEST_F(MemoryWindow, AllocRejectsUnknownTypesAndPds) {
   start();
   core::Mw* mw = nullptr;
