@@ -1,5 +1,6 @@
 #include "viz/model/event.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace simnic::viz {
@@ -44,6 +45,16 @@ std::optional<Event> parse_event_line(const std::string& line) {
   return e;
 }
 
+namespace {
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
 std::string summarize(const Event& e) {
   const std::string& k = e.kind;
   std::string out = k;
@@ -72,11 +83,7 @@ std::string summarize(const Event& e) {
   } else if (k == "timer") {
     add("qp " + std::to_string(e.u("qp")) + " " + e.s("what") + " " + e.s("action"));
   } else if (k == "dma") {
-    add(e.s("dir") + " " + std::to_string(e.u("length")) + " B at " + e.s("addr") + " key 0x" + [&] {
-      char b[16];
-      std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(e.u("key")));
-      return std::string(b);
-    }());
+    add(e.s("dir") + " " + std::to_string(e.u("length")) + " B at " + e.s("addr") + " key " + hex(e.u("key")));
   } else if (k == "error") {
     add("qp " + std::to_string(e.u("qp")) + ": " + e.s("rule"));
   } else if (k == "pkt_drop") {
@@ -85,6 +92,16 @@ std::string summarize(const Event& e) {
     add(e.s("type") + " qp " + std::to_string(e.u("qp")));
   } else if (k == "mr_create" || k == "mr_destroy") {
     add("mr " + std::to_string(e.u("mr")) + " len " + std::to_string(e.u("length")) + " " + e.s("access"));
+  } else if (k == "mw_create" || k == "mw_destroy") {
+    add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) +
+        (k == "mw_create" ? " type " + std::to_string(e.u("type", 1)) : std::string()));
+  } else if (k == "mw_bind") {
+    add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) +
+        (e.u("mr") ? " -> mr " + std::to_string(e.u("mr")) + " " + e.s("addr") + " len " + std::to_string(e.u("length")) +
+                         " " + e.s("access")
+                   : std::string(" unbound")));
+  } else if (k == "mw_invalidate") {
+    add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) + " by " + e.s("by"));
   } else if (k == "step") {
     add(e.b("paused") ? "paused" : "running");
   }

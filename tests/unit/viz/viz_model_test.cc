@@ -136,6 +136,9 @@ TEST(VizNicState, MemoryWindowsAreBoundAndInvalidated) {
   EXPECT_EQ(freed.mr, 0u);
   EXPECT_EQ(freed.length, 0u);
   EXPECT_TRUE(tl.state_at(tl.end_pos()).at("n0").mws.empty());
+  // The event log's one-line summaries name the key, the MR and the range.
+  EXPECT_EQ(summarize(tb.events[2]), "mw_bind mw 4 rkey 0x4a1 -> mr 3 0x1800 len 512 REMOTE_READ");
+  EXPECT_EQ(summarize(tb.events[3]), "mw_invalidate mw 4 rkey 0x4a1 by SEND_WITH_INV");
 }
 
 // Two NICs whose clocks disagree: by t_ns alone, B's reception would come before A's send.
