@@ -302,16 +302,22 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
                     "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.write_len) + " bytes)");
     return;
   }
-  RecvInProgress rip;
   bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
-  if (with_imm && !take_recv_wqe(qp, &rip)) {
-    if (qp.type == IBV_QPT_UC) {
-      ++counters_.rx_drop_no_wqe;
-      uc_discard(qp, psn, "a WRITE with immediate arrived and no receive WQE was posted");
+  // WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
+  // error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
+  // SEND left behind.
+  RecvInProgress rip;
+  if (with_imm && !qp.recv) {
+    if (!take_recv_wqe(qp, &rip)) {
+      if (qp.type == IBV_QPT_UC) {
+        ++counters_.rx_drop_no_wqe;
+        uc_discard(qp, psn, "a WRITE with immediate arrived and no receive WQE was posted");
+        return;
+      }
+      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
       return;
     }
-    send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
-    return;
+    qp.recv = rip;
   }
   if (!pkt.payload.empty()) {
     if (!qp.write_mr) {
@@ -335,7 +341,8 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
     ++qp.msn;
     if (with_imm) {
       ibv_wc wc{};
-      wc.wr_id = rip.wqe.wr_id;
+      wc.wr_id = qp.recv->wqe.wr_id;
+      qp.recv.reset();
       wc.status = IBV_WC_SUCCESS;
       wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
       wc.byte_len = qp.write_len;

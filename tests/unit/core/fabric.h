@@ -35,11 +35,13 @@ class FakeMemory : public core::HostMemory {
   int write(pid_t pid, uint64_t addr, const void* src, size_t len) override {
     auto* p = locate(pid, addr, len);
     if (!p) return EFAULT;
+    if (poisoned && addr <= poisoned && poisoned < addr + len) return EFAULT;  // a page that went away
     std::memcpy(p, src, len);
     ++writes;
     return 0;
   }
   int writes = 0;
+  uint64_t poisoned = 0;  // an address whose writes fail, as if unmapped after registration
 
  private:
   uint8_t* locate(pid_t pid, uint64_t addr, size_t len) {

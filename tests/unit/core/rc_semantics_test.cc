@@ -285,6 +285,25 @@ TEST_F(RcSemantics, UnsignaledWrThatFailsLocallyStillCompletesWithItsError) {
   EXPECT_TRUE(fabric.queue.empty());
 }
 
+// --- A receive WQE taken by a WRITE with immediate is never lost ---
+
+TEST_F(RcSemantics, WriteWithImmThatFailsAtTheResponderFlushesItsReceiveWqe) {
+  start();
+  post_recv(*b, 70, 65536, 64);
+  post_recv(*b, 71, 65536, 64);
+  mem.poisoned = mem.addr(b->pid, 32768 + 10);  // the target page vanished after registration
+  abi::SendWqe w = rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 1, 0, 100, 32768);
+  post_send(*a, w);
+  fabric.deliver_all(now);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_REM_OP_ERR);
+  EXPECT_EQ(b->qp->state, IBV_QPS_ERR);
+  wcs = poll(*b);
+  ASSERT_EQ(wr_ids(wcs), (std::vector<uint64_t>{70, 71})) << "both receive WQEs complete, in order";
+  for (auto& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+}
+
 // --- SQD: drain, IBV_EVENT_SQ_DRAINED, sq_draining, resume (rxe's QP_STATE_DRAIN) ---
 
 TEST_F(RcSemantics, SqdFinishesTheStartedWrHoldsTheRestAndReportsTheDrain) {
