@@ -275,6 +275,9 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   ibv_device_attr_ex ex{};
   if (int st = ibv_query_device(context, &ex.orig_attr)) return st;
   ex.max_dm_size = 0;
+  // CQE timestamps (ibv_wc_read_completion_ts) count the NIC's simulated nanoseconds.
+  ex.completion_timestamp_mask = ~uint64_t(0);
+  ex.hca_core_clock = simnic::abi::kNicClockKhz;
   ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));

@@ -58,6 +58,8 @@ ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
   cq->shm = static_cast<CqShared*>(mem);
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem) + cqe_offset());
   cq->entries = rep.entries;
+  if (rep.mem_bytes >= cq_bytes(rep.entries))
+    cq->timestamps = reinterpret_cast<const uint64_t*>(static_cast<uint8_t*>(mem) + cqe_timestamp_offset(rep.entries));
   if (channel) ++channel->refcnt;
   std::lock_guard lock(c->objs_mu);
   c->cqs[rep.handle] = cq;
@@ -118,16 +120,22 @@ unsigned int read_wc_flags(ibv_cq_ex* cq) { return current(cq).wc_flags; }
 uint32_t read_slid(ibv_cq_ex* cq) { return current(cq).slid; }
 uint8_t read_sl(ibv_cq_ex* cq) { return current(cq).sl; }
 uint8_t read_dlid_path_bits(ibv_cq_ex* cq) { return current(cq).dlid_path_bits; }
+// The NIC's clock when it wrote the CQE, in cycles of hca_core_clock (1 GHz: nanoseconds of
+// simulated time, which stands still while a NIC is paused in step mode).
+uint64_t read_completion_ts(ibv_cq_ex* cq) {
+  ShimCq* c = to_shim_ex(cq);
+  return c->timestamps ? c->timestamps[c->poll_index & (c->entries - 1)] : 0;
+}
 
 }  // namespace
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                              IBV_WC_EX_WITH_DLID_PATH_BITS;
+                              IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
   if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
     return fail_null<ibv_cq_ex>(EINVAL);
-  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);  // timestamps, flow tags, ...
+  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);  // wallclock, flow tags, ...
   ShimCq* cq = create_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
   if (!cq) return nullptr;
   ibv_cq_ex& x = cq->cqx;
@@ -145,6 +153,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   x.read_slid = read_slid;
   x.read_sl = read_sl;
   x.read_dlid_path_bits = read_dlid_path_bits;
+  x.read_completion_ts = read_completion_ts;
   return &x;
 }
 

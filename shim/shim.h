@@ -57,6 +57,7 @@ struct ShimCq {
   size_t mem_bytes = 0;
   abi::CqShared* shm = nullptr;
   ibv_wc* slots = nullptr;
+  const uint64_t* timestamps = nullptr;  // per slot, written by simnicd with the CQE
   uint32_t entries = 0;
   std::mutex poll_mu;
   uint32_t poll_index = 0;        // the CQE start_poll/next_poll are looking at

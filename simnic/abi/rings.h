@@ -79,7 +79,9 @@ struct QpShared {
   RingControl rq;  // producer: shim (post_recv); consumer: simnicd, advanced on use
 };
 
-// Header of a CQ's shared memory; struct ibv_wc slots follow at cqe_offset.
+// Header of a CQ's shared memory; struct ibv_wc slots follow at cqe_offset(), then one
+// uint64_t completion timestamp per slot (the NIC's clock: simulated ns, so 1 GHz) at
+// cqe_timestamp_offset(entries), for ibv_wc_read_completion_ts.
 struct CqShared {
   RingControl ring;  // producer: simnicd; consumer: shim (ibv_poll_cq)
   // Armed by ibv_req_notify_cq, disarmed by simnicd when it sends the event.
@@ -99,5 +101,8 @@ constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a
 
 // The byte offset of the first CQE slot in a CQ's memory.
 constexpr uint32_t cqe_offset() { return align_up(sizeof(CqShared), kCacheLine); }
+constexpr size_t cqe_timestamp_offset(uint32_t entries) { return cqe_offset() + size_t(entries) * sizeof(ibv_wc); }
+constexpr size_t cq_bytes(uint32_t entries) { return cqe_timestamp_offset(entries) + size_t(entries) * sizeof(uint64_t); }
+constexpr uint64_t kNicClockKhz = 1'000'000;  // the timestamps count ns
 
 }  // namespace simnic::abi

@@ -33,6 +33,7 @@ void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
     return;
   }
   cq.slots[prod & (cq.entries - 1)] = wc;
+  cq.timestamps[prod & (cq.entries - 1)] = now_;
   ring.producer.value.store(prod + 1, std::memory_order_release);
   tracer_.event("cqe").u("cq", cq.handle).u("qp", wc.qp_num).u("index", prod).u("wr_id", wc.wr_id)
       .s("status", wc_status_name(wc.status)).u("status_num", wc.status).s("opcode", wc_opcode_name(wc.opcode))

@@ -299,11 +299,12 @@ int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   cq->channel = ch;
   cq->entries = round_up_pow2(uint32_t(cqe) + 1);
   cq->cqe = int(cq->entries) - 1;
-  size_t bytes = abi::cqe_offset() + size_t(cq->entries) * sizeof(ibv_wc);
+  size_t bytes = abi::cq_bytes(cq->entries);
   int err = 0;
   if (!shm_.allocate(bytes, "simnic-cq", &cq->mem, &err)) return err ? err : ENOMEM;
   cq->shm = new (cq->mem.addr) abi::CqShared();
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_offset());
+  cq->timestamps = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_timestamp_offset(cq->entries));
   if (ch) ch->users++;
   ctx->cqs.push_back(cq->handle);
   *out = cq.get();

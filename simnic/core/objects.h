@@ -70,6 +70,7 @@ struct Cq {
   ShmRegion mem;
   abi::CqShared* shm = nullptr;
   ibv_wc* slots = nullptr;
+  uint64_t* timestamps = nullptr;  // one per slot: when the NIC wrote the CQE
   uint32_t entries = 0;  // power of two
   int cqe = 0;           // what the user may rely on
   uint32_t users = 0;    // QPs using it

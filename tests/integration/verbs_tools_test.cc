@@ -92,6 +92,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PingpongCase{"one_mib", {"-s", "1048576", "-n", "500"}, false, 1048576L * 500},
                       PingpongCase{"events", {"-s", "4096", "-n", "500", "-e"}, false, 4096L * 500},
                       PingpongCase{"new_send_api_checked", {"-s", "4096", "-n", "300", "-N", "-c"}, false, 4096L * 300},
+                      PingpongCase{"completion_timestamps", {"-s", "4096", "-n", "300", "-t"}, false, 4096L * 300},
                       PingpongCase{"mtu_4096", {"-s", "16384", "-n", "200", "-m", "4096"}, false, 16384L * 200},
                       PingpongCase{"same_nic", {"-s", "4096", "-n", "500"}, true, 4096L * 500},
                       PingpongCase{"same_nic_events", {"-s", "65536", "-n", "100", "-e"}, true, 65536L * 100}),

@@ -285,6 +285,25 @@ TEST_F(RcSemantics, UnsignaledWrThatFailsLocallyStillCompletesWithItsError) {
   EXPECT_TRUE(fabric.queue.empty());
 }
 
+// --- CQE timestamps: the NIC's clock when it wrote the CQE ---
+
+TEST_F(RcSemantics, EachCqeCarriesTheNicTimeItWasWritten) {
+  start();
+  post_recv(*b, 70, 65536, 64);
+  const uint64_t t_post = now;
+  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 64));
+  now += 7 * kMs;
+  deliver_one();  // the SEND reaches B: its receive CQE is written now
+  const uint64_t t_recv = now;
+  now += 5 * kMs;
+  deliver_one();  // the ACK reaches A: the send CQE is written now
+  ASSERT_EQ(poll(*b).size(), 1u);
+  ASSERT_EQ(poll(*a).size(), 1u);
+  EXPECT_EQ(b->cq->timestamps[0], t_recv);
+  EXPECT_EQ(a->cq->timestamps[0], t_recv + 5 * kMs);
+  EXPECT_GT(a->cq->timestamps[0], t_post);
+}
+
 // --- A receive WQE taken by a WRITE with immediate is never lost ---
 
 TEST_F(RcSemantics, WriteWithImmThatFailsAtTheResponderFlushesItsReceiveWqe) {
