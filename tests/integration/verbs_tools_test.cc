@@ -93,6 +93,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PingpongCase{"events", {"-s", "4096", "-n", "500", "-e"}, false, 4096L * 500},
                       PingpongCase{"new_send_api_checked", {"-s", "4096", "-n", "300", "-N", "-c"}, false, 4096L * 300},
                       PingpongCase{"completion_timestamps", {"-s", "4096", "-n", "300", "-t"}, false, 4096L * 300},
+                      PingpongCase{"srq_8_qps", {"-s", "4096", "-n", "300", "-q", "8"}, false, 4096L * 300, "ibv_srq_pingpong"},
+                      PingpongCase{"srq_events", {"-s", "2048", "-n", "300", "-q", "4", "-e"}, false, 2048L * 300, "ibv_srq_pingpong"},
                       PingpongCase{"mtu_4096", {"-s", "16384", "-n", "200", "-m", "4096"}, false, 16384L * 200},
                       PingpongCase{"same_nic", {"-s", "4096", "-n", "500"}, true, 4096L * 500},
                       PingpongCase{"same_nic_events", {"-s", "65536", "-n", "100", "-e"}, true, 65536L * 100}),
