@@ -159,19 +159,18 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       if (psn != expect) {
         if (psn_diff(psn, expect) <= 0) {
           ++counters_.duplicates;
-        } else if (!qp.read_gap_asked || qp.read_gap_psn != expect) {
+        } else if (qp.read_gap_asked != expect) {
           // A gap in the response stream: re-request from the first missing packet, once;
           // the rest of the old stream still in flight is dropped, not re-requested again
           // (the ACK timeout covers a lost re-request).
-          qp.read_gap_asked = true;
-          qp.read_gap_psn = expect;
+          qp.read_gap_asked = expect;
           go_back_n(qp, expect, now, "read_gap");
         } else {
           ++counters_.rx_drop_unexpected;
         }
         return;
       }
-      qp.read_gap_asked = false;
+      qp.read_gap_asked.reset();
       uint32_t offset = st.rcvd_pkts * qp.mtu_bytes;
       if (!pkt.payload.empty()) {
         std::string why;

@@ -14,19 +14,10 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-namespace {
-
 constexpr uint32_t kGrhBytes = 40;
 
-
-}  // namespace
-
 void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len) {
-  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
-    ++counters_.rx_drop_qp_state;
-    tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
-    return;
-  }
+  if (!can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
     ++counters_.rx_drop_qkey;
     tracer_.event("pkt_drop").u("qp", qp.qpn)

@@ -230,10 +230,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   ctx->mrs.push_back(mr->handle);
   mr_by_key_[key] = mr.get();
   *out = mr.get();
-  if (tracer_.on()) {
-    tracer_.event("mr_create").u("ctx", ctx->id).u("pd", pd->handle).u("mr", mr->handle).u("lkey", key).u("rkey", key)
-        .hex("addr", mr->iova).u("length", length).s("access", access_string(access));
-  }
+  if (tracer_.on()) trace_mr_create(*mr);
   mrs_[mr->handle] = std::move(mr);
   return 0;
 }

@@ -170,8 +170,10 @@ class Device {
   void responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
                        const std::string& rule);
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);
+  bool can_receive(Qp& qp);  // false (counted, traced) in RESET, INIT and ERR
   bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
   void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
+  void uc_abandon_message(Qp& qp);
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
@@ -193,6 +195,8 @@ class Device {
   void trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
                     const proto::PacketHeaders& h, uint32_t mask, size_t payload, const char* fault);
   void trace_qp_lifecycle(const char* kind, const Qp& qp);
+  void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
+  void trace_mw_create(const Mw& mw);
 
  public:
   // Emits the NIC's current objects as events, for a trace that starts now.

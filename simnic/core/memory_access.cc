@@ -12,7 +12,6 @@ namespace simnic::core {
 
 namespace {
 
-
 const char* access_name(uint32_t a) {
   switch (a) {
     case IBV_ACCESS_LOCAL_WRITE: return "LOCAL_WRITE";

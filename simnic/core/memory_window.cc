@@ -13,7 +13,6 @@ namespace simnic::core {
 
 namespace {
 
-
 constexpr uint32_t kRemoteAccess =
     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -36,8 +35,7 @@ int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** ou
   mw->rkey = ((mw->handle & 0xffffff) << 8) | (rng_() & 0xff);
   pd->users++;
   ctx->mws.push_back(mw->handle);
-  tracer_.event("mw_create").u("ctx", ctx->id).u("pd", pd->handle).u("mw", mw->handle).u("rkey", mw->rkey)
-      .u("type", type == IBV_MW_TYPE_2 ? 2 : 1);
+  trace_mw_create(*mw);
   *out = mw.get();
   mws_[mw->handle] = std::move(mw);
   return 0;
@@ -55,7 +53,7 @@ int Device::dealloc_mw(Context* ctx, uint32_t handle) {
 }
 
 void Device::unbind_mw(Mw& mw) {
-  if (mw.mr) const_cast<Mr*>(mw.mr)->bound_mws--;
+  if (mw.mr) mw.mr->bound_mws--;
   mw.mr = nullptr;
   mw.qp = nullptr;
   mw.addr = mw.length = 0;
@@ -145,8 +143,7 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
     return invalidate_mw(qp, w.imm_data, "LOCAL_INV", why) ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
 
   // BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also makes).
-  auto it = mws_.find(w.bind_mw);
-  Mw* mw = it == mws_.end() || it->second->ctx != qp.ctx ? nullptr : it->second.get();
+  Mw* mw = owned(mws_, qp.ctx, w.bind_mw);
   if (!mw) {
     *why = "BIND_MW: handle " + std::to_string(w.bind_mw) + " names no memory window of this context";
     return IBV_WC_MW_BIND_ERR;
@@ -210,7 +207,7 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
   mw->rkey = w.rkey;
   if (mr && w.bind_length) {
     mw->mr = mr;
-    const_cast<Mr*>(mr)->bound_mws++;
+    mr->bound_mws++;
     mw->qp = mw->type == IBV_MW_TYPE_2 ? &qp : nullptr;
     mw->addr = (access & IBV_ACCESS_ZERO_BASED) ? mr->iova : w.remote_addr;
     mw->length = w.bind_length;

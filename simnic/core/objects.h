@@ -33,7 +33,7 @@ struct Mr {
   uint32_t access = 0;  // ibv_access_flags
   uint32_t lkey = 0;
   uint32_t rkey = 0;
-  uint32_t bound_mws = 0;  // memory windows bound to it: dereg is refused while > 0 (as rxe)
+  mutable uint32_t bound_mws = 0;  // windows bound to it (bookkeeping): dereg is refused while > 0, as rxe
 };
 
 struct Qp;
@@ -178,8 +178,7 @@ struct Qp {
   uint32_t rnr_retry_left = 0;
   uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
   uint32_t read_offset = 0;   // bytes of the current READ already scattered
-  bool read_gap_asked = false;  // a READ response gap at read_gap_psn was already re-requested
-  uint32_t read_gap_psn = 0;
+  std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
 
   // Responder.
   uint32_t epsn = 0;          // expected PSN

@@ -12,7 +12,6 @@ namespace simnic::core {
 
 namespace {
 
-
 constexpr uint32_t kQpAccessBits =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -53,12 +52,14 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   std::string why;
-  if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) {
-    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" +
-                             qp_state_name(next) + " rejected (EINVAL): " + why);
+  // Every refusal is logged and traced with the rule that was broken.
+  auto reject = [&](const std::string& move) {
+    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + move + " rejected (EINVAL): " + why);
     tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
     return EINVAL;
-  }
+  };
+  if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why))
+    return reject(std::string(" ") + qp_state_name(cur) + "->" + qp_state_name(next));
   // While an SQD QP is still draining, it may only go to ERR or RESET: resuming (rxe refuses
   // the same) or changing attributes (IBA 11.2.4.2: SQD->SQD once drained) must wait for
   // IBV_EVENT_SQ_DRAINED, or for sq_draining = 0 in ibv_query_qp.
@@ -66,15 +67,9 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
       (next == IBV_QPS_RTS || (next == IBV_QPS_SQD && (mask & ~IBV_QP_STATE & ~IBV_QP_EN_SQD_ASYNC_NOTIFY)))) {
     why = next == IBV_QPS_RTS ? "the send queue is still draining: wait for IBV_EVENT_SQ_DRAINED before SQD->RTS"
                               : "attributes can change in SQD only once the send queue has drained";
-    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " rejected (EINVAL): " + why);
-    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
-    return EINVAL;
+    return reject("");
   }
-  if (int e = check_qp_attr_values(*qp, attr, mask, &why)) {
-    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + " rejected (EINVAL): " + why);
-    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
-    return e;
-  }
+  if (check_qp_attr_values(*qp, attr, mask, &why)) return reject("");
   apply_qp_attr(*qp, attr, mask, now);
   return 0;
 }
@@ -197,7 +192,7 @@ void Device::reset_qp(Qp& qp) {
   qp.rd_atomic_outstanding = 0;
   qp.timer_deadline_ns = 0;
   qp.rnr_wait = false;
-  qp.read_gap_asked = false;
+  qp.read_gap_asked.reset();
   qp.recv.reset();
   qp.write_left = 0;
   qp.write_mr = nullptr;

@@ -248,16 +248,16 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
 }
 
 bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why) {
-  auto it = ahs_.find(w.ah);
-  if (it == ahs_.end() || it->second->ctx != qp.ctx) {
+  const Ah* ah = owned(ahs_, qp.ctx, w.ah);
+  if (!ah) {
     *why = "UD send: AH handle " + std::to_string(w.ah) + " names no address handle of this context";
     return false;
   }
-  if (it->second->pd != qp.pd) {
+  if (ah->pd != qp.pd) {
     *why = "UD send: the AH belongs to another PD than the QP";
     return false;
   }
-  *dst_ip = it->second->dst_ip;
+  *dst_ip = ah->dst_ip;
   return true;
 }
 

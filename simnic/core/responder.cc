@@ -19,7 +19,6 @@ namespace {
 constexpr uint8_t kAckCredits = 0x1f;     // "credits invalid": simnic does no end-to-end credits
 constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_dest_rd_atomic)
 
-
 }  // namespace
 
 void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
@@ -117,8 +116,12 @@ void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
     tracer_.event("pkt_drop").s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
   }
   qp.uc_dropping = true;
-  // A SEND cut short keeps its receive WQE for the next message (as rxe); a WRITE cut short
-  // leaves what it wrote.
+  uc_abandon_message(qp);
+}
+
+// A SEND cut short keeps its receive WQE for the next message (as rxe); a WRITE cut short
+// leaves what it wrote.
+void Device::uc_abandon_message(Qp& qp) {
   if (qp.recv) qp.recv->offset = 0;
   qp.write_left = 0;
   qp.write_mr = nullptr;
@@ -130,9 +133,7 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   if (psn == qp.epsn && !qp.uc_dropping) return true;
   if (pkt.mask & kIsFirst) {
-    if (qp.recv && qp.recv->offset) qp.recv->offset = 0;
-    qp.write_left = 0;
-    qp.write_mr = nullptr;
+    uc_abandon_message(qp);
     qp.uc_dropping = false;
     qp.epsn = psn;
     return true;
@@ -142,13 +143,16 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
   return false;
 }
 
+bool Device::can_receive(Qp& qp) {
+  if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
+  ++counters_.rx_drop_qp_state;
+  tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
+  return false;
+}
+
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
-  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_ERR) {
-    ++counters_.rx_drop_qp_state;
-    tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
-    return;
-  }
+  if (!can_receive(qp)) return;
   if (qp.type == IBV_QPT_UC) {
     if (!uc_accept(qp, pkt)) return;
     if (pkt.mask & kIsSend) respond_send(qp, pkt);

@@ -129,6 +129,16 @@ void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t
   if (fault) e.s("fault", fault);
 }
 
+void Device::trace_mr_create(const Mr& mr) {
+  tracer_.event("mr_create").u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
+      .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
+}
+
+void Device::trace_mw_create(const Mw& mw) {
+  tracer_.event("mw_create").u("ctx", mw.ctx->id).u("pd", mw.pd->handle).u("mw", mw.handle).u("rkey", mw.rkey)
+      .u("type", mw.type == IBV_MW_TYPE_2 ? 2 : 1);
+}
+
 void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
   tracer_.event(kind).u("ctx", qp.ctx->id).u("qp", qp.qpn)
       .s("type", qp.type == IBV_QPT_RC ? "RC" : qp.type == IBV_QPT_UC ? "UC" : "UD")
@@ -141,12 +151,8 @@ void Device::trace_snapshot() {
   tracer_.event("nic_up").s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes)
       .u("wall_ns", tracer_.wall_ns());
   for (auto& [id, ctx] : contexts_) tracer_.event("ctx_open").u("ctx", id).u("pid", uint64_t(ctx->pid));
-  for (auto& [h, mr] : mrs_)
-    tracer_.event("mr_create").u("ctx", mr->ctx->id).u("pd", mr->pd->handle).u("mr", h).u("lkey", mr->lkey)
-        .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
-  for (auto& [h, mw] : mws_)
-    tracer_.event("mw_create").u("ctx", mw->ctx->id).u("pd", mw->pd->handle).u("mw", h).u("rkey", mw->rkey)
-        .u("type", mw->type == IBV_MW_TYPE_2 ? 2 : 1);
+  for (auto& [h, mr] : mrs_) trace_mr_create(*mr);
+  for (auto& [h, mw] : mws_) trace_mw_create(*mw);
   for (auto& [h, cq] : cqs_)
     tracer_.event("cq_create").u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   for (auto& [h, qp] : qps_) {
