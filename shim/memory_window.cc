@@ -2,8 +2,6 @@
 // ibv_context.ops (verbs.h's inline wrappers call them). Allocation is a slow-path call; a
 // bind is a BIND_MW work request on the QP's send queue, as on rxe and mlx5, so it is ordered
 // with the QP's other work and completes with IBV_WC_BIND_MW.
-#include <cstring>
-
 #include "shim/shim.h"
 
 using namespace simnic::abi;

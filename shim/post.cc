@@ -28,6 +28,23 @@ bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
   }
 }
 
+// BIND_MW, for ibv_post_send and ibv_wr_bind_mw alike: the errno a bad request gets at post
+// time (EINVAL/EPERM, as ibv_bind_mw's checks in verbs.h), then the WQE's window part.
+int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b) {
+  if (!mw || mw->context != context) return EINVAL;
+  if (b.mr && b.mr->pd != mw->pd) return EPERM;
+  return 0;
+}
+
+void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, SendWqe& w) {
+  w.bind_mw = mw.handle;
+  w.rkey = rkey;
+  w.bind_lkey = b.mr ? b.mr->lkey : 0;
+  w.remote_addr = b.addr;
+  w.bind_length = b.length;
+  w.bind_access = b.mw_access_flags;
+}
+
 namespace {
 
 // Fills one send WQE; returns 0 or the errno post_send returns.
@@ -48,16 +65,8 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
   if (wr.opcode == IBV_WR_BIND_MW || wr.opcode == IBV_WR_LOCAL_INV) {
     // Memory-window operations carry no data: their scatter/gather list is ignored.
     if (wr.opcode == IBV_WR_BIND_MW) {
-      const ibv_mw* mw = wr.bind_mw.mw;
-      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
-      if (!mw || mw->context != q.context) return EINVAL;
-      if (b.mr && b.mr->pd != mw->pd) return EPERM;  // as ibv_bind_mw checks
-      w.bind_mw = mw->handle;
-      w.rkey = wr.bind_mw.rkey;
-      w.bind_lkey = b.mr ? b.mr->lkey : 0;
-      w.remote_addr = b.addr;
-      w.bind_length = b.length;
-      w.bind_access = b.mw_access_flags;
+      if (int e = bind_mw_error(q.context, wr.bind_mw.mw, wr.bind_mw.bind_info)) return e;
+      fill_bind_mw(*wr.bind_mw.mw, wr.bind_mw.rkey, wr.bind_mw.bind_info, w);
     }
     w.num_sge = 0;
     w.inline_len = 0;

@@ -10,6 +10,8 @@ using namespace simnic::abi;
 namespace simnic::shim {
 
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op);  // post.cc
+int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b);     // post.cc
+void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, SendWqe& w);  // post.cc
 
 namespace {
 
@@ -105,16 +107,9 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 
 void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) { begin(q, IBV_WR_LOCAL_INV)->imm_data = rkey; }
 void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
-  ShimQp* s = to_shim_ex(q);
-  if (!mw || !b || mw->context != q->qp_base.context) return fail(s, EINVAL);
-  if (b->mr && b->mr->pd != mw->pd) return fail(s, EPERM);
-  SendWqe* w = begin(q, IBV_WR_BIND_MW);
-  w->bind_mw = mw->handle;
-  w->rkey = rkey;
-  w->bind_lkey = b->mr ? b->mr->lkey : 0;
-  w->remote_addr = b->addr;
-  w->bind_length = b->length;
-  w->bind_access = b->mw_access_flags;
+  if (!b) return fail(to_shim_ex(q), EINVAL);
+  if (int e = bind_mw_error(q->qp_base.context, mw, *b)) return fail(to_shim_ex(q), e);
+  fill_bind_mw(*mw, rkey, *b, *begin(q, IBV_WR_BIND_MW));
 }
 
 // Operations simnic does not offer: the batch fails at wr_complete with EOPNOTSUPP.
