@@ -65,22 +65,11 @@ class HostileInput : public QpPair, public ::testing::WithParamInterface<ibv_qp_
 
 TEST_P(HostileInput, RandomPacketsNeitherCrashNorTouchUnregisteredMemoryAndServiceResumes) {
   start(HostOptions{.type = GetParam()});
-  // A bound type 2 window on B (RC only has BIND_MW), to make rkey confusion interesting.
+  // On the RC run, a bound type 2 window on B, to make rkey confusion interesting.
   if (GetParam() == IBV_QPT_RC) {
-    core::Mr* wmr = nullptr;
-    ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, mem.addr(b->pid, 0), 1 << 20, mem.addr(b->pid, 0),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &wmr), 0);
-    core::Mw* mw = nullptr;
-    ASSERT_EQ(b->dev.alloc_mw(b->ctx, b->pd, IBV_MW_TYPE_2, &mw), 0);
-    abi::SendWqe w{};
-    w.opcode = IBV_WR_BIND_MW;
-    w.bind_mw = mw->handle;
-    w.rkey = ibv_inc_rkey(mw->rkey);
-    w.bind_lkey = wmr->lkey;
-    w.remote_addr = mem.addr(b->pid, 4096);
-    w.bind_length = 65536;
-    w.bind_access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    post_send(*b, w);
+    core::Mr* wmr = reg_mr(*b, 0, 1 << 20, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
+    post_send(*b, bind_wqe(*b, mw, wmr, 4096, 65536, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE, 0, 0));
     mw_rkey = mw->rkey;
   }
   std::memset(mem.ptr(b->pid, kGuard), 0xa5, kGuardLen);

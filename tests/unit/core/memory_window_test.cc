@@ -16,36 +16,7 @@ class MemoryWindow : public QpPair {
  protected:
   // An MR for windows on B. Without remote rights: only the windows grant them.
   core::Mr* window_mr(uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) {
-    core::Mr* mr = nullptr;
-    EXPECT_EQ(b->dev.reg_mr(b->ctx, b->pd, mem.addr(b->pid, kWinMr), kWinMrLen, mem.addr(b->pid, kWinMr), access, &mr), 0);
-    return mr;
-  }
-  core::Mw* alloc(ibv_mw_type type) {
-    core::Mw* mw = nullptr;
-    EXPECT_EQ(b->dev.alloc_mw(b->ctx, b->pd, type, &mw), 0);
-    return mw;
-  }
-  // B binds `mw` to [off, off+len) of `mr` with the next key byte, as ibv_inc_rkey would.
-  abi::SendWqe bind(core::Mw* mw, core::Mr* mr, size_t off, uint64_t len, uint32_t access, uint64_t wr_id) {
-    abi::SendWqe w{};
-    w.wr_id = wr_id;
-    w.opcode = IBV_WR_BIND_MW;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.bind_mw = mw->handle;
-    w.rkey = ibv_inc_rkey(mw->rkey);
-    w.bind_lkey = mr ? mr->lkey : 0;
-    w.remote_addr = mem.addr(b->pid, off);
-    w.bind_length = len;
-    w.bind_access = access;
-    return w;
-  }
-  abi::SendWqe local_inv(uint32_t rkey, uint64_t wr_id) {
-    abi::SendWqe w{};
-    w.wr_id = wr_id;
-    w.opcode = IBV_WR_LOCAL_INV;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.imm_data = rkey;
-    return w;
+    return reg_mr(*b, kWinMr, kWinMrLen, access);
   }
   // A's RDMA op at `remote_va` through `rkey`.
   abi::SendWqe via(ibv_wr_opcode op, uint64_t wr_id, size_t local_off, uint32_t len, uint64_t remote_va, uint32_t rkey) {
@@ -56,7 +27,7 @@ class MemoryWindow : public QpPair {
   }
   // Binds and checks B's completion; returns the window's new rkey.
   uint32_t bound(core::Mw* mw, core::Mr* mr, size_t off, uint64_t len, uint32_t access) {
-    post_send(*b, bind(mw, mr, off, len, access, 500));
+    post_send(*b, bind_wqe(*b, mw, mr, off, len, access, 500));
     auto wcs = poll(*b);
     EXPECT_EQ(wcs.size(), 1u);
     if (wcs.size() == 1) {
@@ -82,7 +53,7 @@ constexpr uint32_t kRW = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 TEST_F(MemoryWindow, Type2WindowCarriesWriteAndReadIntoAnMrWithoutRemoteRights) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   const uint32_t old_rkey = mw->rkey;
   uint32_t rkey = bound(mw, mr, kWinMr + 4096, 8192, kRW);
   EXPECT_EQ(rkey, ibv_inc_rkey(old_rkey));
@@ -105,8 +76,8 @@ TEST_F(MemoryWindow, Type2WindowCarriesWriteAndReadIntoAnMrWithoutRemoteRights) 
 TEST_F(MemoryWindow, ZeroBasedWindowIsAddressedFromZero) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
-  abi::SendWqe w = bind(mw, mr, 0, 4096, kRW | IBV_ACCESS_ZERO_BASED, 500);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
+  abi::SendWqe w = bind_wqe(*b, mw, mr, 0, 4096, kRW | IBV_ACCESS_ZERO_BASED, 500);
   w.remote_addr = 0;  // ignored: a zero-based window starts at the MR's first byte
   post_send(*b, w);
   ASSERT_EQ(poll(*b).size(), 1u);
@@ -122,7 +93,7 @@ TEST_F(MemoryWindow, ZeroBasedWindowIsAddressedFromZero) {
 TEST_F(MemoryWindow, WindowRightsAreEnforced) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   uint32_t rkey = bound(mw, mr, kWinMr, 4096, IBV_ACCESS_REMOTE_READ);
   std::memset(mem.ptr(b->pid, kWinMr), 0x5a, 64);
   fill(*a, 0, 64, 1);
@@ -135,9 +106,9 @@ TEST_F(MemoryWindow, WindowRightsAreEnforced) {
 TEST_F(MemoryWindow, LocalInvalidateRevokesTheWindow) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   uint32_t rkey = bound(mw, mr, kWinMr, 4096, kRW);
-  post_send(*b, local_inv(rkey, 600));
+  post_send(*b, local_inv_wqe(rkey, 600));
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
@@ -151,7 +122,7 @@ TEST_F(MemoryWindow, LocalInvalidateRevokesTheWindow) {
 TEST_F(MemoryWindow, SendWithInvalidateFreesTheWindowAndReportsTheKey) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   uint32_t rkey = bound(mw, mr, kWinMr, 4096, kRW);
   post_recv(*b, 70, 65536, 256);
   fill(*a, 0, 100, 9);
@@ -194,9 +165,9 @@ TEST_F(MemoryWindow, SendWithInvalidateOfAnMrKeyIsAnInvalidRequest) {
 TEST_F(MemoryWindow, BindToAnMrWithoutMwBindFailsAndFlushesTheRest) {
   start();
   core::Mr* mr = window_mr(IBV_ACCESS_LOCAL_WRITE);
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   const uint32_t rkey_before = mw->rkey;
-  post_sends(*b, {bind(mw, mr, kWinMr, 4096, kRW, 500), wqe(*b, IBV_WR_SEND, 501, 0, 8)});
+  post_sends(*b, {bind_wqe(*b, mw, mr, kWinMr, 4096, kRW, 500), wqe(*b, IBV_WR_SEND, 501, 0, 8)});
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 2u);
   EXPECT_EQ(wcs[0].wr_id, 500u);
@@ -212,9 +183,9 @@ TEST_F(MemoryWindow, BindToAnMrWithoutMwBindFailsAndFlushesTheRest) {
 TEST_F(MemoryWindow, BoundType2WindowMustBeInvalidatedBeforeRebinding) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   bound(mw, mr, kWinMr, 4096, kRW);
-  post_send(*b, bind(mw, mr, kWinMr, 4096, kRW, 501));
+  post_send(*b, bind_wqe(*b, mw, mr, kWinMr, 4096, kRW, 501));
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_MW_BIND_ERR);
@@ -224,7 +195,7 @@ TEST_F(MemoryWindow, BoundType2WindowMustBeInvalidatedBeforeRebinding) {
 TEST_F(MemoryWindow, Type1RebindMovesTheWindowAndKillsTheOldKey) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_1);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_1);
   uint32_t k1 = bound(mw, mr, kWinMr, 4096, kRW);
   fill(*a, 0, 32, 4);
   post_send(*a, via(IBV_WR_RDMA_WRITE, 1, 0, 32, mem.addr(b->pid, kWinMr), k1));
@@ -244,12 +215,12 @@ TEST_F(MemoryWindow, Type1RebindMovesTheWindowAndKillsTheOldKey) {
 TEST_F(MemoryWindow, Type1WindowIsUnboundByAZeroLengthBindNotByLocalInvalidate) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_1);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_1);
   uint32_t k1 = bound(mw, mr, kWinMr, 4096, kRW);
   bound(mw, nullptr, 0, 0, 0);  // ibv_bind_mw with no MR and length 0
   EXPECT_EQ(mw->mr, nullptr);
   EXPECT_EQ(mr->bound_mws, 0u);
-  post_send(*b, local_inv(mw->rkey, 600));
+  post_send(*b, local_inv_wqe(mw->rkey, 600));
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_MW_BIND_ERR);
@@ -261,9 +232,9 @@ TEST_F(MemoryWindow, Type1WindowIsUnboundByAZeroLengthBindNotByLocalInvalidate) 
 TEST_F(MemoryWindow, BindCompletesInOrderAfterAnEarlierSend) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   post_recv(*a, 80, 65536, 64);
-  post_sends(*b, {wqe(*b, IBV_WR_SEND, 501, 0, 8), bind(mw, mr, kWinMr, 4096, kRW, 502)});
+  post_sends(*b, {wqe(*b, IBV_WR_SEND, 501, 0, 8), bind_wqe(*b, mw, mr, kWinMr, 4096, kRW, 502)});
   // The bind took effect when the NIC reached it, but completes only after the SEND does.
   EXPECT_NE(mw->mr, nullptr);
   EXPECT_TRUE(poll(*b).empty());
@@ -281,14 +252,14 @@ TEST_F(MemoryWindow, BindCompletesInOrderAfterAnEarlierSend) {
 TEST_F(MemoryWindow, AnMrWithABoundWindowCannotBeDeregistered) {
   start();
   core::Mr* mr = window_mr();
-  core::Mw* mw = alloc(IBV_MW_TYPE_2);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   bound(mw, mr, kWinMr, 4096, kRW);
   const uint32_t mr_handle = mr->handle;
   EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), EINVAL);
   EXPECT_EQ(b->dev.dealloc_mw(b->ctx, mw->handle), 0);  // deallocating unbinds
   EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), 0);
   // LOCAL_INV of an ordinary MR's key is refused: only windows are invalidated here.
-  post_send(*b, local_inv(b->mr->rkey, 600));
+  post_send(*b, local_inv_wqe(b->mr->rkey, 600));
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_MW_BIND_ERR);
@@ -299,8 +270,8 @@ TEST_F(MemoryWindow, AnMrWithABoundWindowCannotBeDeregistered) {
 TEST_F(MemoryWindow, ADyingApplicationsBoundWindowsAreCleanedUp) {
   start();
   core::Mr* mr = window_mr();
-  bound(alloc(IBV_MW_TYPE_2), mr, kWinMr, 4096, kRW);
-  bound(alloc(IBV_MW_TYPE_1), mr, kWinMr, 8192, kRW);
+  bound(alloc_mw(*b, IBV_MW_TYPE_2), mr, kWinMr, 4096, kRW);
+  bound(alloc_mw(*b, IBV_MW_TYPE_1), mr, kWinMr, 8192, kRW);
   b->dev.close_context(b->ctx);  // what simnicd does when the process dies
   const std::string st = b->dev.status_text();
   EXPECT_NE(st.find("mws 0\n"), std::string::npos) << st;

@@ -187,6 +187,40 @@ class QpPair : public ::testing::Test {
     w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
     return w;
   }
+  // Memory windows: an extra MR over [off, off+len) of `h`'s memory, a window of its PD, and
+  // the BIND_MW / LOCAL_INV work requests (the key byte advanced as ibv_inc_rkey would).
+  core::Mr* reg_mr(Host& h, size_t off, uint32_t len, uint32_t access) {
+    core::Mr* mr = nullptr;
+    EXPECT_EQ(h.dev.reg_mr(h.ctx, h.pd, mem.addr(h.pid, off), len, mem.addr(h.pid, off), access, &mr), 0);
+    return mr;
+  }
+  core::Mw* alloc_mw(Host& h, ibv_mw_type type) {
+    core::Mw* mw = nullptr;
+    EXPECT_EQ(h.dev.alloc_mw(h.ctx, h.pd, type, &mw), 0);
+    return mw;
+  }
+  abi::SendWqe bind_wqe(Host& h, const core::Mw* mw, const core::Mr* mr, size_t off, uint64_t len, uint32_t access,
+                        uint64_t wr_id, uint32_t flags = IBV_SEND_SIGNALED) {
+    abi::SendWqe w{};
+    w.wr_id = wr_id;
+    w.opcode = IBV_WR_BIND_MW;
+    w.send_flags = flags;
+    w.bind_mw = mw->handle;
+    w.rkey = ibv_inc_rkey(mw->rkey);
+    w.bind_lkey = mr ? mr->lkey : 0;
+    w.remote_addr = mem.addr(h.pid, off);
+    w.bind_length = len;
+    w.bind_access = access;
+    return w;
+  }
+  static abi::SendWqe local_inv_wqe(uint32_t rkey, uint64_t wr_id) {
+    abi::SendWqe w{};
+    w.wr_id = wr_id;
+    w.opcode = IBV_WR_LOCAL_INV;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.imm_data = rkey;  // invalidate_rkey
+    return w;
+  }
   // An RDMA WRITE/READ/atomic aimed at `off` in the peer's MR.
   abi::SendWqe rdma(Host& h, Host& peer, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len,
                     size_t remote_off, uint32_t flags = IBV_SEND_SIGNALED) {

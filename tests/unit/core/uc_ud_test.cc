@@ -282,22 +282,9 @@ TEST_F(Datagram, UcBadLkeyPutsTheQpInSqeAndReceivesGoOn) {
 
 TEST_F(Datagram, UcQpBindsAWindowThatTheRemoteWritesThrough) {
   start_uc();
-  core::Mr* wmr = nullptr;
-  ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, mem.addr(b->pid, 0), 1 << 20, mem.addr(b->pid, 0),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &wmr), 0);
-  core::Mw* mw = nullptr;
-  ASSERT_EQ(b->dev.alloc_mw(b->ctx, b->pd, IBV_MW_TYPE_2, &mw), 0);
-  abi::SendWqe bind{};
-  bind.wr_id = 5;
-  bind.opcode = IBV_WR_BIND_MW;
-  bind.send_flags = IBV_SEND_SIGNALED;
-  bind.bind_mw = mw->handle;
-  bind.rkey = ibv_inc_rkey(mw->rkey);
-  bind.bind_lkey = wmr->lkey;
-  bind.remote_addr = mem.addr(b->pid, 40960);
-  bind.bind_length = 4096;
-  bind.bind_access = IBV_ACCESS_REMOTE_WRITE;
-  post_send(*b, bind);
+  core::Mr* wmr = reg_mr(*b, 0, 1 << 20, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
+  post_send(*b, bind_wqe(*b, mw, wmr, 40960, 4096, IBV_ACCESS_REMOTE_WRITE, 5));
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].opcode, IBV_WC_BIND_MW);
@@ -309,14 +296,7 @@ TEST_F(Datagram, UcQpBindsAWindowThatTheRemoteWritesThrough) {
   post_send(*a, w);
   deliver_all();
   EXPECT_TRUE(same(*a, 0, *b, 40960 + 1000, 2000));
-  post_send(*b, [&] {
-    abi::SendWqe inv{};
-    inv.wr_id = 6;
-    inv.opcode = IBV_WR_LOCAL_INV;
-    inv.send_flags = IBV_SEND_SIGNALED;
-    inv.imm_data = mw->rkey;
-    return inv;
-  }());
+  post_send(*b, local_inv_wqe(mw->rkey, 6));
   wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].opcode, IBV_WC_LOCAL_INV);
