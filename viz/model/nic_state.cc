@@ -4,6 +4,10 @@ namespace simnic::viz {
 
 namespace {
 
+// Rings are consumed in order: every slot below the consumer index is free, even when the
+// viewer missed its wqe_done (a live subscriber that fell behind, or one that joined late).
+void forget_below_consumer(WorkQueue& wq) { wq.posted.erase(wq.posted.begin(), wq.posted.lower_bound(wq.consumer)); }
+
 WorkQueue* queue_of(QpInfo& qp, const std::string& which) {
   if (which == "sq") return &qp.sq;
   if (which == "rq") return &qp.rq;
@@ -105,6 +109,7 @@ void NicState::apply(const Event& e, size_t pos) {
     wq->producer = std::max(wq->producer, idx + 1);
     // A snapshot or a late subscriber may start mid-stream: keep the consumer sane.
     if (wq->consumer + wq->entries < wq->producer && wq->entries) wq->consumer = wq->producer - wq->entries;
+    forget_below_consumer(*wq);
   } else if (k == "wqe_done") {
     auto qit = qps.find(uint32_t(e.u("qp")));
     if (qit == qps.end()) return;
@@ -114,6 +119,7 @@ void NicState::apply(const Event& e, size_t pos) {
     wq->posted.erase(idx);
     wq->consumer = std::max(wq->consumer, idx + 1);
     wq->producer = std::max(wq->producer, wq->consumer);
+    forget_below_consumer(*wq);
   } else if (k == "cqe") {
     auto cit = cqs.find(uint32_t(e.u("cq")));
     if (cit == cqs.end()) return;

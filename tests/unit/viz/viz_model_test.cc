@@ -100,6 +100,22 @@ TEST(VizNicState, RebuildsQpStateRingsAndCq) {
   EXPECT_EQ(tl.state_at(7).at("n0").qps.at(17).sq.posted.size(), 1u);
 }
 
+// A live viewer can miss events; the ring must still never show more WQEs than it has slots.
+TEST(VizNicState, MissedWqeDoneEventsDoNotOverfillTheRing) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "qp_create", {{"qp", 5}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}});
+  for (int i = 0; i < 4; ++i) tb.add("n0", 2, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
+  tb.add("n0", 3, "wqe_done", {{"qp", 5}, {"queue", "rq"}, {"index", 2}});  // the done of 0 and 1 was missed
+  for (int i = 4; i < 7; ++i) tb.add("n0", 4, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
+  Timeline tl;
+  tl.append(tb.events);
+  const QpInfo& q = tl.state_at(tl.end_pos()).at("n0").qps.at(5);
+  EXPECT_EQ(q.rq.consumer, 3u);
+  EXPECT_EQ(q.rq.producer, 7u);
+  ASSERT_EQ(q.rq.posted.size(), 4u) << "slots 3..6: 0 and 1 are below the consumer";
+  EXPECT_EQ(q.rq.posted.begin()->first, 3u);
+}
+
 TEST(VizNicState, ResetEmptiesTheRings) {
   TraceBuilder tb;
   tb.add("n0", 1, "qp_create", {{"qp", 5}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}});
