@@ -37,9 +37,8 @@ uint64_t rnr_timer_ns(uint32_t t) {
 }  // namespace
 
 void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
-  const uint32_t mask = qp.sq_entries - 1;
-  const abi::SendWqe& w = qp.sq[qp.sq_consumer & mask];
-  SendWqeState& st = qp.sq_state[qp.sq_consumer & mask];
+  const abi::SendWqe& w = fetch_send_wqe(qp, qp.sq_consumer);  // a flushed WQE may be unfetched
+  SendWqeState& st = qp.sq_state[qp.sq_consumer & (qp.sq_entries - 1)];
   bool started = qp.sq_consumer != qp.sq_started;
   if (started && st.rd_atomic && qp.rd_atomic_outstanding) --qp.rd_atomic_outstanding;
   // Errors complete even when unsignaled (IBA 10.7.3.1).
@@ -133,8 +132,8 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       ++counters_.rx_drop_unexpected;
       return;
     }
-    abi::SendWqe& w = qp.sq[idx & mask];
     SendWqeState& st = qp.sq_state[idx & mask];
+    const abi::SendWqe& w = st.wqe;  // the NIC's copy: the ring may have been rewritten since
     if (!st.rd_atomic) {
       ++counters_.rx_drop_unexpected;
       return;

@@ -152,8 +152,13 @@ class Device {
   void unbind_mws_of_qp(const Qp& qp);  // a destroyed QP's type 2 windows become free
 
   // requester.cc
+  enum class WqeStart { kWait, kDoneLocally, kBegun };
   void requester_run(Qp& qp, uint64_t now);
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
+  WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
+  ibv_wc_status check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip,
+                               std::string* why);
   bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
@@ -215,6 +220,8 @@ class Device {
               const uint8_t* src, uint32_t len, std::string* why);
   bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
                   uint64_t* total, std::string* why) const;
+  const Mr* local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
+                     std::string* why) const;
   // The MR a remote access lands in, through an MR's rkey or a memory window's; *mr_va is
   // the address in that MR's iova space (a zero-based window's offset is translated).
   const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,

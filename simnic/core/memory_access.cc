@@ -28,6 +28,33 @@ bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
 
 }  // namespace
 
+// The MR bytes [s.addr + offset, +len) of an SGE lie in, checked at every use: when the WQE is
+// first seen and again at each DMA, since the MR may have been deregistered meanwhile. The
+// lkey must name a registered MR of the QP's PD with the rights the DMA needs, and the range
+// must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why.
+const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len,
+                           uint32_t need_access, std::string* why) const {
+  const Mr* mr = find_mr_by_key(s.lkey);
+  if (!mr) {
+    *why = "lkey " + hex(s.lkey) + " names no MR (never registered, or deregistered)";
+    return nullptr;
+  }
+  if (mr->pd != qp.pd) {
+    *why = "lkey " + hex(s.lkey) + " belongs to another PD than the QP's";
+    return nullptr;
+  }
+  if (need_access && !(mr->access & need_access)) {
+    *why = "MR lkey " + hex(s.lkey) + " lacks " + access_name(need_access);
+    return nullptr;
+  }
+  if (s.addr + offset < s.addr || !in_range(*mr, s.addr + offset, len)) {
+    *why = "[" + hex(s.addr + offset) + ", +" + std::to_string(len) + ") is outside MR lkey " + hex(s.lkey) +
+           " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
+    return nullptr;
+  }
+  return mr;
+}
+
 bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
                         uint64_t* total, std::string* why) const {
   uint64_t sum = 0;
@@ -35,22 +62,8 @@ bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint
     const ibv_sge& s = sge[i];
     sum += s.length;
     if (s.length == 0) continue;
-    const Mr* mr = find_mr_by_key(s.lkey);
-    if (!mr) {
-      *why = "sge " + std::to_string(i) + ": lkey " + hex(s.lkey) + " names no MR";
-      return false;
-    }
-    if (mr->pd != qp.pd) {
-      *why = "sge " + std::to_string(i) + ": lkey " + hex(s.lkey) + " belongs to another PD than the QP's";
-      return false;
-    }
-    if (need_access && !(mr->access & need_access)) {
-      *why = "sge " + std::to_string(i) + ": MR lkey " + hex(s.lkey) + " lacks " + access_name(need_access);
-      return false;
-    }
-    if (!in_range(*mr, s.addr, s.length)) {
-      *why = "sge " + std::to_string(i) + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
-             ") is outside MR lkey " + hex(s.lkey) + " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
+    if (!local_mr(qp, s, 0, s.length, need_access, why)) {
+      *why = "sge " + std::to_string(i) + ": " + *why;
       return false;
     }
   }
@@ -91,22 +104,19 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
 int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst,
                    uint32_t len, std::string* why) {
   if (wqe.send_flags & IBV_SEND_INLINE) {
-    if (offset + len > wqe.inline_len) return EINVAL;
+    if (wqe.inline_len > abi::kMaxInlineData || offset + len > wqe.inline_len) return EINVAL;
     std::memcpy(dst, wqe.inline_data + offset, len);
     return 0;
   }
-  for (uint32_t i = 0; i < wqe.num_sge && len; ++i) {
+  for (uint32_t i = 0; i < std::min(wqe.num_sge, abi::kMaxSge) && len; ++i) {
     const ibv_sge& s = wqe.sge[i];
     if (offset >= s.length) {
       offset -= s.length;
       continue;
     }
     uint32_t n = std::min(len, s.length - offset);
-    const Mr* mr = find_mr_by_key(s.lkey);
-    if (!mr) {
-      *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
-      return EINVAL;
-    }
+    const Mr* mr = local_mr(qp, s, offset, n, 0, why);
+    if (!mr) return EINVAL;
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
     if (int e = memory_.read(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, dst, n)) {
       ++counters_.dma_errors;
@@ -120,8 +130,13 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
   return len ? EINVAL : 0;
 }
 
+// Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
 int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
                     const uint8_t* src, uint32_t len, std::string* why) {
+  if (num_sge > abi::kMaxSge) {
+    *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
+    return EINVAL;
+  }
   for (uint32_t i = 0; i < num_sge && len; ++i) {
     const ibv_sge& s = sge[i];
     if (offset >= s.length) {
@@ -129,11 +144,8 @@ int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
       continue;
     }
     uint32_t n = std::min(len, s.length - offset);
-    const Mr* mr = find_mr_by_key(s.lkey);
-    if (!mr) {
-      *why = "lkey " + hex(s.lkey) + " was deregistered during the transfer";
-      return EINVAL;
-    }
+    const Mr* mr = local_mr(qp, s, offset, n, IBV_ACCESS_LOCAL_WRITE, why);
+    if (!mr) return EINVAL;
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
     if (int e = memory_.write(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, src, n)) {
       ++counters_.dma_errors;

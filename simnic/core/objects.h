@@ -97,8 +97,12 @@ struct Ah {
   uint32_t dst_ip = 0;
 };
 
-// Requester-side bookkeeping of one SQ slot once its first packet went out.
+// Requester-side state of one SQ slot: the NIC's own copy of the WQE, and its progress.
 struct SendWqeState {
+  // Fetched from the shared ring once (Device::fetch_send_wqe), as an RNIC DMA-reads a WQE
+  // once: everything the NIC does with the WQE afterwards uses this copy, so an application
+  // that rewrites a posted WQE changes nothing the NIC already fetched.
+  abi::SendWqe wqe{};
   uint32_t first_psn = 0;
   uint32_t npkts = 0;       // PSNs the WQE spans (a READ spans its response packets)
   uint32_t length = 0;      // total message length
@@ -106,6 +110,14 @@ struct SendWqeState {
   bool done = false;        // READ data / atomic result fully in
   bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
+
+  // The WQE starts at `psn`: its progress starts over, its fetched copy stays.
+  void begin(uint32_t psn) {
+    const abi::SendWqe fetched = wqe;
+    *this = SendWqeState{};
+    wqe = fetched;
+    first_psn = psn;
+  }
 };
 
 // The receive WQE a multi-packet SEND is landing in.
@@ -166,6 +178,7 @@ struct Qp {
   uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
   uint32_t sq_next = 0;       // the WQE being transmitted
   uint32_t sq_started = 0;    // WQEs before this one were checked and given PSNs
+  uint32_t sq_fetched = 0;    // WQEs before this one were copied into sq_state (>= sq_started)
   uint32_t sq_seen = 0;       // trace: WQEs already reported as posted
   uint32_t rq_seen = 0;
   uint32_t pkt_in_wqe = 0;    // next packet index within sq_next

@@ -187,7 +187,7 @@ void Device::reset_qp(Qp& qp) {
     qp.shm->rq.consumer.value.store(rq_prod, std::memory_order_release);
   }
   for (auto& s : qp.sq_state) s = SendWqeState{};
-  qp.sq_started = qp.sq_seen = sq_prod;
+  qp.sq_started = qp.sq_fetched = qp.sq_seen = sq_prod;
   qp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
   qp.rd_atomic_outstanding = 0;
   qp.timer_deadline_ns = 0;

@@ -95,6 +95,91 @@ void Device::requester_run(Qp& qp, uint64_t now) {
     busy_qps_.erase(qp.qpn);
 }
 
+// The NIC's copy of send WQE `index`, fetched from the shared ring the first time it is asked
+// for. Fetches happen in SQ order, so every WQE before sq_fetched has its copy in sq_state.
+const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
+  SendWqeState& st = qp.sq_state[index & (qp.sq_entries - 1)];
+  if (index == qp.sq_fetched) {
+    st.wqe = qp.sq[index & (qp.sq_entries - 1)];
+    ++qp.sq_fetched;
+  }
+  return st.wqe;
+}
+
+// Checks a fetched WQE the first time the requester reaches it; the reason it cannot be
+// carried out, with the status it completes with, or IBV_WC_SUCCESS and its length.
+ibv_wc_status Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total,
+                                     uint32_t* dst_ip, std::string* why) {
+  const bool rd_atomic = is_read_or_atomic(w.opcode);
+  *total = 0;
+  if (packet_opcode(qp.type, w, 0, 1) == 0xff) {
+    *why = std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP";
+    return IBV_WC_LOC_QP_OP_ERR;
+  }
+  if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return IBV_WC_LOC_QP_OP_ERR;
+  if (w.send_flags & IBV_SEND_INLINE) {
+    *total = w.inline_len;
+    if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
+      *why = "inline data on an operation that cannot carry it, or longer than max_inline_data";
+      return IBV_WC_LOC_QP_OP_ERR;
+    }
+  } else if (w.num_sge > abi::kMaxSge) {
+    *why = "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge";
+    return IBV_WC_LOC_QP_OP_ERR;
+  } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
+    return IBV_WC_LOC_PROT_ERR;
+  }
+  if (*total > (1ull << 31)) {
+    *why = "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)";
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  if ((w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && *total != 8) {
+    *why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total);
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes) {
+    *why = "a UD message must fit in one packet: " + std::to_string(*total) + " bytes is more than the port MTU " +
+           std::to_string(config_.mtu_bytes);
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  return IBV_WC_SUCCESS;
+}
+
+// First sight of the WQE at sq_next: check it, then give it its PSNs (kBegun). A BIND_MW or
+// LOCAL_INV is carried out at once (kDoneLocally); kWait when it cannot start now (a limit, a
+// fence, SQD) or failed.
+Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
+  // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
+  if (qp.state == IBV_QPS_SQD) return WqeStart::kWait;
+  const abi::SendWqe& w = fetch_send_wqe(qp, qp.sq_next);
+  const bool rd_atomic = is_read_or_atomic(w.opcode);
+  if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return WqeStart::kWait;
+  // A fenced WQE waits until every READ and atomic before it has completed.
+  if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return WqeStart::kWait;
+  if (qp.type != IBV_QPT_UD && is_local_op(w.opcode))  // RC, UC (as rxe)
+    return requester_local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
+  std::string why;
+  uint64_t total = 0;
+  uint32_t dst_ip = qp.remote_ip;
+  if (ibv_wc_status err = check_send_wqe(qp, w, &total, &dst_ip, &why); err != IBV_WC_SUCCESS) {
+    // Complete in order: wait until everything before this WQE has completed.
+    if (qp.sq_consumer == qp.sq_next) requester_error(qp, err, why);
+    return WqeStart::kWait;
+  }
+  st.begin(qp.next_psn);
+  st.length = uint32_t(total);
+  st.rd_atomic = rd_atomic;
+  st.dst_ip = dst_ip;
+  // A READ spans the PSNs of its response packets; an atomic one.
+  st.npkts = rd_atomic && w.opcode != IBV_WR_RDMA_READ
+                 ? 1
+                 : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
+  if (rd_atomic) ++qp.rd_atomic_outstanding;
+  ++qp.sq_started;
+  qp.pkt_in_wqe = 0;
+  return WqeStart::kBegun;
+}
+
 bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.sq_next == prod) return false;
@@ -105,73 +190,12 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
   if (qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
 
-  const uint32_t mask = qp.sq_entries - 1;
-  abi::SendWqe& w = qp.sq[qp.sq_next & mask];
-  SendWqeState& st = qp.sq_state[qp.sq_next & mask];
-
+  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
   if (qp.sq_next == qp.sq_started) {
-    // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
-    if (qp.state == IBV_QPS_SQD) return false;
-    // First sight of this WQE: check it, then give it its PSNs.
-    bool rd_atomic = is_read_or_atomic(w.opcode);
-    if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return false;
-    if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return false;  // C9-... fence
-    if (qp.type != IBV_QPT_UD && is_local_op(w.opcode)) return requester_local_op(qp, w, st);  // RC, UC (as rxe)
-    std::string why;
-    uint64_t total = 0;
-    ibv_wc_status err = IBV_WC_SUCCESS;
-    uint32_t dst_ip = qp.remote_ip;
-    if (packet_opcode(qp.type, w, 0, 1) == 0xff) {
-      err = IBV_WC_LOC_QP_OP_ERR;
-      why = std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP";
-    } else if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, &dst_ip, &why)) {
-      err = IBV_WC_LOC_QP_OP_ERR;
-    } else if (w.send_flags & IBV_SEND_INLINE) {
-      total = w.inline_len;
-      if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
-        err = IBV_WC_LOC_QP_OP_ERR;
-        why = "inline data on an operation that cannot carry it, or longer than max_inline_data";
-      }
-    } else if (w.num_sge > abi::kMaxSge) {
-      err = IBV_WC_LOC_QP_OP_ERR;
-      why = "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge";
-    } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, &total, &why)) {
-      err = IBV_WC_LOC_PROT_ERR;
-    }
-    if (err == IBV_WC_SUCCESS && total > (1ull << 31)) {
-      err = IBV_WC_LOC_LEN_ERR;
-      why = "message of " + std::to_string(total) + " bytes exceeds max_msg_sz (2^31)";
-    }
-    if (err == IBV_WC_SUCCESS && (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && total != 8) {
-      err = IBV_WC_LOC_LEN_ERR;
-      why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(total);
-    }
-    if (err == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > config_.mtu_bytes) {
-      err = IBV_WC_LOC_LEN_ERR;
-      why = "a UD message must fit in one packet: " + std::to_string(total) + " bytes is more than the port MTU " +
-            std::to_string(config_.mtu_bytes);
-    }
-    if (err != IBV_WC_SUCCESS) {
-      // Complete in order: wait until everything before this WQE has completed.
-      if (qp.sq_consumer != qp.sq_next) return false;
-      requester_error(qp, err, why);
-      return false;
-    }
-    st = SendWqeState{};
-    st.first_psn = qp.next_psn;
-    st.length = uint32_t(total);
-    st.rd_atomic = rd_atomic;
-    st.dst_ip = dst_ip;
-    if (w.opcode == IBV_WR_RDMA_READ)
-      st.npkts = std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
-    else if (rd_atomic)
-      st.npkts = 1;
-    else
-      st.npkts = std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
-    if (rd_atomic) ++qp.rd_atomic_outstanding;
-    ++qp.sq_started;
-    qp.pkt_in_wqe = 0;
+    const WqeStart r = requester_start_wqe(qp, st);
+    if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
   }
+  const abi::SendWqe& w = st.wqe;
 
   if (st.npkts == 0) {  // a local operation met again while going back N: already done
     ++qp.sq_next;
@@ -272,8 +296,7 @@ bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st)
     requester_error(qp, status, why);
     return false;
   }
-  st = SendWqeState{};
-  st.first_psn = qp.next_psn;
+  st.begin(qp.next_psn);
   st.npkts = 0;
   ++qp.sq_started;
   ++qp.sq_next;
@@ -291,7 +314,7 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
     if (d >= 0 && d < int32_t(st.npkts)) {
       qp.sq_next = idx;
       qp.pkt_in_wqe = uint32_t(d);
-      if (st.rd_atomic && qp.sq[idx & mask].opcode == IBV_WR_RDMA_READ) {
+      if (st.rd_atomic && st.wqe.opcode == IBV_WR_RDMA_READ) {
         // Re-request only what has not arrived.
         qp.pkt_in_wqe = st.rcvd_pkts;
         psn = psn_add(st.first_psn, st.rcvd_pkts);
