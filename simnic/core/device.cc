@@ -21,6 +21,26 @@ constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
                                   IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                                   IBV_ACCESS_RELAXED_ORDERING;
 
+// Where a QP's rings lie in its shared memory, and how many bytes it charges its context
+// (rings plus the NIC's per-WQE state; not the page rounding of the mapping).
+struct QpLayout {
+  uint32_t sq_off, rq_off;
+  size_t ring_bytes;
+  uint64_t charged;
+};
+
+QpLayout qp_layout(uint32_t sq_entries, uint32_t rq_entries) {
+  QpLayout l;
+  l.sq_off = abi::align_up(sizeof(abi::QpShared), abi::kCacheLine);
+  l.rq_off = abi::align_up(l.sq_off + sq_entries * sizeof(abi::SendWqe), abi::kCacheLine);
+  l.ring_bytes = l.rq_off + size_t(rq_entries) * sizeof(abi::RecvWqe);
+  l.charged = l.ring_bytes + uint64_t(sq_entries) * sizeof(SendWqeState);
+  return l;
+}
+
+size_t srq_wqe_offset() { return abi::align_up(sizeof(abi::SrqShared), abi::kCacheLine); }
+size_t srq_bytes(uint32_t entries) { return srq_wqe_offset() + size_t(entries) * sizeof(abi::RecvWqe); }
+
 template <class T>
 void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
   v.erase(std::remove(v.begin(), v.end(), h), v.end());
@@ -55,7 +75,7 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
       shm_(shm),
       notifier_(notifier),
       logger_(logger),
-      rng_(config_.ipv4) {
+      keys_(config_.key_seed) {
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
   tx_buffer_.resize(8192);
   payload_buffer_.resize(8192);
@@ -142,6 +162,33 @@ ibv_gid Device::gid0() const {
   return g;
 }
 
+// ---------------------------------------------------------------- names others must not guess
+
+// A QPN nobody uses, drawn at random from the 24-bit space: not QP0/QP1 (the special QPs) and
+// not 0xffffff (the multicast QPN, IBA 10.5.2.1).
+uint32_t Device::new_qpn() {
+  for (;;) {
+    const uint32_t qpn = keys_.next() & 0xffffff;
+    if (qpn > 1 && qpn != 0xffffff && !qp_by_qpn_.count(qpn)) return qpn;
+  }
+}
+
+// MR keys have the top bit clear and memory-window rkeys have it set (their index is at least
+// 0x800000), so a key names at most one of the two.
+uint32_t Device::new_mr_key() {
+  for (;;) {
+    const uint32_t key = keys_.next() & 0x7fffffff;
+    if (key && !mr_by_key_.count(key)) return key;
+  }
+}
+
+uint32_t Device::new_mw_index() {
+  for (;;) {
+    const uint32_t index = 0x800000 | (keys_.next() & 0x7fffff);
+    if (!mws_.count(index)) return index;
+  }
+}
+
 // ---------------------------------------------------------------- contexts
 
 Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd) {
@@ -176,7 +223,7 @@ void Device::close_context(Context* ctx) {
 // ---------------------------------------------------------------- PD, MR
 
 int Device::alloc_pd(Context* ctx, uint32_t* handle) {
-  if (pds_.size() >= DeviceLimits::kMaxPd) return ENOMEM;
+  if (pds_.size() >= DeviceLimits::kMaxPd || ctx->pds.size() >= ContextLimits::kMaxPd) return ENOMEM;
   auto pd = std::make_unique<Pd>();
   pd->handle = new_handle();
   pd->ctx = ctx;
@@ -207,7 +254,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr) return EINVAL;
-  if (mrs_.size() >= DeviceLimits::kMaxMr) return ENOMEM;
+  if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr) return ENOMEM;
   // The kernel pins the pages at registration: an unmapped range fails here, not later.
   uint8_t probe;
   if (int e = memory_.read(ctx->pid, addr, &probe, 1)) return e == EPERM ? EPERM : EFAULT;
@@ -221,10 +268,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->length = length;
   mr->access = access;
-  uint32_t key;
-  do {
-    key = ((mr->handle & 0xffffff) << 8) | (rng_() & 0xff);
-  } while (mr_by_key_.count(key));
+  const uint32_t key = new_mr_key();
   mr->lkey = mr->rkey = key;
   pd->users++;
   ctx->mrs.push_back(mr->handle);
@@ -254,6 +298,19 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
   return 0;
 }
 
+bool Device::charge_queue_memory(Context* ctx, uint64_t bytes) {
+  if (ctx->queue_bytes + bytes > ContextLimits::kMaxQueueBytes || queue_bytes_ + bytes > DeviceLimits::kMaxQueueBytes)
+    return false;
+  ctx->queue_bytes += bytes;
+  queue_bytes_ += bytes;
+  return true;
+}
+
+void Device::refund_queue_memory(Context* ctx, uint64_t bytes) {
+  ctx->queue_bytes -= bytes;
+  queue_bytes_ -= bytes;
+}
+
 const Mr* Device::find_mr_by_key(uint32_t key) const {
   auto it = mr_by_key_.find(key);
   return it == mr_by_key_.end() ? nullptr : it->second;
@@ -262,6 +319,7 @@ const Mr* Device::find_mr_by_key(uint32_t key) const {
 // ---------------------------------------------------------------- channels, CQs
 
 int Device::create_channel(Context* ctx, int fd, uint32_t* handle) {
+  if (ctx->channels.size() >= ContextLimits::kMaxChannel) return ENOMEM;
   auto ch = std::make_unique<Channel>();
   ch->handle = new_handle();
   ch->ctx = ctx;
@@ -284,7 +342,7 @@ int Device::destroy_channel(Context* ctx, uint32_t handle) {
 
 int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
-  if (cqs_.size() >= DeviceLimits::kMaxCq) return ENOMEM;
+  if (cqs_.size() >= DeviceLimits::kMaxCq || ctx->cqs.size() >= ContextLimits::kMaxCq) return ENOMEM;
   Channel* ch = nullptr;
   if (channel) {
     ch = owned(channels_, ctx, channel);
@@ -297,8 +355,12 @@ int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   cq->entries = round_up_pow2(uint32_t(cqe) + 1);
   cq->cqe = int(cq->entries) - 1;
   size_t bytes = abi::cq_bytes(cq->entries);
+  if (!charge_queue_memory(ctx, bytes)) return ENOMEM;
   int err = 0;
-  if (!shm_.allocate(bytes, "simnic-cq", &cq->mem, &err)) return err ? err : ENOMEM;
+  if (!shm_.allocate(bytes, "simnic-cq", &cq->mem, &err)) {
+    refund_queue_memory(ctx, bytes);
+    return err ? err : ENOMEM;
+  }
   cq->shm = new (cq->mem.addr) abi::CqShared();
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_offset());
   cq->timestamps = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_timestamp_offset(cq->entries));
@@ -316,6 +378,7 @@ int Device::destroy_cq(Context* ctx, uint32_t handle) {
   if (cq->users) return EBUSY;
   tracer_.event("cq_destroy").u("ctx", ctx->id).u("cq", handle).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   if (cq->channel) cq->channel->users--;
+  refund_queue_memory(ctx, abi::cq_bytes(cq->entries));
   shm_.release(cq->mem);
   erase_handle<Cq>(ctx->cqs, handle);
   cqs_.erase(handle);
@@ -329,7 +392,7 @@ int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& att
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
     return EINVAL;
-  if (srqs_.size() >= DeviceLimits::kMaxSrq) return ENOMEM;
+  if (srqs_.size() >= DeviceLimits::kMaxSrq || ctx->srqs.size() >= ContextLimits::kMaxSrq) return ENOMEM;
   auto srq = std::make_unique<Srq>();
   srq->handle = new_handle();
   srq->ctx = ctx;
@@ -338,10 +401,13 @@ int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& att
   srq->attr.max_wr = srq->entries;
   srq->attr.max_sge = abi::kMaxSge;
   srq->attr.srq_limit = attr.srq_limit;
-  size_t off = abi::align_up(sizeof(abi::SrqShared), abi::kCacheLine);
+  const size_t off = srq_wqe_offset(), bytes = srq_bytes(srq->entries);
+  if (!charge_queue_memory(ctx, bytes)) return ENOMEM;
   int err = 0;
-  if (!shm_.allocate(off + size_t(srq->entries) * sizeof(abi::RecvWqe), "simnic-srq", &srq->mem, &err))
+  if (!shm_.allocate(bytes, "simnic-srq", &srq->mem, &err)) {
+    refund_queue_memory(ctx, bytes);
     return err ? err : ENOMEM;
+  }
   srq->shm = new (srq->mem.addr) abi::SrqShared();
   srq->shm->limit.store(attr.srq_limit);
   srq->slots = reinterpret_cast<abi::RecvWqe*>(static_cast<uint8_t*>(srq->mem.addr) + off);
@@ -377,6 +443,7 @@ int Device::destroy_srq(Context* ctx, uint32_t handle) {
   if (!srq) return EINVAL;
   if (srq->users) return EBUSY;
   srq->pd->users--;
+  refund_queue_memory(ctx, srq_bytes(srq->entries));
   shm_.release(srq->mem);
   erase_handle<Srq>(ctx->srqs, handle);
   srqs_.erase(handle);
@@ -403,12 +470,11 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
       c.max_inline_data > abi::kMaxInlineData ||
       (!srq && (c.max_recv_wr > DeviceLimits::kMaxQpWr || c.max_recv_sge > abi::kMaxSge)))
     return EINVAL;
-  if (qps_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
+  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
 
   auto qp = std::make_unique<Qp>();
   qp->handle = new_handle();
-  qp->qpn = next_qpn_++;
-  if (next_qpn_ > 0xffffff) next_qpn_ = 0x11;
+  qp->qpn = new_qpn();
   qp->ctx = ctx;
   qp->pd = pd;
   qp->send_cq = scq;
@@ -425,18 +491,20 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
   qp->cap.max_send_sge = abi::kMaxSge;
   qp->cap.max_recv_sge = srq ? 0 : abi::kMaxSge;
   qp->cap.max_inline_data = abi::kMaxInlineData;
-  qp->sq_state.resize(qp->sq_entries);
 
-  uint32_t sq_off = abi::align_up(sizeof(abi::QpShared), abi::kCacheLine);
-  uint32_t rq_off = abi::align_up(sq_off + qp->sq_entries * sizeof(abi::SendWqe), abi::kCacheLine);
-  size_t bytes = rq_off + size_t(qp->rq_entries) * sizeof(abi::RecvWqe);
+  const QpLayout layout = qp_layout(qp->sq_entries, qp->rq_entries);
+  if (!charge_queue_memory(ctx, layout.charged)) return ENOMEM;
   int err = 0;
-  if (!shm_.allocate(bytes, "simnic-qp", &qp->mem, &err)) return err ? err : ENOMEM;
+  if (!shm_.allocate(layout.ring_bytes, "simnic-qp", &qp->mem, &err)) {
+    refund_queue_memory(ctx, layout.charged);
+    return err ? err : ENOMEM;
+  }
+  qp->sq_state.resize(qp->sq_entries);
   auto* base = static_cast<uint8_t*>(qp->mem.addr);
   qp->shm = new (base) abi::QpShared();
   qp->shm->state.store(IBV_QPS_RESET);
-  qp->sq = reinterpret_cast<abi::SendWqe*>(base + sq_off);
-  qp->rq = reinterpret_cast<abi::RecvWqe*>(base + rq_off);
+  qp->sq = reinterpret_cast<abi::SendWqe*>(base + layout.sq_off);
+  qp->rq = reinterpret_cast<abi::RecvWqe*>(base + layout.rq_off);
 
   qp->attr.qp_state = IBV_QPS_RESET;
   qp->attr.cap = qp->cap;
@@ -468,6 +536,7 @@ int Device::destroy_qp(Context* ctx, uint32_t handle) {
   qp->send_cq->users--;
   qp->recv_cq->users--;
   if (qp->srq) qp->srq->users--;
+  refund_queue_memory(ctx, qp_layout(qp->sq_entries, qp->rq_entries).charged);
   shm_.release(qp->mem);
   erase_handle<Qp>(ctx->qps, handle);
   qps_.erase(handle);
@@ -489,7 +558,7 @@ int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr,
   const uint8_t* raw = attr.grh.dgid.raw;
   static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   if (std::memcmp(raw, kMapped, 12) != 0) return EINVAL;
-  if (ahs_.size() >= DeviceLimits::kMaxAh) return ENOMEM;
+  if (ahs_.size() >= DeviceLimits::kMaxAh || ctx->ahs.size() >= ContextLimits::kMaxAh) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->handle = new_handle();
   ah->ctx = ctx;

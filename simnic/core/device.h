@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
+#include "simnic/core/key_source.h"
 #include "simnic/core/objects.h"
 #include "simnic/core/trace.h"
 #include "simnic/proto/packet.h"
@@ -30,6 +30,7 @@ struct DeviceConfig {
   uint16_t udp_port = 4791;
   uint32_t mtu_bytes = 4096;    // the port's active MTU
   uint32_t window_packets = 64; // unacknowledged packets per QP before the requester waits
+  uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
 };
 
 // Limits simnicd reports in ibv_query_device and enforces.
@@ -46,6 +47,22 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxRdAtomic = 16;
   static constexpr uint32_t kMaxAh = 4096;
   static constexpr uint32_t kMaxMw = 65536;
+  static constexpr uint64_t kMaxQueueBytes = 4ull << 30;  // rings and per-WQE state, all contexts
+};
+
+// What one context (one ibv_open_device) may hold, so that one runaway program cannot take
+// every object, or all of simnicd's memory, from the others. Past a limit the verb fails with
+// ENOMEM, as a kernel driver's does when its object pool or memory runs out.
+struct ContextLimits {
+  static constexpr size_t kMaxPd = 2048;
+  static constexpr size_t kMaxMr = 32768;
+  static constexpr size_t kMaxMw = 32768;
+  static constexpr size_t kMaxCq = 2048;
+  static constexpr size_t kMaxSrq = 512;
+  static constexpr size_t kMaxQp = 2048;
+  static constexpr size_t kMaxAh = 2048;
+  static constexpr size_t kMaxChannel = 2048;
+  static constexpr uint64_t kMaxQueueBytes = 1ull << 30;
 };
 
 class Device {
@@ -123,6 +140,9 @@ class Device {
  private:
   // device.cc
   uint32_t new_handle() { return next_handle_++; }
+  uint32_t new_qpn();
+  uint32_t new_mr_key();
+  uint32_t new_mw_index();
   // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
   template <class T>
   T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
@@ -131,6 +151,8 @@ class Device {
     return it->second.get();
   }
   const Mr* find_mr_by_key(uint32_t key) const;
+  bool charge_queue_memory(Context* ctx, uint64_t bytes);  // false (nothing charged) past a limit
+  void refund_queue_memory(Context* ctx, uint64_t bytes);
   void log(LogLevel level, const std::string& line);
 
   // qp_modify.cc
@@ -238,10 +260,10 @@ class Device {
   uint64_t now_ = 0;
   uint32_t burst_ = 64;
 
+  uint64_t queue_bytes_ = 0;  // charged to all contexts
   uint32_t next_handle_ = 1;
   uint32_t next_context_id_ = 1;
-  uint32_t next_qpn_ = 0x11;  // QP0 and QP1 are the special QPs
-  std::mt19937 rng_;
+  KeySource keys_;
 
   std::map<uint32_t, std::unique_ptr<Context>> contexts_;
   std::map<uint32_t, std::unique_ptr<Pd>> pds_;

@@ -26,13 +26,13 @@ int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** ou
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
-  if (mws_.size() >= DeviceLimits::kMaxMw) return ENOMEM;
+  if (mws_.size() >= DeviceLimits::kMaxMw || ctx->mws.size() >= ContextLimits::kMaxMw) return ENOMEM;
   auto mw = std::make_unique<Mw>();
-  mw->handle = new_handle();  // shared with MRs, so a window's index never equals an MR's
+  mw->handle = new_mw_index();  // also the rkey's index (rkey >> 8), so random too
   mw->ctx = ctx;
   mw->pd = pd;
   mw->type = type;
-  mw->rkey = ((mw->handle & 0xffffff) << 8) | (rng_() & 0xff);
+  mw->rkey = (mw->handle << 8) | (keys_.next() & 0xff);
   pd->users++;
   ctx->mws.push_back(mw->handle);
   trace_mw_create(*mw);

@@ -223,6 +223,7 @@ struct Context {
   int doorbell_fd = -1;  // owned by the I/O layer
   int async_fd = -1;
   std::vector<uint32_t> pds, mrs, mws, channels, cqs, srqs, qps, ahs;  // handles, in creation order
+  uint64_t queue_bytes = 0;  // ring memory and per-WQE state of its CQs, SRQs and QPs
 };
 
 }  // namespace simnic::core

@@ -162,7 +162,9 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   const uint32_t psn = pkt.h.bth.psn;
   const int32_t d = psn_diff(psn, qp.epsn);
   if (d > 0) {
-    // A gap: NAK once with the PSN we expect; the requester goes back to it (C9-?? 9.7.5.2.2).
+    // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
+    // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
+    ++counters_.rx_drop_out_of_sequence;
     if (!qp.nak_sent) {
       qp.nak_sent = true;
       tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", "PSN_SEQ_ERR")

@@ -60,6 +60,7 @@ struct Host {
     core::DeviceConfig c;
     c.ipv4 = ip;
     c.name = ip == kIpA ? "simnicA" : "simnicB";
+    c.key_seed = ip;  // reproducible keys and QPNs, so a failing run can be replayed
     return c;
   }
   int channel_fd() const { return 30 + pid; }  // any number: RecordingNotifier only records it

@@ -1,0 +1,144 @@
+// What keeps one user's mistakes or malice from reaching another: unguessable keys and QPNs,
+// and per-context limits on objects and queue memory, given back when the context closes.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fabric.h"
+
+namespace simnic::testing {
+namespace {
+
+struct Nic {
+  explicit Nic(uint32_t ip, uint64_t key_seed = 0) : port(fabric, ip), dev(config(ip, key_seed), mem, port, shm, notifier, logger) {}
+  static core::DeviceConfig config(uint32_t ip, uint64_t key_seed) {
+    core::DeviceConfig c;
+    c.ipv4 = ip;
+    c.key_seed = key_seed;
+    return c;
+  }
+  core::Context* open(pid_t pid) { return dev.open_context(pid, 0, -1, -1); }
+  uint32_t pd(core::Context* ctx) {
+    uint32_t h = 0;
+    EXPECT_EQ(dev.alloc_pd(ctx, &h), 0);
+    return h;
+  }
+  core::Cq* cq(core::Context* ctx) {
+    core::Cq* c = nullptr;
+    EXPECT_EQ(dev.create_cq(ctx, 16, 0, &c), 0);
+    return c;
+  }
+  int qp(core::Context* ctx, uint32_t pd, core::Cq* cq, uint32_t wr, core::Qp** out = nullptr) {
+    ibv_qp_init_attr init{};
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = wr;
+    init.cap.max_recv_wr = wr;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    core::Qp* q = nullptr;
+    int e = dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &q);
+    if (out) *out = q;
+    return e;
+  }
+  uint32_t mr_key(core::Context* ctx, uint32_t pd) {
+    core::Mr* mr = nullptr;
+    EXPECT_EQ(dev.reg_mr(ctx, pd, mem.addr(ctx->pid, 0), 4096, mem.addr(ctx->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
+    return mr ? mr->lkey : 0;
+  }
+
+  FakeMemory mem;
+  Fabric fabric;
+  Fabric::Port port;
+  HeapShm shm;
+  RecordingNotifier notifier;
+  CapturingLogger logger;
+  core::Device dev;
+};
+
+// Two NICs on the same address, as after a restart, must not hand out the same keys or QPNs:
+// the old generator was seeded with the address, and QPNs counted up from 0x11.
+TEST(Keys, QpnsAndKeysDifferBetweenTwoNicsWithTheSameAddress) {
+  Nic x(0x7f000001), y(0x7f000001);
+  core::Context* cx = x.open(100);
+  core::Context* cy = y.open(100);
+  uint32_t px = x.pd(cx), py = y.pd(cy);
+  core::Cq* qx = x.cq(cx);
+  core::Cq* qy = y.cq(cy);
+  std::set<uint32_t> qpns_x, qpns_y, keys_x, keys_y;
+  for (int i = 0; i < 8; ++i) {
+    core::Qp *a = nullptr, *b = nullptr;
+    ASSERT_EQ(x.qp(cx, px, qx, 4, &a), 0);
+    ASSERT_EQ(y.qp(cy, py, qy, 4, &b), 0);
+    qpns_x.insert(a->qpn);
+    qpns_y.insert(b->qpn);
+    keys_x.insert(x.mr_key(cx, px));
+    keys_y.insert(y.mr_key(cy, py));
+  }
+  EXPECT_NE(qpns_x, qpns_y);
+  EXPECT_NE(keys_x, keys_y);
+  const std::set<uint32_t> counted_up = {0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18};
+  EXPECT_NE(qpns_x, counted_up);
+  for (uint32_t q : qpns_x) {
+    EXPECT_GT(q, 1u) << "QP0 and QP1 are special";
+    EXPECT_LT(q, 0xffffffu) << "0xffffff is the multicast QPN";
+  }
+}
+
+TEST(Keys, MrKeysAndWindowRkeysNeverShareANamespace) {
+  Nic x(0x7f000001);
+  core::Context* c = x.open(100);
+  uint32_t pd = x.pd(c);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(x.mr_key(c, pd) & 0x80000000u, 0u);
+    core::Mw* mw = nullptr;
+    ASSERT_EQ(x.dev.alloc_mw(c, pd, IBV_MW_TYPE_2, &mw), 0);
+    EXPECT_NE(mw->rkey & 0x80000000u, 0u);
+    EXPECT_EQ(mw->rkey >> 8, mw->handle);
+  }
+}
+
+TEST(Keys, AFixedSeedReplaysTheSameKeys) {
+  Nic x(0x7f000001, 42), y(0x7f000002, 42);
+  core::Context* cx = x.open(100);
+  core::Context* cy = y.open(100);
+  EXPECT_EQ(x.mr_key(cx, x.pd(cx)), y.mr_key(cy, y.pd(cy)));
+}
+
+// A context that asks for more queue memory than its share gets ENOMEM; another context is
+// unaffected; closing the first gives its memory back.
+TEST(ContextLimits, QueueMemoryIsCappedPerContextAndGivenBackOnClose) {
+  Nic x(0x7f000001, 7);
+  core::Context* greedy = x.open(100);
+  uint32_t pd = x.pd(greedy);
+  core::Cq* cq = x.cq(greedy);
+  int made = 0, err = 0;
+  while ((err = x.qp(greedy, pd, cq, core::DeviceLimits::kMaxQpWr)) == 0) ++made;
+  EXPECT_EQ(err, ENOMEM);
+  EXPECT_GT(made, 8);
+  EXPECT_LE(greedy->queue_bytes, core::ContextLimits::kMaxQueueBytes);
+
+  core::Context* other = x.open(101);
+  uint32_t pd2 = x.pd(other);
+  EXPECT_EQ(x.qp(other, pd2, x.cq(other), core::DeviceLimits::kMaxQpWr), 0);
+
+  x.dev.close_context(greedy);
+  core::Context* again = x.open(102);
+  uint32_t pd3 = x.pd(again);
+  core::Cq* cq3 = x.cq(again);
+  int remade = 0;
+  while (x.qp(again, pd3, cq3, core::DeviceLimits::kMaxQpWr) == 0) ++remade;
+  EXPECT_EQ(remade, made);
+}
+
+TEST(ContextLimits, ObjectCountsAreCappedPerContext) {
+  Nic x(0x7f000001, 7);
+  core::Context* c = x.open(100);
+  uint32_t h = 0;
+  for (size_t i = 0; i < core::ContextLimits::kMaxPd; ++i) ASSERT_EQ(x.dev.alloc_pd(c, &h), 0);
+  EXPECT_EQ(x.dev.alloc_pd(c, &h), ENOMEM);
+  core::Context* other = x.open(101);
+  EXPECT_EQ(x.dev.alloc_pd(other, &h), 0);
+}
+
+}  // namespace
+}  // namespace simnic::testing
