@@ -108,6 +108,12 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   if (mask & IBV_QP_RETRY_CNT) qp.retry_left = q.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) qp.rnr_retry_left = q.rnr_retry;
 
+  if (!(mask & IBV_QP_STATE) && tracer_.on()) {
+    // Attributes changed within a state (IBA 11.2.4.2 allows some in RTS and SQD): traced as a
+    // move to the same state, so a viewer's attribute panel stays true.
+    tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(qp.state)).s("to", qp_state_name(qp.state))
+        .s("mask", qp_attr_mask_names(uint32_t(mask))).s("cause", "modify_qp").raw("attr", qp_attr_json(qp));
+  }
   if (mask & IBV_QP_STATE) {
     ibv_qp_state from = qp.state;
     set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
@@ -119,8 +125,9 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
 
 void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
   ibv_qp_state from = qp.state;
-  tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
-      .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause);
+  if (tracer_.on())
+    tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
+        .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause).raw("attr", qp_attr_json(qp));
   qp.state = state;
   qp.attr.qp_state = state;
   qp.shm->state.store(state, std::memory_order_release);

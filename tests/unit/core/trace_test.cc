@@ -210,6 +210,22 @@ TEST_F(TraceTest, StateChangesAndErrorsSayWhy) {
   EXPECT_TRUE(named);
 }
 
+// The QP's attributes as set by ibv_modify_qp travel with each state change, so a viewer shows
+// a connected QP as connected before any packet has moved.
+TEST_F(TraceTest, StateChangesCarryTheAttributesModifyQpSet) {
+  sink.lines.clear();
+  ibv_qp_attr at{};
+  at.min_rnr_timer = 5;  // one of the attributes RTS->RTS may change (IBA 11.2.4.2)
+  ASSERT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_MIN_RNR_TIMER, now), 0);
+  ASSERT_EQ(sink.lines.size(), 1u);
+  const std::string& l = sink.lines.front();
+  EXPECT_NE(l.find("\"from\":\"RTS\",\"to\":\"RTS\""), std::string::npos) << l;
+  EXPECT_NE(l.find("\"dest_qp\":" + std::to_string(b->qp->qpn) + ","), std::string::npos) << l;
+  EXPECT_NE(l.find("\"mtu\":1024,\"dgid\":\"127.0.0.2\""), std::string::npos) << l;
+  EXPECT_NE(l.find("\"timeout\":14,\"retry_cnt\":7,\"rnr_retry\":7,\"min_rnr_timer\":5"), std::string::npos) << l;
+  EXPECT_NE(l.find("\"access\":\"REMOTE_WRITE|REMOTE_READ\""), std::string::npos) << l;
+}
+
 TEST_F(TraceTest, NothingIsBuiltWithoutASink) {
   a->dev.tracer().set_sink(nullptr);
   b->dev.tracer().set_sink(nullptr);
