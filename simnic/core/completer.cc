@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"
 
@@ -109,6 +111,9 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) {
     ++counters_.rx_drop_qp_state;
     tracer_.event("pkt_drop").s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
+    log_limited(LogLevel::kInfo, "resp_state", qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
+    });
     return;
   }
   const uint32_t psn = pkt.h.bth.psn;
@@ -214,6 +219,13 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       qp.rnr_wait = true;
       qp.una_psn = psn;
       qp.timer_deadline_ns = now + rnr_timer_ns(aeth_value(syndrome));
+      log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
+        return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
+               std::to_string(rnr_timer_ns(aeth_value(syndrome)) / 1000) + " us" +
+               (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")
+                                       : ", " + std::to_string(qp.rnr_retry_left) + " RNR retries left") +
+               ". The peer must post receives before this side sends";
+      });
       tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
       busy_qps_.erase(qp.qpn);
       return;

@@ -18,6 +18,7 @@
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
 #include "simnic/core/key_source.h"
+#include "simnic/core/log_limiter.h"
 #include "simnic/core/objects.h"
 #include "simnic/core/trace.h"
 #include "simnic/proto/packet.h"
@@ -154,6 +155,16 @@ class Device {
   bool charge_queue_memory(Context* ctx, uint64_t bytes);  // false (nothing charged) past a limit
   void refund_queue_memory(Context* ctx, uint64_t bytes);
   void log(LogLevel level, const std::string& line);
+  // A complaint that may repeat in a storm: written the first time, then at most once a second
+  // per `what` and QP, with the count held back. `line` is built only when written.
+  template <class MakeLine>
+  void log_limited(LogLevel level, const char* what, uint32_t qpn, MakeLine&& line) {
+    uint64_t held = 0;
+    if (!log_limiter_.allow(std::string(what) + ":" + std::to_string(qpn), now_, &held)) return;
+    std::string text = line();
+    if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
+    log(level, text);
+  }
 
   // qp_modify.cc
   int check_qp_attr_values(const Qp& qp, const ibv_qp_attr& attr, int mask, std::string* why);
@@ -265,6 +276,7 @@ class Device {
   uint32_t next_handle_ = 1;
   uint32_t next_context_id_ = 1;
   KeySource keys_;
+  LogLimiter log_limiter_;
 
   std::map<uint32_t, std::unique_ptr<Context>> contexts_;
   std::map<uint32_t, std::unique_ptr<Pd>> pds_;

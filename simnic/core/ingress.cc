@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"
 
@@ -51,6 +53,11 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   if (!qp) {
     ++counters_.rx_drop_no_qp;
     tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
+    log_limited(LogLevel::kWarn, "no_qp", pkt.h.bth.dest_qp, [&] {
+      return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) +
+             " for QP " + hex(pkt.h.bth.dest_qp) + ": no such QP on this NIC (the sender's dest_qp_num, set at RTR, "
+             "must be the QPN this NIC gave the receiving QP; was it destroyed?)";
+    });
     return;
   }
   const bool transport_ok = (qp->type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
@@ -59,12 +66,23 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   if (!transport_ok) {
     ++counters_.rx_drop_unexpected;
     tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp->qpn);
+    log_limited(LogLevel::kWarn, "transport", qp->qpn, [&] {
+      return "QP " + hex(qp->qpn) + " (" + qp_type_name(qp->type) + ") dropped " +
+             opcode_info(pkt.h.bth.opcode).name + " from " + ip_string(src_ip) +
+             ": an opcode of another transport (both QPs of a connection must have the same type)";
+    });
     return;
   }
-  // A connected QP only hears its peer (IBA 9.6.1.5.1: source address check).
-  if (qp->type != IBV_QPT_UD && src_ip != qp->remote_ip) {
+  // A connected QP only hears its peer (IBA 9.6.1.5.1: source address check). Before RTR it
+  // has no peer yet: the state check further on says why the packet is dropped.
+  const bool connected = qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT;
+  if (qp->type != IBV_QPT_UD && connected && src_ip != qp->remote_ip) {
     ++counters_.rx_drop_wrong_source;
     tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp->qpn);
+    log_limited(LogLevel::kWarn, "source", qp->qpn, [&] {
+      return "QP " + hex(qp->qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
+             ip_string(qp->remote_ip) + " (the GID given at RTR), and hears only that peer";
+    });
     return;
   }
   ++qp->counters.rx_packets;
@@ -111,6 +129,14 @@ void Device::on_timer(uint64_t now) {
       continue;
     }
     if (qp->sq_consumer == qp->sq_started) continue;  // everything was acknowledged meanwhile
+    log_limited(LogLevel::kWarn, "ack_timeout", qp->qpn, [&] {
+      return "QP " + hex(qp->qpn) + ": no ACK from " + ip_string(qp->remote_ip) + " for PSN " + hex(qp->una_psn) +
+             " within the ACK timeout; " +
+             (qp->retry_left ? "retransmitting (" + std::to_string(qp->retry_left) + " of retry_cnt=" +
+                                   std::to_string(qp->attr.retry_cnt) + " retries left)"
+                             : std::string("no retries left")) +
+             ". Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
+    });
     ++counters_.timeouts;
     ++qp->counters.timeouts;
     tracer_.event("timer").u("qp", qp->qpn).s("what", "ack_timeout").s("action", "fired");

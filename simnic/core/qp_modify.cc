@@ -2,6 +2,7 @@
 // check the values, then apply (IBA 10.3, 11.2.4; the kernel's ib_modify_qp_is_ok).
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "simnic/core/device.h"
 #include "simnic/core/text.h"
@@ -128,6 +129,10 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
   if (tracer_.on())
     tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
         .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause).raw("attr", qp_attr_json(qp));
+  if (state == IBV_QPS_ERR && from != IBV_QPS_ERR && std::string_view(cause) != "modify_qp")
+    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " " + qp_state_name(from) + "->ERR (" + cause +
+                             "): its work requests, posted and still to come, complete with IBV_WC_WR_FLUSH_ERR "
+                             "until it is reset (IBA 10.3.1.1)");
   qp.state = state;
   qp.attr.qp_state = state;
   qp.shm->state.store(state, std::memory_order_release);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"
@@ -112,7 +113,8 @@ bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.uc_dropping) {
     ++counters_.rx_drop_uc_message;
-    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " PSN " + std::to_string(psn) + ": UC message discarded: " + why);
+    log_limited(LogLevel::kWarn, "uc_discard", qp.qpn,
+                [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; });
     tracer_.event("pkt_drop").s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
   }
   qp.uc_dropping = true;
@@ -147,6 +149,11 @@ bool Device::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
   ++counters_.rx_drop_qp_state;
   tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
+  log_limited(LogLevel::kWarn, "recv_state", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
+           (qp.state == IBV_QPS_ERR ? " (after an error; see the line that moved it there), and receives nothing until reset"
+                                    : ", and a QP receives only from RTR on (IBA 10.3.1): move it to RTR before the peer sends");
+  });
   return false;
 }
 
@@ -165,6 +172,11 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
     // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
     ++counters_.rx_drop_out_of_sequence;
+    log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
+             ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
+             "requester goes back";
+    });
     if (!qp.nak_sent) {
       qp.nak_sent = true;
       tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", "PSN_SEQ_ERR")
@@ -214,6 +226,10 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
       // No receive WQE: Receiver Not Ready. The requester retries after min_rnr_timer.
       tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
           .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
+      log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
+        return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
+               "will retry (post receives with ibv_post_recv before the peer sends)";
+      });
       send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
       return;
     }

@@ -3,6 +3,7 @@
 
 #include "simnic/core/device.h"
 #include "simnic/core/qp_state_table.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 
 namespace simnic::core {
@@ -10,11 +11,6 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 namespace {
-
-std::string ip_string(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
-         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
-}
 
 std::string hex_json(uint64_t v) {
   char b[24];
