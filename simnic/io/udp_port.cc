@@ -49,6 +49,18 @@ bool UdpPort::open(std::string* error) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+  // The ICRC covers the IPv4 Identification and flags. With PMTU discovery left at the default
+  // (WANT), an unconnected socket's datagrams take their Identification from a counter the
+  // kernel shares between sockets, so no sender can compute the ICRC of what really leaves.
+  // PROBE sets DF and makes Linux send Identification 0 on an unconnected socket (as
+  // ip_select_ident_segs does for DF datagrams without a connected peer): exactly the header
+  // proto::build_ipv4_udp assumes, so the ICRC on the wire verifies.
+  int pmtu = IP_PMTUDISC_PROBE;
+  if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
+    *error = std::string("setsockopt(IP_MTU_DISCOVER): ") + std::strerror(errno);
+    ::close(fd);
+    return false;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port_);

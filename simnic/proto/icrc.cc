@@ -8,9 +8,14 @@
 
 namespace simnic::proto {
 
-uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_t> roce) {
+namespace {
+
+constexpr size_t kHeadBytes = 8 + kIpv4UdpBytes + kBthBytes;
+
+// The first bytes the ICRC covers, with the variant fields masked (IBA A17.3.3); returns how
+// many of head[] are used (the BTH may be cut short in a malformed packet).
+size_t masked_head(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_t> roce, uint8_t head[kHeadBytes]) {
   // 8 bytes of ones stand for the masked LRH a real IB packet would have (the RoCEv2 rule).
-  uint8_t head[8 + kIpv4UdpBytes + kBthBytes];
   std::memset(head, 0xff, 8);
   uint8_t* ip = head + 8;
   std::memcpy(ip, ipv4_udp, kIpv4UdpBytes);
@@ -22,10 +27,86 @@ uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uin
   size_t bth_len = std::min<size_t>(kBthBytes, roce.size());
   std::memcpy(bth, roce.data(), bth_len);
   if (bth_len > 4) bth[4] = 0xff;  // FECN, BECN and the reserved bits
+  return 8 + kIpv4UdpBytes + bth_len;
+}
+
+// Where the IPv4 Identification and the DF bit sit in the masked head.
+constexpr size_t kIdOffset = 8 + 4;
+constexpr size_t kFlagsOffset = 8 + 6;
+constexpr size_t kPrefix = 16;  // the bytes that vary with them: the rest is CRCed once
+
+// Solves sum(x_i * basis_i) = target over GF(2) for up to 32 vectors; false if no x exists.
+bool solve_gf2(const uint32_t* vectors, int n, uint32_t target, uint32_t* x) {
+  uint32_t pivot[32] = {}, combo[32] = {};
+  for (int i = 0; i < n; ++i) {
+    uint32_t v = vectors[i], m = 1u << i;
+    for (int b = 31; b >= 0 && v; --b) {
+      if (!(v >> b & 1)) continue;
+      if (!pivot[b]) {
+        pivot[b] = v, combo[b] = m;
+        break;
+      }
+      v ^= pivot[b], m ^= combo[b];
+    }
+  }
+  uint32_t sol = 0;
+  for (int b = 31; b >= 0 && target; --b) {
+    if (!(target >> b & 1)) continue;
+    if (!pivot[b]) return false;
+    target ^= pivot[b], sol ^= combo[b];
+  }
+  *x = sol;
+  return true;
+}
+
+}  // namespace
+
+uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_t> roce) {
+  uint8_t head[kHeadBytes];
+  const size_t head_len = masked_head(ipv4_udp, roce, head);
+  const size_t bth_len = head_len - 8 - kIpv4UdpBytes;
   uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, head, uInt(8 + kIpv4UdpBytes + bth_len));
+  crc = crc32(crc, head, uInt(head_len));
   if (roce.size() > bth_len) crc = crc32(crc, roce.data() + bth_len, uInt(roce.size() - bth_len));
   return uint32_t(crc);
+}
+
+bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
+                                  IpIdent* sent_with) {
+  uint8_t ipv4_udp[kIpv4UdpBytes];
+  build_ipv4_udp(ip, roce.size() + kIcrcBytes, ipv4_udp);  // Identification 0, DF
+  uint8_t head[kHeadBytes];
+  const size_t head_len = masked_head(ipv4_udp, roce, head);
+  const size_t bth_len = head_len - 8 - kIpv4UdpBytes;
+  // CRC of everything after the first 16 bytes, once; each variant of those 16 bytes is then
+  // one 16-byte CRC combined with it (zlib's crc32_combine_op).
+  uLong rest = crc32(0L, Z_NULL, 0);
+  rest = crc32(rest, head + kPrefix, uInt(head_len - kPrefix));
+  const size_t tail = roce.size() > bth_len ? roce.size() - bth_len : 0;
+  if (tail) rest = crc32(rest, roce.data() + bth_len, uInt(tail));
+  const uLong op = crc32_combine_gen64(z_off64_t(head_len - kPrefix + tail));
+  auto full_crc = [&](const uint8_t* prefix) {
+    return uint32_t(crc32_combine_op(crc32(crc32(0L, Z_NULL, 0), prefix, kPrefix), rest, op));
+  };
+  const uint32_t base = full_crc(head);
+  if (base == got) {
+    *sent_with = IpIdent{};
+    return true;
+  }
+  // One vector per bit that may differ: the 16 Identification bits, then DF.
+  uint32_t delta[17];
+  for (int i = 0; i < 17; ++i) {
+    uint8_t p[kPrefix];
+    std::memcpy(p, head, kPrefix);
+    if (i < 16) p[kIdOffset + (i < 8 ? 1 : 0)] ^= uint8_t(1u << (i % 8));
+    else p[kFlagsOffset] ^= 0x40;
+    delta[i] = full_crc(p) ^ base;
+  }
+  uint32_t x = 0;
+  if (!solve_gf2(delta, 17, base ^ got, &x)) return false;
+  sent_with->id = uint16_t(x & 0xffff);
+  sent_with->df = !(x >> 16 & 1);
+  return true;
 }
 
 uint32_t compute_icrc(const IpUdpInfo& ip, std::span<const uint8_t> roce) {

@@ -13,4 +13,17 @@ namespace simnic::proto {
 uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_t> roce);
 uint32_t compute_icrc(const IpUdpInfo& ip, std::span<const uint8_t> roce);
 
+// The IPv4 Identification and Don't-Fragment bit a packet was sent with, as far as its ICRC
+// tells. simnic sends Identification 0 with DF (the header build_ipv4_udp makes), but another
+// sender's kernel picks its own Identification, and a UDP socket never shows it to the
+// receiver. The ICRC covers those 17 bits and CRC-32 is affine in them, so they can be solved
+// for: `got` verifies if some Identification/DF makes the ICRC match. The price: a corrupted
+// packet now passes with probability 2^-15 instead of 2^-32.
+struct IpIdent {
+  uint16_t id = 0;
+  bool df = true;
+};
+bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
+                                  IpIdent* sent_with);
+
 }  // namespace simnic::proto

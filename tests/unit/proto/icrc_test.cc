@@ -127,6 +127,50 @@ TEST(Packet, AnyFlippedBitFailsTheIcrc) {
   EXPECT_EQ(parse_packet(buf, IpUdpInfo{0x7f000003, 0x7f000002, 4791, 4791}, p), ParseError::kBadIcrc);
 }
 
+// The CNP above was sent with Identification 0x718c: solving the ICRC for it finds exactly that.
+TEST(Icrc, TheIdentificationOfAConnectXCaptureIsRecovered) {
+  auto frame = hex(
+      "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201"
+      "0000 12b7 0028 0000"
+      "8100 ffff 4000 0118 0000 0000"
+      "0000 0000 0000 0000 0000 0000 0000 0000"
+      "82fd 002a");
+  std::span<const uint8_t> roce(frame.data() + 28, frame.size() - 28 - 4);
+  IpIdent sent;
+  ASSERT_TRUE(icrc_verifies_for_some_ident(IpUdpInfo{0x0a001101, 0x0a001201, 0, 4791}, roce,
+                                           wire_icrc(frame.data() + frame.size() - 4), &sent));
+  EXPECT_EQ(sent.id, 0x718c);
+  EXPECT_TRUE(sent.df);
+}
+
+// Another sender's kernel chose the Identification (and maybe no DF): the packet is accepted,
+// and a flipped payload bit is still caught.
+TEST(Packet, APacketSentWithAnotherIdentificationIsAccepted) {
+  std::vector<uint8_t> payload(200, 0x3c);
+  PacketHeaders h;
+  h.bth.opcode = kRcSendOnly;
+  std::vector<uint8_t> buf(packet_size(kRcSendOnly, payload.size()));
+  ASSERT_GT(build_packet(h, payload, kIp, buf), 0u);
+  const size_t end = buf.size() - 4;
+  for (auto [id, df] : {std::pair{uint16_t(0xbeef), true}, std::pair{uint16_t(0x1234), false}}) {
+    uint8_t ip_hdr[kIpv4UdpBytes];
+    build_ipv4_udp(kIp, buf.size(), ip_hdr);
+    ip_hdr[4] = uint8_t(id >> 8), ip_hdr[5] = uint8_t(id);
+    if (!df) ip_hdr[6] = 0;
+    uint32_t crc = compute_icrc(ip_hdr, std::span<const uint8_t>(buf.data(), end));
+    auto sent = buf;
+    for (int i = 0; i < 4; ++i) sent[end + i] = uint8_t(crc >> (8 * i));
+    ParsedPacket p;
+    EXPECT_EQ(parse_packet(sent, kIp, p), ParseError::kOk) << id;
+    IpIdent got;
+    ASSERT_TRUE(icrc_verifies_for_some_ident(kIp, std::span<const uint8_t>(sent.data(), end), crc, &got));
+    EXPECT_EQ(got.id, id);
+    EXPECT_EQ(got.df, df);
+    sent[100] ^= 0x10;
+    EXPECT_EQ(parse_packet(sent, kIp, p), ParseError::kBadIcrc) << id;
+  }
+}
+
 TEST(Packet, ShortAndMalformedPacketsAreRejected) {
   PacketHeaders h;
   h.bth.opcode = kRcSendOnly;
