@@ -82,7 +82,8 @@ void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& ru
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
 void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
   const uint32_t mask = qp.sq_entries - 1;
-  if (psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = psn_add(psn, 1);
+  const bool progress = psn_diff(psn, qp.una_psn) >= 0;
+  if (progress) qp.una_psn = psn_add(psn, 1);
   while (qp.sq_consumer != qp.sq_started) {
     SendWqeState& st = qp.sq_state[qp.sq_consumer & mask];
     uint32_t last = psn_add(st.first_psn, st.npkts - 1);
@@ -97,8 +98,10 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     complete_send_wqe(qp, IBV_WC_SUCCESS);
     if (!qp.sq_running()) return;
   }
-  qp.retry_left = qp.attr.retry_cnt;  // progress resets the retry budget
-  qp.rnr_retry_left = qp.attr.rnr_retry;
+  if (progress) {  // only progress resets the retry budgets: a NAK for the oldest PSN is none
+    qp.retry_left = qp.attr.retry_cnt;
+    qp.rnr_retry_left = qp.attr.rnr_retry;
+  }
   if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started) {
     if (qp.timer_deadline_ns)
       tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
@@ -237,6 +240,15 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       if (!qp.sq_running()) return;
       uint32_t code = aeth_value(syndrome);
       if (code == kNakPsnSeqError) {
+        // A sequence error costs a retry like a timeout does (rxe counts both); progress
+        // acknowledged by this very NAK has already renewed the budget.
+        if (qp.retry_left == 0) {
+          requester_error(qp, IBV_WC_RETRY_EXC_ERR,
+                          "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
+                              std::to_string(qp.attr.retry_cnt) + " times without progress");
+          return;
+        }
+        --qp.retry_left;
         go_back_n(qp, psn, now, "nak_seq");
         return;
       }

@@ -119,8 +119,9 @@ class Device {
   int destroy_ah(Context* ctx, uint32_t handle);
 
   // --- Data path ---
-  // The application rang its doorbell: look for new WQEs on its QPs.
-  void on_doorbell(Context* ctx, uint64_t now);
+  // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
+  // adds them up): look for new WQEs on its QPs.
+  void on_doorbell(Context* ctx, uint64_t now, uint64_t rings = 1);
   // A UDP datagram arrived on port 4791.
   void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now);
   // Time passed: fire due timers (ACK timeout, RNR wait).

@@ -93,9 +93,9 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   else completer_receive(*qp, pkt, now);
 }
 
-void Device::on_doorbell(Context* ctx, uint64_t now) {
+void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
   set_time(now);
-  tracer_.event("doorbell").u("ctx", ctx->id);
+  tracer_.event("doorbell").u("ctx", ctx->id).u("rings", rings);
   for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
     auto it = qps_.find(h);
     if (it == qps_.end()) continue;

@@ -231,6 +231,9 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
                "will retry (post receives with ibv_post_recv before the peer sends)";
       });
       send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
+      // The requester goes back to this PSN after the RNR wait: the rest of the message, still
+      // in flight, is out of sequence and dropped without a second (sequence) NAK.
+      qp.nak_sent = true;
       return;
     }
     uint64_t total = 0;
