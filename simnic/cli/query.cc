@@ -22,7 +22,8 @@ int not_running(const std::string& dir, const std::string& name, int err) {
 
 // Sends a text command (SetFault or Step) to each named NIC, or to all when none is named.
 int text_command(abi::Op op, const std::vector<std::string>& names, const std::string& body) {
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   std::vector<std::string> targets = names.empty() ? list_nics(dir) : names;
   if (targets.empty()) {
     std::fprintf(stderr, "simnic: no NIC is running in %s; start them with `simnic up`\n", dir.c_str());
@@ -51,7 +52,8 @@ bool is_nic_name(const std::string& s) { return s.rfind("simnic", 0) == 0 || s.f
 }  // namespace
 
 int cmd_status(const std::vector<std::string>& args) {
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   std::vector<std::string> names = args.empty() ? list_nics(dir) : args;
   if (names.empty()) {
     std::printf("no NIC is running in %s; start them with `simnic up`\n", dir.c_str());
