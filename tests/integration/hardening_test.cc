@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -275,6 +277,78 @@ TEST(Hardening, IbvRcPingpongExitsWhenItsNicIsKilled) {
   // The client's NIC is alive: it only fails if a send of its was outstanding (retries run
   // out); waiting for a receive, it waits, as on real hardware (RC has no keepalive).
   // Its Process kills it.
+}
+
+// Datagrams the kernel drops because simnicd's receive buffer is full show in `simnic status`.
+TEST(Hardening, ReceiveBufferOverflowsAreCountedAsDrops) {
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  auto pids = nics.daemon_pids();
+  ASSERT_EQ(pids.size(), 1u);
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(4791);
+  inet_pton(AF_INET, nics.addr(0).c_str(), &a.sin_addr);
+  const char junk[16] = {};
+  auto blast = [&](int count) {
+    for (int i = 0; i < count; ++i)
+      ::sendto(s, junk, sizeof junk, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  };
+  ::kill(pids[0], SIGSTOP);  // the NIC reads nothing: its buffer fills, the rest is dropped
+  blast(200000);
+  ::kill(pids[0], SIGCONT);
+  std::this_thread::sleep_for(300ms);
+  // The drop count rides on the next datagram that is queued.
+  uint64_t overflow = 0;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline && overflow == 0) {
+    blast(1);
+    overflow = std::stoull("0" + nics.status("simnic0")["rx_drop_socket_overflow"]);
+  }
+  ::close(s);
+  EXPECT_GT(overflow, 0u);
+  Result table = run({bin_dir() + "/simnic", "status"}, nics.env(), 10s);
+  std::istringstream in(table.output);
+  uint64_t drops = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> cols{std::istream_iterator<std::string>(f), {}};
+    if (cols.size() == 11 && cols[0] == "simnic0") drops = std::stoull(cols[9]);
+  }
+  EXPECT_GE(drops, overflow) << table.output;
+}
+
+uint64_t cpu_ticks(pid_t pid) {
+  std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream in(stat.substr(stat.rfind(')') + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(in), {}};
+  return f.size() > 12 ? std::stoull(f[11]) + std::stoull(f[12]) : 0;  // utime + stime
+}
+
+// Out of descriptors, simnicd waits instead of retrying accept() in a loop, and serves again
+// once descriptors are free.
+TEST(Hardening, RunningOutOfDescriptorsDoesNotSpinTheNic) {
+  if (!have_program("prlimit")) GTEST_SKIP() << "needs prlimit";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  pid_t nic = nics.daemon_pids().at(0);
+  size_t open_fds = 0;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(nic) + "/fd")) ++open_fds;
+  const std::string limit = std::to_string(open_fds + 2);
+  ASSERT_EQ(run({"prlimit", "--pid", std::to_string(nic), "--nofile=" + limit + ":"}).exit_code, 0);
+  std::vector<int> conns;
+  for (int i = 0; i < 8; ++i) conns.push_back(abi::connect_control(abi::control_socket_path(nics.dir(), "simnic0")));
+  std::this_thread::sleep_for(300ms);
+  uint64_t before = cpu_ticks(nic);
+  std::this_thread::sleep_for(1s);
+  uint64_t used = cpu_ticks(nic) - before;
+  EXPECT_LT(used, uint64_t(::sysconf(_SC_CLK_TCK)) / 4) << "simnicd used " << used << " ticks in 1 s: spinning";
+  for (int c : conns) ::close(c);
+  ASSERT_EQ(run({"prlimit", "--pid", std::to_string(nic), "--nofile=1024:"}).exit_code, 0);
+  EXPECT_EQ(nics.status("simnic0")["contexts"], "0");  // serves again
+  std::string log = read_all(nics.dir() + "/simnic0.log");
+  EXPECT_TRUE(contains(log, "cannot accept a control connection: Too many open files")) << log;
 }
 
 }  // namespace
