@@ -48,6 +48,7 @@ NicServer::NicServer(NicOptions options)
       timer_(io_),
       clock_(monotonic_ns()),
       logger_(opt_.device.name, opt_.verbose),
+      notifier_(&logger_),
       port_(io_, opt_.device.ipv4, opt_.device.udp_port),
       trace_(io_),
       device_(opt_.device, memory_, port_, shm_, notifier_, logger_),
