@@ -239,13 +239,21 @@ void NicServer::serve_control(Session* s) {
   for (int served = 0; served < kMaxMessagesPerTurn; ++served) {
     std::vector<uint8_t> buf;
     std::vector<int> fds;
-    int e = abi::recv_message(s->control->native_handle(), buf, fds);
+    bool fds_lost = false;
+    int e = abi::recv_message(s->control->native_handle(), buf, fds, &fds_lost);
     if (e == EAGAIN || e == EWOULDBLOCK) return on_control_readable(s);
     if (e != 0 || buf.size() < sizeof(abi::ReqHeader)) {
       for (int fd : fds) ::close(fd);
       close_session(s);  // the application closed its context, or died, or sent garbage
       after_event();
       return;
+    }
+    if (fds_lost) {
+      // Too many descriptors, or we are out of them: the request cannot be what was meant
+      // (a Hello would silently become query-only). Refuse it and keep serving.
+      for (int fd : fds) ::close(fd);
+      refuse_message(s, buf, EMFILE);
+      continue;
     }
     handle_message(s, buf, fds);
   }
@@ -278,6 +286,13 @@ void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vecto
     watch_process(s);
   }
   after_event();
+}
+
+void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int status) {
+  abi::ReqHeader h;
+  std::memcpy(&h, buf.data(), sizeof h);
+  abi::RespHeader rh{h.op, 0, status, 0};
+  abi::send_message(s->control->native_handle(), &rh, sizeof rh, nullptr, 0);
 }
 
 int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {

@@ -75,6 +75,7 @@ class NicServer {
   void on_control_readable(Session* s);
   void serve_control(Session* s);
   void handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
+  void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
   bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -340,6 +341,16 @@ TEST(Hardening, RunningOutOfDescriptorsDoesNotSpinTheNic) {
   std::vector<int> conns;
   for (int i = 0; i < 8; ++i) conns.push_back(abi::connect_control(abi::control_socket_path(nics.dir(), "simnic0")));
   std::this_thread::sleep_for(300ms);
+  // The first connection was accepted before the limit; a Hello whose doorbell and event
+  // socket simnicd cannot receive is refused, not taken as a query-only Hello.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  abi::HelloReply hello{};
+  EXPECT_EQ(abi::call_fixed(conns[0], abi::Op::Hello, abi::HelloReq{abi::kAbiVersion, 0}, &hello,
+                            std::vector<int>{efd, sv[1]}),
+            EMFILE);
+  for (int fd : {sv[0], sv[1], efd}) ::close(fd);
   uint64_t before = cpu_ticks(nic);
   std::this_thread::sleep_for(1s);
   uint64_t used = cpu_ticks(nic) - before;
