@@ -22,8 +22,8 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr size_t kMaxHeld = 200000;  // packets held while paused before we start dropping
-// Control messages served per wake-up of one connection, so a client that floods its socket
-// takes turns with the others (and with packets) instead of holding the loop.
+// Control messages served per wake-up of one connection (and connections accepted per turn),
+// so a client that floods its socket takes turns with the others and with packets.
 constexpr int kMaxMessagesPerTurn = 16;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 }
@@ -170,10 +170,17 @@ void NicServer::accept_next() {
 }
 
 void NicServer::accept_pending() {
-  for (;;) {
+  for (int accepted = 0;;) {
+    if (accepted == kMaxMessagesPerTurn) {  // a connect storm takes turns with everything else
+      asio::post(io_, [this] {
+        if (listener_) accept_pending();
+      });
+      return;
+    }
     int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       add_session(fd);
+      ++accepted;
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
