@@ -1,4 +1,5 @@
 // `simnic status`, `simnic fault` and `simnic step`: talking to running NICs.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -66,6 +67,11 @@ int cmd_status(const std::vector<std::string>& args) {
   for (const auto& name : names) {
     std::string text;
     int st = query_nic(dir, name, unsigned(abi::Op::Status), "", &text);
+    if (st == EAGAIN || st == EWOULDBLOCK) {  // connected, but no answer within the timeout
+      std::printf("%-10s not answering (busy or stuck; see %s/%s.log)\n", name.c_str(), dir.c_str(), name.c_str());
+      rc = 1;
+      continue;
+    }
     if (st) {
       rc = args.empty() ? (std::printf("%-10s not running (stale socket; `simnic down %s` clears it)\n",
                                        name.c_str(), name.c_str()), 1)
