@@ -102,6 +102,17 @@ TEST(Hardening, UpRefusesAWorldOpenDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+// A directory of ours in a parent everyone may write to (and not sticky like /tmp): anyone
+// could rename it away and put theirs in its place after we checked it.
+TEST(Hardening, UpRefusesADirectoryInAParentOthersCanRenameItOutOf) {
+  std::string parent = temp_dir("shared");
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  std::string dir = parent + "/mine";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  expect_up_refused(dir, "its parent " + parent + " has mode 0777", 5);
+  std::filesystem::remove_all(parent);
+}
+
 // Symlinks planted where simnic writes its log or a pcap are never written through.
 TEST(Hardening, PlantedSymlinksAreNeverWrittenThrough) {
   std::string dir = temp_dir("planted"), pcaps = temp_dir("pcaps");
