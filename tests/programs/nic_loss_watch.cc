@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
   ibv_cq* cq = ctx ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
   static char buf[64];
-  ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+  ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, int(IBV_ACCESS_LOCAL_WRITE)) : nullptr;
   ibv_qp* qp = pd && cq ? create_init_qp(pd, cq) : nullptr;
   if (!mr || !qp) {
     std::fprintf(stderr, "setup failed on %s\n", argv[1]);
