@@ -1,5 +1,6 @@
 // Opening a device (one control connection per ibv_context, like one open of /dev/infiniband/
 // uverbsN), the queries, and asynchronous events.
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -15,6 +16,7 @@
 #include <fstream>
 
 #include "shim/shim.h"
+#include "simnic/abi/state_dir.h"
 
 namespace simnic::shim {
 
@@ -24,6 +26,29 @@ void ring_doorbell(ShimContext* c) {
   uint64_t one = 1;
   // An eventfd write only fails if the counter would overflow, which a reader prevents.
   [[maybe_unused]] ssize_t n = ::write(c->doorbell_fd, &one, sizeof one);
+}
+
+namespace {
+constexpr uint32_t kLostCheckInterval = 128;  // fast-path calls between two looks at the socket
+
+bool control_socket_closed(int fd) {
+  pollfd p{fd, 0, 0};  // no events asked: POLLHUP/POLLERR are always reported
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+}  // namespace
+
+bool nic_lost(ShimContext* c) {
+  if (c->lost.load(std::memory_order_relaxed)) return true;
+  if (!control_socket_closed(c->ctl_fd)) return false;
+  if (!c->lost.exchange(true)) debug("%s: simnicd is gone (control connection closed)", c->vctx.context.device->name);
+  return true;
+}
+
+bool nic_lost_sampled(ShimContext* c) {
+  if (c->lost.load(std::memory_order_relaxed)) return true;
+  if (c->fast_calls.fetch_add(1, std::memory_order_relaxed) % kLostCheckInterval != kLostCheckInterval - 1)
+    return false;
+  return nic_lost(c);
 }
 
 void* map_shared(std::vector<int>& fds, size_t bytes) {
@@ -78,10 +103,14 @@ extern "C" {
 
 struct ibv_context* ibv_open_device(struct ibv_device* device) {
   ShimDevice* d = to_shim(device);
-  int ctl = connect_control(d->socket_path);
+  std::string why;
+  // The peer is checked before any descriptor of ours goes to it: a socket planted by another
+  // user would otherwise receive our doorbell and event sockets.
+  int ctl = connect_nic(d->socket_path, &why);
   if (ctl < 0) {
     int e = errno;
-    warn("%s is not running (%s: %s); start it with `simnic up`", device->name, d->socket_path, std::strerror(e));
+    if (!why.empty()) warn("%s", why.c_str());
+    else warn("%s is not running (%s: %s); start it with `simnic up`", device->name, d->socket_path, std::strerror(e));
     return fail_null<ibv_context>(e == ENOENT || e == ECONNREFUSED ? ENODEV : e);
   }
   int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -221,8 +250,19 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
   AsyncEventMsg msg{};
   ssize_t n = ::recv(context->async_fd, &msg, sizeof msg, 0);
   if (n != ssize_t(sizeof msg)) {
-    if (n >= 0) errno = ENODEV;  // simnicd went away
-    return -1;
+    // EOF: simnicd died or dropped this context. A non-blocking async fd may also find
+    // nothing to read after a poll_cq/post noticed the loss.
+    bool gone = n >= 0 || ((errno == EAGAIN || errno == EWOULDBLOCK) && nic_lost(c));
+    if (!gone) return -1;
+    c->lost.store(true, std::memory_order_relaxed);
+    if (c->fatal_reported.exchange(true)) {  // reported once; then, as a removed device's file
+      errno = EIO;
+      return -1;
+    }
+    std::memset(event, 0, sizeof *event);
+    event->event_type = IBV_EVENT_DEVICE_FATAL;
+    event->element.port_num = 0;
+    return 0;
   }
   std::memset(event, 0, sizeof *event);
   event->event_type = ibv_event_type(msg.event_type);

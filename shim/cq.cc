@@ -24,9 +24,17 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   int n = 0;
   for (; n < num_entries && cons != prod; ++n, ++cons) wc[n] = cq->slots[cons & (cq->entries - 1)];
   ring.consumer.value.store(cons, std::memory_order_release);
-  // A real RNIC has its own silicon; simnicd shares the CPUs with the application. An empty
-  // poll therefore yields, so a busy-polling program does not starve the NIC it waits for.
-  if (n == 0) sched_yield();
+  if (n == 0) {
+    // Every CQE the NIC wrote has been returned; with the NIC gone no more will come, and a
+    // negative return (rdma-core's error) lets a polling program stop instead of spinning.
+    if (nic_lost_sampled(to_shim(ibcq->context))) {
+      errno = EIO;
+      return -1;
+    }
+    // A real RNIC has its own silicon; simnicd shares the CPUs with the application. An empty
+    // poll therefore yields, so a busy-polling program does not starve the NIC it waits for.
+    sched_yield();
+  }
   return n;
 }
 
@@ -93,6 +101,7 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   c->poll_index = c->shm->ring.consumer.value.load(std::memory_order_relaxed);
   int st = load_current(c);
   if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
+  if (st == ENOENT && nic_lost_sampled(to_shim(c->base()->context))) return EIO;
   return st;
 }
 
@@ -225,7 +234,10 @@ int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void*
     CqEventMsg msg{};
     ssize_t n = ::recv(channel->fd, &msg, sizeof msg, 0);
     if (n != ssize_t(sizeof msg)) {
-      if (n >= 0) errno = ENODEV;  // simnicd went away
+      if (n >= 0) {  // simnicd went away: EIO, as a removed device's event file reads
+        c->lost.store(true, std::memory_order_relaxed);
+        errno = EIO;
+      }
       return -1;
     }
     std::lock_guard lock(c->objs_mu);

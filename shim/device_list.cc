@@ -11,6 +11,7 @@
 
 #include "shim/shim.h"
 #include "simnic/abi/paths.h"
+#include "simnic/abi/state_dir.h"
 
 namespace simnic::shim {
 namespace {
@@ -22,8 +23,12 @@ std::vector<std::unique_ptr<ShimDevice>> g_devices;
 
 // Asks a NIC who it is over a short-lived, query-only control connection.
 bool probe(const std::string& path, abi::HelloReply* out) {
-  int fd = abi::connect_control(path);
-  if (fd < 0) return false;
+  std::string why;
+  int fd = abi::connect_nic(path, &why);
+  if (fd < 0) {
+    if (!why.empty()) warn("%s", why.c_str());  // someone else's socket: say so, not just skip
+    return false;
+  }
   timeval tv{2, 0};  // a hung daemon must not hang ibv_get_device_list
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   int st = abi::call_fixed(fd, abi::Op::Hello, abi::HelloReq{abi::kAbiVersion, 0}, out);
@@ -84,7 +89,10 @@ extern "C" {
 struct ibv_device** ibv_get_device_list(int* num_devices) {
   std::string dir = simnic::abi::simnic_dir();
   std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
+  bool missing = false;
+  if (std::string bad = simnic::abi::check_private_dir(dir, &missing); !bad.empty()) {
+    if (!missing) warn("%s; no device is used from it", bad.c_str());
+  } else if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
       const std::string suffix = simnic::abi::kControlSocketSuffix;

@@ -127,7 +127,17 @@ int fill_recv_wqe(const ibv_recv_wr& wr, uint32_t max_sge, RecvWqe& w) {
 
 }  // namespace
 
+// A NIC that is gone takes no work: EIO, the errno rdma-core's post calls get from a removed
+// device (rxe's doorbell command on a disassociated uverbs file).
+template <class Wr>
+bool refuse_if_lost(ibv_context* context, Wr* wr, Wr** bad_wr) {
+  if (!nic_lost_sampled(to_shim(context))) return false;
+  if (bad_wr) *bad_wr = wr;
+  return true;
+}
+
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  if (refuse_if_lost(ibqp->context, wr, bad_wr)) return EIO;
   ShimQp* qp = to_shim(ibqp);
   auto state = ibv_qp_state(qp->shm->state.load(std::memory_order_acquire));
   int err = 0;
@@ -155,6 +165,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (refuse_if_lost(ibqp->context, wr, bad_wr)) return EIO;
   ShimQp* qp = to_shim(ibqp);
   int err = 0;
   bool posted = false;
@@ -183,6 +194,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (refuse_if_lost(ibsrq->context, wr, bad_wr)) return EIO;
   ShimSrq* srq = to_shim(ibsrq);
   int err = 0;
   std::lock_guard lock(srq->mu);

@@ -129,6 +129,7 @@ int wr_complete(ibv_qp_ex* q) {
   ShimQp* s = to_shim_ex(q);
   auto state = ibv_qp_state(s->shm->state.load(std::memory_order_acquire));
   if (!s->wr_err && (state == IBV_QPS_RESET || state == IBV_QPS_INIT || state == IBV_QPS_RTR)) s->wr_err = EINVAL;
+  if (!s->wr_err && to_shim(q->qp_base.context)->lost.load(std::memory_order_relaxed)) s->wr_err = EIO;
   int err = s->wr_err;
   bool posted = !err && s->wr_prod != s->wr_start_prod;
   if (posted) s->shm->sq.producer.value.store(s->wr_prod, std::memory_order_release);

@@ -49,6 +49,12 @@ struct ShimContext {
   std::map<uint32_t, ShimCq*> cqs;    // to turn daemon handles in events into objects
   std::map<uint32_t, ShimQp*> qps;
   std::map<uint32_t, ShimSrq*> srqs;
+  // The NIC is gone (simnicd died, or closed this context's connection): posts fail with EIO,
+  // ibv_poll_cq returns -1 once the CQ is empty, ibv_get_async_event reports
+  // IBV_EVENT_DEVICE_FATAL once; as rdma-core does for a device that was removed.
+  std::atomic<bool> lost{false};
+  std::atomic<bool> fatal_reported{false};
+  std::atomic<uint32_t> fast_calls{0};  // fast-path calls, to space out liveness checks
 };
 
 struct ShimCq {
@@ -113,8 +119,20 @@ template <class Req, class Reply>
 int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<int>* fds_out = nullptr,
         std::initializer_list<int> fds_in = {}) {
   std::lock_guard lock(c->ctl_mu);
-  return abi::call_fixed(c->ctl_fd, op, req, reply, std::span<const int>(fds_in.begin(), fds_in.size()), fds_out);
+  int st = abi::call_fixed(c->ctl_fd, op, req, reply, std::span<const int>(fds_in.begin(), fds_in.size()), fds_out);
+  if (st == ECONNRESET || st == EPIPE || st == ENOTCONN) {
+    c->lost.store(true, std::memory_order_relaxed);
+    st = EIO;  // what a verb gets from a removed device's uverbs file
+  }
+  return st;
 }
+
+// True once the NIC behind `c` is gone: the flag, else a zero-timeout poll() of the control
+// socket (simnicd's end closes when it dies or drops this context).
+bool nic_lost(ShimContext* c);
+// The same for the fast path (empty polls, posts): the flag, and only every
+// kLostCheckInterval-th call the system call.
+bool nic_lost_sampled(ShimContext* c);
 
 // Sends a request whose reply has no body (destroy, modify).
 template <class Req>

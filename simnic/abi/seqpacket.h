@@ -45,7 +45,9 @@ inline int send_message(int sock, const void* head, size_t head_len, const void*
 
 // Receives one message into `buf` (resized to what arrived); received fds are appended
 // to `fds` (close-on-exec). Returns 0, an errno, or ECONNRESET when the peer closed.
-inline int recv_message(int sock, std::vector<uint8_t>& buf, std::vector<int>& fds) {
+// *fds_lost (if given) is set when the kernel could not hand over every descriptor sent
+// (more than kMaxFds, or this process is out of descriptors: MSG_CTRUNC).
+inline int recv_message(int sock, std::vector<uint8_t>& buf, std::vector<int>& fds, bool* fds_lost = nullptr) {
   buf.resize(kMaxMessage);
   iovec iov{buf.data(), buf.size()};
   msghdr msg{};
@@ -69,6 +71,7 @@ inline int recv_message(int sock, std::vector<uint8_t>& buf, std::vector<int>& f
       fds.push_back(fd);
     }
   }
+  if (fds_lost) *fds_lost = (msg.msg_flags & MSG_CTRUNC) != 0;
   if (n == 0) return ECONNRESET;
   if (msg.msg_flags & MSG_TRUNC) return EMSGSIZE;
   buf.resize(static_cast<size_t>(n));

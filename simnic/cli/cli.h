@@ -11,6 +11,11 @@ std::string self_dir();                 // directory of this executable
 std::string find_simnicd();             // sibling simnicd, or "" when missing
 std::string find_shim_dir();            // directory holding our libibverbs.so.1, or ""
 
+// The simnic directory, checked (simnic/abi/state_dir.h) and, with `create`, made (0700). An
+// unsafe directory is refused with a message on stderr: then returns "". Without `create`, a
+// directory that does not exist yet is fine (nothing runs there).
+std::string state_dir(bool create);
+
 // The NICs whose control sockets are in `dir`, sorted by name.
 std::vector<std::string> list_nics(const std::string& dir);
 

@@ -16,6 +16,7 @@
 
 #include "simnic/abi/control.h"
 #include "simnic/abi/paths.h"
+#include "simnic/abi/state_dir.h"
 #include "simnic/cli/cli.h"
 
 namespace simnic::cli {
@@ -63,7 +64,7 @@ pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, co
   if (pid == 0) {
     ::setsid();
     int in = ::open("/dev/null", O_RDONLY);
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int out = abi::create_private_file(log);  // never through a planted symlink
     if (in >= 0) ::dup2(in, 0);
     if (out >= 0) {
       ::dup2(out, 1);
@@ -78,6 +79,17 @@ pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, co
     ::_exit(127);
   }
   return pid;
+}
+
+void write_pid_file(const std::string& path, pid_t pid) {
+  int fd = abi::create_private_file(path);
+  if (fd < 0) {
+    std::fprintf(stderr, "simnic: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    return;
+  }
+  std::string text = std::to_string(pid) + "\n";
+  [[maybe_unused]] ssize_t n = ::write(fd, text.data(), text.size());
+  ::close(fd);
 }
 
 const char kUpUsage[] =
@@ -145,8 +157,8 @@ int cmd_up(const std::vector<std::string>& args) {
                  self_dir().c_str());
     return 1;
   }
-  const std::string dir = abi::simnic_dir();
-  ::mkdir(dir.c_str(), 0700);
+  const std::string dir = state_dir(true);
+  if (dir.empty()) return 1;
   // The output directories are made for the user, as `mkdir -p` would.
   for (const std::string& out : {pcap_dir, trace_dir}) {
     if (out.empty()) continue;
@@ -180,7 +192,7 @@ int cmd_up(const std::vector<std::string>& args) {
       ++failures;
       continue;
     }
-    std::ofstream(abi::pid_file_path(dir, name)) << pid << "\n";
+    write_pid_file(abi::pid_file_path(dir, name), pid);
     started.push_back({name, pid});
   }
   // Wait until each answers on its control socket, or has died telling us why.
@@ -214,7 +226,8 @@ int cmd_up(const std::vector<std::string>& args) {
 }
 
 int cmd_down(const std::vector<std::string>& args) {
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   std::vector<std::string> names = args;
   if (names.empty()) names = list_nics(dir);
   if (names.empty()) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
+#include "simnic/abi/state_dir.h"
 #include "simnic/cli/cli.h"
 
 #ifndef SIMNIC_INSTALL_LIBDIR
@@ -50,6 +52,15 @@ std::string find_shim_dir() {
   return "";
 }
 
+std::string state_dir(bool create) {
+  const std::string dir = abi::simnic_dir();
+  bool missing = false;
+  std::string bad = create ? abi::make_private_dir(dir) : abi::check_private_dir(dir, &missing);
+  if (bad.empty() || missing) return dir;
+  std::fprintf(stderr, "simnic: %s\n", bad.c_str());
+  return "";
+}
+
 std::vector<std::string> list_nics(const std::string& dir) {
   std::vector<std::string> names;
   const std::string suffix = abi::kControlSocketSuffix;
@@ -67,8 +78,13 @@ std::vector<std::string> list_nics(const std::string& dir) {
 
 int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
               std::string* text) {
-  int fd = abi::connect_control(abi::control_socket_path(dir, name));
-  if (fd < 0) return errno;
+  std::string why;
+  int fd = abi::connect_nic(abi::control_socket_path(dir, name), &why);
+  if (fd < 0) {
+    int e = errno;
+    if (!why.empty()) std::fprintf(stderr, "simnic: %s\n", why.c_str());
+    return e;
+  }
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   abi::HelloReply hello{};

@@ -1,4 +1,5 @@
 // `simnic status`, `simnic fault` and `simnic step`: talking to running NICs.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -22,7 +23,8 @@ int not_running(const std::string& dir, const std::string& name, int err) {
 
 // Sends a text command (SetFault or Step) to each named NIC, or to all when none is named.
 int text_command(abi::Op op, const std::vector<std::string>& names, const std::string& body) {
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   std::vector<std::string> targets = names.empty() ? list_nics(dir) : names;
   if (targets.empty()) {
     std::fprintf(stderr, "simnic: no NIC is running in %s; start them with `simnic up`\n", dir.c_str());
@@ -51,7 +53,8 @@ bool is_nic_name(const std::string& s) { return s.rfind("simnic", 0) == 0 || s.f
 }  // namespace
 
 int cmd_status(const std::vector<std::string>& args) {
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   std::vector<std::string> names = args.empty() ? list_nics(dir) : args;
   if (names.empty()) {
     std::printf("no NIC is running in %s; start them with `simnic up`\n", dir.c_str());
@@ -64,6 +67,11 @@ int cmd_status(const std::vector<std::string>& args) {
   for (const auto& name : names) {
     std::string text;
     int st = query_nic(dir, name, unsigned(abi::Op::Status), "", &text);
+    if (st == EAGAIN || st == EWOULDBLOCK) {  // connected, but no answer within the timeout
+      std::printf("%-10s not answering (busy or stuck; see %s/%s.log)\n", name.c_str(), dir.c_str(), name.c_str());
+      rc = 1;
+      continue;
+    }
     if (st) {
       rc = args.empty() ? (std::printf("%-10s not running (stale socket; `simnic down %s` clears it)\n",
                                        name.c_str(), name.c_str()), 1)

@@ -39,7 +39,8 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   const std::string shim_dir = find_shim_dir();
   if (shim_missing(shim_dir)) return 1;
-  const std::string dir = abi::simnic_dir();
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
   if (list_nics(dir).empty())
     std::fprintf(stderr, "simnic: warning: no NIC is running in %s, so the program will find no device; "
                          "start them with `simnic up`\n", dir.c_str());
@@ -70,7 +71,9 @@ int cmd_viz(const std::vector<std::string>& args) {
                  "installed: scripts/setup.sh)\n", viz.c_str());
     return 1;
   }
-  std::vector<std::string> argv = {viz, "--dir", abi::simnic_dir()};
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
+  std::vector<std::string> argv = {viz, "--dir", dir};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());

@@ -50,6 +50,10 @@ void attach(ControlReply& r, ShmRegion& mem) {
 ControlDispatcher::ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks)
     : dev_(device), daemon_pid_(daemon_pid), hooks_(std::move(hooks)) {}
 
+int ControlDispatcher::check_fd(FdRole role, int fd, const ControlSession& s) const {
+  return hooks_.check_fd ? hooks_.check_fd(role, fd, s) : 0;
+}
+
 void ControlDispatcher::close(ControlSession& s) {
   if (s.ctx) dev_.close_context(s.ctx);
   s.ctx = nullptr;
@@ -62,8 +66,12 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     if (!decode(body, &req)) return fail(EINVAL);
     if (req.abi_version != kAbiVersion) return fail(EPROTO);
     if (s.greeted) return fail(EALREADY);
-    s.greeted = true;
     if (fds.size() >= 2) {  // an ibv_context: doorbell eventfd + async-event socket
+      if (int e = check_fd(FdRole::kDoorbell, fds[0], s)) return fail(e);
+      if (int e = check_fd(FdRole::kEventSocket, fds[1], s)) return fail(e);
+    }
+    s.greeted = true;
+    if (fds.size() >= 2) {
       s.ctx = dev_.open_context(s.pid, s.uid, fds[0], fds[1]);
       fds[0] = fds[1] = -1;
     }
@@ -154,6 +162,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     }
     case Op::CreateCompChannel: {
       if (fds.empty() || fds[0] < 0) return fail(EINVAL);
+      if (int e = check_fd(FdRole::kEventSocket, fds[0], s)) return fail(e);
       HandleReply rep{};
       if (int e = dev_.create_channel(ctx, fds[0], &rep.handle)) return fail(e);
       fds[0] = -1;

@@ -21,6 +21,9 @@ struct ControlSession {
   Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
 };
 
+// What a descriptor passed by a client is for; the I/O layer checks that it fits (see Hooks).
+enum class FdRole { kDoorbell, kEventSocket };
+
 struct ControlReply {
   int status = 0;                // 0 or a positive errno
   std::vector<uint8_t> body;
@@ -34,6 +37,9 @@ class ControlDispatcher {
     std::function<std::string(const std::string& spec, int* status)> set_faults;
     std::function<std::string()> extra_status;
     std::function<std::string(const std::string& command, int* status)> step;
+    // 0 when `fd` may serve as `role` for this session, else the errno to refuse with. Unset
+    // (tests): every descriptor is taken as it is.
+    std::function<int(FdRole role, int fd, const ControlSession& s)> check_fd;
   };
 
   ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});
@@ -47,6 +53,8 @@ class ControlDispatcher {
   void close(ControlSession& s);
 
  private:
+  int check_fd(FdRole role, int fd, const ControlSession& s) const;
+
   Device& dev_;
   pid_t daemon_pid_;
   Hooks hooks_;

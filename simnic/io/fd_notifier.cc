@@ -1,6 +1,9 @@
 #include "simnic/io/fd_notifier.h"
 
 #include <sys/socket.h>
+#include <cerrno>
+#include <cstring>
+#include <string>
 #include <unistd.h>
 
 #include "simnic/abi/control.h"
@@ -10,12 +13,24 @@ namespace simnic::io {
 void FdNotifier::completion_event(int channel_fd, uint32_t cq_handle) {
   abi::CqEventMsg m{cq_handle, 0};
   // Non-blocking: a process that stopped reading its channel must not stall the NIC.
-  if (::send(channel_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) ++dropped_;
+  if (::send(channel_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) count_drop("completion");
 }
 
 void FdNotifier::async_event(int async_fd, uint32_t event_type, uint32_t handle) {
   abi::AsyncEventMsg m{event_type, handle};
-  if (::send(async_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) ++dropped_;
+  // Same: a full async socket loses the event (counted), it never stalls the NIC.
+  if (::send(async_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) count_drop("async");
+}
+
+// Counted always (event_drops in `simnic status`); logged the first time and every 1000th,
+// so a process that never reads its events cannot flood the log either.
+void FdNotifier::count_drop(const char* what) {
+  int err = errno;
+  if (logger_ && dropped_ % 1000 == 0)
+    logger_->log(core::LogLevel::kWarn, std::string("dropped a ") + what + " event: " + std::strerror(err) +
+                                            " (the application does not read its events; " +
+                                            std::to_string(dropped_ + 1) + " dropped so far)");
+  ++dropped_;
 }
 
 void FdNotifier::release_fd(int fd) {

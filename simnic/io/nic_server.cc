@@ -13,6 +13,8 @@
 
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
+#include "simnic/abi/state_dir.h"
+#include "simnic/io/fd_checks.h"
 
 namespace simnic::io {
 
@@ -20,12 +22,18 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr size_t kMaxHeld = 200000;  // packets held while paused before we start dropping
+// Control messages served per wake-up of one connection (and connections accepted per turn),
+// so a client that floods its socket takes turns with the others and with packets.
+constexpr int kMaxMessagesPerTurn = 16;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 }
 
 struct NicServer::Session {
+  uint64_t id = 0;  // tells a live session from a freed one whose address was reused
   core::ControlSession state;
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> doorbell;
+  std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
 };
 
 void StderrLogger::log(core::LogLevel level, const std::string& line) {
@@ -40,13 +48,18 @@ NicServer::NicServer(NicOptions options)
       timer_(io_),
       clock_(monotonic_ns()),
       logger_(opt_.device.name, opt_.verbose),
+      notifier_(&logger_),
       port_(io_, opt_.device.ipv4, opt_.device.udp_port),
       trace_(io_),
       device_(opt_.device, memory_, port_, shm_, notifier_, logger_),
       dispatcher_(device_, ::getpid(),
                   {[this](const std::string& spec, int* st) { return set_faults(spec, st); },
                    [this] { return status_text(); },
-                   [this](const std::string& cmd, int* st) { return step_command(cmd, st); }}) {
+                   [this](const std::string& cmd, int* st) { return step_command(cmd, st); },
+                   [this](core::FdRole role, int fd, const core::ControlSession& s) {
+                     return check_client_fd(role, fd, s);
+                   }}),
+      accept_backoff_(io_) {
   port_.faults().configure(opt_.faults);
   device_.tracer().set_nic(opt_.device.name);
 }
@@ -56,8 +69,8 @@ NicServer::~NicServer() { stop(); }
 uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
 
 int NicServer::start(std::string* error) {
-  if (::mkdir(opt_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    *error = "cannot create " + opt_.dir + ": " + std::strerror(errno);
+  if (std::string bad = abi::make_private_dir(opt_.dir); !bad.empty()) {
+    *error = bad;  // someone else's or a world-open directory: never open anything in it
     return 1;
   }
   socket_path_ = abi::control_socket_path(opt_.dir, opt_.device.name);
@@ -132,6 +145,7 @@ void NicServer::stop() {
   boost::system::error_code ec;
   signals_.cancel(ec);
   timer_.cancel();
+  accept_backoff_.cancel();
   if (listener_) {
     listener_->close(ec);
     listener_.reset();
@@ -151,79 +165,184 @@ void NicServer::update_tracing() { device_.tracer().set_sink(trace_.active() ? &
 void NicServer::accept_next() {
   listener_->async_wait(asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {
     if (ec || !listener_) return;
-    for (;;) {
-      int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) break;
-      ucred cred{};
-      socklen_t len = sizeof cred;
-      ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-      auto s = std::make_unique<Session>();
-      s->state.pid = cred.pid;
-      s->state.uid = cred.uid;
-      s->control = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-      Session* raw = s.get();
-      sessions_[raw] = std::move(s);
-      on_control_readable(raw);
-    }
-    accept_next();
+    accept_pending();
   });
+}
+
+void NicServer::accept_pending() {
+  for (int accepted = 0;;) {
+    if (accepted == kMaxMessagesPerTurn) {  // a connect storm takes turns with everything else
+      asio::post(io_, [this] {
+        if (listener_) accept_pending();
+      });
+      return;
+    }
+    int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      add_session(fd);
+      ++accepted;
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) return pause_accepting(errno);
+    break;  // EAGAIN: all taken
+  }
+  fd_exhaustion_logged_ = false;
+  accept_next();
+}
+
+// Out of descriptors, the pending connection stays readable and an immediate retry would spin
+// the loop at 100% CPU. Leave it in the backlog and try again a little later.
+void NicServer::pause_accepting(int err) {
+  if (!fd_exhaustion_logged_) {
+    fd_exhaustion_logged_ = true;
+    logger_.log(core::LogLevel::kWarn, std::string("cannot accept a control connection: ") + std::strerror(err) +
+                                           "; new contexts wait until descriptors are freed (raise `ulimit -n`?)");
+  }
+  accept_backoff_.expires_after(kAcceptBackoff);
+  accept_backoff_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !listener_) return;
+    accept_pending();
+  });
+}
+
+void NicServer::add_session(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+      (cred.uid != ::geteuid() && cred.uid != 0)) {
+    // The directory and the socket are ours alone, so this takes a leaked descriptor or root
+    // changing modes: still, the NIC serves its own user only.
+    logger_.log(core::LogLevel::kWarn, "refused a control connection from uid " + std::to_string(cred.uid) +
+                                           " (pid " + std::to_string(cred.pid) + "): not this NIC's user");
+    ::close(fd);
+    return;
+  }
+  auto s = std::make_unique<Session>();
+  s->id = next_session_id_++;
+  s->state.pid = cred.pid;
+  s->state.uid = cred.uid;
+  s->control = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  Session* raw = s.get();
+  sessions_[raw] = std::move(s);
+  on_control_readable(raw);
+}
+
+bool NicServer::alive(Session* s, uint64_t id) const {
+  auto it = sessions_.find(s);
+  return it != sessions_.end() && it->second->id == id;
 }
 
 void NicServer::on_control_readable(Session* s) {
   s->control->async_wait(asio::posix::descriptor_base::wait_read, [this, s](const boost::system::error_code& ec) {
     if (ec) return;
+    serve_control(s);
+  });
+}
+
+// Serves what the connection has, at most kMaxMessagesPerTurn messages, then lets others run.
+// The socket is non-blocking (simnicd's own end), so nothing here waits for the client.
+void NicServer::serve_control(Session* s) {
+  for (int served = 0; served < kMaxMessagesPerTurn; ++served) {
     std::vector<uint8_t> buf;
     std::vector<int> fds;
-    int e = abi::recv_message(s->control->native_handle(), buf, fds);
-    if (e == EAGAIN || e == EWOULDBLOCK) {
-      on_control_readable(s);
-      return;
-    }
+    bool fds_lost = false;
+    int e = abi::recv_message(s->control->native_handle(), buf, fds, &fds_lost);
+    if (e == EAGAIN || e == EWOULDBLOCK) return on_control_readable(s);
     if (e != 0 || buf.size() < sizeof(abi::ReqHeader)) {
       for (int fd : fds) ::close(fd);
-      close_session(s);  // the application closed its context, or died
+      close_session(s);  // the application closed its context, or died, or sent garbage
       after_event();
       return;
     }
-    update_tracing();
-    device_.set_time(now());
-    abi::ReqHeader h;
-    std::memcpy(&h, buf.data(), sizeof h);
-    std::span<const uint8_t> body(buf.data() + sizeof h, buf.size() - sizeof h);
-    core::ControlReply reply;
-    if (h.len != body.size() || h.op == 0 || h.op >= uint32_t(abi::Op::Count_)) {
-      reply.status = EPROTO;  // malformed: answer, never crash
-    } else {
-      reply = dispatcher_.handle(s->state, abi::Op(h.op), body, fds, now());
+    if (fds_lost) {
+      // Too many descriptors, or we are out of them: the request cannot be what was meant
+      // (a Hello would silently become query-only). Refuse it and keep serving.
+      for (int fd : fds) ::close(fd);
+      refuse_message(s, buf, EMFILE);
+      continue;
     }
-    for (int fd : fds)
-      if (fd >= 0) ::close(fd);
-    abi::RespHeader rh{h.op, uint32_t(reply.body.size()), reply.status, 0};
-    abi::send_message(s->control->native_handle(), &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
-    for (int fd : reply.fds) ::close(fd);
-    if (s->state.ctx && !s->doorbell) watch_doorbell(s);
-    after_event();
-    on_control_readable(s);
+    handle_message(s, buf, fds);
+  }
+  // More may be waiting, and the edge-triggered wait would not report it again: come back.
+  asio::post(io_, [this, s, id = s->id] {
+    if (alive(s, id)) serve_control(s);
   });
+}
+
+void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds) {
+  update_tracing();
+  device_.set_time(now());
+  abi::ReqHeader h;
+  std::memcpy(&h, buf.data(), sizeof h);
+  std::span<const uint8_t> body(buf.data() + sizeof h, buf.size() - sizeof h);
+  core::ControlReply reply;
+  if (h.len != body.size() || h.op == 0 || h.op >= uint32_t(abi::Op::Count_)) {
+    reply.status = EPROTO;  // malformed: answer, never crash
+  } else {
+    reply = dispatcher_.handle(s->state, abi::Op(h.op), body, fds, now());
+  }
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+  abi::RespHeader rh{h.op, uint32_t(reply.body.size()), reply.status, 0};
+  // Non-blocking: a client that does not read its replies loses them, the NIC never waits.
+  abi::send_message(s->control->native_handle(), &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+  for (int fd : reply.fds) ::close(fd);
+  if (s->state.ctx && !s->doorbell) {
+    watch_doorbell(s);
+    watch_process(s);
+  }
+  after_event();
+}
+
+void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int status) {
+  abi::ReqHeader h;
+  std::memcpy(&h, buf.data(), sizeof h);
+  abi::RespHeader rh{h.op, 0, status, 0};
+  abi::send_message(s->control->native_handle(), &rh, sizeof rh, nullptr, 0);
+}
+
+int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
+  int e = role == core::FdRole::kDoorbell ? check_doorbell_fd(fd) : check_event_socket(fd, s.pid);
+  if (e)
+    logger_.log(core::LogLevel::kWarn,
+                "pid " + std::to_string(s.pid) + " passed a descriptor that is not " +
+                    (role == core::FdRole::kDoorbell ? "an eventfd" : "its own SEQPACKET event socket") +
+                    ": refused (EINVAL)");
+  return e;
 }
 
 void NicServer::watch_doorbell(Session* s) {
   if (!s->doorbell) s->doorbell = std::make_unique<asio::posix::stream_descriptor>(io_, s->state.ctx->doorbell_fd);
   s->doorbell->async_wait(asio::posix::descriptor_base::wait_read, [this, s](const boost::system::error_code& ec) {
     if (ec || !s->state.ctx) return;
-    uint64_t v;
-    while (::read(s->doorbell->native_handle(), &v, sizeof v) == sizeof v) {
-    }
+    // One non-blocking read empties an eventfd: O_NONBLOCK is the client's to change, so it is
+    // not what keeps this from blocking.
+    const uint64_t rings = drain_doorbell(s->doorbell->native_handle());
     update_tracing();
     if (clock_.paused()) {
       uint32_t id = s->state.ctx->id;
       if (held_.empty() || held_.back().kind != HeldAction::kDoorbell || held_.back().context_id != id)
         held_.push_back({HeldAction::kDoorbell, 0, 0, {}, id});
     } else {
-      device_.on_doorbell(s->state.ctx, now());
+      device_.on_doorbell(s->state.ctx, now(), rings ? rings : 1);
       after_event();
     }
     watch_doorbell(s);
+  });
+}
+
+// A context dies with its process, even if something it passed us (a socket with the control
+// connection in flight, say) keeps the control connection itself open.
+void NicServer::watch_process(Session* s) {
+  int pidfd = peer_pidfd(s->control->native_handle(), s->state.pid);
+  if (pidfd < 0) return;  // an old kernel: the connection's EOF is all we have
+  s->process = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
+  s->process->async_wait(asio::posix::descriptor_base::wait_read, [this, s](const boost::system::error_code& ec) {
+    if (ec) return;
+    logger_.log(core::LogLevel::kDebug, "pid " + std::to_string(s->state.pid) + " exited: closing its context");
+    close_session(s);
+    after_event();
   });
 }
 
@@ -238,6 +357,7 @@ void NicServer::close_session(Session* s) {
     else if (doorbell >= 0) ::close(doorbell);
     if (async >= 0) ::close(async);
   }
+  if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);
   sessions_.erase(s);
 }
@@ -372,6 +492,8 @@ std::string NicServer::status_text() {
   s += "fault_dups " + std::to_string(port_.fault_dups()) + "\n";
   s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
   s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
+  // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
+  s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
   s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
   s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
   s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";

@@ -69,9 +69,18 @@ class NicServer {
 
   uint64_t now() const;
   void accept_next();
+  void accept_pending();
+  void pause_accepting(int err);
+  void add_session(int fd);
   void on_control_readable(Session* s);
+  void serve_control(Session* s);
+  void handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
+  void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
+  bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);
+  void watch_process(Session* s);
+  int check_client_fd(core::FdRole role, int fd, const core::ControlSession& s);
   void after_event();
   void update_tracing();
   void perform(HeldAction& a);
@@ -101,7 +110,10 @@ class NicServer {
 
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
+  boost::asio::steady_timer accept_backoff_;  // out of descriptors: accept again later
+  bool fd_exhaustion_logged_ = false;
   std::map<Session*, std::unique_ptr<Session>> sessions_;
+  uint64_t next_session_id_ = 1;
 };
 
 }  // namespace simnic::io

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "simnic/io/output_file.h"
+
 namespace simnic::io {
 
 namespace {
@@ -24,11 +26,8 @@ void mac_for(uint32_t ip, uint8_t* mac) {
 }  // namespace
 
 bool PcapWriter::open(const std::string& path, std::string* error) {
-  file_ = std::fopen(path.c_str(), "wb");
-  if (!file_) {
-    *error = "cannot write pcap " + path + ": " + std::strerror(errno);
-    return false;
-  }
+  file_ = open_output_file(path, "pcap", error);
+  if (!file_) return false;
   struct {
     uint32_t magic;
     uint16_t major, minor;

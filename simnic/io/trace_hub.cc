@@ -7,6 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "simnic/io/output_file.h"
+
 namespace simnic::io {
 
 namespace {
@@ -16,12 +18,8 @@ constexpr size_t kMaxPending = 16 << 20;  // a subscriber this far behind is cut
 TraceHub::~TraceHub() { close(); }
 
 bool TraceHub::open_file(const std::string& path, std::string* error) {
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) {
-    *error = "cannot write trace " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  file_ = open_output_file(path, "trace", error);
+  return file_ != nullptr;
 }
 
 bool TraceHub::listen(const std::string& path, std::string* error, std::function<void()> on_subscribe) {
@@ -55,6 +53,14 @@ void TraceHub::accept_next() {
     if (ec || !listener_) return;
     for (;;) {
       int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+        // The connection stays pending and readable: retrying now would spin the loop.
+        accept_backoff_.expires_after(std::chrono::milliseconds(100));
+        accept_backoff_.async_wait([this](const boost::system::error_code& e) {
+          if (!e && listener_) accept_next();
+        });
+        return;
+      }
       if (fd < 0) break;
       auto sub = std::make_shared<Subscriber>();
       sub->sd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
@@ -71,6 +77,7 @@ void TraceHub::accept_next() {
 
 void TraceHub::close() {
   boost::system::error_code ec;
+  accept_backoff_.cancel();
   if (listener_) {
     listener_->close(ec);
     listener_.reset();

@@ -3,6 +3,7 @@
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdio>
 #include <functional>
 #include <list>
@@ -15,7 +16,7 @@ namespace simnic::io {
 
 class TraceHub final : public core::TraceSink {
  public:
-  explicit TraceHub(boost::asio::io_context& io) : io_(io) {}
+  explicit TraceHub(boost::asio::io_context& io) : io_(io), accept_backoff_(io) {}
   ~TraceHub() override;
 
   bool open_file(const std::string& path, std::string* error);
@@ -51,6 +52,7 @@ class TraceHub final : public core::TraceSink {
   std::FILE* file_ = nullptr;
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
+  boost::asio::steady_timer accept_backoff_;  // out of descriptors: accept again later, not at once
   std::list<SubscriberPtr> subscribers_;
   std::function<void()> on_subscribe_;
   bool snapshot_only_ = false;

@@ -61,6 +61,10 @@ bool UdpPort::open(std::string* error) {
     ::close(fd);
     return false;
   }
+  // Datagrams the kernel drops because our receive buffer is full (its RcvbufErrors) are
+  // invisible otherwise; with SO_RXQ_OVFL each datagram carries the socket's drop count.
+  int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port_);
@@ -103,6 +107,7 @@ void UdpPort::drain() {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
+  alignas(cmsghdr) char control[kBatch][CMSG_SPACE(sizeof(uint32_t))];
   int total = 0;
   while (total < kMaxPerTurn) {
     for (int i = 0; i < kBatch; ++i) {
@@ -112,11 +117,14 @@ void UdpPort::drain() {
       msgs[i].msg_hdr.msg_iovlen = 1;
       msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+      msgs[i].msg_hdr.msg_control = control[i];
+      msgs[i].msg_hdr.msg_controllen = sizeof control[i];
     }
     int n = ::recvmmsg(socket_.native_handle(), msgs, kBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) break;
     uint64_t now_wall = pcap_ ? realtime_ns() : 0;
     for (int i = 0; i < n; ++i) {
+      note_overflow(msgs[i].msg_hdr);
       uint32_t src = ntohl(from[i].sin_addr.s_addr);
       uint16_t sport = ntohs(from[i].sin_port);
       std::span<const uint8_t> bytes(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len);
@@ -127,6 +135,17 @@ void UdpPort::drain() {
     if (n < kBatch) break;
   }
   if (on_batch_done_) on_batch_done_();
+}
+
+// The SO_RXQ_OVFL count is the socket's total since it was opened, as of when this datagram was
+// queued: keep the largest seen.
+void UdpPort::note_overflow(const msghdr& msg) {
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), const_cast<cmsghdr*>(c))) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SO_RXQ_OVFL) continue;
+    uint32_t drops;
+    std::memcpy(&drops, CMSG_DATA(c), sizeof drops);
+    if (drops > rx_overflow_) rx_overflow_ = drops;
+  }
 }
 
 core::SendOutcome UdpPort::send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes) {

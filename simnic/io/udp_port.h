@@ -9,6 +9,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <sys/socket.h>
 #include <vector>
 
 #include "simnic/core/env.h"
@@ -38,6 +39,8 @@ class UdpPort final : public core::PacketSink {
   uint64_t fault_drops() const { return fault_drops_; }
   uint64_t fault_dups() const { return fault_dups_; }
   uint64_t fault_delayed() const { return fault_delayed_; }
+  // Datagrams the kernel dropped for want of receive-buffer space (SO_RXQ_OVFL).
+  uint64_t rx_overflow_drops() const { return rx_overflow_; }
 
  private:
   struct Delayed {
@@ -48,6 +51,7 @@ class UdpPort final : public core::PacketSink {
   };
   void wait_readable();
   void drain();
+  void note_overflow(const msghdr& msg);
   void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
   void schedule_delayed();
 
@@ -62,6 +66,7 @@ class UdpPort final : public core::PacketSink {
   core::FaultInjector faults_;
   std::deque<Delayed> delayed_;  // ordered by due time
   uint64_t tx_dropped_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
+  uint64_t rx_overflow_ = 0;
 };
 
 uint64_t monotonic_ns();

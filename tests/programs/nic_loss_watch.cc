@@ -1,0 +1,98 @@
+// simnic-nic-loss-watch: busy-polls a CQ the way ibv_rc_pingpong does, and reports what the
+// verbs say once the NIC underneath is gone (the test SIGKILLs simnicd):
+//   poll_cq: <return value>            a negative value is rdma-core's "the CQ failed"
+//   post_recv: <strerror>  post_send: <strerror>
+//   async_event: <ibv_event_type_str>  IBV_EVENT_DEVICE_FATAL expected
+// Exits 0 when all four say the device is gone, 1 otherwise, 3 if polling never failed.
+//
+//   simnic-nic-loss-watch DEV
+#include <infiniband/verbs.h>
+#include <poll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+ibv_context* open_device(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; list && i < n; ++i)
+    if (!std::strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  return ctx;
+}
+
+ibv_qp* create_init_qp(ibv_pd* pd, ibv_cq* cq) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  if (!qp) return nullptr;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+  if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return nullptr;
+  return qp;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DEV\n", argv[0]);
+    return 2;
+  }
+  ibv_context* ctx = open_device(argv[1]);
+  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+  ibv_cq* cq = ctx ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
+  static char buf[64];
+  ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, int(IBV_ACCESS_LOCAL_WRITE)) : nullptr;
+  ibv_qp* qp = pd && cq ? create_init_qp(pd, cq) : nullptr;
+  if (!mr || !qp) {
+    std::fprintf(stderr, "setup failed on %s\n", argv[1]);
+    return 2;
+  }
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf), sizeof buf, mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  if (ibv_post_recv(qp, &rwr, &bad_r)) return 2;
+  std::printf("ready\n");
+  std::fflush(stdout);
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ibv_wc wc{};
+  int ne = 0;
+  while ((ne = ibv_poll_cq(cq, 1, &wc)) == 0 && std::chrono::steady_clock::now() < deadline) {
+  }
+  std::printf("poll_cq: %d\n", ne);
+  if (ne >= 0) return 3;
+  int r = ibv_post_recv(qp, &rwr, &bad_r);
+  std::printf("post_recv: %s\n", r ? std::strerror(r) : "ok");
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  ibv_send_wr* bad_s = nullptr;
+  int s = ibv_post_send(qp, &swr, &bad_s);
+  std::printf("post_send: %s\n", s ? std::strerror(s) : "ok");
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  ibv_async_event ev{};
+  bool fatal = false;
+  if (::poll(&p, 1, 5000) == 1 && ibv_get_async_event(ctx, &ev) == 0) {
+    std::printf("async_event: %s\n", ibv_event_type_str(ev.event_type));
+    fatal = ev.event_type == IBV_EVENT_DEVICE_FATAL;
+    ibv_ack_async_event(&ev);
+  } else {
+    std::printf("async_event: none\n");
+  }
+  std::fflush(stdout);
+  return r == EIO && s == EIO && fatal && bad_r == &rwr && bad_s == &swr ? 0 : 1;
+}
