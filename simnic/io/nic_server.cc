@@ -1,5 +1,7 @@
 #include "simnic/io/nic_server.h"
 
+#include <malloc.h>
+
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <chrono>
@@ -356,6 +358,9 @@ void NicServer::close_session(Session* s) {
     if (s->doorbell) s->doorbell->close(ec);
     else if (doorbell >= 0) ::close(doorbell);
     if (async >= 0) ::close(async);
+    // A context's queues and per-WQE state can be hundreds of MB; glibc keeps freed heap for
+    // reuse unless asked, and a NIC that outlives many programs should not keep their peak.
+    ::malloc_trim(0);
   }
   if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);
