@@ -22,8 +22,14 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   uint32_t cons = ring.consumer.value.load(std::memory_order_relaxed);
   uint32_t prod = ring.producer.value.load(std::memory_order_acquire);
   int n = 0;
-  for (; n < num_entries && cons != prod; ++n, ++cons) wc[n] = cq->slots[cons & (cq->entries - 1)];
+  bool failed = false;
+  for (; n < num_entries && cons != prod; ++n, ++cons) {
+    wc[n] = cq->slots[cons & (cq->entries - 1)];
+    failed |= wc[n].status != IBV_WC_SUCCESS;
+  }
   ring.consumer.value.store(cons, std::memory_order_release);
+  if (failed && explaining())
+    for (int i = 0; i < n; ++i) explain_completion(ibcq->context, wc[i]);
   if (n == 0) {
     // Every CQE the NIC wrote has been returned; with the NIC gone no more will come, and a
     // negative return (rdma-core's error) lets a polling program stop instead of spinning.

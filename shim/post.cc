@@ -3,7 +3,9 @@
 // Errors that rdma-core's providers report at post time (bad opcode for the QP type, too many
 // SGEs, too much inline data, a full queue, a QP not yet ready) are returned here with
 // *bad_wr set; everything else is simnicd's to check and completes with an error status.
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "shim/shim.h"
 
@@ -47,10 +49,42 @@ void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, Se
 
 namespace {
 
-// Fills one send WQE; returns 0 or the errno post_send returns.
-int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
+const char* wr_opcode_text(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE: return "IBV_WR_RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "IBV_WR_RDMA_WRITE_WITH_IMM";
+    case IBV_WR_SEND: return "IBV_WR_SEND";
+    case IBV_WR_SEND_WITH_IMM: return "IBV_WR_SEND_WITH_IMM";
+    case IBV_WR_RDMA_READ: return "IBV_WR_RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return "IBV_WR_ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "IBV_WR_ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_LOCAL_INV: return "IBV_WR_LOCAL_INV";
+    case IBV_WR_BIND_MW: return "IBV_WR_BIND_MW";
+    case IBV_WR_SEND_WITH_INV: return "IBV_WR_SEND_WITH_INV";
+    default: return "(an opcode simnic does not know)";
+  }
+}
+
+const char* qp_state_text(ibv_qp_state s) {
+  static const char* const kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return unsigned(s) < 7 ? kNames[s] : "an unknown state";
+}
+
+std::string qp_prefix(const ibv_qp* qp) {
+  char b[24];
+  std::snprintf(b, sizeof b, "QP 0x%x: ", qp->qp_num);
+  return b;
+}
+
+// Fills one send WQE; returns 0 or the errno post_send returns, with *why for the student.
+int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::string* why) {
   const ibv_qp& q = qp->qpx.qp_base;
-  if (!opcode_allowed(q.qp_type, wr.opcode)) return EINVAL;
+  if (!opcode_allowed(q.qp_type, wr.opcode)) {
+    *why = std::string("opcode ") + wr_opcode_text(wr.opcode) + " is not valid on a " +
+           (q.qp_type == IBV_QPT_RC ? "RC" : q.qp_type == IBV_QPT_UC ? "UC" : q.qp_type == IBV_QPT_UD ? "UD" : "") +
+           " QP (UC: SEND and WRITE; UD: SEND only)";
+    return EINVAL;
+  }
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;
@@ -73,7 +107,11 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
     w.send_flags &= ~unsigned(IBV_SEND_INLINE);
     return 0;
   }
-  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > qp->cap.max_send_sge) return EINVAL;
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > qp->cap.max_send_sge) {
+    *why = "num_sge " + std::to_string(wr.num_sge) + " is more than the QP's max_send_sge " +
+           std::to_string(qp->cap.max_send_sge);
+    return EINVAL;
+  }
   switch (wr.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -92,7 +130,10 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
       break;
   }
   if (q.qp_type == IBV_QPT_UD) {
-    if (!wr.wr.ud.ah) return EINVAL;
+    if (!wr.wr.ud.ah) {
+      *why = "a UD send needs an address handle: wr.wr.ud.ah is NULL (create one with ibv_create_ah)";
+      return EINVAL;
+    }
     w.ah = wr.wr.ud.ah->handle;
     w.remote_qpn = wr.wr.ud.remote_qpn;
     w.remote_qkey = wr.wr.ud.remote_qkey;
@@ -101,7 +142,11 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w) {
     // The payload is copied now, so the application may reuse its buffer on return.
     size_t total = 0;
     for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
-    if (total > qp->cap.max_inline_data) return EINVAL;
+    if (total > qp->cap.max_inline_data) {
+      *why = "IBV_SEND_INLINE with " + std::to_string(total) + " bytes, more than the QP's max_inline_data " +
+             std::to_string(qp->cap.max_inline_data);
+      return EINVAL;
+    }
     size_t off = 0;
     for (int i = 0; i < wr.num_sge; ++i) {
       std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
@@ -140,20 +185,27 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (refuse_if_lost(ibqp->context, wr, bad_wr)) return EIO;
   ShimQp* qp = to_shim(ibqp);
   auto state = ibv_qp_state(qp->shm->state.load(std::memory_order_acquire));
+  std::string why;
   int err = 0;
   bool posted = false;
   {
     std::lock_guard lock(qp->sq_mu);
     // Sends need RTS (or SQD/SQE/ERR, where they are held or flushed), as on a real RNIC.
-    if (state == IBV_QPS_RESET || state == IBV_QPS_INIT || state == IBV_QPS_RTR) err = EINVAL;
+    if (state == IBV_QPS_RESET || state == IBV_QPS_INIT || state == IBV_QPS_RTR) {
+      err = EINVAL;
+      why = std::string("the QP is in ") + qp_state_text(state) +
+            ", and sending needs RTS (ibv_modify_qp through INIT and RTR to RTS first)";
+    }
     uint32_t prod = qp->shm->sq.producer.value.load(std::memory_order_relaxed);
     for (; wr && !err; wr = wr->next) {
       uint32_t cons = qp->shm->sq.consumer.value.load(std::memory_order_acquire);
       if (prod - cons >= qp->cap.max_send_wr) {
         err = ENOMEM;
+        why = "the send queue is full: " + std::to_string(qp->cap.max_send_wr) +
+              " work requests are outstanding (max_send_wr); poll their completions before posting more";
         break;
       }
-      if ((err = build_send_wqe(qp, *wr, qp->sq[prod & (qp->sq_entries - 1)]))) break;
+      if ((err = build_send_wqe(qp, *wr, qp->sq[prod & (qp->sq_entries - 1)], &why))) break;
       ++prod;
       posted = true;
     }
@@ -161,26 +213,38 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   }
   if (posted) ring_doorbell(to_shim(ibqp->context));
   if (err && bad_wr) *bad_wr = wr;
+  if (err) explain_refusal("ibv_post_send", err, qp_prefix(ibqp) + why);
   return err;
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   if (refuse_if_lost(ibqp->context, wr, bad_wr)) return EIO;
   ShimQp* qp = to_shim(ibqp);
+  std::string why;
   int err = 0;
   bool posted = false;
   {
     std::lock_guard lock(qp->rq_mu);
-    if (ibqp->srq || qp->rq_entries == 0) err = EINVAL;  // receives go to the SRQ
-    else if (qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_RESET) err = EINVAL;
+    if (ibqp->srq || qp->rq_entries == 0) {
+      err = EINVAL;  // receives go to the SRQ
+      why = "the QP takes its receives from an SRQ: post them with ibv_post_srq_recv";
+    } else if (qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_RESET) {
+      err = EINVAL;
+      why = "the QP is in RESET, and receives can be posted from INIT on";
+    }
     uint32_t prod = qp->rq_entries ? qp->shm->rq.producer.value.load(std::memory_order_relaxed) : 0;
     for (; wr && !err; wr = wr->next) {
       uint32_t cons = qp->shm->rq.consumer.value.load(std::memory_order_acquire);
       if (prod - cons >= qp->cap.max_recv_wr) {
         err = ENOMEM;
+        why = "the receive queue is full: " + std::to_string(qp->cap.max_recv_wr) + " receives are posted (max_recv_wr)";
         break;
       }
-      if ((err = fill_recv_wqe(*wr, qp->cap.max_recv_sge, qp->rq[prod & (qp->rq_entries - 1)]))) break;
+      if ((err = fill_recv_wqe(*wr, qp->cap.max_recv_sge, qp->rq[prod & (qp->rq_entries - 1)]))) {
+        why = "num_sge " + std::to_string(wr->num_sge) + " is more than the QP's max_recv_sge " +
+              std::to_string(qp->cap.max_recv_sge);
+        break;
+      }
       ++prod;
       posted = true;
     }
@@ -190,6 +254,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   if (posted && qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR)
     ring_doorbell(to_shim(ibqp->context));
   if (err && bad_wr) *bad_wr = wr;
+  if (err) explain_refusal("ibv_post_recv", err, qp_prefix(ibqp) + why);
   return err;
 }
 

@@ -97,7 +97,9 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* qp_init
 
 int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
   ModifyQpReq req{qp->handle, attr_mask, *attr};
-  int st = rpc_status(to_shim(qp->context), Op::ModifyQp, req);
+  std::string why;
+  int st = rpc_text(to_shim(qp->context), Op::ModifyQp, req, &why);
+  explain_refusal("ibv_modify_qp", st, why);
   if (st == 0 && (attr_mask & IBV_QP_STATE)) qp->state = attr->qp_state;
   return st;
 }

@@ -140,6 +140,27 @@ int rpc_status(ShimContext* c, abi::Op op, const Req& req) {
   return rpc<Req, abi::HandleReply>(c, op, req, nullptr);
 }
 
+// A slow-path call whose reply (or refusal) is text: 0 or an errno, *text either way.
+template <class Req>
+int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
+  std::lock_guard lock(c->ctl_mu);
+  std::vector<uint8_t> body;
+  int st = abi::call(c->ctl_fd, op, &req, sizeof req, body);
+  text->assign(body.begin(), body.end());
+  if (st == ECONNRESET || st == EPIPE || st == ENOTCONN) {
+    c->lost.store(true, std::memory_order_relaxed);
+    st = EIO;
+  }
+  return st;
+}
+
+// explain.cc: why a verb was refused or a work request failed, on the program's stderr
+// (under `simnic run`; each distinct line once).
+bool explaining();
+void explain(const std::string& line);
+void explain_refusal(const char* verb, int err, const std::string& why);
+void explain_completion(ibv_context* context, const ibv_wc& wc);
+
 // Wakes simnicd after new WQEs were published: the doorbell of a real RNIC.
 void ring_doorbell(ShimContext* c);
 

@@ -49,6 +49,7 @@ enum class Op : uint32_t {
   Step,             // text "on" | "off" | "next [N]" | "status" -> text "paused 1\nqueued 3\n..."
   AllocMw,          // AllocMwReq -> AllocMwReply
   DeallocMw,        // HandleReq
+  ExplainQp,        // HandleReq{qp_num} -> text: why the QP's work requests completed in error
   Count_
 };
 
@@ -57,6 +58,8 @@ struct ReqHeader {
   uint32_t len;  // bytes of body following the header
 };
 
+// A refusal (status != 0) may carry the NIC's reason as its body: text, for the application's
+// stderr (the rule that was broken, e.g. "QP 0x11 INIT->RTR: sgid_index 1 is beyond ...").
 struct RespHeader {
   uint32_t op;      // echoes the request's op
   uint32_t len;     // bytes of body following the header
@@ -268,6 +271,7 @@ inline const char* op_name(Op op) {
     case Op::Step: return "Step";
     case Op::AllocMw: return "AllocMw";
     case Op::DeallocMw: return "DeallocMw";
+    case Op::ExplainQp: return "ExplainQp";
     case Op::Count_: break;
   }
   return "?";

@@ -28,13 +28,35 @@ bool shim_missing(const std::string& shim_dir) {
 
 }  // namespace
 
+constexpr const char* kRunUsage =
+    "usage: simnic run [--quiet] [--] PROGRAM [ARGS...]\n"
+    "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started. When the NIC\n"
+    "refuses a verb or a work request completes in error, the reason is printed on PROGRAM's\n"
+    "stderr, prefixed \"simnic: \", once per distinct cause; stdout is left alone.\n"
+    "  --quiet   no explanations (or set SIMNIC_QUIET=1)\n";
+
 int cmd_run(const std::vector<std::string>& args) {
   size_t first = 0;
-  if (!args.empty() && args[0] == "--") first = 1;
+  bool quiet = false;
+  for (; first < args.size(); ++first) {
+    const std::string& a = args[first];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    }
+    if (a == "--quiet" || a == "-q") quiet = true;
+    else if (a == "--") {
+      ++first;
+      break;
+    } else if (a.rfind("-", 0) == 0) {
+      std::fprintf(stderr, "simnic run: unknown option %s (the program goes after --)\n%s", a.c_str(), kRunUsage);
+      return 2;
+    } else {
+      break;
+    }
+  }
   if (first >= args.size()) {
-    std::fputs("usage: simnic run -- PROGRAM [ARGS...]\n"
-               "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started.\n",
-               stderr);
+    std::fputs(kRunUsage, stderr);
     return 2;
   }
   const std::string shim_dir = find_shim_dir();
@@ -46,6 +68,7 @@ int cmd_run(const std::vector<std::string>& args) {
                          "start them with `simnic up`\n", dir.c_str());
   ::setenv("LD_LIBRARY_PATH", library_path(shim_dir).c_str(), 1);
   ::setenv("SIMNIC_DIR", dir.c_str(), 1);
+  ::setenv("SIMNIC_EXPLAIN", quiet ? "0" : "1", 1);
   std::vector<char*> argv;
   for (size_t i = first; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
   argv.push_back(nullptr);

@@ -70,6 +70,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
 void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {
   char line[96];
   std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, wc_status_name(status));
+  qp.error_reason = std::string("a send work request failed with ") + wc_status_name(status) + ": " + rule;
   log(LogLevel::kWarn, line + rule);
   tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
   if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
@@ -256,11 +257,15 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
                          : code == kNakInvalidRequest  ? IBV_WC_REM_INV_REQ_ERR
                          : code == kNakInvalidRdRequest ? IBV_WC_REM_INV_RD_REQ_ERR
                                                         : IBV_WC_REM_OP_ERR;
-      const char* what = code == kNakRemoteAccessError ? "remote access error"
-                         : code == kNakInvalidRequest  ? "invalid request"
+      const char* what = code == kNakRemoteAccessError ? "remote access error (a wrong rkey or address, or "
+                                                         "rights the peer's MR or QP was not given)"
+                         : code == kNakInvalidRequest  ? "invalid request (an operation or length the peer's QP "
+                                                         "does not accept)"
                          : code == kNakInvalidRdRequest ? "invalid RD request"
-                                                        : "remote operational error";
-      requester_error(qp, st, std::string("the responder sent NAK ") + what + " (see the peer's log for the rule)");
+                                                        : "remote operational error (the peer could not complete it, "
+                                                          "e.g. its receive buffer was bad)";
+      requester_error(qp, st, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
+                                  ", refused it with a NAK: " + what + "; the peer's NIC log, and its program, say which rule");
       return;
     }
     default:

@@ -213,7 +213,16 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     case Op::ModifyQp: {
       ModifyQpReq req;
       if (!decode(body, &req)) return fail(EINVAL);
-      return fail(dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now));
+      dev_.take_refusal();
+      int e = dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now);
+      return e ? text(dev_.take_refusal(), e) : fail(0);  // a refusal carries its reason
+    }
+    case Op::ExplainQp: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      std::string why;
+      int e = dev_.explain_qp(ctx, req.handle, &why);
+      return e ? fail(e) : text(why);
     }
     case Op::QueryQp: {
       QueryQpReq req;

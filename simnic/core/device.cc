@@ -1,5 +1,7 @@
 // Device: object tables and the resource verbs (everything but the QP state machine).
 #include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/core/text.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -540,6 +542,19 @@ int Device::destroy_qp(Context* ctx, uint32_t handle) {
   shm_.release(qp->mem);
   erase_handle<Qp>(ctx->qps, handle);
   qps_.erase(handle);
+  return 0;
+}
+
+int Device::explain_qp(Context* ctx, uint32_t qpn, std::string* why) {
+  Qp* qp = find_qp_by_qpn(qpn);
+  if (!qp || qp->ctx != ctx) return EINVAL;
+  if (qp->error_reason.empty()) {
+    *why = "";
+    return 0;
+  }
+  *why = "QP " + hex(qp->qpn) + " is in " + qp_state_name(qp->state) + " because " + qp->error_reason;
+  if (qp->state == IBV_QPS_ERR)
+    *why += "; its other work requests complete with IBV_WC_WR_FLUSH_ERR until it is reset (RESET, INIT, RTR, RTS)";
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <infiniband/verbs.h>
@@ -117,6 +118,11 @@ class Device {
   int destroy_qp(Context* ctx, uint32_t handle);
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
   int destroy_ah(Context* ctx, uint32_t handle);
+
+  // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
+  std::string take_refusal() { return std::exchange(refusal_, {}); }
+  // Why QP `qpn` of `ctx` completed work requests in error: 0 and *why, or EINVAL.
+  int explain_qp(Context* ctx, uint32_t qpn, std::string* why);
 
   // --- Data path ---
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
@@ -274,6 +280,7 @@ class Device {
   uint32_t burst_ = 64;
 
   uint64_t queue_bytes_ = 0;  // charged to all contexts
+  std::string refusal_;       // see take_refusal
   uint32_t next_handle_ = 1;
   uint32_t next_context_id_ = 1;
   KeySource keys_;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <string>
 #include <sys/types.h>
 #include <vector>
 
@@ -207,6 +208,7 @@ struct Qp {
   std::deque<AtomicResult> atomic_results;
 
   QpCounters counters;
+  std::string error_reason;  // why it last went to ERR/SQE (the rule), for ExplainQp; "" after RESET
 
   // The requester and completer run in RTS and, to drain what had begun, in SQD.
   bool sq_running() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }

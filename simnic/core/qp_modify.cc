@@ -53,14 +53,15 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   std::string why;
-  // Every refusal is logged and traced with the rule that was broken.
-  auto reject = [&](const std::string& move) {
-    log(LogLevel::kWarn, "modify_qp QP " + hex(qp->qpn) + move + " rejected (EINVAL): " + why);
+  // Every refusal is logged and traced with the rule that was broken, and the application is
+  // told the same (take_refusal).
+  auto reject = [&](const std::string&) {
+    refusal_ = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
+    log(LogLevel::kWarn, "modify_qp " + refusal_ + " (EINVAL)");
     tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
     return EINVAL;
   };
-  if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why))
-    return reject(std::string(" ") + qp_state_name(cur) + "->" + qp_state_name(next));
+  if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) return reject("");
   // While an SQD QP is still draining, it may only go to ERR or RESET: resuming (rxe refuses
   // the same) or changing attributes (IBA 11.2.4.2: SQD->SQD once drained) must wait for
   // IBV_EVENT_SQ_DRAINED, or for sq_draining = 0 in ibv_query_qp.
@@ -129,6 +130,11 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
   if (tracer_.on())
     tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
         .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause).raw("attr", qp_attr_json(qp));
+  if (state == IBV_QPS_RESET) qp.error_reason.clear();
+  if ((state == IBV_QPS_ERR || state == IBV_QPS_SQE) && qp.error_reason.empty())
+    qp.error_reason = std::string_view(cause) == "modify_qp" ? "the application moved it to " + std::string(qp_state_name(state)) +
+                                                                   " with ibv_modify_qp"
+                                                             : std::string(cause);
   if (state == IBV_QPS_ERR && from != IBV_QPS_ERR && std::string_view(cause) != "modify_qp")
     log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " " + qp_state_name(from) + "->ERR (" + cause +
                              "): its work requests, posted and still to come, complete with IBV_WC_WR_FLUSH_ERR "

@@ -63,6 +63,8 @@ void Device::responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_stat
     tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
   }
   log(LogLevel::kWarn, line + rule);
+  qp.error_reason = std::string("it refused a request from its peer (") +
+                    (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
   if (qp.recv && status != IBV_WC_SUCCESS) {
     ibv_wc wc{};
     wc.wr_id = qp.recv->wqe.wr_id;

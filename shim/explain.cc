@@ -1,0 +1,69 @@
+// Explanations on the program's own stderr: why simnic refused a verb or completed a work
+// request in error, in the words of the rule that was broken. Under `simnic run` (which sets
+// SIMNIC_EXPLAIN=1; `simnic run --quiet` or SIMNIC_QUIET=1 turn it off) each distinct
+// explanation is printed once, prefixed "simnic: ". stdout is never touched, so a program's
+// output stays what it would be on a real NIC.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "shim/shim.h"
+
+namespace simnic::shim {
+namespace {
+
+constexpr size_t kMaxDistinct = 256;  // after that, stay quiet: a program in a loop of errors
+
+const char* wc_status_enum(ibv_wc_status s) {
+  static const char* const kNames[] = {
+      "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
+      "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
+      "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
+      "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR",
+      "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
+      "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR"};
+  unsigned i = s;
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "IBV_WC_?";
+}
+
+}  // namespace
+
+bool explaining() {
+  static const bool on = [] {
+    const char* e = std::getenv("SIMNIC_EXPLAIN");
+    const char* q = std::getenv("SIMNIC_QUIET");
+    return e && *e && std::strcmp(e, "0") != 0 && !(q && *q && std::strcmp(q, "0") != 0);
+  }();
+  return on;
+}
+
+void explain(const std::string& line) {
+  if (!explaining()) return;
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard lock(mu);
+  if (said.size() >= kMaxDistinct || !said.insert(line).second) return;
+  std::fprintf(stderr, "simnic: %s\n", line.c_str());
+}
+
+void explain_refusal(const char* verb, int err, const std::string& why) {
+  if (!explaining() || err == 0 || why.empty()) return;
+  const char* name = strerrorname_np(err);
+  explain(std::string(verb) + ": " + (name ? name : std::to_string(err)) + ": " + why);
+}
+
+void explain_completion(ibv_context* context, const ibv_wc& wc) {
+  if (!explaining() || wc.status == IBV_WC_SUCCESS) return;
+  std::string why;
+  if (rpc_text(to_shim(context), abi::Op::ExplainQp, abi::HandleReq{wc.qp_num, 0}, &why) != 0 || why.empty())
+    why = "(the NIC has no more to say; `simnic logs` shows what it logged)";
+  char qpn[16];
+  std::snprintf(qpn, sizeof qpn, "0x%x", wc.qp_num);
+  explain(std::string("QP ") + qpn + ": a work request completed with " + wc_status_enum(wc.status) + " (" +
+          ibv_wc_status_str(wc.status) + "): " + why);
+}
+
+}  // namespace simnic::shim

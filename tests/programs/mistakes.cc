@@ -1,0 +1,155 @@
+// The mistakes students make, one per run, on two RC QPs of one NIC: each must end with the
+// error a real NIC gives, and (under `simnic run`) an explanation on stderr. stdout gets one
+// line, "done <what the program saw>", and nothing else, so a test can tell the two apart.
+// Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | wrong-qpn
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+struct Setup {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* a = nullptr;  // requester
+  ibv_qp* b = nullptr;  // responder
+  ibv_mr* mr = nullptr;
+  ibv_gid gid{};
+  char buf[4096] = {};
+};
+
+bool open_all(Setup& s) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) return false;
+  s.ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (!s.ctx) return false;
+  s.pd = ibv_alloc_pd(s.ctx);
+  s.cq = ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0);
+  s.mr = ibv_reg_mr(s.pd, s.buf, sizeof s.buf, IBV_ACCESS_LOCAL_WRITE);  // no remote access
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = s.cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  s.a = ibv_create_qp(s.pd, &init);
+  s.b = ibv_create_qp(s.pd, &init);
+  return s.pd && s.cq && s.mr && s.a && s.b && ibv_query_gid(s.ctx, 1, 0, &s.gid) == 0;
+}
+
+int to_init(ibv_qp* qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int to_rtr(Setup& s, ibv_qp* qp, uint32_t dest, uint8_t sgid_index = 0) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = s.gid;
+  a.ah_attr.grh.sgid_index = sgid_index;
+  a.ah_attr.port_num = 1;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+int to_rts(ibv_qp* qp, uint8_t retries) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 8;  // ~1 ms, raised to simnic's 8 ms floor
+  a.retry_cnt = retries;
+  a.rnr_retry = retries;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+bool connect(Setup& s, uint32_t a_dest, uint8_t retries) {
+  return to_init(s.a) == 0 && to_init(s.b) == 0 && to_rtr(s, s.a, a_dest) == 0 && to_rtr(s, s.b, s.a->qp_num) == 0 &&
+         to_rts(s.a, retries) == 0 && to_rts(s.b, retries) == 0;
+}
+
+int post(Setup& s, ibv_wr_opcode op, uint32_t rkey = 0) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf), 64, s.mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = 1;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(s.buf + 1024);
+  wr.wr.rdma.rkey = rkey;
+  return ibv_post_send(s.a, &wr, &bad);
+}
+
+// The first completion with status != success on the CQ (both QPs share it), or "timeout".
+std::string first_error(Setup& s) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ibv_wc wc{};
+  while (std::chrono::steady_clock::now() < end) {
+    int n = ibv_poll_cq(s.cq, 1, &wc);
+    if (n < 0) return "poll error";
+    if (n == 1 && wc.status != IBV_WC_SUCCESS) return ibv_wc_status_str(wc.status);
+  }
+  return "timeout";
+}
+
+std::string run(Setup& s, const std::string& mode) {
+  if (mode == "gid-index") {
+    if (to_init(s.a)) return "init failed";
+    return to_rtr(s, s.a, s.b->qp_num, 1) == EINVAL ? "EINVAL" : "accepted";
+  }
+  if (mode == "post-before-rts") {
+    if (to_init(s.a)) return "init failed";
+    return post(s, IBV_WR_SEND) == EINVAL ? "EINVAL" : "accepted";
+  }
+  if (mode == "bad-rkey") {  // the MR was registered without REMOTE_WRITE
+    if (!connect(s, s.b->qp_num, 7) || post(s, IBV_WR_RDMA_WRITE, s.mr->rkey)) return "setup failed";
+    std::string first = first_error(s);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf), 64, s.mr->lkey};
+    ibv_recv_wr rwr{};
+    ibv_recv_wr* bad = nullptr;
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_post_recv(s.b, &rwr, &bad);  // the responder is in ERR: flushed, and explained
+    return first + " / " + first_error(s);
+  }
+  if (mode == "no-recv") {
+    if (!connect(s, s.b->qp_num, 1) || post(s, IBV_WR_SEND)) return "setup failed";
+    return first_error(s);
+  }
+  if (mode == "wrong-qpn") {
+    if (!connect(s, (s.b->qp_num + 1) & 0xffffff, 1) || post(s, IBV_WR_SEND)) return "setup failed";
+    return first_error(s);
+  }
+  return "unknown mode";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: simnic-mistakes gid-index|post-before-rts|bad-rkey|no-recv|wrong-qpn\n");
+    return 2;
+  }
+  Setup s;
+  if (!open_all(s)) {
+    std::fprintf(stderr, "no RDMA device found, or setup failed\n");
+    return 1;
+  }
+  std::printf("done %s\n", run(s, argv[1]).c_str());
+  return 0;
+}
