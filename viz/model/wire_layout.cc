@@ -32,8 +32,8 @@ void relabel(WireBlock& b, const std::vector<const WirePacket*>& pk) {
             (b.cls == PacketClass::kOther ? n + " packets" : std::string(packet_class_name(b.cls)) + " \xC3\x97" + n);
 }
 
-// One lane: back-to-back packets (their own boxes would touch) form a block; blocks go to
-// the first row with room, or join the row's last block when no row has room.
+// One lane: back-to-back packets (too close for a label each) form a block; blocks go to the
+// first row with room, or join the row's last block when no row has room.
 void layout_lane(std::vector<Placed>& lane, const WireView& v, bool rightward, std::vector<WireBlock>* out) {
   std::sort(lane.begin(), lane.end(), [](const Placed& a, const Placed& b) { return a.x < b.x; });
   std::vector<float> row_end(size_t(std::max(1, v.rows)), -1e30f);
@@ -45,7 +45,10 @@ void layout_lane(std::vector<Placed>& lane, const WireView& v, bool rightward, s
   for (size_t i = 0; i < lane.size();) {
     // The burst starting at i.
     size_t j = i + 1;
-    while (j < lane.size() && lane[j].x - lane[j - 1].x < (lane[j].w + lane[j - 1].w) / 2 + v.gap) ++j;
+    // Packets closer than 1/rows of a label's width cannot all have a label, even alternating
+    // rows: they are one burst. Farther apart, each gets its own label in the next free row.
+    const float rows = float(row_end.size());
+    while (j < lane.size() && lane[j].x - lane[j - 1].x < ((lane[j].w + lane[j - 1].w) / 2 + v.gap) / rows) ++j;
     WireBlock b;
     b.rightward = rightward;
     std::vector<const WirePacket*> pk;
