@@ -54,7 +54,8 @@ void legend_packets() {
   term("0x1a2b3c", "the packet's PSN (packet sequence number, 24 bits, hex as in the NIC's logs and perftest)");
   term("SEND \xC3\x97" "12", "12 packets sent back to back, one block; click it to zoom in, right-click to list them");
   term("R", "retransmission (orange frame): a PSN sent again after a NAK or an ACK timeout");
-  term("X", "(red cross) dropped on the wire by the fault injector (simnic fault loss=...)");
+  term("X", "(faded, red frame) dropped on the wire by the fault injector (simnic fault loss=...); "
+            "the sender resends it when its ACK timer fires or the receiver NAKs the gap");
   term("upper / lower", "upper lane: left NIC to right NIC; lower lane: right to left");
 }
 

@@ -3,7 +3,8 @@
 // comes from layout_wire (viz/model/wire_layout.h): packets sent back to back share one block
 // ("WRITE x12"), so labels never overlap; the mouse wheel zooms (the burst spreads into its
 // packets), dragging pans, a click on a burst zooms to it, a right-click lists its packets.
-// A dropped packet has a red cross; a retransmission an orange frame and an "R".
+// A dropped packet is faded with a red frame and an "X"; a retransmission has an orange frame
+// and an "R".
 #include <imgui.h>
 
 #include <algorithm>
@@ -135,19 +136,19 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
   for (const WireBlock& b : app.wire_blocks) {
     Rect r = b.rect(view);
     ImVec2 a{origin.x + r.x0, wire_y + r.y0}, c{origin.x + r.x1, wire_y + r.y1};
-    dl->AddRectFilled(a, c, packet_colour(b.cls), 4);
+    // A dropped packet stays readable: faded, framed in red, its label starting with "X".
+    ImU32 fill = packet_colour(b.cls);
+    if (b.any_dropped && b.members.size() == 1) fill = (fill & 0x00FFFFFF) | IM_COL32(0, 0, 0, 110);
+    dl->AddRectFilled(a, c, fill, 4);
     if (b.members.size() > 1) dl->AddRect(a, c, IM_COL32(255, 255, 255, 140), 4, 0, 1);  // a burst
-    if (b.any_retransmission) dl->AddRect(a, c, kRetxOrange, 4, 0, 3);
+    // One frame: red for a drop, else orange for a retransmission (the label's X / R says both).
+    if (b.any_dropped || b.any_retransmission) dl->AddRect(a, c, b.any_dropped ? kDropRed : kRetxOrange, 4, 0, 3);
     bool selected = app.selected && std::find(b.members.begin(), b.members.end(), *app.selected) != b.members.end();
     if (selected) dl->AddRect(a, c, kHighlight, 4, 0, 2);
     // A block that starts left of the view has its label moved into view, if it fits there.
     float lw = label_width(b.label, view), tx = a.x + view.pad / 2;
     if (a.x < origin.x && c.x - origin.x >= lw + view.pad) tx = origin.x + view.pad / 2;
     dl->AddText({tx, a.y + 3}, IM_COL32(255, 255, 255, 255), b.label.c_str());
-    if (b.any_dropped) {
-      dl->AddLine(a, c, kDropRed, 3);
-      dl->AddLine({a.x, c.y}, {c.x, a.y}, kDropRed, 3);
-    }
     bool hover = mouse.x >= a.x && mouse.x <= c.x && mouse.y >= a.y && mouse.y <= c.y && ImGui::IsWindowHovered();
     if (!hover) continue;
     block_tooltip(app, b);

@@ -13,8 +13,13 @@ struct Placed {
   float w;    // its own label's box width
 };
 
+// A packet's own label with its marks: "X" dropped, "R" retransmitted.
+std::string own_label(const WirePacket& p) {
+  return std::string(p.dropped ? "X " : "") + (p.retransmission ? "R " : "") + p.label;
+}
+
 // "SEND x12" (x = U+00D7) when the burst is one class, "12 packets" when it mixes; a single
-// packet keeps its own label. "R" marks a retransmission among them.
+// packet keeps its own label. "X" / "R" mark a drop / a retransmission among them.
 void relabel(WireBlock& b, const std::vector<const WirePacket*>& pk) {
   b.cls = pk.front()->cls;
   b.any_retransmission = b.any_dropped = false;
@@ -24,11 +29,11 @@ void relabel(WireBlock& b, const std::vector<const WirePacket*>& pk) {
     b.any_dropped |= p->dropped;
   }
   if (pk.size() == 1) {
-    b.label = (pk.front()->retransmission ? "R " : "") + pk.front()->label;
+    b.label = own_label(*pk.front());
     return;
   }
   std::string n = std::to_string(pk.size());
-  b.label = (b.any_retransmission ? "R " : "") +
+  b.label = std::string(b.any_dropped ? "X " : "") + (b.any_retransmission ? "R " : "") +
             (b.cls == PacketClass::kOther ? n + " packets" : std::string(packet_class_name(b.cls)) + " \xC3\x97" + n);
 }
 
@@ -97,7 +102,7 @@ std::vector<WireBlock> layout_wire(const std::vector<WirePacket>& packets, const
   std::vector<Placed> lanes[2];
   for (const WirePacket& p : packets) {
     double x = v.x_of(p.u);
-    float w = label_width((p.retransmission ? "R " : "") + p.label, v) + v.pad;
+    float w = label_width(own_label(p), v) + v.pad;
     if (x + w / 2 < 0 || x - w / 2 > v.width) continue;  // outside the view at this zoom
     lanes[p.rightward ? 0 : 1].push_back({&p, x, w});
   }

@@ -49,7 +49,7 @@ struct WireBlock {
   bool rightward = true;
   int row = 0;                  // 0 = nearest the wire
   float x0 = 0, x1 = 0;         // pixels
-  std::string label;            // "SEND F 0x1a2b3c", "SEND x12", "12 packets"
+  std::string label;            // "SEND F 0x1a2b3c", "X R SEND L 0x2", "SEND x12", "12 packets"
   PacketClass cls = PacketClass::kOther;  // kOther when the burst mixes classes
   bool any_retransmission = false, any_dropped = false;
   // y is relative to the wire line (negative: above it).
