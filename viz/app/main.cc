@@ -35,6 +35,7 @@ const char* kUsage =
     "  --size WxH             window size (default 1280x800)\n"
     "  --zoom Z               the wire panel's zoom (default 1: the whole wire)\n"
     "  --legend               open the legend window (also: F1, View > Legend)\n"
+    "  --big-inspector        start with the inspector enlarged (also: F2)\n"
     "  --layout-dump FILE     with --screenshot: write the wire's label boxes as JSON lines\n";
 
 bool parse_args(int argc, char** argv, VizOptions* o) {
@@ -69,6 +70,8 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
       o->zoom = std::max(1.0, std::atof(v.c_str()));
     } else if (a == "--legend") {
       o->legend = true;
+    } else if (a == "--big-inspector") {
+      o->big_inspector = true;
     } else if (a == "--at") {
       if (!value(&o->at)) return false;
     } else if (a == "--size") {

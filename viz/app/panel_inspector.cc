@@ -31,6 +31,7 @@ void field_row(const std::string& kind, const std::string& key, const nlohmann::
 void draw_inspector(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
+  if (app.inspector_big) ImGui::SetNextWindowBgAlpha(1.0f);  // over the NIC columns: opaque
   if (!ImGui::Begin(app.inspector_big ? "Inspector (enlarged: F2 or 'shrink' to restore)###Inspector" : "Inspector###Inspector", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse)) {
     ImGui::End();
     return;

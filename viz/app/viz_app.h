@@ -24,6 +24,7 @@ struct VizOptions {
   std::string layout_dump;               // with --screenshot: write the wire's label blocks here
   double zoom = 1;                       // the wire's initial zoom
   bool legend = false;                   // open the legend window at start
+  bool big_inspector = false;            // start with the inspector enlarged
   int width = 1280, height = 800;
 };
 
@@ -31,6 +32,7 @@ class VizApp {
  public:
   explicit VizApp(VizOptions opt) : opt_(std::move(opt)) {
     show_legend = opt_.legend;
+    inspector_big = opt_.big_inspector;
     wire_view.zoom = opt_.zoom;
   }
   bool start(std::string* error);  // loads or attaches
