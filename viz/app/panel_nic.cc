@@ -78,7 +78,7 @@ void destroyed_line(const NicState& nic) {
   size_t shown = 0;
   for (auto it = nic.destroyed.rbegin(); it != nic.destroyed.rend() && shown < 8; ++it, ++shown) {
     const Destroyed& d = *it;
-    s += " " + d.what + " " + (d.what == "QP" ? hex(d.id) : "#" + std::to_string(d.id)) +
+    s += " " + d.what + " " + (d.what == "QP" || d.what == "MW" ? hex(d.id) : "#" + std::to_string(d.id)) +
          (d.detail.empty() ? "" : " (" + d.detail + ")") + ",";
   }
   s.pop_back();

@@ -98,6 +98,8 @@ std::string summarize(const Event& e) {
   } else if (k == "step") {
     add(e.b("paused") ? "paused" : "running");
   }
+  // A live subscriber's snapshot line says what exists now, after the history.
+  if (e.b("snapshot")) out += "  [snapshot: exists now]";
   return out;
 }
 
