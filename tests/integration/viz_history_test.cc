@@ -157,5 +157,42 @@ TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// The history is bounded (100,000 events or 16 MiB per NIC): after a longer run a new subscriber gets the
+// newest events, preceded by the NIC's own nic_up (its address and clock), then the snapshot.
+TEST(VizLiveHistory, TheHistoryIsBoundedAndStartsWithTheNicsOwnNicUp) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  // 16 MiB at MTU 256: some 65,000 packets each way, well over 100,000 events per NIC.
+  Result r = nics.run({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "16", "-m", "256"}, 180s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  viz::Timeline tl;
+  bool complete = watch(nics, &tl, [](const viz::Timeline& t) {
+    Seen s = scan(t);
+    return s.snapshot_lines["simnic0"] && s.snapshot_lines["simnic1"];
+  });
+  ASSERT_TRUE(complete) << tl.end_pos() << " events";
+  std::map<std::string, size_t> history;
+  std::map<std::string, std::vector<uint64_t>> first_seqs;
+  for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p) {
+    const viz::Event& e = tl.at(p);
+    if (e.b("snapshot")) continue;
+    ++history[e.nic];
+    if (first_seqs[e.nic].size() < 2) first_seqs[e.nic].push_back(e.seq);
+    if (first_seqs[e.nic].size() == 1) EXPECT_EQ(e.kind, "nic_up") << e.nic;
+  }
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    // At most 100,000 events or 16 MiB (whichever is reached first; here lines of ~190 bytes
+    // reach 16 MiB first), plus the NIC's first nic_up.
+    EXPECT_LE(history[nic], 100'001u) << nic;
+    EXPECT_GT(history[nic], 50'000u) << nic << ": the ring keeps the newest events";
+    ASSERT_EQ(first_seqs[nic].size(), 2u);
+    EXPECT_EQ(first_seqs[nic][0], 1u) << nic;
+    EXPECT_GT(first_seqs[nic][1], 1000u) << nic << ": older events left the ring";
+  }
+  size_t matched = 0;
+  for (const viz::Flight& f : tl.flights()) matched += f.rx_pos != viz::Flight::kNever;
+  EXPECT_GT(matched, 1000u) << "the packets of the history's window still pair up";
+}
+
 }  // namespace
 }  // namespace simnic::it
