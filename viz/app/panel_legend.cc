@@ -77,6 +77,7 @@ void legend_rings() {
   term("CQ #3", "completion queue with handle 3 (a name, not a count); its slots are completions (CQEs)");
   term("P", "producer index: where the next entry goes (the application posts WQEs; the NIC writes CQEs)");
   term("C", "consumer index: the oldest entry the NIC has not finished yet");
+  term("P=C", "producer and consumer at the same slot: the ring is empty");
   swatch(status_colour(true), "green CQE", "completed successfully (older ones fade)");
   swatch(status_colour(false), "red CQE", "completed with an error status (click it: the status and why)");
   swatch(wqe_colour("RECV"), "light blue slot", "a posted RECV; other WQE slots take their packet's colour");

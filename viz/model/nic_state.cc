@@ -90,7 +90,8 @@ void NicState::apply(const Event& e, size_t pos) {
     m.access = e.s("access");
     mrs[m.handle] = m;
   } else if (k == "mr_destroy") {
-    if (mrs.erase(uint32_t(e.u("mr")))) remember_destroyed("MR", uint32_t(e.u("mr")), "", pos);
+    mrs.erase(uint32_t(e.u("mr")));
+    remember_destroyed("MR", uint32_t(e.u("mr")), "", pos);
   } else if (k == "mw_create") {
     MwInfo w;
     w.handle = uint32_t(e.u("mw"));
@@ -114,14 +115,16 @@ void NicState::apply(const Event& e, size_t pos) {
       it->second.access.clear();
     }
   } else if (k == "mw_destroy") {
-    if (mws.erase(uint32_t(e.u("mw")))) remember_destroyed("MW", uint32_t(e.u("mw")), "", pos);
+    mws.erase(uint32_t(e.u("mw")));
+    remember_destroyed("MW", uint32_t(e.u("mw")), "", pos);
   } else if (k == "cq_create") {
     CqInfo c;
     c.handle = uint32_t(e.u("cq"));
     c.entries = uint32_t(e.u("entries", e.u("cqe") + 1));
     cqs[c.handle] = c;
   } else if (k == "cq_destroy") {
-    if (cqs.erase(uint32_t(e.u("cq")))) remember_destroyed("CQ", uint32_t(e.u("cq")), "", pos);
+    cqs.erase(uint32_t(e.u("cq")));
+    remember_destroyed("CQ", uint32_t(e.u("cq")), "", pos);
   } else if (k == "qp_create") {
     QpInfo q;
     q.qpn = uint32_t(e.u("qp"));
@@ -132,10 +135,13 @@ void NicState::apply(const Event& e, size_t pos) {
     q.recv_cq = uint32_t(e.u("recv_cq"));
     qps[q.qpn] = q;
   } else if (k == "qp_destroy") {
+    // Remembered even when the viewer never saw it created (its history started later).
     auto it = qps.find(uint32_t(e.u("qp")));
     if (it != qps.end()) {
       remember_destroyed("QP", it->first, it->second.type + ", was " + it->second.state, pos);
       qps.erase(it);
+    } else {
+      remember_destroyed("QP", uint32_t(e.u("qp")), e.s("type"), pos);
     }
   } else if (k == "qp_state") {
     QpInfo& q = qps[uint32_t(e.u("qp"))];

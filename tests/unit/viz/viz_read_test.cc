@@ -102,6 +102,12 @@ TEST(VizDestroyed, DestroyedObjectsAreRememberedAsDestroyed) {
   EXPECT_EQ(n.destroyed[1].id, 3u);
   // Before the destroy, nothing was.
   EXPECT_TRUE(tl.state_at(6).at("n0").destroyed.empty());
+  // A QP the viewer never saw created (its history began later) is destroyed all the same.
+  tl.append({ev("n0", 9, "qp_destroy", {{"ctx", 1}, {"qp", 0x777}, {"type", "UD"}})});
+  World w2 = tl.state_at(tl.end_pos());
+  ASSERT_EQ(w2.at("n0").destroyed.size(), 3u);
+  EXPECT_EQ(w2.at("n0").destroyed[2].id, 0x777u);
+  EXPECT_EQ(w2.at("n0").destroyed[2].detail, "UD");
 }
 
 TEST(VizFormat, QpnsPsnsAndKeysReadInHex) {
