@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "viz/app/palette.h"
@@ -88,6 +90,71 @@ void block_tooltip(VizApp& app, const WireBlock& b) {
                     b.members.size(), hex(first.u("psn")).c_str(), hex(last.u("psn")).c_str());
 }
 
+// The wire line and the NICs at its ends (at the centres of the NIC columns below).
+void draw_endpoints(ImDrawList* dl, const World& world, const std::map<std::string, float>& nic_u, float wire_y,
+                    const std::function<float(double)>& sx) {
+  if (nic_u.empty()) return;
+  float x0 = sx(nic_u.begin()->second), x1 = world.size() == 1 ? sx(0.98) : sx(nic_u.rbegin()->second);
+  dl->AddLine({x0, wire_y}, {x1, wire_y}, IM_COL32(120, 120, 130, 255), 3);
+  for (const auto& [name, u] : nic_u) {
+    const NicState& nic = world.at(name);
+    std::string label = name + "  " + nic.addr + (nic.paused ? "  [held]" : "");
+    ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+    float cx = sx(u);
+    dl->AddRectFilled({cx - ts.x / 2 - 8, wire_y - 12}, {cx + ts.x / 2 + 8, wire_y + 12},
+                      nic.paused ? IM_COL32(120, 90, 0, 255) : IM_COL32(50, 55, 70, 255), 4);
+    dl->AddText({cx - ts.x / 2, wire_y - ts.y / 2}, kText, label.c_str());
+  }
+}
+
+// One block (a packet or a burst) inside its rectangle a..c; a click selects a packet or
+// zooms into a burst, a right-click lists the burst.
+void draw_block(VizApp& app, ImDrawList* dl, const WireBlock& b, ImVec2 a, ImVec2 c, float view_x0,
+                const std::vector<WirePacket>& packets) {
+  const WireView& view = app.wire_view;
+  // A dropped packet stays readable: faded, framed in red, its label starting with "X".
+  ImU32 fill = packet_colour(b.cls);
+  if (b.any_dropped && b.members.size() == 1) fill = (fill & 0x00FFFFFF) | IM_COL32(0, 0, 0, 110);
+  dl->AddRectFilled(a, c, fill, 4);
+  if (b.members.size() > 1) dl->AddRect(a, c, IM_COL32(255, 255, 255, 140), 4, 0, 1);  // a burst
+  // One frame: red for a drop, else orange for a retransmission (the label's X / R says both).
+  if (b.any_dropped || b.any_retransmission) dl->AddRect(a, c, b.any_dropped ? kDropRed : kRetxOrange, 4, 0, 3);
+  bool selected = app.selected && std::find(b.members.begin(), b.members.end(), *app.selected) != b.members.end();
+  if (selected) dl->AddRect(a, c, kHighlight, 4, 0, 2);
+  // A block that starts left of the view has its label moved into view, if it fits there.
+  float lw = label_width(b.label, view), tx = a.x + view.pad / 2;
+  if (a.x < view_x0 && c.x - view_x0 >= lw + view.pad) tx = view_x0 + view.pad / 2;
+  dl->AddText({tx, a.y + 3}, IM_COL32(255, 255, 255, 255), b.label.c_str());
+  ImVec2 mouse = ImGui::GetMousePos();
+  if (!ImGui::IsWindowHovered() || mouse.x < a.x || mouse.x > c.x || mouse.y < a.y || mouse.y > c.y) return;
+  block_tooltip(app, b);
+  if (ImGui::IsMouseReleased(0) && ImGui::GetMouseDragDelta(0).x == 0) {
+    if (b.members.size() == 1) app.selected = b.members[0];
+    else app.wire_view = zoom_to(b, packets, view);
+  }
+  if (ImGui::IsMouseClicked(1)) {
+    app.burst_members = b.members;
+    ImGui::OpenPopup("burst");
+  }
+}
+
+void burst_popup(VizApp& app) {
+  if (!ImGui::BeginPopup("burst")) return;
+  ImGui::TextDisabled("%zu packets (click one to inspect it)", app.burst_members.size());
+  size_t shown = 0;
+  for (size_t id : app.burst_members) {
+    if (id < app.timeline.first_pos() || id >= app.timeline.end_pos()) continue;
+    if (++shown > 500) {
+      ImGui::TextDisabled("... (zoom in for the rest)");
+      break;
+    }
+    ImGui::PushID(int(id));
+    if (ImGui::Selectable(summarize(app.timeline.at(id)).c_str(), app.selected && *app.selected == id)) app.selected = id;
+    ImGui::PopID();
+  }
+  ImGui::EndPopup();
+}
+
 }  // namespace
 
 void draw_wire(VizApp& app, float x, float y, float w, float h) {
@@ -114,72 +181,20 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
   size_t n = std::max<size_t>(1, world.size()), i = 0;
   for (const auto& [name, nic] : world) nic_u[name] = (x + w * (float(i++) + 0.5f) / float(n) - origin.x) / inner_w;
   float wire_y = origin.y + 16 + (inner_h - 16) / 2;
-  auto sx = [&](double u) { return origin.x + float(view.x_of(u)); };
   dl->PushClipRect({origin.x, origin.y + 16}, {origin.x + inner_w, origin.y + inner_h}, true);
-  if (!nic_u.empty()) {
-    float x0 = sx(nic_u.begin()->second), x1 = world.size() == 1 ? sx(0.98) : sx(nic_u.rbegin()->second);
-    dl->AddLine({x0, wire_y}, {x1, wire_y}, IM_COL32(120, 120, 130, 255), 3);
-    for (const auto& [name, u] : nic_u) {
-      const NicState& nic = world.at(name);
-      std::string label = name + "  " + nic.addr + (nic.paused ? "  [held]" : "");
-      ImVec2 ts = ImGui::CalcTextSize(label.c_str());
-      float cx = sx(u);
-      dl->AddRectFilled({cx - ts.x / 2 - 8, wire_y - 12}, {cx + ts.x / 2 + 8, wire_y + 12},
-                        nic.paused ? IM_COL32(120, 90, 0, 255) : IM_COL32(50, 55, 70, 255), 4);
-      dl->AddText({cx - ts.x / 2, wire_y - ts.y / 2}, kText, label.c_str());
-    }
-  }
+  draw_endpoints(dl, world, nic_u, wire_y, [&](double u) { return origin.x + float(view.x_of(u)); });
 
   std::vector<WirePacket> packets = packets_in_flight(app, nic_u);
   app.wire_blocks = layout_wire(packets, view);
-  ImVec2 mouse = ImGui::GetMousePos();
   for (const WireBlock& b : app.wire_blocks) {
     Rect r = b.rect(view);
-    ImVec2 a{origin.x + r.x0, wire_y + r.y0}, c{origin.x + r.x1, wire_y + r.y1};
-    // A dropped packet stays readable: faded, framed in red, its label starting with "X".
-    ImU32 fill = packet_colour(b.cls);
-    if (b.any_dropped && b.members.size() == 1) fill = (fill & 0x00FFFFFF) | IM_COL32(0, 0, 0, 110);
-    dl->AddRectFilled(a, c, fill, 4);
-    if (b.members.size() > 1) dl->AddRect(a, c, IM_COL32(255, 255, 255, 140), 4, 0, 1);  // a burst
-    // One frame: red for a drop, else orange for a retransmission (the label's X / R says both).
-    if (b.any_dropped || b.any_retransmission) dl->AddRect(a, c, b.any_dropped ? kDropRed : kRetxOrange, 4, 0, 3);
-    bool selected = app.selected && std::find(b.members.begin(), b.members.end(), *app.selected) != b.members.end();
-    if (selected) dl->AddRect(a, c, kHighlight, 4, 0, 2);
-    // A block that starts left of the view has its label moved into view, if it fits there.
-    float lw = label_width(b.label, view), tx = a.x + view.pad / 2;
-    if (a.x < origin.x && c.x - origin.x >= lw + view.pad) tx = origin.x + view.pad / 2;
-    dl->AddText({tx, a.y + 3}, IM_COL32(255, 255, 255, 255), b.label.c_str());
-    bool hover = mouse.x >= a.x && mouse.x <= c.x && mouse.y >= a.y && mouse.y <= c.y && ImGui::IsWindowHovered();
-    if (!hover) continue;
-    block_tooltip(app, b);
-    if (ImGui::IsMouseReleased(0) && ImGui::GetMouseDragDelta(0).x == 0) {
-      if (b.members.size() == 1) app.selected = b.members[0];
-      else view = zoom_to(b, packets, view);
-    }
-    if (ImGui::IsMouseClicked(1)) {
-      app.burst_members = b.members;
-      ImGui::OpenPopup("burst");
-    }
+    draw_block(app, dl, b, {origin.x + r.x0, wire_y + r.y0}, {origin.x + r.x1, wire_y + r.y1}, origin.x, packets);
   }
   dl->PopClipRect();
-  if (ImGui::BeginPopup("burst")) {
-    ImGui::TextDisabled("%zu packets (click one to inspect it)", app.burst_members.size());
-    size_t shown = 0;
-    for (size_t id : app.burst_members) {
-      if (id < app.timeline.first_pos() || id >= app.timeline.end_pos()) continue;
-      if (++shown > 500) {
-        ImGui::TextDisabled("... (zoom in for the rest)");
-        break;
-      }
-      ImGui::PushID(int(id));
-      if (ImGui::Selectable(summarize(app.timeline.at(id)).c_str(), app.selected && *app.selected == id)) app.selected = id;
-      ImGui::PopID();
-    }
-    ImGui::EndPopup();
-  }
+  burst_popup(app);
   // "fit" sits on the colour strip's line, away from the lanes.
   ImGui::SetCursorScreenPos({origin.x + inner_w - ImGui::CalcTextSize("fit the whole wire").x - 12, origin.y - 2});
-  if (view.zoom > 1 && ImGui::SmallButton("fit the whole wire")) view.zoom = 1, view.centre = 0.5;
+  if (app.wire_view.zoom > 1 && ImGui::SmallButton("fit the whole wire")) app.wire_view.zoom = 1, app.wire_view.centre = 0.5;
   ImGui::End();
 }
 
