@@ -61,12 +61,17 @@ void NicState::remember_destroyed(std::string what, uint32_t id, std::string det
 }
 
 void NicState::apply(const Event& e, size_t pos) {
-  const std::string& k = e.kind;
   last_seq = e.seq;
   last_t_ns = e.t_ns;
   if (already_known(*this, e)) return;
-  counters[k]++;
+  counters[e.kind]++;
+  if (apply_object(e, pos) || apply_qp(e, pos)) return;
+  apply_work(e, pos);
+}
 
+// The NIC, contexts, PDs, MRs, MWs and CQs coming and going.
+bool NicState::apply_object(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
   if (k == "nic_up") {
     addr = e.s("addr");
     mtu = e.u("mtu");
@@ -125,7 +130,16 @@ void NicState::apply(const Event& e, size_t pos) {
   } else if (k == "cq_destroy") {
     cqs.erase(uint32_t(e.u("cq")));
     remember_destroyed("CQ", uint32_t(e.u("cq")), "", pos);
-  } else if (k == "qp_create") {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// QPs: creation, destruction, state and attributes.
+bool NicState::apply_qp(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
+  if (k == "qp_create") {
     QpInfo q;
     q.qpn = uint32_t(e.u("qp"));
     q.type = e.s("type");
@@ -158,11 +172,20 @@ void NicState::apply(const Event& e, size_t pos) {
       q.sq.posted.clear(), q.rq.posted.clear();
       q.sq.producer = q.sq.consumer = q.rq.producer = q.rq.consumer = 0;
     }
-  } else if (k == "wqe_posted") {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Work on the rings, completions, packets, errors, step mode.
+bool NicState::apply_work(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
+  if (k == "wqe_posted") {
     auto qit = qps.find(uint32_t(e.u("qp")));
-    if (qit == qps.end()) return;
+    if (qit == qps.end()) return true;
     WorkQueue* wq = queue_of(qit->second, e.s("queue"));
-    if (!wq) return;
+    if (!wq) return true;
     uint64_t idx = e.u("index");
     wq->posted[idx] = WqeSlot{e.u("wr_id"), e.s("opcode"), e.u("length"), e.s("flags"), pos};
     wq->producer = std::max(wq->producer, idx + 1);
@@ -171,9 +194,9 @@ void NicState::apply(const Event& e, size_t pos) {
     forget_below_consumer(*wq);
   } else if (k == "wqe_done") {
     auto qit = qps.find(uint32_t(e.u("qp")));
-    if (qit == qps.end()) return;
+    if (qit == qps.end()) return true;
     WorkQueue* wq = queue_of(qit->second, e.s("queue"));
-    if (!wq) return;
+    if (!wq) return true;
     uint64_t idx = e.u("index");
     wq->posted.erase(idx);
     wq->consumer = std::max(wq->consumer, idx + 1);
@@ -181,7 +204,7 @@ void NicState::apply(const Event& e, size_t pos) {
     forget_below_consumer(*wq);
   } else if (k == "cqe") {
     auto cit = cqs.find(uint32_t(e.u("cq")));
-    if (cit == cqs.end()) return;
+    if (cit == cqs.end()) return true;
     CqInfo& c = cit->second;
     CqeRecord r{e.u("index"), e.u("wr_id"), uint32_t(e.u("qp")), e.s("opcode"), e.s("status"),
                 e.u("status_num"), e.u("byte_len"), pos};
@@ -204,7 +227,10 @@ void NicState::apply(const Event& e, size_t pos) {
     if (qit != qps.end()) qit->second.last_error = e.s("rule");
   } else if (k == "step") {
     paused = e.b("paused");
+  } else {
+    return false;
   }
+  return true;
 }
 
 }  // namespace simnic::viz

@@ -117,6 +117,9 @@ struct NicState {
   void apply(const Event& e, size_t event_pos);
 
  private:
+  bool apply_object(const Event& e, size_t pos);  // each: false when the kind is not its own
+  bool apply_qp(const Event& e, size_t pos);
+  bool apply_work(const Event& e, size_t pos);
   void remember_destroyed(std::string what, uint32_t id, std::string detail, size_t pos);
 };
 
