@@ -88,20 +88,32 @@ void destroyed_line(const NicState& nic) {
   ImGui::PopStyleColor();
 }
 
-}  // namespace
-
-void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float h) {
-  ImGui::SetNextWindowPos({x, y});
-  ImGui::SetNextWindowSize({w, h});
-  std::string title = nic.name + "  (" + nic.addr + ", MTU " + std::to_string(nic.mtu) + ")" + (nic.paused ? "  HELD" : "") +
-                      "###" + nic.name;
-  if (!ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                                         ImGuiWindowFlags_NoBringToFrontOnFocus)) {
-    ImGui::End();
-    return;
+// A CQ as a ring of its newest CQEs: bright, older ones fading; green success, red error.
+RingSpec ring_of_cq(uint32_t h, const CqInfo& cq) {
+  RingSpec r;
+  r.entries = cq.entries;
+  r.producer = cq.produced;
+  r.show_consumer = false;  // the application's poll index lives in its own memory
+  r.title = "CQ #" + std::to_string(h);  // a handle, not a count (the legend says so)
+  r.count = std::to_string(cq.produced) + " CQEs";
+  // The newest CQEs, bright, older ones fading.
+  size_t n = cq.recent.size(), k = 0;
+  for (const CqeRecord& c : cq.recent) {
+    ImU32 col = status_colour(c.status_num == 0);
+    float age = n > 1 ? float(n - 1 - k) / float(n) : 0;
+    col = (col & 0x00FFFFFF) | (ImU32(255 - 170 * age) << 24);
+    r.slots.push_back({c.index, col,
+                       "CQE[" + std::to_string(c.index % std::max<uint32_t>(1, cq.entries)) + "] " + c.opcode + " " +
+                           c.status + "\nqp " + hex(c.qp) + ", wr_id " + std::to_string(c.wr_id) +
+                           ", byte_len " + std::to_string(c.byte_len),
+                       c.event_pos});
+    ++k;
   }
-  ImGui::PushID(nic.name.c_str());
-  float avail = ImGui::GetContentRegionAvail().x;
+  return r;
+}
+
+// Each QP: its attributes, state diagram and SQ/RQ rings; destroyed ones listed.
+void draw_qps(VizApp& app, const NicState& nic, float avail) {
   bool qp_destroyed = std::any_of(nic.destroyed.begin(), nic.destroyed.end(), [](const Destroyed& d) { return d.what == "QP"; });
   if (nic.qps.empty()) ImGui::TextDisabled(qp_destroyed ? "no QPs now: every QP was destroyed" : "no QPs yet");
   destroyed_line(nic);
@@ -119,36 +131,38 @@ void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float
     ImGui::PopID();
   }
 
-  if (!nic.cqs.empty()) {
-    ImGui::Separator();
-    float ring = std::min(96.0f, avail * 0.2f);
-    int shown = 0;
-    for (const auto& [h, cq] : nic.cqs) {
-      ImGui::PushID(int(h) + 100000);
-      RingSpec r;
-      r.entries = cq.entries;
-      r.producer = cq.produced;
-      r.show_consumer = false;  // the application's poll index lives in its own memory
-      r.title = "CQ #" + std::to_string(h);  // a handle, not a count (the legend says so)
-      r.count = std::to_string(cq.produced) + " CQEs";
-      // The newest CQEs, bright, older ones fading.
-      size_t n = cq.recent.size(), k = 0;
-      for (const CqeRecord& c : cq.recent) {
-        ImU32 col = status_colour(c.status_num == 0);
-        float age = n > 1 ? float(n - 1 - k) / float(n) : 0;
-        col = (col & 0x00FFFFFF) | (ImU32(255 - 170 * age) << 24);
-        r.slots.push_back({c.index, col,
-                           "CQE[" + std::to_string(c.index % std::max<uint32_t>(1, cq.entries)) + "] " + c.opcode + " " +
-                               c.status + "\nqp " + hex(c.qp) + ", wr_id " + std::to_string(c.wr_id) +
-                               ", byte_len " + std::to_string(c.byte_len),
-                           c.event_pos});
-        ++k;
-      }
-      if (shown++ % 4) ImGui::SameLine();
-      pick(app, draw_ring(r, ring));
-      ImGui::PopID();
-    }
+}
+
+// The CQs, four rings a row.
+void draw_cqs(VizApp& app, const NicState& nic, float avail) {
+  if (nic.cqs.empty()) return;
+  ImGui::Separator();
+  float ring = std::min(96.0f, avail * 0.2f);
+  int shown = 0;
+  for (const auto& [h, cq] : nic.cqs) {
+    ImGui::PushID(int(h) + 100000);
+    if (shown++ % 4) ImGui::SameLine();
+    pick(app, draw_ring(ring_of_cq(h, cq), ring));
+    ImGui::PopID();
   }
+}
+
+}  // namespace
+
+void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float h) {
+  ImGui::SetNextWindowPos({x, y});
+  ImGui::SetNextWindowSize({w, h});
+  std::string title = nic.name + "  (" + nic.addr + ", MTU " + std::to_string(nic.mtu) + ")" + (nic.paused ? "  HELD" : "") +
+                      "###" + nic.name;
+  if (!ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                                         ImGuiWindowFlags_NoBringToFrontOnFocus)) {
+    ImGui::End();
+    return;
+  }
+  ImGui::PushID(nic.name.c_str());
+  float avail = ImGui::GetContentRegionAvail().x;
+  draw_qps(app, nic, avail);
+  draw_cqs(app, nic, avail);
 
   if (ImGui::CollapsingHeader("Memory regions and windows", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (ImGui::BeginTable("mrs", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
