@@ -130,7 +130,6 @@ void draw_qps(VizApp& app, const NicState& nic, float avail) {
     pick(app, draw_ring(ring_of("RQ", qp.rq), ring));
     ImGui::PopID();
   }
-
 }
 
 // The CQs, four rings a row.
