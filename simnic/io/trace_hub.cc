@@ -1,5 +1,6 @@
 #include "simnic/io/trace_hub.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/socket.h>
@@ -13,7 +14,16 @@ namespace simnic::io {
 
 namespace {
 constexpr size_t kMaxPending = 16 << 20;  // a subscriber this far behind is cut off
+
+// A snapshot line says what exists now, not what just happened: marked so that a viewer that
+// already rebuilt the object from the history keeps what it knows (docs/trace-format.md).
+std::string mark_snapshot(const std::string& line) {
+  if (line.empty() || line.back() != '}') return line;
+  return line.substr(0, line.size() - 1) + ",\"snapshot\":true}";
 }
+
+bool is_nic_up(const std::string& line) { return line.find("\"kind\":\"nic_up\"") != std::string::npos; }
+}  // namespace
 
 TraceHub::~TraceHub() { close(); }
 
@@ -65,6 +75,8 @@ void TraceHub::accept_next() {
       auto sub = std::make_shared<Subscriber>();
       sub->sd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
       subscribers_.push_back(sub);
+      // History first (what happened, in order), then the snapshot (what exists now).
+      replay_history(*sub);
       if (on_subscribe_) {
         begin_snapshot();
         on_subscribe_();
@@ -92,6 +104,27 @@ void TraceHub::close() {
     std::fclose(file_);
     file_ = nullptr;
   }
+}
+
+void TraceHub::remember(const std::string& line) {
+  if (first_nic_up_.empty() && is_nic_up(line)) first_nic_up_ = line;
+  history_.push_back(line);
+  history_bytes_ += line.size() + 1;
+  while (history_.size() > kHistoryLines || history_bytes_ > kHistoryBytes) {
+    history_bytes_ -= history_.front().size() + 1;
+    history_.pop_front();
+  }
+}
+
+// The ring's lines, oldest first; when the ring no longer holds the NIC's first nic_up, that
+// line comes first anyway: it carries the NIC's address and clock (wall_ns) for the viewer.
+void TraceHub::replay_history(Subscriber& s) {
+  if (!first_nic_up_.empty() && (history_.empty() || history_.front() != first_nic_up_)) s.pending += first_nic_up_ + '\n';
+  for (const std::string& line : history_) {
+    s.pending += line;
+    s.pending += '\n';
+  }
+  s.max_pending = kMaxPending + s.pending.size();
 }
 
 // Returns false when the subscriber has gone away.
@@ -125,8 +158,8 @@ void TraceHub::drop(const SubscriberPtr& s) {
 void TraceHub::write_line(const std::string& line) {
   if (snapshot_only_) {
     if (subscribers_.empty()) return;
-    const SubscriberPtr& s = subscribers_.back();
-    s->pending += line;
+    SubscriberPtr s = subscribers_.back();
+    s->pending += mark_snapshot(line);
     s->pending += '\n';
     if (!flush(*s)) return drop(s);
     send_later(s);
@@ -136,11 +169,12 @@ void TraceHub::write_line(const std::string& line) {
     std::fputs(line.c_str(), file_);
     std::fputc('\n', file_);
   }
+  if (listener_) remember(line);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     SubscriberPtr s = *it++;
     s->pending += line;
     s->pending += '\n';
-    if (!flush(*s) || s->pending.size() > kMaxPending) drop(s);
+    if (!flush(*s) || s->pending.size() > std::max(kMaxPending, s->max_pending)) drop(s);
     else send_later(s);
   }
 }

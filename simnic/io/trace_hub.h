@@ -1,10 +1,15 @@
 // Where trace events go: a JSON-lines file (--trace) and every subscriber of the telemetry
 // socket <dir>/<nic>.trace. A subscriber that stops reading is dropped, never waited for.
+// The hub also keeps the NIC's recent history (a bounded ring of the latest events), so that a
+// viewer attaching after a short program ran, or mid-run, still sees what happened: a new
+// subscriber gets the history first (the original lines, oldest first), then a snapshot of
+// what exists now (each line marked "snapshot":true), then every new event.
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <list>
 #include <memory>
@@ -23,7 +28,8 @@ class TraceHub final : public core::TraceSink {
   // Listens on `path`; `on_subscribe` runs for each new subscriber (to send it a snapshot).
   bool listen(const std::string& path, std::string* error, std::function<void()> on_subscribe);
   void close();
-  bool active() const { return file_ || !subscribers_.empty(); }
+  // While listening, every event is kept in the history, so tracing is on.
+  bool active() const { return file_ || !subscribers_.empty() || listener_ != nullptr; }
   void write_line(const std::string& line) override;
   void flush_file() {
     if (file_) std::fflush(file_);
@@ -32,6 +38,10 @@ class TraceHub final : public core::TraceSink {
   void begin_snapshot() { snapshot_only_ = true; }
   void end_snapshot() { snapshot_only_ = false; }
   size_t subscribers() const { return subscribers_.size(); }
+  // The history's bounds: the newest lines up to this many, and up to this many bytes.
+  static constexpr size_t kHistoryLines = 100'000;
+  static constexpr size_t kHistoryBytes = 16 << 20;
+  size_t history_lines() const { return history_.size(); }
 
  private:
   struct Subscriber {
@@ -39,6 +49,7 @@ class TraceHub final : public core::TraceSink {
     std::string pending;  // bytes the socket did not take yet
     bool waiting = false; // a wait for writability is armed
     bool dead = false;
+    size_t max_pending = 0;  // the backlog allowed before it is cut off (its history fits)
   };
   using SubscriberPtr = std::shared_ptr<Subscriber>;
   void accept_next();
@@ -47,6 +58,8 @@ class TraceHub final : public core::TraceSink {
   // (a paused NIC emits nothing more, but its subscriber must still see every line).
   void send_later(const SubscriberPtr& s);
   void drop(const SubscriberPtr& s);
+  void remember(const std::string& line);
+  void replay_history(Subscriber& s);
 
   boost::asio::io_context& io_;
   std::FILE* file_ = nullptr;
@@ -56,6 +69,9 @@ class TraceHub final : public core::TraceSink {
   std::list<SubscriberPtr> subscribers_;
   std::function<void()> on_subscribe_;
   bool snapshot_only_ = false;
+  std::deque<std::string> history_;  // the newest events, oldest first
+  size_t history_bytes_ = 0;
+  std::string first_nic_up_;  // the NIC's own nic_up (its clock), kept when the ring drops it
 };
 
 }  // namespace simnic::io

@@ -12,9 +12,12 @@
 #include <thread>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "harness.h"
 #include "viz/model/timeline.h"
 #include "viz/model/trace_sources.h"
+#include "viz/model/wire_layout.h"
 
 namespace simnic::it {
 namespace {
@@ -166,6 +169,27 @@ std::vector<std::string> under_xvfb(std::vector<std::string> argv) {
   return x;
 }
 
+// What simnic-viz's --layout-dump wrote: the wire's label boxes as drawn.
+struct DumpedLayout {
+  std::vector<viz::Rect> rects;
+  size_t packets = 0, bursts = 0;
+  bool labels_fit = true;
+};
+
+DumpedLayout read_layout(const std::string& path) {
+  DumpedLayout d;
+  std::ifstream in(path);
+  std::string l;
+  while (std::getline(in, l)) {
+    auto j = nlohmann::json::parse(l);
+    d.rects.push_back({j["x0"].get<float>(), j["y0"].get<float>(), j["x1"].get<float>(), j["y1"].get<float>()});
+    d.packets += j["packets"].get<size_t>();
+    d.bursts += j["packets"].get<size_t>() > 1;
+    d.labels_fit &= j["label_w"].get<float>() <= j["x1"].get<float>() - j["x0"].get<float>();
+  }
+  return d;
+}
+
 TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
   if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
   std::string dir = record_exchange("viz-shot");
@@ -176,9 +200,10 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
   std::string a = dir + "/early.png", b = dir + "/flight.png";
   for (auto [png, at] : {std::pair{a, std::string("@12")}, std::pair{b, "@" + std::to_string(mid_flight)}}) {
     Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
-                               "--screenshot", png, "--at", at}), {}, 60s);
+                               "--screenshot", png, "--at", at, "--layout-dump", png + ".layout"}), {}, 60s);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("wrote " + png), std::string::npos) << r.output;
+    EXPECT_FALSE(viz::overlapping_blocks(read_layout(png + ".layout").rects).has_value()) << at;
   }
   Png pa = read_png(a), pb = read_png(b);
   ASSERT_EQ(pa.w, 1280);
@@ -221,6 +246,89 @@ TEST(VizScreenshot, AttachesLiveToRunningNics) {
   EXPECT_GT(total, 10u) << r.output;
   EXPECT_GT(packets, 0u) << r.output;
   EXPECT_GT(distinct_colours(read_png(png)), 20u);
+  run({"rm", "-rf", dir});
+}
+
+// A recorded dense burst, as ib_write_bw makes one: `n` RDMA WRITE packets from simnic0 within
+// 1 ms, received by simnic1 only after the last one left (all in flight at once), then ACKs.
+// Returns the merged position right after the last transmission.
+size_t write_dense_burst(const std::string& dir, size_t n) {
+  const uint64_t wall0 = 1'700'000'000'000'000'000ull;
+  std::ofstream f0(dir + "/simnic0.jsonl"), f1(dir + "/simnic1.jsonl");
+  uint64_t seq0 = 0, seq1 = 0;
+  auto line = [](std::ofstream& f, uint64_t* seq, const char* nic, uint64_t t, const char* kind, nlohmann::ordered_json x) {
+    nlohmann::ordered_json j{{"seq", ++*seq}, {"t_ns", t}, {"nic", nic}, {"kind", kind}};
+    for (auto it = x.begin(); it != x.end(); ++it) j[it.key()] = it.value();
+    f << j.dump() << "\n";
+  };
+  const uint32_t qp0 = 0x3a1f2c, qp1 = 0x5b9e07, psn0 = 0x7c0de0;
+  for (int i = 0; i < 2; ++i) {
+    std::ofstream& f = i ? f1 : f0;
+    uint64_t* seq = i ? &seq1 : &seq0;
+    const char* nic = i ? "simnic1" : "simnic0";
+    uint32_t me = i ? qp1 : qp0, peer = i ? qp0 : qp1;
+    line(f, seq, nic, 1000, "nic_up", {{"addr", i ? "127.0.0.2" : "127.0.0.1"}, {"port", 4791}, {"mtu", 4096}, {"wall_ns", wall0 + 1000}});
+    line(f, seq, nic, 2000, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 255}, {"entries", 256}});
+    line(f, seq, nic, 3000, "qp_create", {{"ctx", 1}, {"qp", me}, {"type", "RC"}, {"sq_entries", 128}, {"rq_entries", 128},
+                                          {"send_cq", 1}, {"recv_cq", 1}});
+    const char* path[] = {"RESET", "INIT", "RTR", "RTS"};
+    for (int k = 0; k < 3; ++k)
+      line(f, seq, nic, 4000 + uint64_t(k), "qp_state",
+           {{"qp", me}, {"from", path[k]}, {"to", path[k + 1]}, {"cause", "modify_qp"},
+            {"attr", {{"dest_qp", k ? peer : 0}, {"sq_psn", i ? 0x1234 : psn0}, {"rq_psn", i ? psn0 : 0x1234}, {"mtu", 4096},
+                      {"dgid", i ? "127.0.0.1" : "127.0.0.2"}, {"access", "REMOTE_WRITE"}, {"timeout", 14},
+                      {"retry_cnt", 7}, {"rnr_retry", 7}, {"min_rnr_timer", 12}}}});
+  }
+  line(f0, &seq0, "simnic0", 9000, "wqe_posted", {{"qp", qp0}, {"queue", "sq"}, {"index", 0}, {"wr_id", 1},
+                                                   {"opcode", "RDMA_WRITE"}, {"length", n * 4096}});
+  auto pkt = [&](uint64_t psn, const char* op, int num) {
+    return nlohmann::ordered_json{{"qp", qp0}, {"src", "127.0.0.1"}, {"dst", "127.0.0.2"}, {"opcode", op}, {"opcode_num", num},
+                                  {"psn", psn}, {"dest_qp", qp1}, {"payload", 4096}};
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const char* op = k == 0 ? "RC_RDMA_WRITE_FIRST" : k + 1 == n ? "RC_RDMA_WRITE_LAST" : "RC_RDMA_WRITE_MIDDLE";
+    int num = k == 0 ? 6 : k + 1 == n ? 8 : 7;
+    line(f0, &seq0, "simnic0", 10'000 + k * 1'000'000 / n, "pkt_tx", pkt((psn0 + k) & 0xFFFFFF, op, num));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const char* op = k == 0 ? "RC_RDMA_WRITE_FIRST" : k + 1 == n ? "RC_RDMA_WRITE_LAST" : "RC_RDMA_WRITE_MIDDLE";
+    int num = k == 0 ? 6 : k + 1 == n ? 8 : 7;
+    auto p = pkt((psn0 + k) & 0xFFFFFF, op, num);
+    p["qp"] = qp1;
+    line(f1, &seq1, "simnic1", 1'100'000 + k * 100, "pkt_rx", p);
+  }
+  return 2 * 6 + 1 + n;  // both NICs: nic_up, cq_create, qp_create, 3 qp_state; the WQE; every pkt_tx
+}
+
+TEST(VizScreenshot, ADenseBurstHasNoOverlappingLabelsAtAnyZoom) {
+  if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
+  std::string dir = temp_dir("viz-burst");
+  const size_t n = 3000;
+  size_t at = write_dense_burst(dir, n);
+  viz::Timeline tl = load(dir);
+  ASSERT_EQ(tl.flights().size(), n);
+  ASSERT_EQ(tl.flights_at(double(at)).size(), n) << "every packet is in flight at the shown position";
+  for (const char* zoom : {"1", "8", "300"}) {
+    std::string png = dir + "/burst-" + zoom + ".png", layout = dir + "/burst-" + zoom + ".jsonl";
+    Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
+                               "--screenshot", png, "--at", "@" + std::to_string(at), "--zoom", zoom, "--layout-dump", layout}),
+                   {}, 60s);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    DumpedLayout d = read_layout(layout);
+    ASSERT_FALSE(d.rects.empty()) << "zoom " << zoom;
+    auto clash = viz::overlapping_blocks(d.rects);
+    EXPECT_FALSE(clash.has_value()) << "zoom " << zoom << ": label boxes " << clash->first << " and " << clash->second
+                                    << " overlap";
+    EXPECT_TRUE(d.labels_fit) << "zoom " << zoom;
+    if (std::string(zoom) == "1") {
+      EXPECT_EQ(d.packets, n) << "at zoom 1 every packet is in some block";
+      EXPECT_GE(d.bursts, 1u) << "back-to-back packets aggregate";
+    } else {
+      EXPECT_GT(d.packets, 0u);
+      EXPECT_LT(d.packets, n) << "zoomed in, only part of the wire is shown";
+    }
+    EXPECT_GT(distinct_colours(read_png(png)), 20u);
+  }
   run({"rm", "-rf", dir});
 }
 

@@ -8,6 +8,7 @@
 #include <imgui.h>
 #include <stb_image_write.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,7 +32,11 @@ const char* kUsage =
     "  --at SEQ | NIC:SEQ | @POS   the event to show: SEQ of the first NIC, NIC's SEQ, or\n"
     "                         the position in the merged timeline (default: the end)\n"
     "  --select SEQ | NIC:SEQ | @POS   open this event in the inspector\n"
-    "  --size WxH             window size (default 1280x800)\n";
+    "  --size WxH             window size (default 1280x800)\n"
+    "  --zoom Z               the wire panel's zoom (default 1: the whole wire)\n"
+    "  --legend               open the legend window (also: F1, View > Legend)\n"
+    "  --big-inspector        start with the inspector enlarged (also: F2)\n"
+    "  --layout-dump FILE     with --screenshot: write the wire's label boxes as JSON lines\n";
 
 bool parse_args(int argc, char** argv, VizOptions* o) {
   bool replay = false;
@@ -57,6 +62,16 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
       o->wait_ms = std::atoi(v.c_str());
     } else if (a == "--select") {
       if (!value(&o->select)) return false;
+    } else if (a == "--layout-dump") {
+      if (!value(&o->layout_dump)) return false;
+    } else if (a == "--zoom") {
+      std::string v;
+      if (!value(&v)) return false;
+      o->zoom = std::max(1.0, std::atof(v.c_str()));
+    } else if (a == "--legend") {
+      o->legend = true;
+    } else if (a == "--big-inspector") {
+      o->big_inspector = true;
     } else if (a == "--at") {
       if (!value(&o->at)) return false;
     } else if (a == "--size") {
@@ -73,6 +88,20 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
   if (!replay && o->live_nics.empty()) o->live_nics = simnic::cli::list_nics(o->simnic_dir);
   if (replay && o->trace_files.empty()) return false;
   return true;
+}
+
+// The wire's label boxes as drawn in the screenshot, one JSON line each, so that a test can
+// check them with the layout code's own overlap test (not by looking at pixels).
+bool write_layout(const std::string& path, const VizApp& app) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  for (const simnic::viz::WireBlock& b : app.wire_blocks) {
+    simnic::viz::Rect r = b.rect(app.wire_view);
+    nlohmann::json j{{"x0", r.x0}, {"y0", r.y0}, {"x1", r.x1}, {"y1", r.y1}, {"label", b.label},
+                     {"packets", b.members.size()}, {"label_w", simnic::viz::label_width(b.label, app.wire_view)}};
+    std::fprintf(f, "%s\n", j.dump().c_str());
+  }
+  return std::fclose(f) == 0;
 }
 
 bool write_png(const std::string& path, int w, int h) {
@@ -173,6 +202,9 @@ int main(int argc, char** argv) {
     if (shot_now) {
       if (!write_png(opt.screenshot, fw, fh)) {
         std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.screenshot.c_str());
+        rc = 1;
+      } else if (!opt.layout_dump.empty() && !write_layout(opt.layout_dump, app)) {
+        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.layout_dump.c_str());
         rc = 1;
       } else {
         std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(),

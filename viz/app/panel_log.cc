@@ -22,12 +22,32 @@ bool matches(const VizApp& app, const Event& e) {
   return true;
 }
 
+// The header row, each column with a tooltip: the time column above all needs one (it is each
+// NIC's own clock, and the merged rows may step back in it).
+void header_row_with_tips() {
+  static const char* kTips[] = {
+      "position in the merged timeline of all NICs (--at @POS)",
+      "the NIC, and its own event number (seq)",
+      "the NIC's own simulated clock: ms since that NIC started, stopped while it is held.\n"
+      "Each NIC has its own clock. Rows of several NICs are merged by wall-clock time, with one rule\n"
+      "on top: a packet is received after it was sent. So this column can step back when the\n"
+      "row's NIC changes; within one NIC it never goes back.",
+      "what happened (QPNs, PSNs and keys in hex); red: errors, NAKs, drops, retransmissions"};
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int c = 0; c < 4; ++c) {
+    if (!ImGui::TableSetColumnIndex(c)) continue;
+    ImGui::TableHeader(ImGui::TableGetColumnName(c));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kTips[c]);
+  }
+}
+
 }  // namespace
 
 void draw_event_log(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
-  if (!ImGui::Begin("Event log", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse)) {
+  if (!ImGui::Begin("Event log", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                                             ImGuiWindowFlags_NoBringToFrontOnFocus)) {
     ImGui::End();
     return;
   }
@@ -62,9 +82,9 @@ void draw_event_log(VizApp& app, float x, float y, float w, float h) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, 52);
     ImGui::TableSetupColumn("nic/seq", ImGuiTableColumnFlags_WidthFixed, 100);
-    ImGui::TableSetupColumn("t (ms)", ImGuiTableColumnFlags_WidthFixed, 78);
+    ImGui::TableSetupColumn("t (ms) (?)", ImGuiTableColumnFlags_WidthFixed, 78);
     ImGui::TableSetupColumn("event", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableHeadersRow();
+    header_row_with_tips();
     ImGuiListClipper clipper;
     clipper.Begin(int(row_count));
     while (clipper.Step()) {

@@ -13,7 +13,7 @@ void draw_timeline_bar(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowSize({w, h});
   if (!ImGui::Begin("Timeline", nullptr,
                     ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
-                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoCollapse)) {
+                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus)) {
     ImGui::End();
     return;
   }
@@ -35,6 +35,8 @@ void draw_timeline_bar(VizApp& app, float x, float y, float w, float h) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(150);
   ImGui::SliderFloat("events/s", &app.speed, 0.5f, 2000.0f, "%.1f", ImGuiSliderFlags_Logarithmic);
+  ImGui::SameLine();
+  if (ImGui::Button("legend (F1)")) app.show_legend = !app.show_legend;
   if (app.live()) {
     ImGui::SameLine();
     ImGui::Checkbox("follow", &app.follow_live);

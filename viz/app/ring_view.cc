@@ -9,11 +9,12 @@ namespace simnic::viz {
 size_t draw_ring(const RingSpec& ring, float size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 o = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton(ring.title.c_str(), {size, size});
+  const float line = ImGui::GetTextLineHeight();
+  ImGui::InvisibleButton(ring.title.c_str(), {size, size + line});
   bool hovered = ImGui::IsItemHovered();
   bool clicked = ImGui::IsItemClicked();
   ImVec2 c{o.x + size / 2, o.y + size / 2};
-  float r_out = size / 2 - 6, r_in = r_out * 0.62f;
+  float r_out = size / 2 - 18, r_in = r_out * 0.62f;  // room outside the ring for the P/C letters
   uint32_t entries = std::max<uint32_t>(1, ring.entries);
   // Big rings are drawn with one segment per group of slots.
   uint32_t segs = std::min<uint32_t>(entries, 32);
@@ -46,23 +47,38 @@ size_t draw_ring(const RingSpec& ring, float size) {
       dl->PathStroke(kHighlight, ImDrawFlags_Closed, 2);
     }
   }
-  auto mark = [&](uint64_t idx, const char* label, ImU32 col, float r) {
-    float a = angle(double(idx % entries) / entries);
-    ImVec2 p{c.x + std::cos(a) * r, c.y + std::sin(a) * r};
-    dl->AddLine({c.x + std::cos(a) * r_in, c.y + std::sin(a) * r_in}, {c.x + std::cos(a) * (r_out + 4), c.y + std::sin(a) * (r_out + 4)}, col, 2);
-    dl->AddText({p.x - 4, p.y - 7}, col, label);
+  // A mark: a tick across the ring at the index, its letter outside the ring at `label_a`.
+  auto mark = [&](float a, float label_a, const char* label, ImU32 col) {
+    dl->AddLine({c.x + std::cos(a) * r_in, c.y + std::sin(a) * r_in}, {c.x + std::cos(a) * (r_out + 3), c.y + std::sin(a) * (r_out + 3)}, col, 2);
+    ImVec2 ts = ImGui::CalcTextSize(label);
+    float r = r_out + 4 + std::abs(std::cos(label_a)) * ts.x / 2 + std::abs(std::sin(label_a)) * ts.y / 2;
+    dl->AddText({c.x + std::cos(label_a) * r - ts.x / 2, c.y + std::sin(label_a) * r - ts.y / 2}, col, label);
   };
-  mark(ring.producer, "P", IM_COL32(255, 221, 0, 255), r_out + 2);
-  if (ring.show_consumer) mark(ring.consumer, "C", IM_COL32(120, 200, 255, 255), r_in - 10);
+  const ImU32 p_col = IM_COL32(255, 221, 0, 255), c_col = IM_COL32(120, 200, 255, 255);
+  float ap = angle(double(ring.producer % entries) / entries), ac = angle(double(ring.consumer % entries) / entries);
+  if (!ring.show_consumer) {
+    mark(ap, ap, "P", p_col);
+  } else if (ring.producer % entries == ring.consumer % entries) {
+    mark(ap, ap, "P=C", p_col);  // empty (or full): one tick, one label
+  } else {
+    // Letters close together are pushed apart along the ring (P ahead, clockwise).
+    float d = std::remainder(ap - ac, kTau), spread = 0.4f;
+    float lp = ap, lc = ac;
+    if (std::abs(d) < spread) lp = ac + d / 2 + spread / 2, lc = ac + d / 2 - spread / 2;
+    mark(ac, lc, "C", c_col);
+    mark(ap, lp, "P", p_col);
+  }
   ImVec2 ts = ImGui::CalcTextSize(ring.title.c_str());
   dl->AddText({c.x - ts.x / 2, c.y - ts.y / 2}, kText, ring.title.c_str());
+  ImVec2 cs = ImGui::CalcTextSize(ring.count.c_str());
+  dl->AddText({c.x - cs.x / 2, o.y + size}, kText, ring.count.c_str());
 
   size_t picked = ~size_t(0);
   if (hover_seg >= 0 && seg_slot[hover_seg]) {
     ImGui::SetTooltip("%s\n(click to inspect)", seg_slot[hover_seg]->tip.c_str());
     if (clicked) picked = seg_slot[hover_seg]->event_pos;
   } else if (hovered) {
-    ImGui::SetTooltip("%s: %u slots, producer %llu, consumer %llu", ring.title.c_str(), ring.entries,
+    ImGui::SetTooltip("%s %s: %u slots, producer (P) %llu, consumer (C) %llu", ring.title.c_str(), ring.count.c_str(), ring.entries,
                       static_cast<unsigned long long>(ring.producer), static_cast<unsigned long long>(ring.consumer));
   }
   return picked;

@@ -102,17 +102,22 @@ void VizApp::advance(float dt) {
 
 void VizApp::frame(float dt, float width, float height) {
   advance(dt);
+  const float menu_h = draw_menu(*this);
   const float bar_h = 64, wire_h = 170, bottom_h = std::max(200.0f, height * 0.28f);
-  draw_timeline_bar(*this, 0, 0, width, bar_h);
-  draw_wire(*this, 0, bar_h, width, wire_h);
+  draw_timeline_bar(*this, 0, menu_h, width, bar_h);
+  draw_wire(*this, 0, menu_h + bar_h, width, wire_h);
   const World& w = world();
-  float nic_y = bar_h + wire_h, nic_h = std::max(120.0f, height - nic_y - bottom_h);
+  float nic_y = menu_h + bar_h + wire_h, nic_h = std::max(120.0f, height - nic_y - bottom_h);
   size_t n = std::max<size_t>(1, w.size());
   float col = width / float(n);
   size_t i = 0;
   for (const auto& [name, nic] : w) draw_nic(*this, nic, col * float(i++), nic_y, col, nic_h);
   draw_event_log(*this, 0, nic_y + nic_h, width * 0.58f, height - nic_y - nic_h);
-  draw_inspector(*this, width * 0.58f, nic_y + nic_h, width * 0.42f, height - nic_y - nic_h);
+  // Enlarged, the inspector covers the NIC columns' right part too: long values and their
+  // explanations get room to wrap.
+  if (inspector_big) draw_inspector(*this, width * 0.35f, nic_y, width * 0.65f, height - nic_y);
+  else draw_inspector(*this, width * 0.58f, nic_y + nic_h, width * 0.42f, height - nic_y - nic_h);
+  if (show_legend) draw_legend(*this, width * 0.3f, menu_h + 20, width * 0.55f, height * 0.8f);
 }
 
 }  // namespace simnic::viz

@@ -9,6 +9,7 @@
 
 #include "viz/model/timeline.h"
 #include "viz/model/trace_sources.h"
+#include "viz/model/wire_layout.h"
 
 namespace simnic::viz {
 
@@ -20,12 +21,20 @@ struct VizOptions {
   std::string at;                        // with --screenshot: "SEQ", "NIC:SEQ" or "@POS"
   std::string select;                    // open this event in the inspector ("SEQ", "NIC:SEQ", "@POS")
   int wait_ms = 1500;                    // live --screenshot: watch this long first
+  std::string layout_dump;               // with --screenshot: write the wire's label blocks here
+  double zoom = 1;                       // the wire's initial zoom
+  bool legend = false;                   // open the legend window at start
+  bool big_inspector = false;            // start with the inspector enlarged
   int width = 1280, height = 800;
 };
 
 class VizApp {
  public:
-  explicit VizApp(VizOptions opt) : opt_(std::move(opt)) {}
+  explicit VizApp(VizOptions opt) : opt_(std::move(opt)) {
+    show_legend = opt_.legend;
+    inspector_big = opt_.big_inspector;
+    wire_view.zoom = opt_.zoom;
+  }
   bool start(std::string* error);  // loads or attaches
   // Per frame: pulls live events, advances the playhead by dt seconds, draws every panel.
   void frame(float dt, float width, float height);
@@ -54,6 +63,14 @@ class VizApp {
   std::vector<std::pair<std::string, StepStatus>> step_status;
   std::string last_message;
 
+  // The wire panel's zoom, the blocks it drew last frame (for --layout-dump), and the burst
+  // whose packets the right-click list shows.
+  WireView wire_view;
+  std::vector<WireBlock> wire_blocks;
+  std::vector<size_t> burst_members;
+  bool show_legend = false;
+  bool inspector_big = false;  // the inspector over the NIC columns, for long values
+
   // Filters of the event log.
   char filter_nic[32] = "";
   char filter_qp[16] = "";
@@ -79,5 +96,8 @@ void draw_wire(VizApp& app, float x, float y, float w, float h);
 void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float h);
 void draw_event_log(VizApp& app, float x, float y, float w, float h);
 void draw_inspector(VizApp& app, float x, float y, float w, float h);
+void draw_legend(VizApp& app, float x, float y, float w, float h);
+// The menu bar (View: legend, inspector size); returns its height.
+float draw_menu(VizApp& app);
 
 }  // namespace simnic::viz

@@ -1,5 +1,7 @@
 #include "viz/model/event.h"
 
+#include "viz/model/format.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -45,53 +47,44 @@ std::optional<Event> parse_event_line(const std::string& line) {
   return e;
 }
 
-namespace {
-
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
-}  // namespace
-
 std::string summarize(const Event& e) {
   const std::string& k = e.kind;
   std::string out = k;
   auto add = [&](const std::string& s) { out += " " + s; };
   if (k == "pkt_tx" || k == "pkt_rx") {
     add(e.s("opcode"));
-    add("psn " + std::to_string(e.u("psn")));
-    add((k == "pkt_tx" ? "-> qp " : "qp ") + std::to_string(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
+    add("psn " + hex(e.u("psn")));
+    add((k == "pkt_tx" ? "-> qp " : "qp ") + hex(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
     if (e.u("payload")) add("(" + std::to_string(e.u("payload")) + " B)");
     if (e.has("aeth")) add(e.fields["aeth"].value("class", std::string()));
     if (e.has("fault")) add("[" + e.s("fault") + "]");
   } else if (k == "wqe_posted") {
-    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + std::to_string(e.u("qp")) + " " +
+    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")) + " " +
         e.s("opcode") + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("length")));
   } else if (k == "wqe_done") {
-    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + std::to_string(e.u("qp")));
+    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")));
   } else if (k == "cqe") {
     add("cq " + std::to_string(e.u("cq")) + "[" + std::to_string(e.u("index")) + "] " + e.s("opcode") + " " +
-        e.s("status") + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("byte_len")));
+        e.s("status") + " qp " + hex(e.u("qp")) + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("byte_len")));
   } else if (k == "qp_state") {
-    add("qp " + std::to_string(e.u("qp")) + " " + e.s("from") + " -> " + e.s("to"));
+    add("qp " + hex(e.u("qp")) + " " + e.s("from") + " -> " + e.s("to"));
   } else if (k == "nak") {
-    add("qp " + std::to_string(e.u("qp")) + " psn " + std::to_string(e.u("psn")) + " " + e.s("code"));
+    add("qp " + hex(e.u("qp")) + " psn " + hex(e.u("psn")) + " " + e.s("code"));
   } else if (k == "retransmit") {
-    add("qp " + std::to_string(e.u("qp")) + " psn " + std::to_string(e.u("psn")) + " (" + e.s("cause") + ")");
+    add("qp " + hex(e.u("qp")) + " psn " + hex(e.u("psn")) + " (" + e.s("cause") + ")");
   } else if (k == "timer") {
-    add("qp " + std::to_string(e.u("qp")) + " " + e.s("what") + " " + e.s("action"));
+    add("qp " + hex(e.u("qp")) + " " + e.s("what") + " " + e.s("action"));
   } else if (k == "dma") {
     add(e.s("dir") + " " + std::to_string(e.u("length")) + " B at " + e.s("addr") + " key " + hex(e.u("key")));
   } else if (k == "error") {
-    add("qp " + std::to_string(e.u("qp")) + ": " + e.s("rule"));
+    add("qp " + hex(e.u("qp")) + ": " + e.s("rule"));
   } else if (k == "pkt_drop") {
     add(e.s("reason"));
   } else if (k == "qp_create" || k == "qp_destroy") {
-    add(e.s("type") + " qp " + std::to_string(e.u("qp")));
+    add(e.s("type") + " qp " + hex(e.u("qp")));
   } else if (k == "mr_create" || k == "mr_destroy") {
-    add("mr " + std::to_string(e.u("mr")) + " len " + std::to_string(e.u("length")) + " " + e.s("access"));
+    add("mr " + std::to_string(e.u("mr")) + " lkey " + hex(e.u("lkey")) + " rkey " + hex(e.u("rkey")) + " len " +
+        std::to_string(e.u("length")) + " " + e.s("access"));
   } else if (k == "mw_create" || k == "mw_destroy") {
     add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) +
         (k == "mw_create" ? " type " + std::to_string(e.u("type", 1)) : std::string()));
@@ -105,6 +98,8 @@ std::string summarize(const Event& e) {
   } else if (k == "step") {
     add(e.b("paused") ? "paused" : "running");
   }
+  // A live subscriber's snapshot line says what exists now, after the history.
+  if (e.b("snapshot")) out += "  [snapshot: exists now]";
   return out;
 }
 

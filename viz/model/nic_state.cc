@@ -14,14 +14,64 @@ WorkQueue* queue_of(QpInfo& qp, const std::string& which) {
   return nullptr;
 }
 
+QpAttr attr_of(const nlohmann::ordered_json& a) {
+  QpAttr q;
+  q.known = true;
+  auto num = [&](const char* k) { return a.contains(k) && a[k].is_number() ? a[k].get<uint32_t>() : 0u; };
+  auto str = [&](const char* k) { return a.contains(k) && a[k].is_string() ? a[k].get<std::string>() : std::string(); };
+  q.dest_qp = num("dest_qp");
+  q.sq_psn = num("sq_psn");
+  q.rq_psn = num("rq_psn");
+  q.mtu = num("mtu");
+  q.dgid = str("dgid");
+  q.qkey = num("qkey");
+  q.access = str("access");
+  q.timeout = num("timeout");
+  q.retry_cnt = num("retry_cnt");
+  q.rnr_retry = num("rnr_retry");
+  q.min_rnr_timer = num("min_rnr_timer");
+  q.max_rd_atomic = num("max_rd_atomic");
+  q.max_dest_rd_atomic = num("max_dest_rd_atomic");
+  return q;
+}
+
+// A snapshot line (a live subscriber's welcome, after the recent history) describes what
+// exists now. What the history already built stays as it is (rings, counters, CQEs); only what
+// the history did not show (it started after the object was created) is added.
+bool already_known(const NicState& n, const Event& e) {
+  if (!e.b("snapshot")) return false;
+  const std::string& k = e.kind;
+  if (k == "qp_create") return n.qps.count(uint32_t(e.u("qp"))) > 0;
+  if (k == "cq_create") return n.cqs.count(uint32_t(e.u("cq"))) > 0;
+  if (k == "mr_create") return n.mrs.count(uint32_t(e.u("mr"))) > 0;
+  if (k == "mw_create") return n.mws.count(uint32_t(e.u("mw"))) > 0;
+  if (k == "ctx_open") return n.contexts.count(uint32_t(e.u("ctx"))) > 0;
+  if (k == "qp_state") {
+    auto it = n.qps.find(uint32_t(e.u("qp")));
+    return it != n.qps.end() && it->second.state == e.s("to") && it->second.attr.known;
+  }
+  return false;
+}
+
 }  // namespace
 
+void NicState::remember_destroyed(std::string what, uint32_t id, std::string detail, size_t pos) {
+  destroyed.push_back({std::move(what), id, std::move(detail), pos});
+  if (destroyed.size() > kMaxDestroyed) destroyed.erase(destroyed.begin());
+}
+
 void NicState::apply(const Event& e, size_t pos) {
-  const std::string& k = e.kind;
   last_seq = e.seq;
   last_t_ns = e.t_ns;
-  counters[k]++;
+  if (already_known(*this, e)) return;
+  counters[e.kind]++;
+  if (apply_object(e, pos) || apply_qp(e, pos)) return;
+  apply_work(e, pos);
+}
 
+// The NIC, contexts, PDs, MRs, MWs and CQs coming and going.
+bool NicState::apply_object(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
   if (k == "nic_up") {
     addr = e.s("addr");
     mtu = e.u("mtu");
@@ -46,6 +96,7 @@ void NicState::apply(const Event& e, size_t pos) {
     mrs[m.handle] = m;
   } else if (k == "mr_destroy") {
     mrs.erase(uint32_t(e.u("mr")));
+    remember_destroyed("MR", uint32_t(e.u("mr")), "", pos);
   } else if (k == "mw_create") {
     MwInfo w;
     w.handle = uint32_t(e.u("mw"));
@@ -70,6 +121,7 @@ void NicState::apply(const Event& e, size_t pos) {
     }
   } else if (k == "mw_destroy") {
     mws.erase(uint32_t(e.u("mw")));
+    remember_destroyed("MW", uint32_t(e.u("mw")), "", pos);
   } else if (k == "cq_create") {
     CqInfo c;
     c.handle = uint32_t(e.u("cq"));
@@ -77,7 +129,17 @@ void NicState::apply(const Event& e, size_t pos) {
     cqs[c.handle] = c;
   } else if (k == "cq_destroy") {
     cqs.erase(uint32_t(e.u("cq")));
-  } else if (k == "qp_create") {
+    remember_destroyed("CQ", uint32_t(e.u("cq")), "", pos);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// QPs: creation, destruction, state and attributes.
+bool NicState::apply_qp(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
+  if (k == "qp_create") {
     QpInfo q;
     q.qpn = uint32_t(e.u("qp"));
     q.type = e.s("type");
@@ -87,23 +149,43 @@ void NicState::apply(const Event& e, size_t pos) {
     q.recv_cq = uint32_t(e.u("recv_cq"));
     qps[q.qpn] = q;
   } else if (k == "qp_destroy") {
-    qps.erase(uint32_t(e.u("qp")));
+    // Remembered even when the viewer never saw it created (its history started later).
+    auto it = qps.find(uint32_t(e.u("qp")));
+    if (it != qps.end()) {
+      remember_destroyed("QP", it->first, it->second.type + ", was " + it->second.state, pos);
+      qps.erase(it);
+    } else {
+      remember_destroyed("QP", uint32_t(e.u("qp")), e.s("type"), pos);
+    }
   } else if (k == "qp_state") {
     QpInfo& q = qps[uint32_t(e.u("qp"))];
     q.qpn = uint32_t(e.u("qp"));
-    q.prev_state = e.s("from");
+    // A snapshot's "RESET -> RTS" only says where the QP is now: keep the transition the
+    // history showed, if any.
+    bool snapshot = e.b("snapshot");
+    if (!snapshot || q.state != e.s("to")) q.prev_state = snapshot ? std::string() : e.s("from");
     q.state = e.s("to");
     q.last_cause = e.s("cause");
+    if (e.has("attr") && e.fields["attr"].is_object()) q.attr = attr_of(e.fields["attr"]);
     // Leaving ERR or going to RESET empties the rings, as a real QP does.
     if (q.state == "RESET") {
       q.sq.posted.clear(), q.rq.posted.clear();
       q.sq.producer = q.sq.consumer = q.rq.producer = q.rq.consumer = 0;
     }
-  } else if (k == "wqe_posted") {
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Work on the rings, completions, packets, errors, step mode.
+bool NicState::apply_work(const Event& e, size_t pos) {
+  const std::string& k = e.kind;
+  if (k == "wqe_posted") {
     auto qit = qps.find(uint32_t(e.u("qp")));
-    if (qit == qps.end()) return;
+    if (qit == qps.end()) return true;
     WorkQueue* wq = queue_of(qit->second, e.s("queue"));
-    if (!wq) return;
+    if (!wq) return true;
     uint64_t idx = e.u("index");
     wq->posted[idx] = WqeSlot{e.u("wr_id"), e.s("opcode"), e.u("length"), e.s("flags"), pos};
     wq->producer = std::max(wq->producer, idx + 1);
@@ -112,9 +194,9 @@ void NicState::apply(const Event& e, size_t pos) {
     forget_below_consumer(*wq);
   } else if (k == "wqe_done") {
     auto qit = qps.find(uint32_t(e.u("qp")));
-    if (qit == qps.end()) return;
+    if (qit == qps.end()) return true;
     WorkQueue* wq = queue_of(qit->second, e.s("queue"));
-    if (!wq) return;
+    if (!wq) return true;
     uint64_t idx = e.u("index");
     wq->posted.erase(idx);
     wq->consumer = std::max(wq->consumer, idx + 1);
@@ -122,7 +204,7 @@ void NicState::apply(const Event& e, size_t pos) {
     forget_below_consumer(*wq);
   } else if (k == "cqe") {
     auto cit = cqs.find(uint32_t(e.u("cq")));
-    if (cit == cqs.end()) return;
+    if (cit == cqs.end()) return true;
     CqInfo& c = cit->second;
     CqeRecord r{e.u("index"), e.u("wr_id"), uint32_t(e.u("qp")), e.s("opcode"), e.s("status"),
                 e.u("status_num"), e.u("byte_len"), pos};
@@ -135,7 +217,7 @@ void NicState::apply(const Event& e, size_t pos) {
     auto qit = qps.find(uint32_t(e.u("qp")));
     if (qit != qps.end()) {
       QpInfo& q = qit->second;
-      if (k == "pkt_tx") q.last_tx_psn = e.u("psn"), q.has_tx = true, q.dest_qp = uint32_t(e.u("dest_qp"));
+      if (k == "pkt_tx") q.last_tx_psn = e.u("psn"), q.has_tx = true, q.last_tx_dest_qp = uint32_t(e.u("dest_qp"));
       else q.last_rx_psn = e.u("psn"), q.has_rx = true;
     }
     if (k == "pkt_tx" && e.has("fault")) counters["fault_" + e.s("fault")]++;
@@ -145,7 +227,10 @@ void NicState::apply(const Event& e, size_t pos) {
     if (qit != qps.end()) qit->second.last_error = e.s("rule");
   } else if (k == "step") {
     paused = e.b("paused");
+  } else {
+    return false;
   }
+  return true;
 }
 
 }  // namespace simnic::viz

@@ -27,6 +27,20 @@ struct WorkQueue {
   std::map<uint64_t, WqeSlot> posted;  // index -> slot, the ones not freed yet
 };
 
+// The QP's attributes as ibv_modify_qp set them (qp_state's `attr`, docs/trace-format.md):
+// what the application asked for, not what the latest packet carried.
+struct QpAttr {
+  bool known = false;  // a qp_state with `attr` was seen
+  uint32_t dest_qp = 0;
+  uint32_t sq_psn = 0, rq_psn = 0;
+  uint32_t mtu = 0;      // bytes
+  std::string dgid;      // the peer's IPv4 address
+  uint32_t qkey = 0;
+  std::string access;    // qp_access_flags, e.g. "REMOTE_WRITE|REMOTE_READ"
+  uint32_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
+  uint32_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
+};
+
 struct QpInfo {
   uint32_t qpn = 0;
   std::string type;     // "RC", "UC", "UD"
@@ -34,7 +48,9 @@ struct QpInfo {
   std::string prev_state;       // where the last transition came from ("" if none)
   std::string last_cause;       // "modify_qp" or the error that forced it
   uint32_t send_cq = 0, recv_cq = 0;
-  uint32_t dest_qp = 0;
+  QpAttr attr;                  // as set by ibv_modify_qp
+  // The latest packets', not the QP's attributes: "last packet sent/received".
+  uint32_t last_tx_dest_qp = 0;
   uint64_t last_tx_psn = 0, last_rx_psn = 0;
   bool has_tx = false, has_rx = false;
   WorkQueue sq, rq;
@@ -71,6 +87,15 @@ struct MwInfo {
   std::string access;
 };
 
+// An object the trace saw destroyed, so that the viewer can say "destroyed" rather than
+// "none (yet)".
+struct Destroyed {
+  std::string what;  // "QP", "CQ", "MR", "MW"
+  uint32_t id = 0;   // QPN or handle
+  std::string detail;  // e.g. "RC, was RTS"
+  size_t event_pos = 0;
+};
+
 struct NicState {
   std::string name;
   std::string addr;  // "127.0.0.1"
@@ -85,9 +110,17 @@ struct NicState {
   std::map<uint32_t, CqInfo> cqs;
   std::map<uint32_t, QpInfo> qps;
   std::map<std::string, uint64_t> counters;  // "pkt_tx", "nak", "retransmit", "drop", ...
+  std::vector<Destroyed> destroyed;          // the newest kMaxDestroyed, oldest first
+  static constexpr size_t kMaxDestroyed = 64;
 
   // Applies one event of this NIC (event_pos: its position in the merged timeline).
   void apply(const Event& e, size_t event_pos);
+
+ private:
+  bool apply_object(const Event& e, size_t pos);  // each: false when the kind is not its own
+  bool apply_qp(const Event& e, size_t pos);
+  bool apply_work(const Event& e, size_t pos);
+  void remember_destroyed(std::string what, uint32_t id, std::string detail, size_t pos);
 };
 
 }  // namespace simnic::viz
