@@ -178,7 +178,9 @@ TEST(VizLiveHistory, TheHistoryIsBoundedAndStartsWithTheNicsOwnNicUp) {
     if (e.b("snapshot")) continue;
     ++history[e.nic];
     if (first_seqs[e.nic].size() < 2) first_seqs[e.nic].push_back(e.seq);
-    if (first_seqs[e.nic].size() == 1) EXPECT_EQ(e.kind, "nic_up") << e.nic;
+    if (first_seqs[e.nic].size() == 1) {
+      EXPECT_EQ(e.kind, "nic_up") << e.nic;
+    }
   }
   for (const char* nic : {"simnic0", "simnic1"}) {
     // At most 100,000 events or 16 MiB (whichever is reached first; here lines of ~190 bytes
