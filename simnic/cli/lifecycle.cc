@@ -103,6 +103,8 @@ const char kUpUsage[] =
     "  --loss P --dup P --reorder P --delay US --seed N\n"
     "                      fault injection on every NIC's outgoing packets\n"
     "  --paused            start in step mode (see `simnic step`)\n"
+    "  --no-history        keep no recent events for a viewer that attaches later (faster; for\n"
+    "                      benchmarks)\n"
     "  --verbose           verbose NIC logs\n";
 
 }  // namespace
@@ -138,7 +140,7 @@ int cmd_up(const std::vector<std::string>& args) {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);
-    } else if (a == "--paused" || a == "--verbose") {
+    } else if (a == "--paused" || a == "--verbose" || a == "--no-history") {
       common.push_back(a);
     } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
       count = std::atoi(a.c_str());

@@ -25,6 +25,8 @@ const char kUsage[] =
     "  --trace FILE     record trace events as JSON lines (docs/trace-format.md); events also\n"
     "                   stream live on <dir>/<name>.trace\n"
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
+    "  --no-history     keep no recent events for viewers that attach later (tracing then costs\n"
+    "                   nothing until a viewer attaches or --trace is given)\n"
     "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
     "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
     "  --loss P         drop outgoing packets with probability P (0..1)\n"
@@ -49,7 +51,7 @@ int main(int argc, char** argv) {
   simnic::io::NicOptions opt;
   opt.dir = simnic::abi::simnic_dir();
   enum { kName = 256, kAddr, kPort, kMtu, kPcap, kDir, kLoss, kDup, kReorder, kDelay, kSeed, kVerbose, kHelp,
-         kTrace, kPaused };
+         kTrace, kPaused, kNoHistory };
   static const option kOptions[] = {
       {"name", required_argument, nullptr, kName},   {"addr", required_argument, nullptr, kAddr},
       {"port", required_argument, nullptr, kPort},   {"mtu", required_argument, nullptr, kMtu},
@@ -58,7 +60,8 @@ int main(int argc, char** argv) {
       {"reorder", required_argument, nullptr, kReorder}, {"delay", required_argument, nullptr, kDelay},
       {"seed", required_argument, nullptr, kSeed},   {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},         {"trace", required_argument, nullptr, kTrace},
-      {"paused", no_argument, nullptr, kPaused},         {nullptr, 0, nullptr, 0}};
+      {"paused", no_argument, nullptr, kPaused},         {"no-history", no_argument, nullptr, kNoHistory},
+      {nullptr, 0, nullptr, 0}};
   int c;
   auto bad = [](const char* what, const char* v) {
     std::fprintf(stderr, "simnicd: bad %s '%s' (see simnicd --help)\n", what, v);
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
       case kPcap: opt.pcap_path = optarg; break;
       case kTrace: opt.trace_path = optarg; break;
       case kPaused: opt.start_paused = true; break;
+      case kNoHistory: opt.history = false; break;
       case kDir: opt.dir = optarg; break;
       case kLoss: if (!parse_prob(optarg, &opt.faults.loss)) return bad("--loss", optarg); break;
       case kDup: if (!parse_prob(optarg, &opt.faults.dup)) return bad("--dup", optarg); break;

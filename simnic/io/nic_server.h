@@ -33,6 +33,7 @@ struct NicOptions {
   core::FaultConfig faults;
   bool verbose = false;
   bool start_paused = false;
+  bool history = true;       // keep recent events for viewers that attach later (costs CPU)
 };
 
 class StderrLogger final : public core::Logger {

@@ -169,7 +169,7 @@ void TraceHub::write_line(const std::string& line) {
     std::fputs(line.c_str(), file_);
     std::fputc('\n', file_);
   }
-  if (listener_) remember(line);
+  if (listener_ && history_on_) remember(line);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     SubscriberPtr s = *it++;
     s->pending += line;
