@@ -12,18 +12,22 @@
 int g_gid_index = 0;
 enum ibv_mtu g_mtu = IBV_MTU_1024;
 
-int side_open(struct side *s, const char *dev_name) {
+int side_open(struct side *s, const char *dev_name) { return side_open_sized(s, dev_name, BUF_SIZE, 16); }
+
+int side_open_sized(struct side *s, const char *dev_name, size_t buf_size, uint32_t sq_depth) {
   memset(s, 0, sizeof *s);
   s->dev_name = dev_name;
+  s->buf_size = buf_size;
+  s->sq_depth = sq_depth;
   s->ctx = lab_open_device(dev_name);  /* exits with a clear message when there is none */
   s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
-  s->buf = calloc(1, BUF_SIZE);
+  s->cq = s->pd ? ibv_create_cq(s->ctx, (int)sq_depth + 64, NULL, NULL, 0) : NULL;
+  s->buf = calloc(1, buf_size);
   if (!s->cq || !s->buf) {
     fprintf(stderr, "%s: cannot allocate PD/CQ: %s\n", dev_name, strerror(errno));
     return -1;
   }
-  s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE,
+  s->mr = ibv_reg_mr(s->pd, s->buf, buf_size,
                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!s->mr || ibv_query_gid(s->ctx, 1, g_gid_index, &s->gid)) {
     fprintf(stderr, "%s: ibv_reg_mr or ibv_query_gid(index %d) failed: %s\n", dev_name, g_gid_index,
@@ -36,12 +40,14 @@ int side_open(struct side *s, const char *dev_name) {
 int side_create_qp(struct side *s) {
   struct ibv_qp_init_attr init = {
       .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-      .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
+      .cap = {.max_send_wr = s->sq_depth, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1,
+              .max_inline_data = 128}};
   s->qp = ibv_create_qp(s->pd, &init);
   if (!s->qp) {
     fprintf(stderr, "%s: ibv_create_qp: %s\n", s->dev_name, strerror(errno));
     return -1;
   }
+  s->max_inline = init.cap.max_inline_data;  /* ibv_create_qp writes back what it granted */
   return 0;
 }
 
@@ -144,15 +150,19 @@ static enum ibv_mtu mtu_of(int bytes) {
        : bytes >= 512 ? IBV_MTU_512 : IBV_MTU_256;
 }
 
-int parse_common_args(int argc, char **argv, const char **dev_a, const char **dev_b, const char *usage) {
+int parse_common_args(int argc, char **argv, const char **dev_a, const char **dev_b, const char *usage,
+                      const char *extra_opts, int (*extra)(int opt, const char *arg)) {
+  char optstring[64];
+  snprintf(optstring, sizeof optstring, "a:b:g:m:h%s", extra_opts ? extra_opts : "");
   int c;
-  while ((c = getopt(argc, argv, "a:b:g:m:h")) != -1) {
+  while ((c = getopt(argc, argv, optstring)) != -1) {
     switch (c) {
       case 'a': *dev_a = optarg; break;
       case 'b': *dev_b = optarg; break;
       case 'g': g_gid_index = atoi(optarg); break;
       case 'm': g_mtu = mtu_of(atoi(optarg)); break;
       default:
+        if (c != 'h' && c != '?' && extra && extra(c, optarg) == 0) break;
         fprintf(stderr, "usage: %s [-a DEV_A] [-b DEV_B] [-g GID_INDEX] [-m MTU] %s\n", argv[0], usage);
         exit(c == 'h' ? 0 : 2);
     }

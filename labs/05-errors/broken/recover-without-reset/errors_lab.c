@@ -139,7 +139,8 @@ static int run_scenario(const struct scenario *sc, struct side *a, struct side *
 
 int main(int argc, char **argv) {
   const char *dev_a = "simnic0", *dev_b = "simnic1";
-  int first = parse_common_args(argc, argv, &dev_a, &dev_b, "[bad_rkey|missing_attr|rnr|retry|flush|recover]...");
+  int first = parse_common_args(argc, argv, &dev_a, &dev_b, "[bad_rkey|missing_attr|rnr|retry|flush|recover]...",
+                                NULL, NULL);
   struct side a, b;
   if (side_open(&a, dev_a) || side_open(&b, dev_b)) return 1;
   int failed = 0;
