@@ -31,6 +31,8 @@ static inline void lab_die(const char *fmt, ...) {
 /* Opens the RDMA device called `name` (NULL: the first one). Exits with a clean message when
  * the machine has no RDMA device, e.g. when the program was started without `simnic run`. */
 static inline struct ibv_context *lab_open_device(const char *name) {
+  /* Line-buffered output: a grader that has to stop a stuck program still sees what it said. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   int n = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
   if (!list || n == 0)
