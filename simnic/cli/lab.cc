@@ -217,10 +217,16 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
   }
   fs::create_directories(dir, ec);
   const std::string src = root + "/" + lab;
-  bool ok = copy_tree(src + "/starter", dir) && copy_tree(src + "/CMakeLists.txt", dir + "/CMakeLists.txt") &&
-            copy_tree(root + "/common/labutil.h", dir + "/labutil.h") &&
-            copy_tree(src + "/README.md", dir + "/README.md");
-  if (ok && is_dir(src + "/img")) ok = copy_tree(src + "/img", dir + "/img");
+  // The starter's files, labutil.h, and the lab's own top-level files (README.md, img/,
+  // CMakeLists.txt, helpers such as a plot script), but not the grader's.
+  bool ok = copy_tree(src + "/starter", dir) && copy_tree(root + "/common/labutil.h", dir + "/labutil.h");
+  std::error_code it_ec;
+  for (const auto& e : fs::directory_iterator(src, it_ec)) {
+    std::string name = e.path().filename().string();
+    bool grader_only = name == "grader.py" || name == "expect.txt" || name == "starter" || name == "solution" ||
+                       name == "broken" || name == "__pycache__";
+    if (ok && !grader_only) ok = copy_tree(e.path(), fs::path(dir) / name);
+  }
   if (!ok) return 1;
   std::printf("Lab %d (%s) is in %s/. Next:\n"
               "  read     %s/README.md\n"
