@@ -23,7 +23,8 @@ static uint32_t g_size = 4096;
  * does. Choose timeout (4.096 us * 2^timeout), retry_cnt (0..7) and rnr_retry (0..7, 7 =
  * forever) so every message gets through, and explain your choice in the README's question 1. */
 static const struct conn_params k_sender = {.timeout = 12, .retry_cnt = 0, .rnr_retry = 0, .min_rnr_timer = 18};
-/* B asks a sender to wait 7.68 ms (min_rnr_timer 18, IBA table 45) after each RNR NAK. */
+/* B asks a sender to wait 5.12 ms after each RNR NAK (min_rnr_timer code 18 in the RNR NAK
+ * timer table of the IBA spec: 1 = 0.01 ms ... 12 = 0.64 ms ... 18 = 5.12 ms, 0 = 655 ms). */
 static const struct conn_params k_receiver = {.timeout = 12, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 18};
 
 static uint8_t pattern(int message, uint32_t i) { return (uint8_t)(message * 37 + i * 7 + (i >> 8)); }
