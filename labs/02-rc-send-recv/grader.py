@@ -141,9 +141,12 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
             bad.append("%s NAKed PSN %s: %s (%s)" % (n["nic"], n.get("psn"), n.get("code"), n.get("rule", "")))
         for e in tr.error_cqes():
             bad.append("%s completed wr_id %s with %s" % (e["nic"], e.get("wr_id"), e.get("status")))
-        if tr.events("nak", code="PSN_SEQ_ERR"):
-            bad.insert(0, "a PSN sequence error means the responder expected another PSN: each side's rq_psn "
-                       "(RTR) must be the PSN its peer sent over TCP")
+        arrived_unused = any(tr.packets("rx", peer_nic, opcode="SEND") and not tr.cqes(peer_nic, opcode="RECV")
+                             for (_, _, _), (_, peer_nic, _) in zip(sides, reversed(sides)))
+        if tr.events("nak", code="PSN_SEQ_ERR") or (arrived_unused and not tr.events("nak", code="RNR")):
+            bad.insert(0, "SEND packets arrived but were not accepted (a PSN sequence NAK, or packets taken for "
+                       "duplicates): the responder expected another PSN. Each side's rq_psn (RTR) must be the "
+                       "PSN its peer sent over TCP")
         return bad[:6]
 
     lab.trace_check("every SEND reached a posted receive on the other side, without NAKs or errors",
