@@ -36,7 +36,8 @@ def grade(lab):
         verdict = scenario_line(run.out, name)
         lab.check("scenario %s reports ok" % name, verdict == "ok",
                   "scenario %s: %s" % (name, "not written yet: step %d, the TODO in scenario_%s()" % (STEP[name], name)
-                                       if verdict in (None, "TODO") else "it said " + verdict))
+                                       if verdict == "TODO" else "the program stopped before it (see the first check)"
+                                       if verdict is None else "it said " + verdict))
 
     # 1. bad rkey
     lab.trace_check("bad rkey: the responder sent a NAK 'remote access error'",
