@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int k = 0; k < g_messages - 1 && !failed; ++k) failed = check_message(&a, &b, k);
   /* The last message finds no receive: B answers RNR NAK until this one is posted. */
-  usleep(30 * 1000);
+  usleep(100 * 1000);
   if (post_message_recv(&b, g_messages - 1)) return 1;
   if (!failed) failed = check_message(&a, &b, g_messages - 1);
   if (!failed) failed = wait_sends(&a);

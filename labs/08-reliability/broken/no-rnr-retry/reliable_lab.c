@@ -20,7 +20,7 @@ static uint32_t g_size = 4096;
 
 /* A link that loses packets needs patience: a resend after each ACK timeout of
  * 4.096 us * 2^12 = 16.8 ms, up to 7 times in a row, and RNR NAKs retried forever (7). */
-static const struct conn_params k_sender = {.timeout = 12, .retry_cnt = 0, .rnr_retry = 7, .min_rnr_timer = 18};
+static const struct conn_params k_sender = {.timeout = 12, .retry_cnt = 7, .rnr_retry = 0, .min_rnr_timer = 18};
 /* B asks a sender to wait 5.12 ms after each RNR NAK (min_rnr_timer code 18 in the RNR NAK
  * timer table of the IBA spec: 1 = 0.01 ms ... 12 = 0.64 ms ... 18 = 5.12 ms, 0 = 655 ms). */
 static const struct conn_params k_receiver = {.timeout = 12, .retry_cnt = 7, .rnr_retry = 7, .min_rnr_timer = 18};
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int k = 0; k < g_messages - 1 && !failed; ++k) failed = check_message(&a, &b, k);
   /* The last message finds no receive: B answers RNR NAK until this one is posted. */
-  usleep(30 * 1000);
+  usleep(100 * 1000);
   if (post_message_recv(&b, g_messages - 1)) return 1;
   if (!failed) failed = check_message(&a, &b, g_messages - 1);
   if (!failed) failed = wait_sends(&a);
