@@ -19,14 +19,18 @@ from simnic_lab import Lab  # noqa: E402
 import more_checks as mc  # noqa: E402
 
 VARIANTS = ("baseline", "inline", "selective", "batched")
-LINE = re.compile(r"experiment\s+(\S+)\s+qpn\s+0x([0-9a-f]+)\s+size\s+(\d+)\s+depth\s+(\d+)\s+messages\s+(\d+)")
+LINE = re.compile(r"experiment\s+(\S+)\s+qpn\s+0x([0-9a-f]+)\s+size\s+(\d+)\s+depth\s+(\d+)\s+messages\s+(\d+)"
+                  r"(?:\s+posts\s+(\d+))?")
 
 
 def experiments(out):
-    """{experiment: [(qpn, size, depth, messages), ...]} from the program's output."""
+    """{experiment: [(qpn, size, depth, messages, ibv_post_send calls or None), ...]} from the
+    program's output."""
     found = {}
     for m in LINE.finditer(out):
-        found.setdefault(m.group(1), []).append((int(m.group(2), 16), int(m.group(3)), int(m.group(4)), int(m.group(5))))
+        posts = int(m.group(6)) if m.group(6) else None
+        found.setdefault(m.group(1), []).append((int(m.group(2), 16), int(m.group(3)), int(m.group(4)),
+                                                 int(m.group(5)), posts))
     return found
 
 
@@ -61,6 +65,7 @@ def grade(lab):
     exps = experiments(run.out)
     rows = read_csv(csv_path)
     check_csv(lab, rows, exps)
+    check_post_calls(lab, exps)
     check_plot(lab, csv_path)
     if lab.device_mode:
         for name in ("inline WQEs", "selective signalling", "batched posting", "WRITEs on the wire"):
@@ -85,27 +90,38 @@ def grade(lab):
                     "the selective variant made %d CQEs for %d WQEs (batched: %d for %d) (step 3): set "
                     "IBV_SEND_SIGNALED only on the last WR of each window" % (len(sel.cqes), len(sel.wqes),
                                                                              len(bat.cqes), len(bat.wqes)))
-    depth = exps["batched"][0][2]
+    depth, posts = exps["batched"][0][2], exps["batched"][0][4] or 0
     windows = -(-len(bat.wqes) // depth) if depth else 0
     # simnicd reads a context's doorbell eventfd when it wakes up, and an eventfd adds up the
     # rings that came before: an unbatched loop that outruns the NIC can show few doorbells
     # too. A linked window is exactly one ring, so the batched variant never shows more than
     # one doorbell per window; that much the trace proves.
     lab.trace_check("batched: fewer doorbells than WQEs, at most one per window of %d WRs" % depth,
-                    lambda: 0 < bat.doorbells <= windows < len(bat.wqes),
+                    lambda: 0 < bat.doorbells <= min(windows, posts) and windows < len(bat.wqes),
                     "the batched variant rang %d doorbells for %d WQEs in %d windows (step 4): link the window's "
                     "WRs through wr.next and post them with ONE ibv_post_send; each call rings the doorbell"
                     % (bat.doorbells, len(bat.wqes), windows))
     lab.trace_check("the WRITEs really went out (one packet per 64-byte WRITE at least)",
                     lambda: all(x.writes >= len(x.wqes) > 0 for x in (base, inl, sel, bat)),
                     "fewer RDMA WRITE packets on the wire than WRITEs posted: did the variant run to the end?")
-    sweep_qpns = {q for name in ("size_sweep", "depth_sweep") for q, *_ in exps.get(name, [])}
+    sweep_qpns = {e[0] for name in ("size_sweep", "depth_sweep") for e in exps.get(name, [])}
     claimed = sum(int(r.get("messages", 0) or 0) for r in rows or [] if r.get("experiment") in ("size_sweep", "depth_sweep"))
     posted = sum(len(t.wqes("simnic0", queue="sq", qp=q)) for q in sweep_qpns)
     lab.trace_check("the CSV's sweep rows match what the NIC carried",
                     lambda: claimed > 0 and claimed == posted,
                     "the sweep rows of the CSV add up to %d messages but the NIC saw %d WRITEs posted on the sweep's "
                     "QP: write one row per measured point, from the measurement itself" % (claimed, posted))
+
+
+def check_post_calls(lab, exps):
+    """From the program's own count of ibv_post_send calls (works on a real NIC too)."""
+    bat = (exps.get("batched") or [(0, 0, 0, 0, None)])[0]
+    _, _, depth, messages, posts = bat
+    windows = -(-messages // depth) if depth else 0
+    lab.check("batched: one ibv_post_send per window (the program's count)",
+              posts is not None and 0 < posts <= windows,
+              "the batched variant made %s ibv_post_send calls for %d WRs in %d windows (step 4): link the window's "
+              "WRs through wr.next and post them with ONE ibv_post_send" % (posts, messages, windows))
 
 
 def check_csv(lab, rows, exps):
