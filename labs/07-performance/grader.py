@@ -52,6 +52,7 @@ class Variant:
         self.doorbells = mc.doorbells_by_ctx(t).get((nic, ctx), 0)
         self.inline = sum("INLINE" in e.get("flags", "") for e in self.wqes)
         self.writes = len(t.packets("tx", nic, opcode="RDMA_WRITE", qp=qpn))
+        self.dma_reads = len(t.events("dma", nic, qp=qpn, dir="read"))
 
 
 def grade(lab):
@@ -85,6 +86,11 @@ def grade(lab):
                     lambda: inl.wqes and inl.inline == len(inl.wqes),
                     "%d of %d WQEs of the inline variant had the INLINE flag (step 2): set IBV_SEND_INLINE in "
                     "send_flags when the message fits in max_inline_data" % (inl.inline, len(inl.wqes)))
+    lab.trace_check("inline: the NIC fetched no payload by DMA (the baseline did, once per WQE)",
+                    lambda: inl.dma_reads == 0 and base.dma_reads >= len(base.wqes),
+                    "DMA reads of the payload: inline variant %d, baseline %d for %d WQEs (step 2): an inline WQE "
+                    "carries its payload, so the NIC never reads the buffer" % (inl.dma_reads, base.dma_reads,
+                                                                                len(base.wqes)))
     lab.trace_check("selective signalling: fewer CQEs than WQEs",
                     lambda: 0 < len(sel.cqes) < len(sel.wqes) and 0 < len(bat.cqes) < len(bat.wqes),
                     "the selective variant made %d CQEs for %d WQEs (batched: %d for %d) (step 3): set "
