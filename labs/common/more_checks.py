@@ -13,10 +13,6 @@ WC_WR_FLUSH_ERR = "Work Request Flushed Error"
 WC_LOC_PROT_ERR = "local protection error"
 
 
-def by_seq(events):
-    return sorted(events, key=lambda e: (e.get("nic", ""), e.get("seq", 0)))
-
-
 def recoveries(trace):
     """(nic, qp, seq of the RESET) for every QP that went ERR -> RESET -> INIT -> RTR -> RTS
     (the RESET, INIT, RTR and RTS steps by modify_qp), in trace order."""
