@@ -14,9 +14,9 @@
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 1);
-  int fd = lab_tcp_connect(o.server, o.port);
   struct conn c;
-  conn_create(&c, o.dev, o.gid_index);
+  conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_connect(o.server, o.port);
   conn_connect(&c, fd);
   sync_with_peer(fd);
 

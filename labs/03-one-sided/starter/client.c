@@ -49,9 +49,9 @@ static const char *kv_get(struct kv_client *k, const char *key) {
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 1);
-  int fd = lab_tcp_connect(o.server, o.port);
   struct kv_client k;
-  conn_create(&k.c, o.dev, o.gid_index);
+  conn_create(&k.c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_connect(o.server, o.port);
   k.local = calloc(1, sizeof *k.local);
   /* LOCAL_WRITE: the NIC writes READ responses into it. */
   k.mr = ibv_reg_mr(k.c.pd, k.local, sizeof *k.local, IBV_ACCESS_LOCAL_WRITE);

@@ -15,9 +15,9 @@
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 0);
-  int fd = lab_tcp_accept(o.port);
   struct conn c;
-  conn_create(&c, o.dev, o.gid_index);
+  conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_accept(o.port);
 
   struct slot *table = calloc(SLOTS, sizeof *table);
   struct ibv_mr *mr = NULL;

@@ -15,9 +15,9 @@
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 0);
-  int fd = lab_tcp_accept(o.port);
   struct conn c;
-  conn_create(&c, o.dev, o.gid_index);
+  conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_accept(o.port);
 
   struct slot *table = calloc(SLOTS, sizeof *table);
   /* The client's NIC writes and reads the table: the MR must allow REMOTE_WRITE and REMOTE_READ

@@ -35,9 +35,9 @@ static void send_reply(struct conn *c, struct request *rep, struct ibv_mr *mr) {
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 0);
-  int fd = lab_tcp_accept(o.port);
   struct conn c;
-  conn_create(&c, o.dev, o.gid_index);
+  conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_accept(o.port);
   struct slot *table = calloc(SLOTS, sizeof *table);
   struct request *bufs = calloc(2, sizeof *bufs); /* [0] request, [1] reply */
   struct ibv_mr *mr = ibv_reg_mr(c.pd, bufs, 2 * sizeof *bufs, IBV_ACCESS_LOCAL_WRITE);

@@ -63,9 +63,9 @@ static void unlock(struct client *k, uint64_t id) { (void)k, (void)id; }
 
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 1);
-  int fd = lab_tcp_connect(o.server, o.port);
   struct client k;
-  conn_open(&k.c, o.dev, o.gid_index);
+  conn_open(&k.c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  int fd = lab_tcp_connect(o.server, o.port);
   k.word = aligned_alloc(8, 8);
   /* LOCAL_WRITE: the NIC writes each atomic's old value (and READ data) here. */
   k.mr = ibv_reg_mr(k.c.pd, k.word, 8, IBV_ACCESS_LOCAL_WRITE);
