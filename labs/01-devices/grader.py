@@ -73,7 +73,7 @@ with Lab(__file__, "Lab 1: devices, ports, GIDs") as lab:
             want = expected_of(i, n)
             got = field(devs.get(n, []), key)
             if got is None or (want is not None and got != want):
-                bad.append("%s: printed %r, expected %r" % (n, got, want or "a value"))
+                bad.append("%s: printed %s, expected %r" % (n, "nothing" if got is None else repr(got), want or "a value"))
         lab.check("prints `%s` of every device" % key, not bad, lambda: "; ".join(bad) + ". " + hint)
 
     t = lambda key: (lambda i, n: truth.get(n, {}).get(key))

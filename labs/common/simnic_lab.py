@@ -273,6 +273,7 @@ class Lab:
         self.base_addr = _ipv4_base()
         self.simnic = self._find_simnic()
         self.exit_code = None
+        self.notes_at_end = []  # printed after the summary line
 
     # ---- arguments and sources ---------------------------------------------------------
 
@@ -441,7 +442,8 @@ class Lab:
                 os.makedirs(t, exist_ok=True)
                 for name in os.listdir(self.trace_dir):
                     shutil.copy(os.path.join(self.trace_dir, name), os.path.join(t, name))
-                self.note("the NICs' trace: %s/*.jsonl (look at it: simnic viz --replay %s/*.jsonl)" % (t, t))
+                self.notes_at_end.append("the NICs' trace: %s/*.jsonl (watch it: simnic viz --replay %s/*.jsonl)"
+                                         % (t, t))
             except OSError as e:
                 self.note("could not save the trace to %s: %s" % (t, e))
 
@@ -575,6 +577,8 @@ class Lab:
         if self.skipped:
             summary += ", %d skipped" % self.skipped
         print(summary, flush=True)
+        for n in self.notes_at_end:
+            print(n, flush=True)
         self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
         sys.exit(self.exit_code)
 

@@ -202,7 +202,7 @@ int lab_list(const std::string& root) {
       if (!last.empty() && newest_source(dir) > fs::last_write_time(dir + "/" + kStatusFile, ec))
         status += " (edited since)";
     }
-    std::printf("%2d  %-46s %-7s %s\n", n, lab_title(root + "/" + f).c_str(), dir.c_str(), status.c_str());
+    std::printf("%2d  %-58s %-7s %s\n", n, lab_title(root + "/" + f).c_str(), dir.c_str(), status.c_str());
   }
   return 0;
 }
