@@ -332,16 +332,20 @@ int lab_grade(const std::string& root, const std::string& lab, int n, const std:
     std::string student = fs::path(dirs[i]).lexically_normal().filename().string();
     if (student.empty()) student = fs::path(dirs[i]).lexically_normal().parent_path().filename().string();
     std::fprintf(stderr, "\r[%zu/%zu] grading %-30s", i + 1, dirs.size(), student.c_str());
-    Grading g = is_dir(dirs[i]) ? grade(root, lab, {"--src", dirs[i]}, false) : Grading{};
+    Grading g;
+    g.rc = -1;  // no such folder
+    if (is_dir(dirs[i])) g = grade(root, lab, {"--src", dirs[i]}, false);
     rows.emplace_back(student, g);
   }
   std::fprintf(stderr, "\r%-50s\r", "");
   std::printf("%-24s %-7s %s\n", "student", "score", "failed checks");
   for (const auto& [student, g] : rows) {
     std::string failed;
+    int nfailed = 0;
     for (const auto& c : g.checks)
-      if (c.second == "FAIL") failed += (failed.empty() ? "" : "; ") + c.first;
-    if (g.checks.empty()) failed = g.rc == 2 ? "(the grader broke)" : "(no such folder)";
+      if (c.second == "FAIL" && ++nfailed <= 2) failed += (failed.empty() ? "" : "; ") + c.first;
+    if (nfailed > 2) failed += "; and " + std::to_string(nfailed - 2) + " more (see the CSV)";
+    if (g.checks.empty()) failed = g.rc == -1 ? "(no such folder)" : "(the grader broke: run simnic lab check on it)";
     std::printf("%-24s %3d/%-3d %s\n", student.c_str(), g.passed(), g.counted(), failed.c_str());
   }
   write_csv(csv, rows);

@@ -2,7 +2,7 @@
 """A student's path through lab 2 (ctest label "labs"): `simnic lab start 2 DIR` gives a folder
 that fails `simnic lab check 2 DIR` with hints; after the student's edits (here: the solution's
 files copied over the starter's) `simnic lab check 2 DIR` passes, `simnic lab list` reports it,
-and `simnic lab start` refuses to overwrite the folder.
+`simnic lab start` refuses to overwrite the folder, and `simnic lab grade` puts it in a CSV.
 
     walkthrough_test.py --simnic build/bin/simnic --labs labs
 """
@@ -57,6 +57,17 @@ def main():
         rc, out = run([simnic, "lab", "start", "2"], home)
         if rc == 0:
             failures.append("lab start 2 overwrote a non-empty lab02/")
+
+        # The teacher's view: lab02 and a missing student, graded into a CSV.
+        rc, out = run([simnic, "lab", "grade", "2", "lab02", "nobody", "--csv", "class.csv"], home)
+        csv_path = os.path.join(home, "class.csv")
+        rows = open(csv_path).read().splitlines() if os.path.exists(csv_path) else []
+        if rc != 0 or len(rows) != 3 or not rows[0].startswith("student,builds,"):
+            failures.append("lab grade did not write a CSV with a header and one row per student")
+        elif not (rows[1].startswith("lab02,PASS,") and rows[1].endswith(",10/10") and "FAIL" not in rows[1]):
+            failures.append("lab grade: lab02's row should be all PASS with score 10/10: " + rows[1])
+        elif not rows[2].startswith("nobody,-"):
+            failures.append("lab grade: the missing student's row should have no results: " + rows[2])
     finally:
         shutil.rmtree(home, ignore_errors=True)
     for f in failures:
