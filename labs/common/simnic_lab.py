@@ -371,7 +371,8 @@ class Lab:
 
     def env(self):
         env = dict(os.environ)
-        env["SIMNIC_DIR"] = self.simnic_dir
+        if not self.device_mode:
+            env["SIMNIC_DIR"] = self.simnic_dir
         return env
 
     def _simnic(self, args, timeout=30):
