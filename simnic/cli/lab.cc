@@ -361,9 +361,9 @@ int cmd_lab(const std::vector<std::string>& args) {
     return args.empty() ? 2 : 0;
   }
   const std::string root = labs_dir();
-  if (root.empty()) {
-    std::fprintf(stderr, "simnic lab: the labs/ folder was not found next to %s; set SIMNIC_LABS_DIR\n",
-                 self_dir().c_str());
+  if (root.empty() || ::access((root + "/common/simnic_lab.py").c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "simnic lab: no labs/ folder (with common/simnic_lab.py) %s%s; set SIMNIC_LABS_DIR\n",
+                 root.empty() ? "next to " : "in ", root.empty() ? self_dir().c_str() : root.c_str());
     return 1;
   }
   const std::string& sub = args[0];
