@@ -95,9 +95,9 @@ with Lab(__file__, "Lab 3: one-sided RDMA WRITE and READ") as lab:
                     lambda: "; ".join(cpu_involvement()) + ". The lab is one-sided: the client moves the values "
                     "with RDMA WRITE and READ, the server only registers the table, sends its address and "
                     "rkey over TCP and waits; do not SEND requests for the server's CPU to serve")
-    lab.trace_check("no remote access error (trace: NAK / error completions)",
-                    lambda: not tr.events("nak") and not tr.error_cqes(),
-                    lambda: "; ".join(["%s: %s" % (n.get("code"), n.get("rule")) for n in tr.events("nak")][:2] +
+    lab.trace_check("no remote access error (trace: error NAKs, error completions)",
+                    lambda: not tr.error_naks() and not tr.error_cqes(),
+                    lambda: "; ".join(["%s: %s" % (n.get("code"), n.get("rule")) for n in tr.error_naks()][:2] +
                                       ["%s completed with %s" % (e["nic"], e.get("status")) for e in tr.error_cqes()][:2])
                     + ". A REMOTE_ACCESS_ERR NAK means the rkey, the address range or the MR's or QP's access "
                     "flags do not allow the operation (steps 1 and 2)")

@@ -209,6 +209,11 @@ class Trace:
     def error_cqes(self, nic=None):
         return [e for e in self.events("cqe", nic) if e.get("status_num", 0) != 0]
 
+    def error_naks(self, nic=None):
+        """NAKs that mean a mistake (bad rkey, invalid request, RNR...): all but PSN sequence
+        NAKs, which are how RC recovers a lost or reordered packet."""
+        return [n for n in self.events("nak", nic) if n.get("code") != "PSN_SEQ_ERR"]
+
     def wqes(self, nic=None, queue=None, opcode=None, **fields):
         out = self.events("wqe_posted", nic, **fields)
         return [e for e in out if (queue is None or e.get("queue") == queue)
