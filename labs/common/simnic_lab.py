@@ -558,7 +558,13 @@ class Lab:
 
     # ---- the run as a whole --------------------------------------------------------------
 
+    def _interrupted(self, signum, frame):
+        raise LabAbort("grading interrupted by signal %d" % signum)
+
     def __enter__(self):
+        # A grader stopped by SIGTERM/SIGHUP/Ctrl-C still stops its NICs and programs (__exit__).
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._interrupted)
         print("%s -- grading %s%s" % (self.title, self.what(),
                                        " on device " + self.args.device if self.device_mode else " on simnic"),
               flush=True)
