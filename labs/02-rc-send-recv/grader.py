@@ -3,7 +3,8 @@
 and GID over TCP, walk their QPs RESET->INIT->RTR->RTS and ping-pong 4000-byte messages. The
 trace must show the state walk, the path MTU of 1024 the README asks for (each message in four
 packets although the port allows 4096), the PSNs the programs say they exchanged, and every
-SEND accepted by the peer. Arguments: see labs/common/simnic_lab.py."""
+SEND accepted by the peer. Then each program runs once more against the reference solution's
+peer. Arguments: see labs/common/simnic_lab.py."""
 import os
 import re
 import sys
@@ -28,15 +29,21 @@ def all_ok(out, what, n):
     return all(re.search(r"^%s %d ok" % (what, i), out, re.M) for i in range(n))
 
 
-with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
-    lab.build(["server", "client"])
-    lab.up(2, mtu=4096)
+def ping_pong(lab, server, client, names=("server", "client")):
+    """Runs `server` on NIC 0 and `client` on NIC 1; returns (server result, client result, listened)."""
     port = lab.free_port()
     common = ["-g", lab.gid_index, "-p", port, "-n", MESSAGES]
-    srv = lab.start([lab.bin("server"), "-d", lab.device(0)] + common, name="server")
+    srv = lab.start([server, "-d", lab.device(0)] + common, name=names[0])
     listening = lab.wait_listen(port, 10, srv)
-    cli = lab.run([lab.bin("client"), "-d", lab.device(1)] + common + ["127.0.0.1"], timeout=25, name="client")
-    s = lab.wait_all([srv], 5)[0]
+    cli = lab.run([client, "-d", lab.device(1)] + common + ["127.0.0.1"], timeout=25, name=names[1])
+    return lab.wait_all([srv], 5)[0], cli, listening
+
+
+with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
+    lab.build(["server", "client"])
+    ref = lab.build_reference(["server", "client"])
+    lab.up(2, mtu=4096)
+    s, cli, listening = ping_pong(lab, lab.bin("server"), lab.bin("client"))
     lab.down()
     tr = lab.trace
 
@@ -155,3 +162,17 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
                     lambda: not delivery_problems(),
                     lambda: "; ".join(delivery_problems()) + ". Steps 4 and 6: rq_psn = the peer's PSN, "
                     "dest_qp_num = the peer's QPN, and receives posted before the peer sends")
+
+    # The student's programs against the reference ones: the exchange over TCP and the QP
+    # walk must interoperate with any correct peer, not only with each other.
+    lab.up(2, mtu=4096)
+    ref_s, my_c, _ = ping_pong(lab, ref["server"], lab.bin("client"), ("reference server", "your client"))
+    my_s, ref_c, _ = ping_pong(lab, lab.bin("server"), ref["client"], ("your server", "reference client"))
+    lab.down()
+    lab.check("your client works with the reference server",
+              my_c.rc == 0 and all_ok(my_c.out, "client: reply", MESSAGES) and ref_s.rc == 0,
+              lambda: "it did not: %s; %s. Your endpoint must be filled and exchanged exactly as conn.h's "
+              "struct endpoint says (step 3)" % (my_c.tail(3), ref_s.tail(3)))
+    lab.check("your server works with the reference client",
+              my_s.rc == 0 and all_ok(my_s.out, "server: message", MESSAGES) and ref_c.rc == 0,
+              lambda: "it did not: %s; %s" % (my_s.tail(3), ref_c.tail(3)))

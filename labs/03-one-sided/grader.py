@@ -23,18 +23,23 @@ def table(out):
     return dict(re.findall(r"^server: slot \d+ holds (\S+) = (\S+)", out, re.M))
 
 
+def kv_run(lab, server, client, seed, names=("server", "client")):
+    """Runs `server` on NIC 0 and `client` (putting values made from `seed`) on NIC 1."""
+    port = lab.free_port()
+    common = ["-g", lab.gid_index, "-p", port]
+    srv = lab.start([server, "-d", lab.device(0)] + common, name=names[0])
+    lab.wait_listen(port, 10, srv)
+    cli = lab.run([client, "-d", lab.device(1)] + common + ["-s", seed, "127.0.0.1"], timeout=25, name=names[1])
+    return lab.wait_all([srv], 5)[0], cli
+
+
 with Lab(__file__, "Lab 3: one-sided RDMA WRITE and READ") as lab:
     lab.build(["server", "client"])
+    ref = lab.build_reference(["server", "client"])
     lab.up(2)
-    port = lab.free_port()
     seed = "s%04d" % random.randrange(10000)  # the values change every run
     want = {k: "%s-%s-%d" % (k, seed, i) for i, k in enumerate(KEYS)}
-    common = ["-g", lab.gid_index, "-p", port]
-    srv = lab.start([lab.bin("server"), "-d", lab.device(0)] + common, name="server")
-    lab.wait_listen(port, 10, srv)
-    cli = lab.run([lab.bin("client"), "-d", lab.device(1)] + common + ["-s", seed, "127.0.0.1"],
-                  timeout=25, name="client")
-    s = lab.wait_all([srv], 5)[0]
+    s, cli = kv_run(lab, lab.bin("server"), lab.bin("client"), seed)
     lab.down()
     tr = lab.trace
     server_nic, client_nic = lab.device(0), lab.device(1)
@@ -101,3 +106,17 @@ with Lab(__file__, "Lab 3: one-sided RDMA WRITE and READ") as lab:
                                       ["%s completed with %s" % (e["nic"], e.get("status")) for e in tr.error_cqes()][:2])
                     + ". A REMOTE_ACCESS_ERR NAK means the rkey, the address range or the MR's or QP's access "
                     "flags do not allow the operation (steps 1 and 2)")
+
+    # The student's programs against the reference ones: the table's address and rkey must
+    # travel as conn.h's struct endpoint says, for any correct peer.
+    lab.up(2)
+    ref_s, my_c = kv_run(lab, ref["server"], lab.bin("client"), seed, ("reference server", "your client"))
+    my_s, ref_c = kv_run(lab, lab.bin("server"), ref["client"], seed, ("your server", "reference client"))
+    lab.down()
+    lab.check("your client works with the reference server",
+              my_c.rc == 0 and pairs(my_c.out, "client: get") == want and table(ref_s.out) == want,
+              lambda: "it did not: %s; %s" % (my_c.tail(3), ref_s.tail(3)))
+    lab.check("your server works with the reference client",
+              ref_c.rc == 0 and pairs(ref_c.out, "client: get") == want and table(my_s.out) == want,
+              lambda: "it did not: %s; %s. The server must publish the table's address, rkey and size "
+              "in c.me (step 3)" % (my_s.tail(3), ref_c.tail(3)))

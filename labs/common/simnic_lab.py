@@ -274,6 +274,7 @@ class Lab:
         self.procs = []
         self.nic_count = 0
         self.nic_pids = []
+        self.session = 0  # how many times up() started NICs
         self.trace = Trace({})
         self.base_addr = _ipv4_base()
         self.simnic = self._find_simnic()
@@ -321,9 +322,9 @@ class Lab:
             return a.src
         return "starter" if a.starter else ("broken/" + a.broken if a.broken else "solution")
 
-    def _assemble_sources(self, dest):
+    def _assemble_sources(self, dest, dirs=None):
         os.makedirs(dest)
-        for d in self.source_dirs():
+        for d in dirs or self.source_dirs():
             if not os.path.isdir(d):
                 raise LabAbort("no such folder: %s" % d)
             for name in os.listdir(d):
@@ -354,6 +355,17 @@ class Lab:
 
     def bin(self, program):
         return os.path.join(self.build_dir, program)
+
+    def build_reference(self, programs):
+        """Builds the lab's solution apart, as the reference peer for the student's programs;
+        returns {program: path}. A reference that does not build is a grader error."""
+        src, build = os.path.join(self.tmp, "reference-src"), os.path.join(self.tmp, "reference-build")
+        self._assemble_sources(src, [os.path.join(self.lab_dir, "solution")])
+        for cmd in (["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Debug"], ["cmake", "--build", build, "-j2"]):
+            r = self._run_plain(cmd, 240, "reference build")
+            if r.rc != 0:
+                raise RuntimeError("the lab's reference solution does not build: " + r.tail(6))
+        return {p: os.path.join(build, p) for p in programs}
 
     def _run_plain(self, argv, timeout, name):
         try:
@@ -399,6 +411,9 @@ class Lab:
         if not self.simnic:
             raise LabAbort("simnic was not found: build it (bash scripts/build.sh) and put build/bin on PATH")
         os.makedirs(self.simnic_dir, mode=0o700, exist_ok=True)
+        self.session += 1  # each up() records a trace of its own; the first one is saved
+        if self.session > 1:
+            self.trace_dir = os.path.join(self.tmp, "trace%d" % self.session)
         args = ["up", str(count), "--addr", self.addr(0), "--trace", self.trace_dir]
         if mtu:
             args += ["--mtu", str(mtu)]
@@ -424,7 +439,8 @@ class Lab:
         return None
 
     def down(self):
-        """Stops every program and NIC, then loads the trace (and saves a copy)."""
+        """Stops every program and NIC, then loads their trace into lab.trace (and saves a
+        copy of the first session's: --trace-out, the student's DIR/trace)."""
         for p in self.procs:
             p.kill()
         if self.device_mode or not self.nic_count:
@@ -437,7 +453,8 @@ class Lab:
                 pass
         self.nic_count = 0
         self.trace = Trace.load(self.trace_dir)
-        self._save_trace()
+        if self.session == 1:
+            self._save_trace()
 
     def _save_trace(self):
         targets = [self.args.trace_out] if self.args.trace_out else []

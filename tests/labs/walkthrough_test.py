@@ -64,8 +64,9 @@ def main():
         rows = open(csv_path).read().splitlines() if os.path.exists(csv_path) else []
         if rc != 0 or len(rows) != 3 or not rows[0].startswith("student,builds,"):
             failures.append("lab grade did not write a CSV with a header and one row per student")
-        elif not (rows[1].startswith("lab02,PASS,") and rows[1].endswith(",10/10") and "FAIL" not in rows[1]):
-            failures.append("lab grade: lab02's row should be all PASS with score 10/10: " + rows[1])
+        elif not (rows[1].startswith("lab02,PASS,") and "FAIL" not in rows[1]
+                  and len(set(rows[1].rsplit(",", 1)[1].split("/"))) == 1):
+            failures.append("lab grade: lab02's row should be all PASS with a full score: " + rows[1])
         elif not rows[2].startswith("nobody,-"):
             failures.append("lab grade: the missing student's row should have no results: " + rows[2])
     finally:
