@@ -30,17 +30,24 @@ def unique(packets):
     return list({(p["qp"], p["psn"]): p for p in packets}.values())
 
 
-with Lab(__file__, "Lab 4: atomics, a counter and a spinlock") as lab:
-    lab.build(["server", "client"])
-    lab.up(3)
+def hammer(lab, server, client, clients, increments, updates, names=("server", "client")):
+    """The server on NIC 0 and `clients` clients at once on NICs 1, 2, 1, ...; returns
+    (server result, client results)."""
     port = lab.free_port()
     g = ["-g", lab.gid_index, "-p", port]
-    srv = lab.start([lab.bin("server"), "-d", lab.device(0), "-c", CLIENTS] + g, name="server")
+    srv = lab.start([server, "-d", lab.device(0), "-c", clients] + g, name=names[0])
     lab.wait_listen(port, 10, srv)
-    clients = [lab.start([lab.bin("client"), "-d", lab.device(1 + i % 2), "-i", i + 1, "-n", INCREMENTS,
-                          "-m", UPDATES] + g + ["127.0.0.1"], name="client%d" % (i + 1)) for i in range(CLIENTS)]
-    results = lab.wait_all(clients, 40)
-    s = lab.wait_all([srv], 5)[0]
+    started = [lab.start([client, "-d", lab.device(1 + i % 2), "-i", i + 1, "-n", increments, "-m", updates]
+                         + g + ["127.0.0.1"], name="%s%d" % (names[1], i + 1)) for i in range(clients)]
+    results = lab.wait_all(started, 40)
+    return lab.wait_all([srv], 5)[0], results
+
+
+with Lab(__file__, "Lab 4: atomics, a counter and a spinlock") as lab:
+    lab.build(["server", "client"])
+    ref = lab.build_reference(["server", "client"])
+    lab.up(3)
+    s, results = hammer(lab, lab.bin("server"), lab.bin("client"), CLIENTS, INCREMENTS, UPDATES)
     lab.down()
     tr = lab.trace
     server_nic = lab.device(0)
@@ -116,3 +123,15 @@ with Lab(__file__, "Lab 4: atomics, a counter and a spinlock") as lab:
     lab.trace_check("no error completion and no error NAK (trace)", lambda: not tr.error_cqes() and not tr.error_naks(),
                     lambda: "; ".join(["%s: %s" % (n.get("code"), n.get("rule")) for n in tr.error_naks()][:2] +
                                       ["%s: %s" % (e["nic"], e.get("status")) for e in tr.error_cqes()][:2]))
+
+    # The student's programs against the reference ones (two clients, fewer rounds).
+    lab.up(3)
+    ref_s, my_cs = hammer(lab, ref["server"], lab.bin("client"), 2, 10, 3, ("reference server", "your client"))
+    my_s, ref_cs = hammer(lab, lab.bin("server"), ref["client"], 2, 10, 3, ("your server", "reference client"))
+    lab.down()
+    lab.check("your clients work with the reference server (counter 20, total 6)",
+              all(r.rc == 0 for r in my_cs) and printed(ref_s.out, "counter") == 20 and printed(ref_s.out, "total") == 6,
+              lambda: "it did not: %s; %s" % ("; ".join(r.tail(2) for r in my_cs), ref_s.tail(3)))
+    lab.check("your server works with the reference clients (counter 20, total 6)",
+              all(r.rc == 0 for r in ref_cs) and printed(my_s.out, "counter") == 20 and printed(my_s.out, "total") == 6,
+              lambda: "it did not: %s; %s" % (my_s.tail(3), "; ".join(r.tail(2) for r in ref_cs)))
