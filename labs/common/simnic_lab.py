@@ -47,6 +47,11 @@ A grader looks like this:
 
 Programs take the device name with -d and the GID index with -g (lab.device(i),
 lab.gid_index), so the same binaries run on simnic (`simnic run`) and on a real NIC.
+
+lab.build_reference(["server", "client"]) builds the lab's solution apart and returns the
+paths of its programs, to run the student's programs against a reference peer. Each
+lab.up() starts fresh NICs with a trace of their own; lab.down() loads it into lab.trace
+(the first one is the trace saved for the student).
 """
 
 import argparse

@@ -48,8 +48,8 @@ def main():
 
     expect = expectations(lab)
     broken_dir = os.path.join(lab, "broken")
-    variants = ["starter"] + ["broken/" + v for v in sorted(os.listdir(broken_dir))
-                              if os.path.isdir(os.path.join(broken_dir, v))]
+    found = sorted(os.listdir(broken_dir)) if os.path.isdir(broken_dir) else []
+    variants = ["starter"] + ["broken/" + v for v in found if os.path.isdir(os.path.join(broken_dir, v))]
     if len(variants) < 2:
         failures.append("the lab has no broken variant")
     for v in variants:
