@@ -35,5 +35,6 @@ int cmd_env(const std::vector<std::string>& args);
 int cmd_fault(const std::vector<std::string>& args);
 int cmd_step(const std::vector<std::string>& args);
 int cmd_viz(const std::vector<std::string>& args);
+int cmd_lab(const std::vector<std::string>& args);
 
 }  // namespace simnic::cli

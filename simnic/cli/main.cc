@@ -20,6 +20,7 @@ const char kUsage[] =
     "  step [NAME...] CMD      step mode: on | off | next [N] | status\n"
     "  viz [NAME...]           watch the NICs live in simnic-viz (replay: simnic viz --replay FILE...)\n"
     "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR for running programs by hand\n"
+    "  lab list|start|check|grade  the coursework labs: start one, check your code, grade a class\n"
     "\n"
     "NICs live in $SIMNIC_DIR, else $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID.\n"
     "`simnic COMMAND --help` tells more.\n";
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   static const Command kCommands[] = {
       {"up", simnic::cli::cmd_up},         {"down", simnic::cli::cmd_down}, {"status", simnic::cli::cmd_status},
       {"run", simnic::cli::cmd_run},       {"env", simnic::cli::cmd_env},   {"fault", simnic::cli::cmd_fault},
-      {"step", simnic::cli::cmd_step},     {"viz", simnic::cli::cmd_viz},
+      {"step", simnic::cli::cmd_step},     {"viz", simnic::cli::cmd_viz},   {"lab", simnic::cli::cmd_lab},
   };
   for (const auto& c : kCommands)
     if (cmd == c.name) return c.fn(args);

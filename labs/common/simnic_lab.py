@@ -1,0 +1,640 @@
+"""simnic_lab: what every lab's grader.py stands on (Python 3, standard library only).
+
+A grader builds the student's programs, starts private simulated NICs, runs the programs on
+them, stops the NICs, and then judges what really happened from the NICs' trace (the JSON
+lines described in docs/trace-format.md), not only from what the programs printed.
+
+Command line of every grader (what `simnic lab check` runs):
+
+    python3 labs/NN-topic/grader.py (--src DIR | --solution | --starter | --broken NAME)
+                                    [--device NAME] [--gid-index N] [--simnic PATH]
+                                    [--trace-out DIR] [--keep] [--verbose]
+
+  --src DIR        the student's folder (what `simnic lab start` made); its files are copied
+                   to a private temporary folder and built there; a missing CMakeLists.txt or
+                   labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/.
+  --solution       grade the lab's solution/ (what CI does; must pass)
+  --starter        grade the lab's starter/ (CI: must compile and fail with hints)
+  --broken NAME    grade solution/ with broken/NAME/ copied over it (CI: must fail)
+  --device NAME    a real RDMA NIC: programs run directly on NAME (no simnic, no trace);
+                   checks that need the trace are reported as SKIP
+  --gid-index N    GID index to use with --device (default 0)
+  --simnic PATH    the `simnic` binary (default: $SIMNIC, then PATH, then build/bin/simnic)
+  --trace-out DIR  also copy the NICs' traces to DIR (for simnic-viz screenshots)
+  --keep           keep the private temporary folder (build, logs, traces) and print it
+  --verbose        print the programs' output
+
+Output: one line per check, `PASS name`, `FAIL name` followed by `  hint: ...`, or
+`SKIP name (needs simnic's trace)`, then `N passed, M failed[, K skipped]`. Exit status 0
+only when nothing failed; 2 when the grader itself broke.
+
+A grader looks like this:
+
+    from simnic_lab import Lab
+    with Lab(__file__, "Lab 2: RC SEND/RECV") as lab:
+        lab.build(["server", "client"])            # a failed build ends grading (FAIL builds)
+        lab.up(2)                                   # simnic0, simnic1 on private addresses
+        port = lab.free_port()
+        srv = lab.start([lab.bin("server"), "-d", lab.device(0), "-p", port], name="server")
+        lab.wait_listen(port)
+        cli = lab.run([lab.bin("client"), "-d", lab.device(1), "-p", port, "127.0.0.1"], name="client")
+        srv.wait(10)
+        lab.down()                                  # stops the NICs and loads lab.trace
+        lab.check("client exits 0", cli.rc == 0, "the client failed: " + cli.tail())
+        lab.trace_check("RC SEND packets on the wire",
+                        lambda: len(lab.trace.packets("rx", opcode="SEND")) > 0,
+                        "no SEND reached the server: post one with ibv_post_send")
+
+Programs take the device name with -d and the GID index with -g (lab.device(i),
+lab.gid_index), so the same binaries run on simnic (`simnic run`) and on a real NIC.
+
+lab.build_reference(["server", "client"]) builds the lab's solution apart and returns the
+paths of its programs, to run the student's programs against a reference peer. Each
+lab.up() starts fresh NICs with a trace of their own; lab.down() loads it into lab.trace
+(the first one is the trace saved for the student).
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+COMMON_DIR = os.path.dirname(os.path.abspath(__file__))
+LABS_DIR = os.path.dirname(COMMON_DIR)
+REPO_DIR = os.path.dirname(LABS_DIR)
+SKIP_NAMES = {"build", "trace", ".git", "CMakeCache.txt", "CMakeFiles"}
+
+
+class LabAbort(Exception):
+    """Raised by Lab.require: a check that the rest of the grading cannot do without failed."""
+
+
+class Result:
+    """A finished program: exit status (-1 when killed at its timeout), its output."""
+
+    def __init__(self, name, rc, out, timed_out):
+        self.name, self.rc, self.out, self.timed_out = name, rc, out, timed_out
+
+    def ok(self):
+        return self.rc == 0
+
+    def tail(self, lines=6):
+        """The last lines of the output, for a hint."""
+        text = self.out.strip().splitlines()[-lines:]
+        what = "timed out" if self.timed_out else "exit status %d" % self.rc
+        return "%s (%s)%s" % (self.name, what, (": " + " | ".join(text)) if text else ", printed nothing")
+
+
+class Proc:
+    """A program running in the background in its own process group, killed by pid."""
+
+    def __init__(self, argv, env, cwd, name, log_path):
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.popen = subprocess.Popen([str(a) for a in argv], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.result = None
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def running(self):
+        return self.result is None and self.popen.poll() is None
+
+    def wait(self, timeout):
+        """Waits up to `timeout` seconds; kills the program on expiry. Returns a Result."""
+        if self.result is not None:
+            return self.result
+        timed_out = False
+        try:
+            rc = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc, timed_out = -1, True
+        if rc < 0 and not timed_out:
+            rc = 128 - rc  # killed by a signal: shell convention
+        self._log.close()
+        self.result = Result(self.name, rc, self.output(), timed_out)
+        return self.result
+
+    def kill(self):
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)  # its group: what it started too
+            except ProcessLookupError:
+                pass
+            self.popen.wait()
+
+
+class Trace:
+    """Every event the NICs recorded, with small queries. Events are dicts (docs/trace-format.md)."""
+
+    def __init__(self, events_by_nic):
+        self.by_nic = events_by_nic
+        self.all = [e for nic in sorted(events_by_nic) for e in events_by_nic[nic]]
+
+    @staticmethod
+    def load(trace_dir):
+        by_nic = {}
+        for name in sorted(os.listdir(trace_dir)) if os.path.isdir(trace_dir) else []:
+            if not name.endswith(".jsonl"):
+                continue
+            events = []
+            with open(os.path.join(trace_dir, name), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut short when a NIC was killed
+            by_nic[name[:-len(".jsonl")]] = events
+        return Trace(by_nic)
+
+    def nics(self):
+        return sorted(self.by_nic)
+
+    def events(self, kind=None, nic=None, **fields):
+        """Events of `kind` (a name or a set of names) on `nic`, whose fields equal `fields`."""
+        kinds = {kind} if isinstance(kind, str) else kind
+        src = self.by_nic.get(nic, []) if nic else self.all
+        return [e for e in src if (kinds is None or e.get("kind") in kinds)
+                and all(e.get(k) == v for k, v in fields.items())]
+
+    def packets(self, direction=None, nic=None, opcode=None, **fields):
+        """pkt_tx/pkt_rx events ("tx", "rx" or None for both). `opcode` matches the opcode
+        name's text (e.g. "SEND" matches RC_SEND_FIRST, "RDMA_READ_REQUEST", "FETCH_ADD"),
+        or is a compiled regular expression."""
+        kinds = {"tx": {"pkt_tx"}, "rx": {"pkt_rx"}, None: {"pkt_tx", "pkt_rx"}}[direction]
+        out = []
+        for e in self.events(kinds, nic, **fields):
+            name = e.get("opcode", "")
+            if opcode is None or (opcode.search(name) if hasattr(opcode, "search") else opcode in name):
+                out.append(e)
+        return out
+
+    def opcode_counts(self, direction="tx", nic=None):
+        return collections.Counter(e.get("opcode") for e in self.packets(direction, nic))
+
+    def qps(self, nic=None, type=None):
+        """(nic, qpn) of every QP created."""
+        return [(e["nic"], e["qp"]) for e in self.events("qp_create", nic)
+                if type is None or e.get("type") == type]
+
+    def qp_transitions(self, nic, qp):
+        """The qp_state events of one QP, in order."""
+        return self.events("qp_state", nic, qp=qp)
+
+    def qp_states(self, nic, qp):
+        """The states one QP went through, e.g. ["RESET", "INIT", "RTR", "RTS"]."""
+        trs = self.qp_transitions(nic, qp)
+        if not trs:
+            return []
+        states = [trs[0].get("from")]
+        for t in trs:
+            states.append(t.get("to"))
+        return states
+
+    def cqes(self, nic=None, status=None, opcode=None, **fields):
+        out = self.events("cqe", nic, **fields)
+        if status is not None:
+            out = [e for e in out if e.get("status") == status]
+        if opcode is not None:
+            out = [e for e in out if e.get("opcode") == opcode]
+        return out
+
+    def error_cqes(self, nic=None):
+        return [e for e in self.events("cqe", nic) if e.get("status_num", 0) != 0]
+
+    def error_naks(self, nic=None):
+        """NAKs that mean a mistake (bad rkey, invalid request, RNR...): all but PSN sequence
+        NAKs, which are how RC recovers a lost or reordered packet."""
+        return [n for n in self.events("nak", nic) if n.get("code") != "PSN_SEQ_ERR"]
+
+    def wqes(self, nic=None, queue=None, opcode=None, **fields):
+        out = self.events("wqe_posted", nic, **fields)
+        return [e for e in out if (queue is None or e.get("queue") == queue)
+                and (opcode is None or e.get("opcode") == opcode)]
+
+    def doorbells(self, nic=None):
+        return len(self.events("doorbell", nic))
+
+    def mrs(self, nic=None):
+        return self.events("mr_create", nic)
+
+    def mr_with_rkey(self, rkey, nic=None):
+        for m in self.mrs(nic):
+            if m.get("rkey") == rkey:
+                return m
+        return None
+
+    def first_psn(self, nic, qp):
+        """The PSN of the first request packet a QP sent (its sq_psn), or None."""
+        for p in self.packets("tx", nic, qp=qp):
+            if "ACKNOWLEDGE" not in p.get("opcode", "") and "RESPONSE" not in p.get("opcode", ""):
+                return p.get("psn")
+        return None
+
+    def nic_of_addr(self, addr):
+        for e in self.events("nic_up"):
+            if e.get("addr") == addr:
+                return e["nic"]
+        return None
+
+
+def _hint_text(hint):
+    return hint() if callable(hint) else hint
+
+
+def _ipv4_base():
+    # 127.A.B.1 with A in [216, 254): the integration tests use A in [16, 216) and users
+    # 127.0.0.x, so a grading run never shares an address (a UDP port 4791) with them.
+    pid = os.getpid()
+    return "127.%d.%d.1" % (216 + pid % 38, (pid // 38) % 250 + 1)
+
+
+class Lab:
+    """One grading run: arguments, a private folder, NICs, programs, trace, checks."""
+
+    def __init__(self, grader_file, title, argv=None):
+        self.lab_dir = os.path.dirname(os.path.abspath(grader_file))
+        self.title = title
+        self.args = self._parse(argv)
+        self.device_mode = bool(self.args.device)
+        self.gid_index = str(self.args.gid_index)
+        self.passed = self.failed = self.skipped = 0
+        self.results = []  # (name, "PASS"/"FAIL"/"SKIP", hint)
+        self.tmp = tempfile.mkdtemp(prefix="simnic-lab-")
+        self.simnic_dir = os.path.join(self.tmp, "nics")
+        self.trace_dir = os.path.join(self.tmp, "trace")
+        self.build_dir = os.path.join(self.tmp, "build")
+        self.procs = []
+        self.nic_count = 0
+        self.nic_pids = []
+        self.session = 0  # how many times up() started NICs
+        self.trace = Trace({})
+        self.base_addr = _ipv4_base()
+        self.simnic = self._find_simnic()
+        self.exit_code = None
+        self.notes_at_end = []  # printed after the summary line
+
+    # ---- arguments and sources ---------------------------------------------------------
+
+    def _parse(self, argv):
+        p = argparse.ArgumentParser(description="Grades one simnic lab (see labs/common/simnic_lab.py).")
+        which = p.add_mutually_exclusive_group(required=True)
+        which.add_argument("--src", help="the student's folder")
+        which.add_argument("--solution", action="store_true", help="grade the lab's solution/")
+        which.add_argument("--starter", action="store_true", help="grade the lab's starter/")
+        which.add_argument("--broken", metavar="NAME", help="grade solution/ with broken/NAME/ over it")
+        p.add_argument("--device", help="a real RDMA device: run without simnic, skip trace checks")
+        p.add_argument("--gid-index", type=int, default=0)
+        p.add_argument("--simnic", help="path of the simnic binary")
+        p.add_argument("--trace-out", help="also copy the NICs' traces here")
+        p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+        p.add_argument("--verbose", action="store_true", help="print the programs' output")
+        return p.parse_args(argv)
+
+    def _find_simnic(self):
+        for cand in (self.args.simnic, os.environ.get("SIMNIC"), shutil.which("simnic"),
+                     os.path.join(REPO_DIR, "build", "bin", "simnic")):
+            if cand and os.access(cand, os.X_OK):
+                return os.path.abspath(cand)
+        return None
+
+    def source_dirs(self):
+        """The folders whose files make the program sources, later ones overriding."""
+        a = self.args
+        if a.src:
+            return [os.path.abspath(a.src)]
+        if a.starter:
+            return [os.path.join(self.lab_dir, "starter")]
+        if a.broken:
+            return [os.path.join(self.lab_dir, "solution"), os.path.join(self.lab_dir, "broken", a.broken)]
+        return [os.path.join(self.lab_dir, "solution")]
+
+    def what(self):
+        a = self.args
+        if a.src:
+            return a.src
+        return "starter" if a.starter else ("broken/" + a.broken if a.broken else "solution")
+
+    def _assemble_sources(self, dest, dirs=None):
+        os.makedirs(dest)
+        for d in dirs or self.source_dirs():
+            if not os.path.isdir(d):
+                raise LabAbort("no such folder: %s" % d)
+            for name in os.listdir(d):
+                if name in SKIP_NAMES or name.startswith("build") or name == "EXPECT":
+                    continue
+                path = os.path.join(d, name)
+                if os.path.isfile(path):
+                    shutil.copy(path, os.path.join(dest, name))
+        for name, origin in (("CMakeLists.txt", self.lab_dir), ("labutil.h", COMMON_DIR)):
+            if not os.path.exists(os.path.join(dest, name)):
+                shutil.copy(os.path.join(origin, name), os.path.join(dest, name))
+
+    # ---- building ------------------------------------------------------------------------
+
+    def build(self, programs):
+        """Configures and builds the sources with CMake; requires every program to exist."""
+        src = os.path.join(self.tmp, "src")
+        self._assemble_sources(src)
+        steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
+                 ["cmake", "--build", self.build_dir, "-j2"]]
+        for cmd in steps:
+            r = self._run_plain(cmd, 240, "build")
+            if r.rc != 0:
+                errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
+                self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]))
+        missing = [p for p in programs if not os.access(self.bin(p), os.X_OK)]
+        self.require("builds", not missing, "no program named %s after the build" % ", ".join(missing))
+
+    def bin(self, program):
+        return os.path.join(self.build_dir, program)
+
+    def build_reference(self, programs):
+        """Builds the lab's solution apart, as the reference peer for the student's programs;
+        returns {program: path}. A reference that does not build is a grader error."""
+        src, build = os.path.join(self.tmp, "reference-src"), os.path.join(self.tmp, "reference-build")
+        self._assemble_sources(src, [os.path.join(self.lab_dir, "solution")])
+        for cmd in (["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Debug"], ["cmake", "--build", build, "-j2"]):
+            r = self._run_plain(cmd, 240, "reference build")
+            if r.rc != 0:
+                raise RuntimeError("the lab's reference solution does not build: " + r.tail(6))
+        return {p: os.path.join(build, p) for p in programs}
+
+    def _run_plain(self, argv, timeout, name):
+        try:
+            p = subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
+            return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
+        except subprocess.TimeoutExpired as e:
+            return Result(name, -1, (e.output or b"").decode("utf-8", "replace"), True)
+
+    # ---- NICs ----------------------------------------------------------------------------
+
+    def addr(self, i):
+        """The IPv4 address of NIC i (its GID is ::ffff:ADDR)."""
+        a, b, c, d = (int(x) for x in self.base_addr.split("."))
+        return "%d.%d.%d.%d" % (a, b, c, d + i)
+
+    def device(self, i):
+        """The device name program i should open: simnicI, or the real --device."""
+        return self.args.device if self.device_mode else "simnic%d" % i
+
+    def env(self):
+        env = dict(os.environ)
+        if not self.device_mode:
+            env["SIMNIC_DIR"] = self.simnic_dir
+        return env
+
+    def _simnic(self, args, timeout=30):
+        return self._run_env([self.simnic] + list(args), timeout, "simnic " + args[0])
+
+    def _run_env(self, argv, timeout, name):
+        try:
+            p = subprocess.run([str(a) for a in argv], env=self.env(), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                               start_new_session=True)
+            return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
+        except subprocess.TimeoutExpired as e:
+            return Result(name, -1, (e.output or b"").decode("utf-8", "replace"), True)
+
+    def up(self, count=2, mtu=None, extra=()):
+        """Starts `count` NICs with tracing in the private SIMNIC_DIR (nothing with --device)."""
+        if self.device_mode:
+            return
+        if not self.simnic:
+            raise LabAbort("simnic was not found: build it (bash scripts/build.sh) and put build/bin on PATH")
+        os.makedirs(self.simnic_dir, mode=0o700, exist_ok=True)
+        self.session += 1  # each up() records a trace of its own; the first one is saved
+        if self.session > 1:
+            self.trace_dir = os.path.join(self.tmp, "trace%d" % self.session)
+        args = ["up", str(count), "--addr", self.addr(0), "--trace", self.trace_dir]
+        if mtu:
+            args += ["--mtu", str(mtu)]
+        r = self._simnic(args + list(extra), 60)
+        self.nic_count = count
+        self._read_nic_pids()
+        if r.rc != 0:
+            raise LabAbort("simnic up failed: " + r.out.strip())
+
+    def _read_nic_pids(self):
+        self.nic_pids = []
+        for i in range(self.nic_count):
+            try:
+                with open(os.path.join(self.simnic_dir, "simnic%d.pid" % i)) as f:
+                    self.nic_pids.append(int(f.read().split()[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+
+    def fault(self, nic, settings):
+        """`simnic fault NIC SETTINGS...` (settings: e.g. ["loss=0.1", "seed=7"] or ["off"])."""
+        if not self.device_mode:
+            return self._simnic(["fault", nic] + list(settings))
+        return None
+
+    def down(self):
+        """Stops every program and NIC, then loads their trace into lab.trace (and saves a
+        copy of the first session's: --trace-out, the student's DIR/trace)."""
+        for p in self.procs:
+            p.kill()
+        if self.device_mode or not self.nic_count:
+            return
+        self._simnic(["down"], 30)
+        for pid in self.nic_pids:
+            try:
+                os.kill(pid, signal.SIGKILL)  # in case `down` could not stop it
+            except ProcessLookupError:
+                pass
+        self.nic_count = 0
+        self.trace = Trace.load(self.trace_dir)
+        if self.session == 1:
+            self._save_trace()
+
+    def _save_trace(self):
+        targets = [self.args.trace_out] if self.args.trace_out else []
+        if self.args.src:
+            targets.append(os.path.join(os.path.abspath(self.args.src), "trace"))
+        for t in targets:
+            try:
+                os.makedirs(t, exist_ok=True)
+                for name in os.listdir(self.trace_dir):
+                    shutil.copy(os.path.join(self.trace_dir, name), os.path.join(t, name))
+                self.notes_at_end.append("the NICs' trace: %s/*.jsonl (watch it: simnic viz --replay %s/*.jsonl)"
+                                         % (t, t))
+            except OSError as e:
+                self.note("could not save the trace to %s: %s" % (t, e))
+
+    # ---- programs ------------------------------------------------------------------------
+
+    def _argv(self, argv):
+        argv = [str(a) for a in argv]
+        if self.device_mode:
+            return argv
+        return [self.simnic, "run", "--"] + argv
+
+    def start(self, argv, name=None):
+        """Starts a program in the background (on simnic: through `simnic run`)."""
+        name = name or os.path.basename(str(argv[0]))
+        log = os.path.join(self.tmp, "%s-%d.log" % (name, len(self.procs)))
+        p = Proc(self._argv(argv), self.env(), self.tmp, name, log)
+        self.procs.append(p)
+        return p
+
+    def run(self, argv, timeout=30, name=None):
+        """Runs a program to completion (killed after `timeout` s); returns a Result."""
+        r = self.start(argv, name).wait(timeout)
+        if self.args.verbose:
+            self.note("---- %s (exit %d) ----\n%s" % (r.name, r.rc, r.out))
+        return r
+
+    def wait_all(self, procs, timeout):
+        """Waits for several background programs sharing one deadline."""
+        deadline = time.monotonic() + timeout
+        out = []
+        for p in procs:
+            out.append(p.wait(max(0.1, deadline - time.monotonic())))
+            if self.args.verbose:
+                self.note("---- %s (exit %d) ----\n%s" % (p.name, out[-1].rc, out[-1].out))
+        return out
+
+    @staticmethod
+    def free_port():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return port
+
+    @staticmethod
+    def wait_listen(port, timeout=10, proc=None):
+        """Waits until something listens on TCP `port` (read from /proc, without connecting,
+        so the server's accept() is left for the real client). False on timeout or when
+        `proc` exits first."""
+        needle = ":%04X " % port
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+                try:
+                    with open(f) as fh:
+                        for line in fh.readlines()[1:]:
+                            cols = line.split()
+                            if len(cols) > 3 and cols[3] == "0A" and (cols[1] + " ").find(needle) >= 0:
+                                return True
+                except OSError:
+                    pass
+            if proc is not None and not proc.running():
+                return False
+            time.sleep(0.02)
+        return False
+
+    # ---- checks --------------------------------------------------------------------------
+
+    def note(self, text):
+        print("      " + text.replace("\n", "\n      "), flush=True)
+
+    def check(self, name, ok, hint=""):
+        """Records one check: `PASS name` or `FAIL name` with its hint. Returns ok."""
+        ok = bool(ok)
+        if ok:
+            self.passed += 1
+            print("PASS " + name, flush=True)
+            self.results.append((name, "PASS", ""))
+        else:
+            self.failed += 1
+            text = _hint_text(hint)
+            print("FAIL " + name, flush=True)
+            if text:
+                print("  hint: " + text.replace("\n", "\n  "), flush=True)
+            self.results.append((name, "FAIL", text))
+        return ok
+
+    def trace_check(self, name, ok, hint=""):
+        """A check judged from the trace: `ok` is a function (called only on simnic); with
+        --device it is reported as SKIP."""
+        if self.device_mode:
+            self.skipped += 1
+            print("SKIP %s (needs simnic's trace)" % name, flush=True)
+            self.results.append((name, "SKIP", ""))
+            return True
+        return self.check(name, ok() if callable(ok) else ok, hint)
+
+    def require(self, name, ok, hint=""):
+        """A check the rest of the grading needs: on failure grading stops here."""
+        if ok:
+            if not any(r[0] == name for r in self.results):
+                self.check(name, True)
+            return True
+        self.check(name, False, hint)
+        raise LabAbort(None)
+
+    # ---- the run as a whole --------------------------------------------------------------
+
+    def _interrupted(self, signum, frame):
+        raise LabAbort("grading interrupted by signal %d" % signum)
+
+    def __enter__(self):
+        # A grader stopped by SIGTERM/SIGHUP/Ctrl-C still stops its NICs and programs (__exit__).
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._interrupted)
+        print("%s -- grading %s%s" % (self.title, self.what(),
+                                       " on device " + self.args.device if self.device_mode else " on simnic"),
+              flush=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        broke = False
+        if exc_type is LabAbort:
+            if exc.args and exc.args[0]:
+                print("FAIL " + str(exc.args[0]), flush=True)
+                self.failed += 1
+        elif exc_type is not None and exc_type is not SystemExit:
+            import traceback
+            print("grader error (not your fault; please report it):", flush=True)
+            traceback.print_exception(exc_type, exc, tb)
+            broke = True
+        try:
+            self.down()
+        finally:
+            self._cleanup()
+        summary = "%d passed, %d failed" % (self.passed, self.failed)
+        if self.skipped:
+            summary += ", %d skipped" % self.skipped
+        print(summary, flush=True)
+        for n in self.notes_at_end:
+            print(n, flush=True)
+        self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
+        sys.exit(self.exit_code)
+
+    def _cleanup(self):
+        for p in self.procs:
+            p.kill()
+        for pid in self.nic_pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.args.keep:
+            print("kept: %s (build/, trace/, nics/, program logs)" % self.tmp, flush=True)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def parse_kv_lines(text, prefix):
+    """Lines `PREFIX key value...` of a program's output, as {key: value}."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*%s\s+(\S+)\s*(.*)$" % re.escape(prefix), line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
