@@ -3,7 +3,18 @@
 # unmodified ibv_rc_pingpong from Debian's ibverbs-utils, then an RDMA exchange (SEND, WRITE,
 # READ, atomics) with every byte checked, tshark shows the RoCEv2 packets on the wire, and
 # simnic-viz replays the NICs' trace (a window when there is a display, else a PNG via Xvfb).
+#
+#   bash scripts/demo.sh [--addr A.B.C.D]     (or SIMNIC_ADDR=A.B.C.D): the first NIC's address,
+#                                             when 127.0.0.1/127.0.0.2 are taken (shared machines)
 set -euo pipefail
+ADDR="${SIMNIC_ADDR:-127.0.0.1}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --addr) ADDR="$2"; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "demo.sh: unknown argument $1 (try --addr 127.0.N.1)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
@@ -23,7 +34,7 @@ trap cleanup EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "Start two simulated RDMA NICs (two hosts), capturing packets and trace events"
-"$SIMNIC" up 2 --pcap-dir "$PCAPS"
+"$SIMNIC" up 2 --addr "$ADDR" --pcap-dir "$PCAPS"
 "$SIMNIC" run -- ibv_devices
 
 step "ibv_rc_pingpong, unmodified: server on simnic0, client on simnic1 (4 KiB x 1000)"
@@ -31,7 +42,7 @@ step "ibv_rc_pingpong, unmodified: server on simnic0, client on simnic1 (4 KiB x
 server=$!
 sleep 0.5
 echo "-- client (simnic1):"
-timeout 120 "$SIMNIC" run -- ibv_rc_pingpong -d simnic1 -g 0 -s 4096 -n 1000 127.0.0.1
+timeout 120 "$SIMNIC" run -- ibv_rc_pingpong -d simnic1 -g 0 -s 4096 -n 1000 "$ADDR"
 wait "$server"; server=""
 echo "-- server (simnic0):"
 cat "$SIMNIC_DIR/server.txt"
@@ -39,7 +50,7 @@ cat "$SIMNIC_DIR/server.txt"
 step "An RDMA exchange between the hosts: SEND, WRITE, READ, atomics; every byte compared"
 # Traced from here on (the ping-pong above would fill the trace with 2000 round trips).
 "$SIMNIC" down >/dev/null
-"$SIMNIC" up 2 --pcap-dir "$PCAPS" --trace "$TRACES" >/dev/null
+"$SIMNIC" up 2 --addr "$ADDR" --pcap-dir "$PCAPS" --trace "$TRACES" >/dev/null
 timeout 120 "$SIMNIC" run -- build/bin/simnic-verbs-check -a simnic0 -b simnic1 -n 1
 
 step "A lossy wire (10% of packets dropped): go-back-N retransmission recovers every message"
@@ -47,7 +58,7 @@ step "A lossy wire (10% of packets dropped): go-back-N retransmission recovers e
 "$SIMNIC" run -- ibv_rc_pingpong -d simnic0 -g 0 -s 4096 -n 50 > "$SIMNIC_DIR/server.txt" 2>&1 &
 server=$!
 sleep 0.5
-timeout 120 "$SIMNIC" run -- ibv_rc_pingpong -d simnic1 -g 0 -s 4096 -n 50 127.0.0.1
+timeout 120 "$SIMNIC" run -- ibv_rc_pingpong -d simnic1 -g 0 -s 4096 -n 50 "$ADDR"
 wait "$server"; server=""
 "$SIMNIC" fault off >/dev/null
 

@@ -30,11 +30,13 @@ std::map<std::string, std::string> parse_kv(const std::string& text);
 int cmd_up(const std::vector<std::string>& args);
 int cmd_down(const std::vector<std::string>& args);
 int cmd_status(const std::vector<std::string>& args);
+void print_status_view(const std::string& name, const std::string& status_text);  // status_view.cc
 int cmd_run(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);
 int cmd_fault(const std::vector<std::string>& args);
 int cmd_step(const std::vector<std::string>& args);
 int cmd_viz(const std::vector<std::string>& args);
 int cmd_lab(const std::vector<std::string>& args);
+int cmd_logs(const std::vector<std::string>& args);
 
 }  // namespace simnic::cli

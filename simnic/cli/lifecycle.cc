@@ -64,6 +64,7 @@ pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, co
   if (pid == 0) {
     ::setsid();
     int in = ::open("/dev/null", O_RDONLY);
+    ::rename(log.c_str(), (log + ".1").c_str());  // the previous run's log stays, as NAME.log.1
     int out = abi::create_private_file(log);  // never through a planted symlink
     if (in >= 0) ::dup2(in, 0);
     if (out >= 0) {
@@ -221,8 +222,11 @@ int cmd_up(const std::vector<std::string>& args) {
     ++failures;
     if (!exited) ::kill(s.pid, SIGKILL);
     ::unlink(abi::pid_file_path(dir, s.name).c_str());
-    std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s",
-                 tail_of(log_path(dir, s.name), 5).c_str());
+    const std::string why = tail_of(log_path(dir, s.name), 5);
+    std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
+    if (why.find("Address already in use") != std::string::npos)
+      std::fprintf(stderr, "simnic: its address is taken (another user's NICs, or NICs of another SIMNIC_DIR); "
+                           "choose free ones with `simnic up --addr 127.0.N.1`, N your own number\n");
   }
   return failures ? 1 : 0;
 }

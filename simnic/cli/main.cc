@@ -1,4 +1,5 @@
 // simnic: the command line in front of simnicd and the shim.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -19,6 +20,7 @@ const char kUsage[] =
     "  fault [NAME...] SETTINGS  loss=P dup=P reorder=P delay=US seed=N, or off\n"
     "  step [NAME...] CMD      step mode: on | off | next [N] | status\n"
     "  viz [NAME...]           watch the NICs live in simnic-viz (replay: simnic viz --replay FILE...)\n"
+    "  logs [NAME...] [-f]     what the NICs logged: refused verbs, failed work requests, drops\n"
     "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR for running programs by hand\n"
     "  lab list|start|check|grade  the coursework labs: start one, check your code, grade a class\n"
     "\n"
@@ -35,14 +37,30 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using Fn = int (*)(const std::vector<std::string>&);
-  struct Command { const char* name; Fn fn; };
+  // `usage`: for the commands that do not print their own on --help.
+  struct Command { const char* name; Fn fn; const char* usage; };
   static const Command kCommands[] = {
-      {"up", simnic::cli::cmd_up},         {"down", simnic::cli::cmd_down}, {"status", simnic::cli::cmd_status},
-      {"run", simnic::cli::cmd_run},       {"env", simnic::cli::cmd_env},   {"fault", simnic::cli::cmd_fault},
-      {"step", simnic::cli::cmd_step},     {"viz", simnic::cli::cmd_viz},   {"lab", simnic::cli::cmd_lab},
+      {"up", simnic::cli::cmd_up, nullptr},
+      {"down", simnic::cli::cmd_down,
+       "usage: simnic down [NAME...]\nStops the named NICs (default: all): SIGTERM, SIGKILL after 5 s; clears stale "
+       "sockets.\n"},
+      {"status", simnic::cli::cmd_status, nullptr},
+      {"run", simnic::cli::cmd_run, nullptr},
+      {"env", simnic::cli::cmd_env,
+       "usage: simnic env\nPrints the export lines (LD_LIBRARY_PATH, SIMNIC_DIR) that put programs on simnic without "
+       "`simnic run`:\n  eval \"$(simnic env)\"\n"},
+      {"fault", simnic::cli::cmd_fault, nullptr},
+      {"step", simnic::cli::cmd_step, nullptr},
+      {"viz", simnic::cli::cmd_viz, nullptr},
+      {"lab", simnic::cli::cmd_lab, nullptr},
+      {"logs", simnic::cli::cmd_logs, nullptr},
   };
-  for (const auto& c : kCommands)
-    if (cmd == c.name) return c.fn(args);
+  for (const auto& c : kCommands) {
+    if (cmd != c.name) continue;
+    const bool help = std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+    if (help && c.usage) return std::fputs(c.usage, stdout), 0;
+    return c.fn(args);
+  }
   std::fprintf(stderr, "simnic: unknown command '%s'\n%s", cmd.c_str(), kUsage);
   return 2;
 }

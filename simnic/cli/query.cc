@@ -52,7 +52,21 @@ bool is_nic_name(const std::string& s) { return s.rfind("simnic", 0) == 0 || s.f
 
 }  // namespace
 
-int cmd_status(const std::vector<std::string>& args) {
+constexpr const char* kStatusUsage =
+    "usage: simnic status [NAME...] [--raw]\n"
+    "Without NAME: one line per running NIC (address, pid, MTU, contexts, QPs, packets,\n"
+    "retransmissions, drops, completion errors). With NAME: that NIC's counters grouped, each\n"
+    "with what it counts, and its QPs; --raw prints every counter as 'key value' lines.\n";
+
+int cmd_status(const std::vector<std::string>& all_args) {
+  std::vector<std::string> args;
+  bool raw = false;
+  for (const auto& a : all_args) {
+    if (a == "--help" || a == "-h") return std::fputs(kStatusUsage, stdout), 0;
+    if (a == "--raw") raw = true;
+    else if (a.rfind("-", 0) == 0) return std::fprintf(stderr, "simnic status: unknown option %s\n%s", a.c_str(), kStatusUsage), 2;
+    else args.push_back(a);
+  }
   const std::string dir = state_dir(false);
   if (dir.empty()) return 1;
   std::vector<std::string> names = args.empty() ? list_nics(dir) : args;
@@ -80,7 +94,8 @@ int cmd_status(const std::vector<std::string>& args) {
     }
     auto kv = parse_kv(text);
     if (!args.empty()) {  // one NIC in full: every counter
-      std::printf("%s", text.c_str());
+      if (raw) std::printf("%s", text.c_str());
+      else print_status_view(name, text);
       continue;
     }
     // Every packet or message the NIC lost on purpose or had to discard.

@@ -160,7 +160,7 @@ std::unique_ptr<Process> Nics::start(const std::vector<std::string>& argv) const
 }
 
 std::map<std::string, std::string> Nics::status(const std::string& nic) const {
-  Result r = it::run({bin_dir() + "/simnic", "status", nic}, env(), 10s);
+  Result r = it::run({bin_dir() + "/simnic", "status", nic, "--raw"}, env(), 10s);
   std::map<std::string, std::string> kv;
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);) {

@@ -1,0 +1,97 @@
+// `simnic status NAME`: one NIC's counters grouped, each with a line saying what it counts,
+// and its QPs with their state, peer and PSNs. `--raw` prints the NIC's own "key value" lines
+// (every counter, for scripts and tests).
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "simnic/cli/cli.h"
+
+namespace simnic::cli {
+namespace {
+
+struct Row {
+  const char* key;
+  const char* meaning;
+};
+struct Group {
+  const char* title;
+  std::vector<Row> rows;
+};
+
+const std::vector<Group>& groups() {
+  static const std::vector<Group> kGroups = {
+      {"Objects", {{"contexts", "programs (ibv_open_device) using this NIC"}, {"pds", "protection domains"},
+                   {"mrs", "registered memory regions"}, {"mws", "memory windows"}, {"cqs", "completion queues"},
+                   {"qps", "queue pairs"}, {"srqs", "shared receive queues"}}},
+      {"Traffic", {{"tx_packets", "RoCEv2 packets sent"}, {"tx_bytes", "bytes sent (BTH to ICRC)"},
+                   {"rx_packets", "packets received"}, {"rx_bytes", "bytes received"},
+                   {"acks_sent", "ACKs and NAKs this NIC sent as a responder"},
+                   {"acks_received", "ACKs and NAKs its requesters received"}}},
+      {"Reliability (RC)", {{"retransmits", "packets sent again (go-back-N after a NAK, a timeout or an RNR wait)"},
+                            {"timeouts", "ACK timers that expired: no ACK in time"},
+                            {"naks_sent", "NAKs sent: a PSN gap, a bad rkey, an invalid request"},
+                            {"naks_received", "NAKs received from peers"},
+                            {"rnr_naks_sent", "RNR NAKs sent: a SEND came and no receive was posted"},
+                            {"rnr_naks_received", "RNR NAKs received: the peer had no receive posted"},
+                            {"duplicates", "requests or ACKs received twice (after a resend)"}}},
+      {"Drops (packets discarded, by reason)",
+       {{"rx_drop_malformed", "not a well-formed RoCEv2 packet"},
+        {"rx_drop_icrc", "bad ICRC: corrupted, or not computed as RoCEv2 does"},
+        {"rx_drop_no_qp", "for a QPN this NIC does not have (a wrong dest_qp_num?)"},
+        {"rx_drop_qp_state", "for a QP that cannot take it now (not yet RTR, or in ERR)"},
+        {"rx_drop_wrong_source", "from someone other than the QP's connected peer"},
+        {"rx_drop_unexpected", "a response nobody waits for, or another transport's opcode"},
+        {"rx_drop_qkey", "UD: the Q_Key did not match"},
+        {"rx_drop_no_wqe", "UC/UD: no receive posted (no RNR on UC/UD: the message is lost)"},
+        {"rx_drop_uc_message", "UC messages discarded after a lost packet"},
+        {"rx_drop_out_of_sequence", "RC requests beyond a PSN gap (NAKed once, then dropped)"},
+        {"rx_drop_socket_overflow", "datagrams the kernel dropped: the NIC's receive buffer was full"},
+        {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
+        {"fault_dups", "packets the fault injector duplicated"},
+        {"fault_delayed", "packets the fault injector held back"},
+        {"tx_socket_drops", "packets the kernel would not send (its send buffer was full)"}}},
+      {"Completions", {{"completions", "CQEs written"}, {"completion_errors", "CQEs with a status other than success"},
+                       {"cq_overruns", "completions lost: a CQ was full"},
+                       {"dma_errors", "reads or writes of a program's memory that failed"},
+                       {"event_drops", "events a program's full socket could not take"}}},
+  };
+  return kGroups;
+}
+
+void print_groups(std::map<std::string, std::string>& kv) {
+  for (const Group& g : groups()) {
+    std::printf("\n%s\n", g.title);
+    for (const Row& r : g.rows) {
+      auto it = kv.find(r.key);
+      if (it == kv.end()) continue;
+      std::printf("  %-24s %12s  %s\n", r.key, it->second.c_str(), r.meaning);
+      kv.erase(it);
+    }
+  }
+}
+
+void print_qps(const std::map<std::string, std::string>& kv) {
+  std::vector<std::string> lines;
+  for (const auto& [key, value] : kv)
+    if (key.rfind("qp.", 0) == 0) lines.push_back(key.substr(3) + "  " + value);
+  std::printf("\nQPs (QPN, type, state, peer address/QPN, PSNs: next to send, oldest unacknowledged, expected)\n");
+  if (lines.empty()) std::printf("  none\n");
+  for (const auto& l : lines) std::printf("  %s\n", l.c_str());
+}
+
+}  // namespace
+
+void print_status_view(const std::string& name, const std::string& text) {
+  auto kv = parse_kv(text);
+  std::printf("%s  %s  pid %s  MTU %s  (every counter as 'key value': simnic status %s --raw)\n", name.c_str(),
+              kv["addr"].c_str(), kv["pid"].c_str(), kv["mtu"].c_str(), name.c_str());
+  if (kv["faults"] != "" && kv["faults"].find("loss=0 dup=0 reorder=0 delay_us=0") != 0)
+    std::printf("fault injection: %s\n", kv["faults"].c_str());
+  if (kv["paused"] == "1") std::printf("paused in step mode (simnic step %s next)\n", name.c_str());
+  print_groups(kv);
+  print_qps(kv);
+}
+
+}  // namespace simnic::cli
