@@ -247,6 +247,11 @@ class Device {
  public:
   // Emits the NIC's current objects as events, for a trace that starts now.
   void trace_snapshot();
+  // Reports the WQEs posted since the NIC last looked (receives ring no doorbell): for a viewer.
+  void trace_posted_wqes() {
+    if (!tracer_.on()) return;
+    for (auto& [h, qp] : qps_) trace_new_wqes(*qp);
+  }
 
  private:
 

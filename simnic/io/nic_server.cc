@@ -61,7 +61,8 @@ NicServer::NicServer(NicOptions options)
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    }}),
-      accept_backoff_(io_) {
+      accept_backoff_(io_),
+      viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);
   device_.tracer().set_nic(opt_.device.name);
 }
@@ -95,6 +96,7 @@ int NicServer::start(std::string* error) {
         device_.tracer().set_time(now());
         device_.tracer().set_wall_ns(realtime_ns());
         device_.trace_snapshot();
+        watch_for_viewer_wqes();
       }))
     return 1;
   update_tracing();
@@ -164,6 +166,23 @@ void NicServer::stop() {
 
 // Tracing costs only while someone listens: a trace file or a live subscriber.
 void NicServer::update_tracing() { device_.tracer().set_sink(trace_.active() ? &trace_ : nullptr); }
+
+// ibv_post_recv rings no doorbell (a real RNIC finds receives when a packet needs one), so a
+// live viewer would see a posted receive only when the first SEND arrives. While a viewer is
+// attached, the NIC looks at every ring each 20 ms and reports what was posted meanwhile; with
+// no viewer it costs nothing.
+void NicServer::watch_for_viewer_wqes() {
+  if (viewer_watch_armed_) return;
+  viewer_watch_armed_ = true;
+  viewer_watch_.expires_after(std::chrono::milliseconds(20));
+  viewer_watch_.async_wait([this](const boost::system::error_code& ec) {
+    viewer_watch_armed_ = false;
+    if (ec || trace_.subscribers() == 0) return;
+    // A NIC held in step mode changes nothing, its trace included, until it is stepped.
+    if (!clock_.paused()) device_.trace_posted_wqes();
+    watch_for_viewer_wqes();
+  });
+}
 
 void NicServer::accept_next() {
   listener_->async_wait(asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {

@@ -84,6 +84,7 @@ class NicServer {
   int check_client_fd(core::FdRole role, int fd, const core::ControlSession& s);
   void after_event();
   void update_tracing();
+  void watch_for_viewer_wqes();
   void perform(HeldAction& a);
   std::string step_command(const std::string& cmd, int* status);
   std::string set_faults(const std::string& spec, int* status);
@@ -112,6 +113,8 @@ class NicServer {
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
   boost::asio::steady_timer accept_backoff_;  // out of descriptors: accept again later
+  boost::asio::steady_timer viewer_watch_;    // while a viewer is attached: look at the RQs
+  bool viewer_watch_armed_ = false;
   bool fd_exhaustion_logged_ = false;
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   uint64_t next_session_id_ = 1;
