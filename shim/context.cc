@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -134,6 +135,9 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   }
 
   auto* c = new ShimContext;
+  // The NIC's notices are first fetched after a second of waiting (explain_while_waiting).
+  c->notices_asked_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
   std::memset(&c->vctx, 0, sizeof c->vctx);
   c->ctl_fd = ctl;
   c->doorbell_fd = doorbell;

@@ -37,6 +37,8 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
       errno = EIO;
       return -1;
     }
+    if (to_shim(ibcq->context)->fast_calls.load(std::memory_order_relaxed) % 1024 == 0)
+      explain_while_waiting(ibcq->context);
     // A real RNIC has its own silicon; simnicd shares the CPUs with the application. An empty
     // poll therefore yields, so a busy-polling program does not starve the NIC it waits for.
     sched_yield();

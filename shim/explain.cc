@@ -3,6 +3,7 @@
 // SIMNIC_EXPLAIN=1; `simnic run --quiet` or SIMNIC_QUIET=1 turn it off) each distinct
 // explanation is printed once, prefixed "simnic: ". stdout is never touched, so a program's
 // output stays what it would be on a real NIC.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +65,23 @@ void explain_completion(ibv_context* context, const ibv_wc& wc) {
   std::snprintf(qpn, sizeof qpn, "0x%x", wc.qp_num);
   explain(std::string("QP ") + qpn + ": a work request completed with " + wc_status_enum(wc.status) + " (" +
           ibv_wc_status_str(wc.status) + "): " + why);
+}
+
+void explain_while_waiting(ibv_context* context) {
+  if (!explaining()) return;
+  ShimContext* c = to_shim(context);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t last = c->notices_asked_ns.load(std::memory_order_relaxed);
+  if (now - last < 1'000'000'000 || !c->notices_asked_ns.compare_exchange_strong(last, now)) return;
+  std::string text;
+  if (rpc_text(c, abi::Op::TakeNotices, abi::HandleReq{0, 0}, &text) != 0) return;
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    if (nl > at) explain(text.substr(at, nl - at));
+    at = nl + 1;
+  }
 }
 
 }  // namespace simnic::shim

@@ -55,6 +55,7 @@ struct ShimContext {
   std::atomic<bool> lost{false};
   std::atomic<bool> fatal_reported{false};
   std::atomic<uint32_t> fast_calls{0};  // fast-path calls, to space out liveness checks
+  std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
 };
 
 struct ShimCq {
@@ -160,6 +161,9 @@ bool explaining();
 void explain(const std::string& line);
 void explain_refusal(const char* verb, int err, const std::string& why);
 void explain_completion(ibv_context* context, const ibv_wc& wc);
+// While a program polls and nothing completes (an RNR storm, a peer that never answers), what
+// the NIC noticed is fetched about once a second and explained.
+void explain_while_waiting(ibv_context* context);
 
 // Wakes simnicd after new WQEs were published: the doorbell of a real RNIC.
 void ring_doorbell(ShimContext* c);

@@ -50,6 +50,7 @@ enum class Op : uint32_t {
   AllocMw,          // AllocMwReq -> AllocMwReply
   DeallocMw,        // HandleReq
   ExplainQp,        // HandleReq{qp_num} -> text: why the QP's work requests completed in error
+  TakeNotices,      // -> text: what the NIC noticed about this context's QPs since last asked, one per line
   Count_
 };
 
@@ -272,6 +273,7 @@ inline const char* op_name(Op op) {
     case Op::AllocMw: return "AllocMw";
     case Op::DeallocMw: return "DeallocMw";
     case Op::ExplainQp: return "ExplainQp";
+    case Op::TakeNotices: return "TakeNotices";
     case Op::Count_: break;
   }
   return "?";

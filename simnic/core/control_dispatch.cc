@@ -217,6 +217,8 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       int e = dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now);
       return e ? text(dev_.take_refusal(), e) : fail(0);  // a refusal carries its reason
     }
+    case Op::TakeNotices:
+      return text(dev_.take_notices(ctx));
     case Op::ExplainQp: {
       HandleReq req;
       if (!decode(body, &req)) return fail(EINVAL);

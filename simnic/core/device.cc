@@ -545,6 +545,21 @@ int Device::destroy_qp(Context* ctx, uint32_t handle) {
   return 0;
 }
 
+void Device::notice(uint32_t qpn, const std::string& text) {
+  Qp* qp = find_qp_by_qpn(qpn);
+  if (!qp) return;
+  auto& q = qp->ctx->notices;
+  if (q.size() >= 32) q.pop_front();  // a program that never asks keeps the newest only
+  q.push_back(text);
+}
+
+std::string Device::take_notices(Context* ctx) {
+  std::string out;
+  for (const auto& n : ctx->notices) out += n + "\n";
+  ctx->notices.clear();
+  return out;
+}
+
 int Device::explain_qp(Context* ctx, uint32_t qpn, std::string* why) {
   Qp* qp = find_qp_by_qpn(qpn);
   if (!qp || qp->ctx != ctx) return EINVAL;

@@ -123,6 +123,8 @@ class Device {
   std::string take_refusal() { return std::exchange(refusal_, {}); }
   // Why QP `qpn` of `ctx` completed work requests in error: 0 and *why, or EINVAL.
   int explain_qp(Context* ctx, uint32_t qpn, std::string* why);
+  // What the NIC noticed about ctx's QPs since the last call, one per line; clears it.
+  std::string take_notices(Context* ctx);
 
   // --- Data path ---
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
@@ -169,9 +171,12 @@ class Device {
     uint64_t held = 0;
     if (!log_limiter_.allow(std::string(what) + ":" + std::to_string(qpn), now_, &held)) return;
     std::string text = line();
+    notice(qpn, text);
     if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
     log(level, text);
   }
+  // The program that owns QP `qpn` is told too, when it next asks (a bounded queue).
+  void notice(uint32_t qpn, const std::string& text);
 
   // qp_modify.cc
   int check_qp_attr_values(const Qp& qp, const ibv_qp_attr& attr, int mask, std::string* why);

@@ -226,6 +226,7 @@ struct Context {
   int async_fd = -1;
   std::vector<uint32_t> pds, mrs, mws, channels, cqs, srqs, qps, ahs;  // handles, in creation order
   uint64_t queue_bytes = 0;  // ring memory and per-WQE state of its CQs, SRQs and QPs
+  std::deque<std::string> notices;  // what the NIC noticed about its QPs, for the program (TakeNotices)
 };
 
 }  // namespace simnic::core

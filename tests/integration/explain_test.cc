@@ -75,6 +75,16 @@ TEST_F(Explain, NoReceivePostedIsExplainedAsRnr) {
   EXPECT_EQ(count(o.err, "simnic: "), 1u) << "once per cause:\n" << o.err;
 }
 
+// Nothing ever completes (rnr_retry = 7 retries forever): a program that keeps polling is told
+// what the NIC sees, once, instead of hanging in silence.
+TEST_F(Explain, AnEndlessRnrStormReachesAPollingProgram) {
+  Outcome o = run_mistake(nics, "no-recv-forever");
+  EXPECT_EQ(o.out, "done timeout\n");
+  EXPECT_NE(o.err.find("no receive WQE was posted; sent an RNR NAK"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("(RNR NAK); retrying in"), std::string::npos) << o.err;
+  EXPECT_EQ(count(o.err, "RNR NAK); retrying in"), 1u) << o.err;
+}
+
 TEST_F(Explain, AWrongDestinationQpnEndsInRetryExceededWithTheReason) {
   Outcome o = run_mistake(nics, "wrong-qpn");
   EXPECT_EQ(o.out, "done transport retry counter exceeded\n");

@@ -107,7 +107,9 @@ TEST(VizLiveHistory, AViewerAttachingAfterAShortProgramSeesWhatItDid) {
 TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "32"});
+  // 256 MiB: long enough to still be running when the viewer's checks are made (32 MiB could
+  // finish first on a quiet machine, leaving no QP at the live end).
+  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "256"});
   // A first viewer waits until the program is connected and sending on both NICs; then the
   // viewer under test attaches, mid-run.
   viz::Timeline probe;

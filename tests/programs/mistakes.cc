@@ -1,7 +1,7 @@
 // The mistakes students make, one per run, on two RC QPs of one NIC: each must end with the
 // error a real NIC gives, and (under `simnic run`) an explanation on stderr. stdout gets one
 // line, "done <what the program saw>", and nothing else, so a test can tell the two apart.
-// Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | wrong-qpn
+// Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
 #include <infiniband/verbs.h>
 
 #include <chrono>
@@ -96,8 +96,8 @@ int post(Setup& s, ibv_wr_opcode op, uint32_t rkey = 0) {
 }
 
 // The first completion with status != success on the CQ (both QPs share it), or "timeout".
-std::string first_error(Setup& s) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+std::string first_error(Setup& s, int seconds = 10) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   ibv_wc wc{};
   while (std::chrono::steady_clock::now() < end) {
     int n = ibv_poll_cq(s.cq, 1, &wc);
@@ -130,6 +130,10 @@ std::string run(Setup& s, const std::string& mode) {
   if (mode == "no-recv") {
     if (!connect(s, s.b->qp_num, 1) || post(s, IBV_WR_SEND)) return "setup failed";
     return first_error(s);
+  }
+  if (mode == "no-recv-forever") {  // rnr_retry = 7: the requester retries forever; nothing completes
+    if (!connect(s, s.b->qp_num, 7) || post(s, IBV_WR_SEND)) return "setup failed";
+    return first_error(s, 3);
   }
   if (mode == "wrong-qpn") {
     if (!connect(s, (s.b->qp_num + 1) & 0xffffff, 1) || post(s, IBV_WR_SEND)) return "setup failed";
