@@ -92,8 +92,12 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     if (qp.sq_consumer == qp.sq_next) break;  // not fully sent yet (being resent)
     if (st.rd_atomic && !st.done) {
       // Later requests were acknowledged but this READ/atomic has no answer: its responses
-      // were lost (IBA 9.7.5.1.1, implied NAK). Ask again.
-      go_back_n(qp, psn_add(st.first_psn, st.rcvd_pkts), now, "implied_nak");
+      // were lost (IBA 9.7.5.1.1, implied NAK). Ask again, and keep expecting the responses
+      // from the first missing one: the ACK must not carry una_psn past them, or the
+      // re-requested responses would be dropped as old and a lost re-request never retried.
+      const uint32_t missing = psn_add(st.first_psn, st.rcvd_pkts);
+      qp.una_psn = missing;
+      go_back_n(qp, missing, now, "implied_nak");
       return;
     }
     complete_send_wqe(qp, IBV_WC_SUCCESS);
