@@ -27,14 +27,19 @@ uint32_t wire_icrc(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 
-TEST(Icrc, CnpCapturedOnConnectX4Lx) {
-  // Ethernet header stripped: IPv4 (TOS 0xc2, TTL 64), UDP to 4791, BTH CNP, 16 bytes, ICRC.
-  auto frame = hex(
+// A CNP captured on a ConnectX-4 Lx, Ethernet header stripped: IPv4 (TOS 0xc2, TTL 64,
+// Identification 0x718c, DF), UDP to 4791, BTH CNP, 16 bytes, ICRC.
+std::vector<uint8_t> connectx_cnp() {
+  return hex(
       "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201"
       "0000 12b7 0028 0000"
       "8100 ffff 4000 0118 0000 0000"
       "0000 0000 0000 0000 0000 0000 0000 0000"
       "82fd 002a");
+}
+
+TEST(Icrc, CnpCapturedOnConnectX4Lx) {
+  auto frame = connectx_cnp();
   ASSERT_EQ(frame.size(), 60u);
   std::span<const uint8_t> roce(frame.data() + 28, frame.size() - 28 - 4);
   EXPECT_EQ(compute_icrc(frame.data(), roce), wire_icrc(frame.data() + frame.size() - 4));
@@ -129,12 +134,7 @@ TEST(Packet, AnyFlippedBitFailsTheIcrc) {
 
 // The CNP above was sent with Identification 0x718c: solving the ICRC for it finds exactly that.
 TEST(Icrc, TheIdentificationOfAConnectXCaptureIsRecovered) {
-  auto frame = hex(
-      "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201"
-      "0000 12b7 0028 0000"
-      "8100 ffff 4000 0118 0000 0000"
-      "0000 0000 0000 0000 0000 0000 0000 0000"
-      "82fd 002a");
+  auto frame = connectx_cnp();
   std::span<const uint8_t> roce(frame.data() + 28, frame.size() - 28 - 4);
   IpIdent sent;
   ASSERT_TRUE(icrc_verifies_for_some_ident(IpUdpInfo{0x0a001101, 0x0a001201, 0, 4791}, roce,
