@@ -83,7 +83,10 @@ if ! "$simnic" run -- "$soak" -a simnic0 -b simnic1 -t 1 -q 2 -n 14 >/dev/null 2
 fi
 stable() { (($2 <= $1 + $1 / 10 + 2048)); }
 memory=stable
-stable "$rss0_start" "$rss0_end" && stable "$rss1_start" "$rss1_end" || { memory=GROWING; status=1; }
+if ! stable "$rss0_start" "$rss0_end" || ! stable "$rss1_start" "$rss1_end"; then
+  memory=GROWING
+  status=1
+fi
 
 echo "soak: $minutes min, 3 processes x 2 threads x 8 RC QP pairs, loss 1% dup 0.5% reorder 1%"
 echo "soak: operations $ops, bytes verified $bytes, errors $errors"
