@@ -213,7 +213,8 @@ class Worker {
       if (ops[i] <= 1 || ops[i] == 3) ++want_b;
     }
     std::vector<ibv_wc> got_a, got_b;
-    if (!collect(cq_a_, want_a, &got_a) || !collect(cq_b_, want_b, &got_b)) return false;
+    if (!collect(cq_a_, want_a, &got_a)) return missing(got_a, ops, r, /*requester=*/true), false;
+    if (!collect(cq_b_, want_b, &got_b)) return missing(got_b, ops, r, /*requester=*/false), false;
     for (const ibv_wc& wc : got_a) check_a(wc, ops, lens);
     for (const ibv_wc& wc : got_b) check_b(wc, ops, lens);
     return g_totals.errors == 0;
@@ -280,6 +281,19 @@ class Worker {
       if (n == 0) std::this_thread::yield();
     }
     return true;
+  }
+
+  // Which operations never completed, so a stall can be looked for in a trace.
+  void missing(const std::vector<ibv_wc>& got, const std::vector<int>& ops, uint64_t r, bool requester) {
+    std::vector<bool> seen(pairs_.size());
+    for (const ibv_wc& wc : got)
+      if (wc.wr_id < seen.size()) seen[wc.wr_id] = true;
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      const bool expected = requester || ops[i] <= 1 || ops[i] == 3;
+      if (expected && !seen[i])
+        error("thread %d round %" PRIu64 " pair %zu: no %s completion of %s (QP 0x%x -> QP 0x%x)", id_, r, i,
+              requester ? "requester" : "receive", kOpNames[ops[i]], pairs_[i].a.qp->qp_num, pairs_[i].b.qp->qp_num);
+    }
   }
 
   void check_a(const ibv_wc& wc, const std::vector<int>& ops, const std::vector<uint32_t>& lens) {
