@@ -5,17 +5,22 @@
 # simnicd's memory (VmRSS) is sampled after a warm-up and at the end of the load, and must not
 # grow by more than 10% (+2 MiB); the NICs must still serve afterwards.
 #
-#   scripts/soak.sh [--minutes N] [--build DIR]     (default 30 minutes, build/)
+#   scripts/soak.sh [--minutes N] [--build DIR] [--loss P] [--dup P] [--reorder P]
+#   (defaults: 30 minutes, build/, loss 0.01, dup 0.005, reorder 0.01)
 # Prints operations, bytes verified, errors, retransmissions and memory; exits non-zero on any
 # error. CI runs a 2-minute version (ctest -L soak).
 set -euo pipefail
 minutes=30
 build=build
+loss=0.01 dup=0.005 reorder=0.01
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--minutes N] [--build DIR]" >&2; exit 2 ;;
+    --loss) loss=$2; shift 2 ;;
+    --dup) dup=$2; shift 2 ;;
+    --reorder) reorder=$2; shift 2 ;;
+    *) echo "usage: $0 [--minutes N] [--build DIR] [--loss P] [--dup P] [--reorder P]" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
@@ -36,7 +41,7 @@ cleanup() {
 trap cleanup EXIT
 # A private address pair per run, so concurrent runs (and other tests) never share a NIC.
 addr=127.$((100 + $$ % 100)).$((RANDOM % 250)).1
-"$simnic" up 2 --addr "$addr" --loss 0.01 --dup 0.005 --reorder 0.01 --seed 11 >/dev/null
+"$simnic" up 2 --addr "$addr" --loss "$loss" --dup "$dup" --reorder "$reorder" --seed 11 >/dev/null
 
 rss_kib() {  # VmRSS of a NIC's simnicd
   awk '/^VmRSS:/ {print $2}' "/proc/$(cat "$SIMNIC_DIR/$1.pid")/status"
@@ -88,7 +93,7 @@ if ! stable "$rss0_start" "$rss0_end" || ! stable "$rss1_start" "$rss1_end"; the
   status=1
 fi
 
-echo "soak: $minutes min, 3 processes x 2 threads x 8 RC QP pairs, loss 1% dup 0.5% reorder 1%"
+echo "soak: $minutes min, 3 processes x 2 threads x 8 RC QP pairs, loss $loss dup $dup reorder $reorder"
 echo "soak: operations $ops, bytes verified $bytes, errors $errors"
 grep -h '^soak: per opcode' "$SIMNIC_DIR"/client*.out | sed 's/^/  /'
 "$simnic" status | sed 's/^/  /'
