@@ -15,6 +15,9 @@ PACKAGES=(
   nlohmann-json3-dev                        # simnic-viz reads the JSON-lines trace
   libimgui-dev libstb-dev libglfw3-dev      # simnic-viz: Dear ImGui (GLFW + OpenGL3), PNG writer
   xvfb xauth libgl1-mesa-dri                # simnic-viz's screenshot tests: a virtual X display
+  clang libclang-rt-dev                     # the fuzzers (libFuzzer) and the ASan/UBSan stage of test.sh;
+                                            # clang only recommends the runtimes, hence libclang-rt-dev
+  ccache                                    # test.sh's extra sanitizer builds reuse compiled objects
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #include "simnic/core/control_dispatch.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace simnic::core {
@@ -35,6 +36,47 @@ ControlReply text(const std::string& s, int status = 0) {
   r.status = status;
   r.body.assign(s.begin(), s.end());
   return r;
+}
+
+// An enum field of a request, read as the raw 32 bits the client sent: loading a value outside
+// the enum's range through the enum type is undefined behaviour, so it is checked first.
+template <class Req>
+uint32_t raw_field(std::span<const uint8_t> body, size_t offset) {
+  uint32_t v = 0;
+  if (body.size() == sizeof(Req) && offset + sizeof v <= body.size()) std::memcpy(&v, body.data() + offset, sizeof v);
+  return v;
+}
+
+bool is_qp_type(uint32_t v) {
+  for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND,
+                        IBV_QPT_XRC_RECV, IBV_QPT_DRIVER})
+    if (v == uint32_t(t)) return true;
+  return false;
+}
+
+// ibv_modify_qp's enum fields: those the mask names must be valid values (else EINVAL); the
+// others are never read by the NIC, may be garbage in a real program, and are zeroed.
+bool qp_attr_enums_valid(std::span<const uint8_t> body, ModifyQpReq* req) {
+  constexpr size_t base = offsetof(ModifyQpReq, attr);
+  struct Field { size_t offset; int mask_bit; uint32_t lo, hi; };
+  const Field fields[] = {
+      {base + offsetof(ibv_qp_attr, qp_state), IBV_QP_STATE, IBV_QPS_RESET, IBV_QPS_ERR},
+      {base + offsetof(ibv_qp_attr, cur_qp_state), IBV_QP_CUR_STATE, IBV_QPS_RESET, IBV_QPS_ERR},
+      {base + offsetof(ibv_qp_attr, path_mtu), IBV_QP_PATH_MTU, IBV_MTU_256, IBV_MTU_4096},
+      {base + offsetof(ibv_qp_attr, path_mig_state), IBV_QP_PATH_MIG_STATE, IBV_MIG_MIGRATED, IBV_MIG_ARMED},
+  };
+  const int mask = int(raw_field<ModifyQpReq>(body, offsetof(ModifyQpReq, attr_mask)));
+  for (const Field& f : fields) {
+    const uint32_t v = raw_field<ModifyQpReq>(body, f.offset);
+    if ((mask & f.mask_bit) && (v < f.lo || v > f.hi)) return false;
+  }
+  std::memcpy(static_cast<void*>(req), body.data(), sizeof *req);
+  for (const Field& f : fields) {
+    if (mask & f.mask_bit) continue;
+    const uint32_t zero = 0;
+    std::memcpy(reinterpret_cast<uint8_t*>(req) + f.offset, &zero, sizeof zero);
+  }
+  return true;
 }
 
 // Moves the memfd of a shared region into the reply.
@@ -151,6 +193,8 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     case Op::AllocMw: {
       AllocMwReq req;
       if (!decode(body, &req)) return fail(EINVAL);
+      // Checked before the cast: a value outside the enum is undefined behaviour once loaded.
+      if (req.type != IBV_MW_TYPE_1 && req.type != IBV_MW_TYPE_2) return fail(EINVAL);
       Mw* mw = nullptr;
       if (int e = dev_.alloc_mw(ctx, req.pd, ibv_mw_type(req.type), &mw)) return fail(e);
       return ok(AllocMwReply{mw->handle, mw->rkey});
@@ -191,6 +235,8 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     case Op::CreateQp: {
       CreateQpReq req;
       if (!decode(body, &req)) return fail(EINVAL);
+      // Only declared ibv_qp_type values reach the cast (create_qp refuses those it lacks).
+      if (!is_qp_type(req.qp_type)) return fail(EOPNOTSUPP);
       ibv_qp_init_attr init{};
       init.qp_type = ibv_qp_type(req.qp_type);
       init.sq_sig_all = int(req.sq_sig_all);
@@ -212,7 +258,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     }
     case Op::ModifyQp: {
       ModifyQpReq req;
-      if (!decode(body, &req)) return fail(EINVAL);
+      if (body.size() != sizeof req || !qp_attr_enums_valid(body, &req)) return fail(EINVAL);
       dev_.take_refusal();
       int e = dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now);
       return e ? text(dev_.take_refusal(), e) : fail(0);  // a refusal carries its reason

@@ -33,7 +33,7 @@ uint64_t realtime_ns() {
 }
 
 UdpPort::UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port)
-    : io_(io), socket_(io), delay_timer_(io), ip_(ip), port_(port) {}
+    : socket_(io), delay_timer_(io), ip_(ip), port_(port) {}
 
 UdpPort::~UdpPort() { close(); }
 

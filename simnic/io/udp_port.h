@@ -55,7 +55,6 @@ class UdpPort final : public core::PacketSink {
   void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
   void schedule_delayed();
 
-  boost::asio::io_context& io_;
   boost::asio::ip::udp::socket socket_;
   boost::asio::steady_timer delay_timer_;
   uint32_t ip_;

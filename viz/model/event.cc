@@ -29,6 +29,13 @@ bool Event::b(const char* key) const {
   return it != fields.end() && it->is_boolean() && it->get<bool>();
 }
 
+std::string Event::sub_s(const char* object, const char* key, const std::string& fallback) const {
+  auto it = fields.find(object);
+  if (it == fields.end() || !it->is_object()) return fallback;
+  auto sub = it->find(key);
+  return sub != it->end() && sub->is_string() ? sub->get<std::string>() : fallback;
+}
+
 uint64_t Event::addr(const char* key) const { return u(key); }
 
 std::optional<Event> parse_event_line(const std::string& line) {
@@ -56,7 +63,7 @@ std::string summarize(const Event& e) {
     add("psn " + hex(e.u("psn")));
     add((k == "pkt_tx" ? "-> qp " : "qp ") + hex(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
     if (e.u("payload")) add("(" + std::to_string(e.u("payload")) + " B)");
-    if (e.has("aeth")) add(e.fields["aeth"].value("class", std::string()));
+    if (e.has("aeth")) add(e.sub_s("aeth", "class", ""));
     if (e.has("fault")) add("[" + e.s("fault") + "]");
   } else if (k == "wqe_posted") {
     add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")) + " " +

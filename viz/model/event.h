@@ -19,6 +19,9 @@ struct Event {
   uint64_t u(const char* key, uint64_t fallback = 0) const;
   std::string s(const char* key, const std::string& fallback = "") const;
   bool b(const char* key) const;
+  // A string inside an object field (e.g. aeth.class); `fallback` when either is missing or of
+  // another type: a trace is input, and a malformed line must not throw.
+  std::string sub_s(const char* object, const char* key, const std::string& fallback) const;
   bool has(const char* key) const { return fields.contains(key); }
   // "0x7f.." strings and plain numbers both read as numbers.
   uint64_t addr(const char* key) const;

@@ -221,7 +221,7 @@ bool NicState::apply_work(const Event& e, size_t pos) {
       else q.last_rx_psn = e.u("psn"), q.has_rx = true;
     }
     if (k == "pkt_tx" && e.has("fault")) counters["fault_" + e.s("fault")]++;
-    if (e.has("aeth")) counters[k + "_" + e.fields["aeth"].value("class", std::string("ACK"))]++;
+    if (e.has("aeth")) counters[k + "_" + e.sub_s("aeth", "class", "ACK")]++;
   } else if (k == "error") {
     auto qit = qps.find(uint32_t(e.u("qp")));
     if (qit != qps.end()) qit->second.last_error = e.s("rule");

@@ -9,7 +9,7 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 PacketClass classify_packet(const Event& e) {
   const std::string op = e.s("opcode");
   if (e.has("aeth")) {
-    std::string cls = e.fields["aeth"].value("class", std::string("ACK"));
+    std::string cls = e.sub_s("aeth", "class", "ACK");
     if (cls != "ACK") return PacketClass::kNak;
     if (contains(op, "READ_RESPONSE")) return PacketClass::kReadResponse;
     if (contains(op, "ATOMIC")) return PacketClass::kAtomic;
@@ -38,7 +38,7 @@ const char* packet_class_name(PacketClass c) {
 
 std::string packet_label(const Event& e) {
   PacketClass c = classify_packet(e);
-  if (c == PacketClass::kNak) return e.fields["aeth"].value("class", std::string("NAK")) == "RNR_NAK" ? "RNR" : "NAK";
+  if (c == PacketClass::kNak) return e.sub_s("aeth", "class", "NAK") == "RNR_NAK" ? "RNR" : "NAK";
   if (c == PacketClass::kAck) return "ACK";
   std::string label = c == PacketClass::kReadRequest ? "READ" : c == PacketClass::kReadResponse ? "RESP" : packet_class_name(c);
   const std::string op = e.s("opcode");

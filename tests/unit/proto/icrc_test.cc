@@ -100,13 +100,27 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     EXPECT_TRUE(p.h.bth.ack_req);
     EXPECT_EQ(std::vector<uint8_t>(p.payload.begin(), p.payload.end()), std::vector<uint8_t>(pl.begin(), pl.end()))
         << info.name;
-    if (info.mask & kHasReth) EXPECT_EQ(p.h.reth.va, 0x1122334455667788ull) << info.name;
-    if (info.mask & kHasAeth) EXPECT_EQ(p.h.aeth.msn, 0x010203u) << info.name;
-    if (info.mask & kHasAtomicEth) EXPECT_EQ(p.h.atomic.compare, 6u) << info.name;
-    if (info.mask & kHasAtomicAckEth) EXPECT_EQ(p.h.atomic_ack.orig, 0xfedcba9876543210ull) << info.name;
-    if (info.mask & kHasDeth) EXPECT_EQ(p.h.deth.src_qp, 0x222222u) << info.name;
-    if (info.mask & kHasImm) EXPECT_EQ(p.h.imm_be, 0x0d0c0b0au) << info.name;
-    if (info.mask & kHasIeth) EXPECT_EQ(p.h.ieth_rkey, 0xabcd1234u) << info.name;
+    if (info.mask & kHasReth) {
+      EXPECT_EQ(p.h.reth.va, 0x1122334455667788ull) << info.name;
+    }
+    if (info.mask & kHasAeth) {
+      EXPECT_EQ(p.h.aeth.msn, 0x010203u) << info.name;
+    }
+    if (info.mask & kHasAtomicEth) {
+      EXPECT_EQ(p.h.atomic.compare, 6u) << info.name;
+    }
+    if (info.mask & kHasAtomicAckEth) {
+      EXPECT_EQ(p.h.atomic_ack.orig, 0xfedcba9876543210ull) << info.name;
+    }
+    if (info.mask & kHasDeth) {
+      EXPECT_EQ(p.h.deth.src_qp, 0x222222u) << info.name;
+    }
+    if (info.mask & kHasImm) {
+      EXPECT_EQ(p.h.imm_be, 0x0d0c0b0au) << info.name;
+    }
+    if (info.mask & kHasIeth) {
+      EXPECT_EQ(p.h.ieth_rkey, 0xabcd1234u) << info.name;
+    }
     // Every header has its length: the table's header_len is what was written.
     EXPECT_EQ(buf.size(), info.header_len + ((pl.size() + 3) & ~size_t(3)) + 4) << info.name;
   }

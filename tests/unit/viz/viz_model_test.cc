@@ -109,7 +109,8 @@ TEST(VizNicState, MissedWqeDoneEventsDoNotOverfillTheRing) {
   for (int i = 4; i < 7; ++i) tb.add("n0", 4, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
   Timeline tl;
   tl.append(tb.events);
-  const QpInfo& q = tl.state_at(tl.end_pos()).at("n0").qps.at(5);
+  const World end = tl.state_at(tl.end_pos());  // kept: q refers into it
+  const QpInfo& q = end.at("n0").qps.at(5);
   EXPECT_EQ(q.rq.consumer, 3u);
   EXPECT_EQ(q.rq.producer, 7u);
   ASSERT_EQ(q.rq.posted.size(), 4u) << "slots 3..6: 0 and 1 are below the consumer";
@@ -123,7 +124,8 @@ TEST(VizNicState, ResetEmptiesTheRings) {
   tb.add("n0", 3, "qp_state", {{"qp", 5}, {"from", "ERR"}, {"to", "RESET"}});
   Timeline tl;
   tl.append(tb.events);
-  const QpInfo& q = tl.state_at(tl.end_pos()).at("n0").qps.at(5);
+  const World end = tl.state_at(tl.end_pos());  // kept: q refers into it
+  const QpInfo& q = end.at("n0").qps.at(5);
   EXPECT_TRUE(q.rq.posted.empty());
   EXPECT_EQ(q.rq.producer, 0u);
 }
