@@ -25,7 +25,10 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   req.cap = init->cap;
   CreateQpReply rep{};
   std::vector<int> fds;
-  if (int st = rpc(c, Op::CreateQp, req, &rep, &fds)) return fail_null<ibv_qp>(st);
+  if (int st = rpc(c, Op::CreateQp, req, &rep, &fds)) {
+    explain_refusal("ibv_create_qp", st, abi::last_refusal());
+    return fail_null<ibv_qp>(st);
+  }
   void* mem = map_shared(fds, rep.mem_bytes);
   if (!mem) {
     int e = errno;

@@ -12,7 +12,10 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   if (!pd) return fail_null<ibv_mr>(EINVAL);
   RegMrReq req{pd->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   RegMrReply rep{};
-  if (int st = rpc(to_shim(pd->context), Op::RegMr, req, &rep)) return fail_null<ibv_mr>(st);
+  if (int st = rpc(to_shim(pd->context), Op::RegMr, req, &rep)) {
+    explain_refusal("ibv_reg_mr", st, simnic::abi::last_refusal());
+    return fail_null<ibv_mr>(st);
+  }
   auto* mr = new ibv_mr{};
   mr->context = pd->context;
   mr->pd = pd;

@@ -102,6 +102,13 @@ inline int connect_control(const std::string& path) {
 // A blocking request/reply round trip. On success returns the reply's status (0 or an
 // errno from simnicd) and fills `reply` with the body and `fds_out` with received fds.
 // A transport failure returns its errno (ECONNRESET when simnicd went away).
+// The reason the NIC gave with the last refusal this thread received ("" if none): a refusal's
+// body is text (control.h), which call_fixed would otherwise drop.
+inline std::string& last_refusal() {
+  thread_local std::string why;
+  return why;
+}
+
 inline int call(int sock, Op op, const void* req, size_t req_len, std::vector<uint8_t>& reply,
                 std::span<const int> fds_in = {}, std::vector<int>* fds_out = nullptr) {
   ReqHeader h{static_cast<uint32_t>(op), static_cast<uint32_t>(req_len)};
@@ -119,6 +126,8 @@ inline int call(int sock, Op op, const void* req, size_t req_len, std::vector<ui
   std::memcpy(&rh, buf.data(), sizeof(rh));
   if (rh.op != h.op || rh.len != buf.size() - sizeof(RespHeader)) return EPROTO;
   reply.assign(buf.begin() + sizeof(RespHeader), buf.end());
+  if (rh.status != 0) last_refusal().assign(reply.begin(), reply.end());
+  else last_refusal().clear();
   return rh.status;
 }
 

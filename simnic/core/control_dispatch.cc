@@ -182,7 +182,9 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       RegMrReq req;
       if (!decode(body, &req)) return fail(EINVAL);
       Mr* mr = nullptr;
-      if (int e = dev_.reg_mr(ctx, req.pd, req.addr, req.length, req.iova, req.access, &mr)) return fail(e);
+      dev_.take_refusal();
+      if (int e = dev_.reg_mr(ctx, req.pd, req.addr, req.length, req.iova, req.access, &mr))
+        return text(dev_.take_refusal(), e);  // a refusal carries its reason
       return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
     }
     case Op::DeregMr: {
@@ -242,7 +244,9 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       init.sq_sig_all = int(req.sq_sig_all);
       init.cap = req.cap;
       Qp* qp = nullptr;
-      if (int e = dev_.create_qp(ctx, init, req.pd, req.send_cq, req.recv_cq, req.srq, &qp)) return fail(e);
+      dev_.take_refusal();
+      if (int e = dev_.create_qp(ctx, init, req.pd, req.send_cq, req.recv_cq, req.srq, &qp))
+        return text(dev_.take_refusal(), e);
       CreateQpReply rep{};
       rep.handle = qp->handle;
       rep.qp_num = qp->qpn;

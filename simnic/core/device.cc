@@ -250,17 +250,22 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
                    uint64_t iova, uint32_t access, Mr** out) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  if (access & ~kKnownAccess) return EINVAL;
+  if (access & ~kKnownAccess) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
-    return EINVAL;
-  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr) return EINVAL;
-  if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr) return ENOMEM;
+    return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
+    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr)
+    return refuse(ENOMEM, "too many MRs: " + std::to_string(ctx->mrs.size()) + " in this program (at most " +
+                              std::to_string(ContextLimits::kMaxMr) + " per program)");
   // The kernel pins the pages at registration: an unmapped range fails here, not later.
   uint8_t probe;
-  if (int e = memory_.read(ctx->pid, addr, &probe, 1)) return e == EPERM ? EPERM : EFAULT;
-  if (int e = memory_.read(ctx->pid, addr + length - 1, &probe, 1)) return e == EPERM ? EPERM : EFAULT;
+  for (uint64_t at : {addr, addr + length - 1})
+    if (int e = memory_.read(ctx->pid, at, &probe, 1))
+      return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
+                                                     ") is not all mapped in the program (" + hex(at) + " is not)");
 
   auto mr = std::make_unique<Mr>();
   mr->handle = new_handle();
@@ -466,13 +471,18 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
     if (!srq) return EINVAL;
   }
   if (init.qp_type != IBV_QPT_RC && init.qp_type != IBV_QPT_UC && init.qp_type != IBV_QPT_UD)
-    return EOPNOTSUPP;
+    return refuse(EOPNOTSUPP, "QP type " + std::to_string(init.qp_type) + ": simnic has RC, UC and UD QPs");
   const ibv_qp_cap& c = init.cap;
   if (c.max_send_wr > DeviceLimits::kMaxQpWr || c.max_send_sge > abi::kMaxSge ||
       c.max_inline_data > abi::kMaxInlineData ||
       (!srq && (c.max_recv_wr > DeviceLimits::kMaxQpWr || c.max_recv_sge > abi::kMaxSge)))
-    return EINVAL;
-  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
+    return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
+                          "at most " + std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
+                          std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
+  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp)
+    return refuse(ENOMEM, "too many QPs: " + std::to_string(ctx->qps.size()) + " in this program (at most " +
+                              std::to_string(ContextLimits::kMaxQp) + " per program, " +
+                              std::to_string(DeviceLimits::kMaxQp) + " per NIC)");
 
   auto qp = std::make_unique<Qp>();
   qp->handle = new_handle();
@@ -495,7 +505,11 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
   qp->cap.max_inline_data = abi::kMaxInlineData;
 
   const QpLayout layout = qp_layout(qp->sq_entries, qp->rq_entries);
-  if (!charge_queue_memory(ctx, layout.charged)) return ENOMEM;
+  if (!charge_queue_memory(ctx, layout.charged))
+    return refuse(ENOMEM, "out of queue memory: this program's queues already take " +
+                              std::to_string(ctx->queue_bytes >> 20) + " MiB (at most " +
+                              std::to_string(ContextLimits::kMaxQueueBytes >> 20) + " MiB per program); smaller "
+                              "max_send_wr/max_recv_wr, or fewer QPs");
   int err = 0;
   if (!shm_.allocate(layout.ring_bytes, "simnic-qp", &qp->mem, &err)) {
     refund_queue_memory(ctx, layout.charged);

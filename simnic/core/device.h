@@ -121,6 +121,11 @@ class Device {
 
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
+  // Refuses a verb with `err`, keeping `why` for the application (take_refusal).
+  int refuse(int err, std::string why) {
+    refusal_ = std::move(why);
+    return err;
+  }
   // Why QP `qpn` of `ctx` completed work requests in error: 0 and *why, or EINVAL.
   int explain_qp(Context* ctx, uint32_t qpn, std::string* why);
   // What the NIC noticed about ctx's QPs since the last call, one per line; clears it.

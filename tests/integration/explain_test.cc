@@ -48,6 +48,22 @@ TEST_F(Explain, AGidIndexBeyondTheTableNamesTheIndex) {
   EXPECT_NE(o.err.find("INIT->RTR: sgid_index 1 is beyond the GID table (index 0 only)"), std::string::npos) << o.err;
 }
 
+TEST_F(Explain, ARemoteWriteMrWithoutLocalWriteSaysWhichFlagIsMissing) {
+  Outcome o = run_mistake(nics, "reg-mr-access");
+  EXPECT_EQ(o.out, "done EINVAL\n");
+  EXPECT_NE(o.err.find("simnic: ibv_reg_mr: EINVAL: IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need "
+                       "IBV_ACCESS_LOCAL_WRITE too"),
+            std::string::npos)
+      << o.err;
+}
+
+TEST_F(Explain, QueuesDeeperThanTheDeviceNameTheLimit) {
+  Outcome o = run_mistake(nics, "create-qp-caps");
+  EXPECT_EQ(o.out, "done EINVAL\n");
+  EXPECT_NE(o.err.find("simnic: ibv_create_qp: EINVAL: cap asks for more than the device has"), std::string::npos)
+      << o.err;
+}
+
 TEST_F(Explain, PostingBeforeRtsSaysSendingNeedsRts) {
   Outcome o = run_mistake(nics, "post-before-rts");
   EXPECT_EQ(o.out, "done EINVAL\n");

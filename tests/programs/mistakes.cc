@@ -4,6 +4,7 @@
 // Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
 #include <infiniband/verbs.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -111,6 +112,20 @@ std::string run(Setup& s, const std::string& mode) {
   if (mode == "gid-index") {
     if (to_init(s.a)) return "init failed";
     return to_rtr(s, s.a, s.b->qp_num, 1) == EINVAL ? "EINVAL" : "accepted";
+  }
+  if (mode == "reg-mr-access") {  // REMOTE_WRITE without LOCAL_WRITE
+    ibv_mr* mr = ibv_reg_mr(s.pd, s.buf, 64, IBV_ACCESS_REMOTE_WRITE);
+    return mr ? "accepted" : errno == EINVAL ? "EINVAL" : "other";
+  }
+  if (mode == "create-qp-caps") {  // far deeper queues than the device has
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = s.cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 1u << 20;
+    init.cap.max_recv_wr = 4;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(s.pd, &init);
+    return qp ? "accepted" : errno == EINVAL ? "EINVAL" : "other";
   }
   if (mode == "post-before-rts") {
     if (to_init(s.a)) return "init failed";
