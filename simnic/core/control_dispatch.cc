@@ -101,8 +101,18 @@ void ControlDispatcher::close(ControlSession& s) {
   s.ctx = nullptr;
 }
 
+// Every refusal carries the reason the Device gave for it, if any, as its body (control.h).
 ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const uint8_t> body,
                                        std::vector<int>& fds, uint64_t now) {
+  dev_.take_refusal();  // none left over from an earlier request
+  ControlReply r = handle_op(s, op, body, fds, now);
+  std::string why = dev_.take_refusal();
+  if (r.status != 0 && r.body.empty()) r.body.assign(why.begin(), why.end());
+  return r;
+}
+
+ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<const uint8_t> body,
+                                          std::vector<int>& fds, uint64_t now) {
   if (op == Op::Hello) {
     HelloReq req;
     if (!decode(body, &req)) return fail(EINVAL);
@@ -182,9 +192,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       RegMrReq req;
       if (!decode(body, &req)) return fail(EINVAL);
       Mr* mr = nullptr;
-      dev_.take_refusal();
-      if (int e = dev_.reg_mr(ctx, req.pd, req.addr, req.length, req.iova, req.access, &mr))
-        return text(dev_.take_refusal(), e);  // a refusal carries its reason
+      if (int e = dev_.reg_mr(ctx, req.pd, req.addr, req.length, req.iova, req.access, &mr)) return fail(e);
       return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
     }
     case Op::DeregMr: {
@@ -244,9 +252,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
       init.sq_sig_all = int(req.sq_sig_all);
       init.cap = req.cap;
       Qp* qp = nullptr;
-      dev_.take_refusal();
-      if (int e = dev_.create_qp(ctx, init, req.pd, req.send_cq, req.recv_cq, req.srq, &qp))
-        return text(dev_.take_refusal(), e);
+      if (int e = dev_.create_qp(ctx, init, req.pd, req.send_cq, req.recv_cq, req.srq, &qp)) return fail(e);
       CreateQpReply rep{};
       rep.handle = qp->handle;
       rep.qp_num = qp->qpn;
@@ -263,9 +269,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
     case Op::ModifyQp: {
       ModifyQpReq req;
       if (body.size() != sizeof req || !qp_attr_enums_valid(body, &req)) return fail(EINVAL);
-      dev_.take_refusal();
-      int e = dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now);
-      return e ? text(dev_.take_refusal(), e) : fail(0);  // a refusal carries its reason
+      return fail(dev_.modify_qp(ctx, req.qp, req.attr, req.attr_mask, now));
     }
     case Op::TakeNotices:
       return text(dev_.take_notices(ctx));

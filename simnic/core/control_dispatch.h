@@ -53,6 +53,8 @@ class ControlDispatcher {
   void close(ControlSession& s);
 
  private:
+  ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
+                         uint64_t now);
   int check_fd(FdRole role, int fd, const ControlSession& s) const;
 
   Device& dev_;
