@@ -4,6 +4,9 @@
 // "GID index 3" runs, and the entries simnic cannot carry are refused naming index 3.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -236,6 +239,60 @@ TEST(GidTables, UncarriableMlx5EntriesAreRefusedAtRtrNamingIndex3) {
   EXPECT_NE(logs.output.find("is a RoCE v1 GID"), std::string::npos) << logs.output;
   EXPECT_NE(logs.output.find("use sgid_index 3"), std::string::npos) << logs.output;
 }
+
+// --- replying to a datagram's sender: ibv_create_ah_from_wc ---
+
+struct AhFromWcCase {
+  const char* name;
+  std::vector<std::string> up_args;
+  const char* gid_index;
+};
+
+void PrintTo(const AhFromWcCase& c, std::ostream* os) { *os << c.name; }
+
+class AhFromWc : public ::testing::TestWithParam<AhFromWcCase> {};
+
+// Lab 6's solution (a UD service directory) answers every datagram through
+// ibv_create_ah_from_wc: the AH must lead back to the sender whether the datagram came with a
+// GRH (RoCE: the RoCE v2 GID of our address, index 1 on rxe, 3 on mlx5) or without (InfiniBand
+// mode: the sender's LID from wc.slid).
+TEST_P(AhFromWc, Lab6ServiceDirectoryRepliesToEachSender) {
+  const AhFromWcCase& c = GetParam();
+  if (!have_program("cc") || !have_program("pkg-config")) GTEST_SKIP() << "no cc or pkg-config on PATH";
+  char dir[] = "/tmp/simnic-ahwc-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string exe = std::string(dir) + "/ud_lab", src = SIMNIC_TEST_SOURCE_DIR "/labs/06-ud/solution";
+  Result cc = run({"sh", "-c", "cc -o " + exe + " -I " SIMNIC_TEST_SOURCE_DIR "/labs/common " + src + "/ud_lab.c " +
+                                   src + "/ud_common.c $(pkg-config --cflags --libs libibverbs)"});
+  ASSERT_EQ(cc.exit_code, 0) << cc.output;
+  {
+    Nics nics(3, c.up_args);
+    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+    const std::vector<std::string> common = {"-g", c.gid_index, "-f", std::string(dir) + "/registry.addr"};
+    auto with = [&](std::vector<std::string> v, const std::vector<std::string>& tail) {
+      v.insert(v.begin() + 4, common.begin(), common.end());
+      v.insert(v.end(), tail.begin(), tail.end());
+      return v;
+    };
+    auto reg = nics.start(with({exe, "registry", "-d", "simnic0", "-c", "1"}, {}));
+    auto svc = nics.start(with({exe, "service", "-d", "simnic1", "-n", "1"}, {"echo"}));
+    Result cl = nics.run(with({exe, "client", "-d", "simnic2"}, {"echo", "hello by lid"}), 30s);
+    Result sv = svc->wait(20s), rg = reg->wait(20s);
+    EXPECT_EQ(cl.exit_code, 0) << cl.output << "\nservice:\n" << sv.output << "\nregistry:\n" << rg.output;
+    EXPECT_TRUE(std::regex_search(cl.output, std::regex("client: reply from QPN 0x[0-9a-f]+: HELLO BY LID"))) << cl.output;
+    EXPECT_EQ(sv.exit_code, 0) << sv.output;
+    EXPECT_NE(sv.output.find("request \"hello by lid\""), std::string::npos) << sv.output;
+    for (const char* nic : {"simnic0", "simnic1", "simnic2"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LinkLayers, AhFromWc,
+    ::testing::Values(AhFromWcCase{"infiniband", {"--link-layer", "ib"}, "0"},
+                      AhFromWcCase{"rxe_table", {"--gid-table", "rxe"}, "1"},
+                      AhFromWcCase{"mlx5_table", {"--gid-table", "mlx5"}, "3"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace simnic::it
