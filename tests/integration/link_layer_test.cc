@@ -21,13 +21,13 @@ struct Pair {
   Result server, client;
 };
 
-// `program` as server on simnic0 and client on simnic1 (both through `simnic run`).
+// `program` as server on simnic0 and client on `client_nic` (both through `simnic run`).
 Pair run_pair(const Nics& nics, const std::vector<std::string>& program, const std::vector<std::string>& port_flag,
-              bool client_may_fail = false) {
+              bool client_may_fail = false, const std::string& client_nic = "simnic1") {
   const std::string port = std::to_string(free_tcp_port());
   std::vector<std::string> server = program, client = program;
   server.insert(server.end(), {"-d", "simnic0", port_flag[0], port});
-  client.insert(client.end(), {"-d", "simnic1", port_flag[0], port, "127.0.0.1"});
+  client.insert(client.end(), {"-d", client_nic, port_flag[0], port, "127.0.0.1"});
   auto srv = nics.start(server);
   EXPECT_TRUE(wait_for_listener(std::stoi(port), 15s)) << srv->output();
   Pair p;
@@ -162,6 +162,24 @@ TEST(InfiniBandMode, ALidMapFileGivesTheLidsAndTheRegistry) {
   Pair p = run_pair(nics, {"ibv_rc_pingpong", "-n", "100"}, {"-p"});
   EXPECT_NE(p.client.output.find("remote address: LID 0x0005"), std::string::npos) << p.client.output;
   EXPECT_EQ(p.server.exit_code, 0) << p.server.output;
+}
+
+// A NIC started later gets the next LID; the running ones read the registry again when they
+// meet a LID they do not know, so they reach it with no restart.
+TEST(InfiniBandMode, ANicStartedLaterIsReachedByItsLid) {
+  Nics nics(2, {"--link-layer", "ib"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair first = run_pair(nics, {"ibv_rc_pingpong", "-n", "50"}, {"-p"});  // simnic0 has read LIDs 1 and 2
+  ASSERT_EQ(first.server.exit_code, 0) << first.server.output;
+  Result up = run({bin_dir() + "/simnic", "up", "3", "--addr", nics.addr(0), "--link-layer", "ib"}, nics.env(), 30s);
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_NE(up.output.find("simnic0 is already running"), std::string::npos) << up.output;
+  EXPECT_NE(file_text(nics.dir() + "/lids").find("\n3 " + nics.addr(2) + " simnic2\n"), std::string::npos);
+  Pair p = run_pair(nics, {"ibv_rc_pingpong", "-n", "50"}, {"-p"}, false, "simnic2");
+  EXPECT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.server.output.find("remote address: LID 0x0003"), std::string::npos) << p.server.output;
+  Result stop = run({bin_dir() + "/simnic", "down", "simnic2"}, nics.env(), 30s);  // ~Nics stops the first two
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
 }
 
 TEST(InfiniBandMode, ANicTheLidMapDoesNotListIsNotStarted) {
