@@ -225,6 +225,36 @@ TEST(GidTables, IbvDevinfoListsTheMlx5AndRxeTablesInTheirOrder) {
   }
 }
 
+// ibv_query_gid_table, ibv_query_gid_ex, ibv_query_gid and ibv_query_gid_type, as rdma-core 44
+// answers them: valid entries only in the table, an empty slot as ENODATA / the zero GID /
+// type 0, the end of the table as EINVAL / -1.
+TEST(GidTables, EveryRdmaCoreGidQueryAgrees) {
+  {
+    Nics nics(1, {"--gid-table", "mlx5"});
+    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+    Result r = nics.run({bin_dir() + "/simnic-gid-query", "simnic0"}, 30s);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string a = nics.addr(0);
+    for (const std::string& line :
+         std::vector<std::string>{"gid_tbl_len 256\ntable 4\n", "table[2] index 2 port 1 ::ffff:" + a + " RoCE-v1\n",
+          "table[3] index 3 port 1 ::ffff:" + a + " RoCE-v2\ntable too small -22\n",
+          "gid 2 ex RoCE-v1 query 0 ::ffff:" + a + " type 0 0\n", "gid 3 ex RoCE-v2 query 0 ::ffff:" + a + " type 0 1\n",
+          std::string("gid 4 ex ENODATA query 0 :: type 0 0\n"), std::string("past the table EINVAL\n")})
+      EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+    EXPECT_TRUE(std::regex_search(r.output, std::regex("gid 0 ex RoCE-v1 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 0\n")))
+        << r.output;
+    EXPECT_TRUE(std::regex_search(r.output, std::regex("gid 1 ex RoCE-v2 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 1\n")))
+        << r.output;
+  }
+  Nics nics(1, {"--link-layer", "ib"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-gid-query", "simnic0"}, 30s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("gid_tbl_len 1\ntable 1\ntable\\[0\\] index 0 port 1 fe80::253:4e[0-9a-f:]+01 IB\n")))
+      << r.output;
+  EXPECT_NE(r.output.find("gid 1 ex EINVAL query -1 - type -1 7\npast the table EINVAL\n"), std::string::npos) << r.output;
+}
+
 // Tutorials written for ConnectX say "use GID index 3": on the mlx5 table that is the IPv4
 // RoCE v2 GID, and ibv_rc_pingpong -g 3 runs.
 TEST(GidTables, RcPingpongWithGidIndex3RunsOnTheMlx5Table) {
