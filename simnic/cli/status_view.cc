@@ -91,6 +91,11 @@ void print_status_view(const std::string& name, const std::string& text) {
   if (kv["faults"] != "" && kv["faults"].find("loss=0 dup=0 reorder=0 delay_us=0") != 0)
     std::printf("fault injection: %s\n", kv["faults"].c_str());
   if (kv["paused"] == "1") std::printf("paused in step mode (simnic step %s next)\n", name.c_str());
+  if (kv["link_layer"] == "ib")
+    std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),
+                kv["sm_lid"].c_str());
+  else if (!kv["gid_table"].empty() && kv["gid_table"] != "simple")
+    std::printf("RoCE port, %s GID table (ibv_devinfo -v lists it)\n", kv["gid_table"].c_str());
   print_groups(kv);
   print_qps(kv);
 }
