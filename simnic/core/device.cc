@@ -130,6 +130,9 @@ ibv_device_attr Device::device_attr() const {
   a.max_srq_wr = DeviceLimits::kMaxSrqWr;
   a.max_srq_sge = abi::kMaxSge;
   a.max_ah = DeviceLimits::kMaxAh;
+  a.max_mcast_grp = DeviceLimits::kMaxMcastGrp;
+  a.max_mcast_qp_attach = DeviceLimits::kMaxMcastQpAttach;
+  a.max_total_mcast_qp_attach = DeviceLimits::kMaxTotalMcastQpAttach;
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;
@@ -209,7 +212,10 @@ Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_f
 
 void Device::close_context(Context* ctx) {
   // Tear down like the kernel does for a dying process: QPs first, PDs last.
-  for (auto h : std::vector<uint32_t>(ctx->qps)) destroy_qp(ctx, h);
+  for (auto h : std::vector<uint32_t>(ctx->qps)) {
+    if (Qp* qp = owned(qps_, ctx, h)) detach_all_mcast(*qp);
+    destroy_qp(ctx, h);
+  }
   for (auto h : std::vector<uint32_t>(ctx->ahs)) destroy_ah(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->srqs)) destroy_srq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->cqs)) destroy_cq(ctx, h);
@@ -544,6 +550,11 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
 int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
   if (!qp) return EINVAL;
+  // As uverbs: a QP still attached to a multicast group cannot be destroyed (a dying process's
+  // are detached first, in close_context).
+  if (!qp->mcast_gids.empty())
+    return refuse(EBUSY, "QP " + hex(qp->qpn) + " is still attached to " + std::to_string(qp->mcast_gids.size()) +
+                             " multicast group(s): ibv_detach_mcast them before ibv_destroy_qp");
   trace_qp_lifecycle("qp_destroy", *qp);
   unbind_mws_of_qp(*qp);
   busy_qps_.erase(qp->qpn);
@@ -597,18 +608,17 @@ Qp* Device::find_qp_by_qpn(uint32_t qpn) {
 int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  // RoCE addresses are GIDs: an AH without a GRH has nowhere to go.
+  // RoCE addresses are GIDs: an AH without a GRH has nowhere to go. simnic's wire is IPv4: the
+  // GID is IPv4-mapped, or a multicast GID (sent to the IPv4 group group_ipv4 maps it to).
   if (!attr.is_global || attr.port_num != 1) return EINVAL;
-  const uint8_t* raw = attr.grh.dgid.raw;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(raw, kMapped, 12) != 0) return EINVAL;
+  if (!is_v4_mapped(attr.grh.dgid) && !is_multicast_gid(attr.grh.dgid)) return EINVAL;
   if (ahs_.size() >= DeviceLimits::kMaxAh || ctx->ahs.size() >= ContextLimits::kMaxAh) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->handle = new_handle();
   ah->ctx = ctx;
   ah->pd = pd;
   ah->attr = attr;
-  ah->dst_ip = uint32_t(raw[12]) << 24 | uint32_t(raw[13]) << 16 | uint32_t(raw[14]) << 8 | raw[15];
+  ah->dst_ip = group_ipv4(attr.grh.dgid);  // the IPv4 address itself when IPv4-mapped
   pd->users++;
   *handle = ah->handle;
   ctx->ahs.push_back(ah->handle);
