@@ -274,5 +274,44 @@ TEST_F(Multicast, AProgramThatDiesAttachedLeavesItsGroups) {
   EXPECT_EQ(counter(*b, "mcast_deliveries"), 0u);
 }
 
+struct LineSink : core::TraceSink {
+  void write_line(const std::string& line) override { lines.push_back(line); }
+  // The lines of one kind that contain `text`.
+  size_t count(const std::string& kind, const std::string& text = "") const {
+    size_t n = 0;
+    for (const auto& l : lines)
+      if (l.find("\"kind\":\"" + kind + "\"") != std::string::npos && l.find(text) != std::string::npos) ++n;
+    return n;
+  }
+  std::vector<std::string> lines;
+};
+
+// What simnic-viz reads: attaches, the send to the group, one reception per member NIC and one
+// delivery per attached QP; a viewer that attaches later learns the attachments from the snapshot.
+TEST_F(Multicast, TheTraceShowsAttachesTheSendToTheGroupAndEachDelivery) {
+  LineSink ta, tb;
+  a->dev.tracer().set_sink(&ta);
+  b->dev.tracer().set_sink(&tb);
+  core::Qp* b2 = extra_qp(*b);
+  ASSERT_EQ(attach(*b, b->qp), 0);
+  ASSERT_EQ(attach(*b, b2), 0);
+  EXPECT_EQ(tb.count("mcast_attach", "\"mgid\":\"::ffff:239.1.2.3\",\"group\":\"239.1.2.3\""), 2u);
+  recv_on(*b, b->qp, 10, 100000, 4096);
+  recv_on(*b, b2, 20, 200000, 4096);
+  post_send(*a, group_send(*a, 1, 0, 16));
+  fabric.deliver_all(now);
+  EXPECT_EQ(ta.count("pkt_tx", "\"dst\":\"239.1.2.3\",\"opcode\":\"UD_SEND_ONLY\""), 1u);
+  EXPECT_EQ(ta.count("pkt_tx", "\"dest_qp\":16777215"), 1u);
+  EXPECT_EQ(tb.count("pkt_rx", "\"dst\":\"239.1.2.3\""), 1u) << "one reception per NIC";
+  EXPECT_EQ(tb.count("mcast_deliver"), 2u) << "one delivery per attached QP";
+  tb.lines.clear();
+  b->dev.trace_snapshot();
+  EXPECT_EQ(tb.count("mcast_attach"), 2u);
+  ASSERT_EQ(detach(*b, b2), 0);
+  EXPECT_EQ(tb.count("mcast_detach", "\"members\":1"), 1u);
+  a->dev.tracer().set_sink(nullptr);
+  b->dev.tracer().set_sink(nullptr);
+}
+
 }  // namespace
 }  // namespace simnic::testing
