@@ -50,6 +50,7 @@ const std::vector<Group>& groups() {
         {"rx_drop_uc_message", "UC messages discarded after a lost packet"},
         {"rx_drop_out_of_sequence", "RC requests beyond a PSN gap (NAKed once, then dropped)"},
         {"rx_drop_mcast", "multicast: no QP here attached to the group, or not a UD SEND to QPN 0xFFFFFF"},
+        {"rx_drop_bad_msn", "RC ACKs/NAKs whose MSN counts messages never sent (forged or corrupt)"},
         {"rx_drop_socket_overflow", "datagrams the kernel dropped: the NIC's receive buffer was full"},
         {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
         {"fault_dups", "packets the fault injector duplicated"},

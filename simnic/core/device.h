@@ -258,6 +258,7 @@ class Device {
   void detach_all_mcast(Qp& qp);  // a dying context's QP leaves every group
 
   // completer.cc
+  bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
   void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE

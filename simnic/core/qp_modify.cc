@@ -157,6 +157,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
     case IBV_QPS_RTS:
       if (from == IBV_QPS_RTR) {
         qp.una_psn = qp.next_psn = qp.rd_psn = qp.attr.sq_psn;
+        qp.msn_started = qp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
         qp.retry_left = qp.attr.retry_cnt;
         qp.rnr_retry_left = qp.attr.rnr_retry;
       }
