@@ -62,7 +62,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   // Free the slot before the CQE is visible: an application that polls the completion may post
   // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
-  if (signaled) push_cqe(*qp.send_cq, wc, false);
+  if (signaled && qp.send_cq) push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
   tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
   check_sq_drained(qp);
 }

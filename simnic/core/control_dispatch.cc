@@ -341,7 +341,7 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
       return fail(dev_.destroy_ah(ctx, req.handle));
     }
     default:
-      return fail(EOPNOTSUPP);
+      return handle_xrc_op(ctx, op, body, fds);
   }
 }
 

@@ -213,6 +213,7 @@ void Device::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->ahs)) destroy_ah(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->srqs)) destroy_srq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->cqs)) destroy_cq(ctx, h);
+  close_xrcds(ctx);  // after its XRC SRQs and TGT QPs
   for (auto h : std::vector<uint32_t>(ctx->channels)) destroy_channel(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mws)) dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dereg_mr(ctx, h);
@@ -449,6 +450,7 @@ int Device::destroy_srq(Context* ctx, uint32_t handle) {
   Srq* srq = owned(srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (srq->users) return EBUSY;
+  if (srq->xrcd) xrc_release_srq(*srq);
   srq->pd->users--;
   refund_queue_memory(ctx, srq_bytes(srq->entries));
   shm_.release(srq->mem);
@@ -544,6 +546,7 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
 int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
   if (!qp) return EINVAL;
+  if (qp->is_xrc()) return destroy_xrc_qp(ctx, *qp);
   trace_qp_lifecycle("qp_destroy", *qp);
   unbind_mws_of_qp(*qp);
   busy_qps_.erase(qp->qpn);

@@ -119,6 +119,19 @@ class Device {
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
   int destroy_ah(Context* ctx, uint32_t handle);
 
+  // --- XRC (xrc.cc; IBA Annex A14) ---
+  // ibv_open_xrcd: with a file (has_file: the file's device and inode, as simnicd saw them),
+  // the domain every context of this NIC opening that file shares, made if O_CREAT allows;
+  // without a file, a new domain of its own. *handle names it for this context.
+  int open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, int oflags, uint32_t* handle);
+  int close_xrcd(Context* ctx, uint32_t handle);
+  // ibv_create_srq_ex with IBV_SRQT_XRC: receives complete on `cq`; (*out)->srqn is its number.
+  int create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq, const ibv_srq_attr& attr, Srq** out);
+  // ibv_create_qp_ex with IBV_QPT_XRC_SEND (an INI QP: pd and send_cq) or IBV_QPT_XRC_RECV (a
+  // TGT QP: xrcd only).
+  int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd,
+                    Qp** out);
+
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
   // Refuses a verb with `err`, keeping `why` for the application (take_refusal).
@@ -230,6 +243,15 @@ class Device {
   void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
   void uc_abandon_message(Qp& qp);
 
+  // xrc.cc
+  Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
+  void xrcd_put(Xrcd* xrcd);                          // frees it once nobody opens or uses it
+  void close_xrcds(Context* ctx);                     // a closing context lets go of its XRCDs
+  void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
+  void xrc_release_srq(Srq& srq);                     // an XRC SRQ is being destroyed
+  int destroy_xrc_qp(Context* ctx, Qp& qp);
+
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
 
@@ -312,6 +334,8 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
   std::map<uint32_t, Qp*> qp_by_qpn_;
   std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
+  std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
+  std::map<uint32_t, Srq*> srq_by_srqn_;  // XRC SRQs by the number an XRCETH carries
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
