@@ -114,7 +114,8 @@ ibv_device_attr Device::device_attr() const {
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
                        IBV_DEVICE_PORT_ACTIVE_EVENT  |
-                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                       IBV_DEVICE_XRC;
   a.max_sge = abi::kMaxSge;
   a.max_sge_rd = abi::kMaxSge;
   a.max_cq = DeviceLimits::kMaxCq;
