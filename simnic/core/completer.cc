@@ -268,8 +268,11 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
                          : code == kNakInvalidRdRequest ? "invalid RD request"
                                                         : "remote operational error (the peer could not complete it, "
                                                           "e.g. its receive buffer was bad)";
+      const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
+                            ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
+                            : "";
       requester_error(qp, st, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
-                                  ", refused it with a NAK: " + what + "; the peer's NIC log, and its program, say which rule");
+                                  ", refused it with a NAK: " + what + xrc + "; the peer's NIC log, and its program, say which rule");
       return;
     }
     default:
