@@ -125,7 +125,7 @@ int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq
   ++x->users;
   ++cq->users;
   srq_by_srqn_[srq.srqn] = &srq;
-  tracer_.event("srq_create").u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
+  tracer_.event("xrc_srq_create").u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
       .u("cq", cq->handle).u("max_wr", srq.attr.max_wr);
   return 0;
 }
@@ -143,7 +143,7 @@ void Device::xrc_release_srq(Srq& srq) {
   srq_by_srqn_.erase(srq.srqn);
   --srq.cq->users;
   --srq.xrcd->users;
-  tracer_.event("srq_destroy").u("ctx", srq.ctx->id).u("srq", srq.handle).u("srqn", srq.srqn);
+  tracer_.event("xrc_srq_destroy").u("ctx", srq.ctx->id).u("srq", srq.handle).u("srqn", srq.srqn);
   Xrcd* x = srq.xrcd;
   srq.xrcd = nullptr;
   xrcd_put(x);
