@@ -200,7 +200,41 @@ ibv_qp* create_xrc_qp_on_pd(ibv_pd* pd, ibv_qp_init_attr* init) {
   return qp;
 }
 
+// ibv_open_qp: another handle on an XRC TGT QP (the only shareable kind) of a domain this
+// context opened. The TGT QP has no rings to share; the handle gets a private page for the
+// state word the fast path reads (where every post on a TGT QP fails anyway).
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* a) {
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (a->comp_mask & ~uint32_t(kNeeded | IBV_QP_OPEN_ATTR_CONTEXT)) return fail_null<ibv_qp>(EOPNOTSUPP);
+  if ((a->comp_mask & kNeeded) != kNeeded || !a->xrcd || a->xrcd->context != context ||
+      a->qp_type != IBV_QPT_XRC_RECV)
+    return fail_null<ibv_qp>(EINVAL);
+  ShimContext* c = to_shim(context);
+  CreateQpReply rep{};
+  if (int st = rpc(c, Op::OpenXrcQp, OpenXrcQpReq{xrcd_handle(a->xrcd), a->qp_num}, &rep)) {
+    explain_refusal("ibv_open_qp", st, last_refusal());
+    return fail_null<ibv_qp>(st);
+  }
+  const size_t bytes = sizeof(QpShared);
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    rpc_status(c, Op::DestroyQp, HandleReq{rep.handle, 0});
+    return fail_null<ibv_qp>(ENOMEM);
+  }
+  new (mem) QpShared();
+  rep.mem_bytes = bytes;
+  ibv_qp_init_attr_ex init{};
+  init.qp_type = IBV_QPT_XRC_RECV;
+  init.qp_context = (a->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? a->qp_context : nullptr;
+  ShimQp* qp = new_shim_qp(context, init, rep, mem);
+  qp->sq = nullptr;
+  std::lock_guard lock(c->objs_mu);
+  c->qps[rep.handle] = qp;
+  return &qp->qpx.qp_base;
+}
+
 void fill_xrc_ops(ShimContext* c) {
+  c->vctx.open_qp = open_qp;
   c->vctx.open_xrcd = open_xrcd;
   c->vctx.close_xrcd = close_xrcd;
   c->vctx.create_srq_ex = create_srq_ex;

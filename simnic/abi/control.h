@@ -55,6 +55,7 @@ enum class Op : uint32_t {
   CloseXrcd,        // HandleReq
   CreateXrcSrq,     // CreateXrcSrqReq -> CreateXrcSrqReply, fds: [memfd]
   CreateXrcQp,      // CreateXrcQpReq -> CreateQpReply, fds: [memfd]
+  OpenXrcQp,        // OpenXrcQpReq -> CreateQpReply (no memfd: a TGT QP has no rings to share)
   Count_
 };
 
@@ -257,6 +258,12 @@ struct CreateXrcQpReq {
   uint32_t reserved;
 };
 
+// ibv_open_qp: a handle on an existing XRC TGT QP of an XRC domain the caller opened.
+struct OpenXrcQpReq {
+  uint32_t xrcd;
+  uint32_t qp_num;
+};
+
 // Sent by simnicd on a completion channel's socket, one message per event.
 struct CqEventMsg {
   uint32_t cq;  // the CQ handle
@@ -309,6 +316,7 @@ inline const char* op_name(Op op) {
     case Op::CloseXrcd: return "CloseXrcd";
     case Op::CreateXrcSrq: return "CreateXrcSrq";
     case Op::CreateXrcQp: return "CreateXrcQp";
+    case Op::OpenXrcQp: return "OpenXrcQp";
     case Op::Count_: break;
   }
   return "?";

@@ -95,6 +95,16 @@ ControlReply ControlDispatcher::handle_xrc_op(Context* ctx, Op op, std::span<con
       rep.mem_bytes = qp->mem.size;
       return reply_with(rep, &qp->mem);
     }
+    case Op::OpenXrcQp: {
+      OpenXrcQpReq req;
+      if (!decode_body(body, &req)) return status(EINVAL);
+      Qp* qp = nullptr;
+      CreateQpReply rep{};
+      if (int e = dev_.open_xrc_qp(ctx, req.xrcd, req.qp_num, &rep.handle, &qp)) return status(e);
+      rep.qp_num = qp->qpn;
+      rep.cap = qp->cap;
+      return reply_with(rep);
+    }
     default:
       return status(EOPNOTSUPP);
   }

@@ -546,7 +546,7 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
 
 int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
-  if (!qp) return EINVAL;
+  if (!qp) return close_opened_qp(ctx, handle);  // an ibv_open_qp handle, or EINVAL
   if (qp->is_xrc()) return destroy_xrc_qp(ctx, *qp);
   trace_qp_lifecycle("qp_destroy", *qp);
   unbind_mws_of_qp(*qp);

@@ -131,6 +131,9 @@ class Device {
   // TGT QP: xrcd only).
   int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd,
                     Qp** out);
+  // ibv_open_qp: another handle on TGT QP `qpn` of XRC domain `xrcd`, which ctx has open. The QP
+  // lives while any handle on it does: its creator's destroy hands it to an opener.
+  int open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out);
 
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
@@ -251,6 +254,9 @@ class Device {
   bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
   void xrc_release_srq(Srq& srq);                     // an XRC SRQ is being destroyed
   int destroy_xrc_qp(Context* ctx, Qp& qp);
+  Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
+  int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
+  bool hand_over_tgt_qp(Qp& qp);                       // to another context's open, if any
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
@@ -336,6 +342,7 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
   std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
   std::map<uint32_t, Srq*> srq_by_srqn_;  // XRC SRQs by the number an XRCETH carries
+  std::map<uint32_t, std::pair<Context*, Qp*>> tgt_opens_;  // ibv_open_qp handles on TGT QPs
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;

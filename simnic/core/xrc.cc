@@ -105,6 +105,7 @@ void Device::close_xrcds(Context* ctx) {
     xrcd_put(x);
   }
   ctx->xrcds.clear();
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.first == ctx; });
 }
 
 // ---------------------------------------------------------------- XRC SRQs
@@ -207,6 +208,8 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
 }
 
 int Device::destroy_xrc_qp(Context* ctx, Qp& qp) {
+  if (qp.type == IBV_QPT_XRC_RECV && hand_over_tgt_qp(qp)) return 0;
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.second == &qp; });
   trace_qp_lifecycle("qp_destroy", qp);
   unbind_mws_of_qp(qp);
   busy_qps_.erase(qp.qpn);
@@ -226,6 +229,59 @@ int Device::destroy_xrc_qp(Context* ctx, Qp& qp) {
     xrcd_put(x);
   }
   return 0;
+}
+
+// ---------------------------------------------------------------- ibv_open_qp
+
+int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out) {
+  Xrcd* x = opened_xrcd(ctx, xrcd);
+  Qp* qp = find_qp_by_qpn(qpn);
+  if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
+    return refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
+  if (tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
+  *handle = new_handle();
+  tgt_opens_[*handle] = {ctx, qp};
+  *out = qp;
+  tracer_.event("qp_open").u("ctx", ctx->id).u("qp", qp->qpn).u("xrcd", x->handle);
+  return 0;
+}
+
+Qp* Device::opened_qp(Context* ctx, uint32_t handle) {
+  auto it = tgt_opens_.find(handle);
+  return it != tgt_opens_.end() && it->second.first == ctx ? it->second.second : nullptr;
+}
+
+int Device::close_opened_qp(Context* ctx, uint32_t handle) {
+  if (!opened_qp(ctx, handle)) return EINVAL;
+  tgt_opens_.erase(handle);
+  return 0;
+}
+
+// The TGT QP's creator destroys it while another context holds it through ibv_open_qp: the QP
+// goes on, owned by that context under that handle (the kernel keeps a shared TGT QP alive until
+// its last handle goes: Annex A14 lets the creating process exit while others use the QP).
+bool Device::hand_over_tgt_qp(Qp& qp) {
+  auto it = std::find_if(tgt_opens_.begin(), tgt_opens_.end(),
+                         [&](const auto& o) { return o.second.second == &qp && o.second.first != qp.ctx; });
+  if (it == tgt_opens_.end()) return false;
+  Context* from = qp.ctx;
+  Context* to = it->second.first;
+  const uint32_t handle = it->first;
+  tgt_opens_.erase(it);
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.second == &qp && o.second.first == from; });
+  std::unique_ptr<Qp> keep = std::move(qps_[qp.handle]);
+  qps_.erase(qp.handle);
+  from->qps.erase(std::remove(from->qps.begin(), from->qps.end(), qp.handle), from->qps.end());
+  const uint64_t bytes = xrc_charged(qp.sq_entries);
+  refund_queue_memory(from, bytes);
+  to->queue_bytes += bytes;  // charged past the limit if need be: the QP exists already
+  queue_bytes_ += bytes;
+  qp.handle = handle;
+  qp.ctx = to;
+  to->qps.push_back(handle);
+  qps_[handle] = std::move(keep);
+  tracer_.event("qp_handover").u("qp", qp.qpn).u("from_ctx", from->id).u("to_ctx", to->id);
+  return true;
 }
 
 // ---------------------------------------------------------------- receive path

@@ -123,7 +123,7 @@ TEST(XrcCheck, BytesAndCompletionFieldsBetweenTwoNicsAndOnOne) {
     const std::string file = nics.dir() + "/xrc-domain";
     Result r = nics.run({bin_dir() + "/simnic-xrc-check", "-a", "simnic0", "-b", b, "-f", file}, 60s);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("6 passed, 0 failed"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("7 passed, 0 failed"), std::string::npos) << r.output;
     // The refused SEND was refused for the rule, and the program was told.
     EXPECT_NE(r.output.find("IBV_WC_REM_INV_REQ_ERR"), std::string::npos) << r.output;
   }

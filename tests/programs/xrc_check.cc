@@ -266,6 +266,31 @@ bool rdma_write(World& w) {
   return true;
 }
 
+// Another context opens the TGT QP (ibv_open_qp, through its open of the same file), and the
+// creator destroys its handle: the QP lives on for the opener, and keeps delivering.
+bool open_qp_outlives_its_creator(World& w) {
+  ibv_qp_open_attr o{};
+  o.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  o.qp_num = w.tgt->qp_num;
+  o.xrcd = w.shared2;
+  o.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp* opened = ibv_open_qp(w.b2.ctx, &o);
+  CHECK(opened && opened->qp_num == w.tgt->qp_num, "ibv_open_qp: errno %d", errno);
+  o.xrcd = w.priv;  // b1's private domain does not hold this QP
+  CHECK(!ibv_open_qp(w.b1.ctx, &o) && errno == EINVAL, "ibv_open_qp through another domain must fail with EINVAL");
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  CHECK(ibv_query_qp(opened, &attr, IBV_QP_STATE, &init) == 0 && attr.qp_state == IBV_QPS_RTS, "ibv_query_qp");
+  CHECK(ibv_destroy_qp(w.tgt) == 0, "the creator's ibv_destroy_qp");
+  w.tgt = opened;
+  pattern(w.a, 16384, 500, 5);
+  CHECK(post_srq(w.b2, w.s2, 22, 8192, 4096), "post SRQ receive");
+  CHECK(send(w, IBV_WR_SEND, w.n2, 16384, 500, 6), "ibv_post_send");
+  if (!check_recv(w, w.b2, 22, 500, "SEND through the opened TGT QP")) return false;
+  CHECK(std::memcmp(w.a.buf.data() + 16384, w.b2.buf.data() + 8192, 500) == 0, "bytes through the opened QP");
+  return true;
+}
+
 // An SRQ of another domain: NAK invalid request, the send completes with REM_INV_REQ_ERR.
 bool foreign_srq_is_refused(World& w) {
   CHECK(post_srq(w.b1, w.s3, 31, 30000, 4096), "post SRQ receive");
@@ -311,6 +336,7 @@ int main(int argc, char** argv) {
                {"send to another context's SRQ in the shared domain", send_to_shared_srq},
                {"ibv_wr_send with ibv_wr_set_xrc_srqn", wr_api_send},
                {"RDMA WRITE through the TGT QP", rdma_write},
+               {"ibv_open_qp: the TGT QP outlives its creator's handle", open_qp_outlives_its_creator},
                {"an SRQ of another domain is refused", foreign_srq_is_refused},
                {"teardown", teardown}};
   int passed = 0, failed = 0;

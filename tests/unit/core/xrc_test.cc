@@ -350,5 +350,59 @@ TEST_F(XrcDomains, AClosingContextLetsGoOfItsDomainsAndTheirObjects) {
   EXPECT_EQ(b->dev.open_xrcd(b->ctx, true, 1, 2, 0, &again), EAGAIN);  // the domain went with it
 }
 
+// ibv_open_qp: a TGT QP is shared by the contexts of its domain, and lives while a handle does.
+TEST_F(XrcDomains, AnOpenedTgtQpOutlivesItsCreatorsHandleAndDiesWithTheLast) {
+  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  uint32_t x1 = 0, x2 = 0, opened = 0, wrong = 0;
+  ASSERT_EQ(b->dev.open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
+  ASSERT_EQ(b->dev.open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
+  ASSERT_EQ(b->dev.open_xrcd(other, false, 0, 0, 0, &wrong), 0);
+  ibv_qp_init_attr init{};
+  init.qp_type = IBV_QPT_XRC_RECV;
+  core::Qp* tgt = nullptr;
+  ASSERT_EQ(b->dev.create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
+  const uint32_t qpn = tgt->qpn, creator_handle = tgt->handle;
+  core::Qp* q = nullptr;
+  EXPECT_EQ(b->dev.open_xrc_qp(other, wrong, qpn, &opened, &q), EINVAL);  // not through another domain
+  EXPECT_EQ(b->dev.open_xrc_qp(other, x2, a->qp->qpn ^ 1, &opened, &q), EINVAL);
+  ASSERT_EQ(b->dev.open_xrc_qp(other, x2, qpn, &opened, &q), 0);
+  EXPECT_EQ(q, tgt);
+  // The opener may drive it: RESET -> INIT through its own handle.
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  ASSERT_EQ(b->dev.modify_qp(other, opened, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now), 0);
+  EXPECT_EQ(tgt->state, IBV_QPS_INIT);
+  // The creator destroys its handle: the QP goes on, now the opener's, under the opener's handle.
+  ASSERT_EQ(b->dev.destroy_qp(b->ctx, creator_handle), 0);
+  core::Qp* still = b->dev.find_qp_by_qpn(qpn);
+  ASSERT_NE(still, nullptr);
+  EXPECT_EQ(still->ctx, other);
+  EXPECT_EQ(still->handle, opened);
+  EXPECT_EQ(b->dev.destroy_qp(b->ctx, creator_handle), EINVAL);
+  // The last handle goes with its context: the QP too, then the domain.
+  b->dev.close_context(other);
+  EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
+  EXPECT_EQ(b->dev.close_xrcd(b->ctx, x1), 0);
+}
+
+TEST_F(XrcDomains, AnOpenerThatGoesAwayLeavesTheQpToItsCreator) {
+  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  uint32_t x1 = 0, x2 = 0, opened = 0;
+  ASSERT_EQ(b->dev.open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
+  ASSERT_EQ(b->dev.open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
+  ibv_qp_init_attr init{};
+  init.qp_type = IBV_QPT_XRC_RECV;
+  core::Qp* tgt = nullptr;
+  core::Qp* q = nullptr;
+  ASSERT_EQ(b->dev.create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
+  ASSERT_EQ(b->dev.open_xrc_qp(other, x2, tgt->qpn, &opened, &q), 0);
+  const uint32_t qpn = tgt->qpn;
+  b->dev.close_context(other);
+  ASSERT_NE(b->dev.find_qp_by_qpn(qpn), nullptr);
+  EXPECT_EQ(b->dev.destroy_qp(b->ctx, tgt->handle), 0);  // no opener left to hand it to
+  EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
+}
+
 }  // namespace
 }  // namespace simnic::testing
