@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <random>
+#include <tuple>
+
 #include "qp_pair.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/proto/wire.h"
@@ -276,6 +279,70 @@ TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_XRC_SEND,
                                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN, &why));
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_SQE, IBV_QPS_RTS, IBV_QPT_XRC_SEND, IBV_QP_STATE, &why));
+}
+
+// Bad input on XRC: thousands of well-framed XRC packets with random opcodes, SRQ numbers (ours,
+// another domain's, made up), PSNs, keys and lengths, at the TGT QP and the INI QP. Nothing
+// crashes, no byte outside an MR is written, and afterwards a SEND still lands.
+TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
+  constexpr size_t kGuard = 2 << 20;
+  constexpr uint32_t kGuardLen = 1 << 20;
+  std::memset(mem.ptr(kPidB, kGuard), 0xa5, kGuardLen);
+  uint32_t other = 0;
+  ASSERT_EQ(b->dev.open_xrcd(b->ctx, false, 0, 0, 0, &other), 0);
+  XrcSrq foreign = make_srq(*b, other);
+  std::mt19937 rng(4242);
+  auto pick = [&](uint64_t n) { return uint64_t(rng()) % n; };
+  for (int i = 0; i < 20000; ++i) {
+    proto::PacketHeaders h{};
+    h.bth.opcode = pick(4) ? uint8_t(kXrcBase + pick(0x18)) : uint8_t(rng());
+    h.bth.dest_qp = pick(6) ? tgt->qpn : pick(2) ? ini->qpn : uint32_t(rng()) & 0xffffff;
+    h.bth.psn = (tgt->epsn + uint32_t(pick(8)) - 4) & 0xffffff;
+    h.bth.ack_req = pick(2);
+    const uint32_t srqns[] = {srq1.srq->srqn, srq2.srq->srqn, foreign.srq->srqn, uint32_t(rng())};
+    h.xrc_srqn = srqns[pick(4)];
+    const uint32_t keys[] = {b->mr->rkey, uint32_t(rng()), 0};
+    h.reth = {mem.addr(kPidB, pick(1 << 21)), keys[pick(3)], uint32_t(pick(5000))};
+    h.atomic = {mem.addr(kPidB, pick(1 << 21) & ~7ull), keys[pick(3)], rng(), rng()};
+    h.aeth.syndrome = uint8_t(rng());
+    std::vector<uint8_t> payload((proto::opcode_info(h.bth.opcode).mask & proto::kHasPayload) ? pick(1025) : 0);
+    for (auto& x : payload) x = uint8_t(rng());
+    std::vector<uint8_t> out(proto::packet_size(h.bth.opcode, payload.size()) + 64);
+    size_t n = proto::build_packet(h, payload, proto::IpUdpInfo{kIpA, kIpB, 4791, 4791}, out);
+    out.resize(n ? n : pick(100));
+    b->dev.on_packet(kIpA, 4791, out, now);
+    if (i % 32 == 31) {
+      if (tgt->state == IBV_QPS_ERR) {
+        ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE, now), 0);
+        connect(*b, tgt, *a, ini->qpn, true);
+      }
+      for (core::Srq* q : {srq1.srq, srq2.srq, foreign.srq})
+        while (q->shm->ring.producer.value.load() - q->shm->ring.consumer.value.load() < 4)
+          post_srq_recv(*b, q, 9, 65536, 8192);
+      for (core::Cq* cq : {srq1.cq, srq2.cq, foreign.cq}) poll_cq(cq);
+      fabric.queue.clear();
+    }
+  }
+  for (size_t i = 0; i < kGuardLen; ++i)
+    ASSERT_EQ(mem.ptr(kPidB, kGuard)[i], 0xa5) << "byte " << i << " of unregistered memory was written";
+  EXPECT_GT(mem.writes, 0);  // some random requests were valid and executed
+  // Still serving: both ends reset and connected again, a SEND lands in srq2.
+  for (auto [h, qp, peer, peer_qpn, t] : {std::tuple{a.get(), ini, b.get(), tgt->qpn, false},
+                                          std::tuple{b.get(), tgt, a.get(), ini->qpn, true}}) {
+    ASSERT_EQ(h->dev.modify_qp(h->ctx, qp->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE, now), 0);
+    connect(*h, qp, *peer, peer_qpn, t);
+  }
+  poll(*a);
+  for (core::Cq* cq : {srq1.cq, srq2.cq}) poll_cq(cq);
+  // The SEND takes the next of the receive WQEs still posted on srq2 (buffer at 65536).
+  fill(*a, 0, 2000, 5);
+  post_ini(wqe(*a, IBV_WR_SEND, 1, 0, 2000), srq2.srq->srqn);
+  fabric.deliver_all(now);
+  auto wcs = poll_cq(srq2.cq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].byte_len, 2000u);
+  EXPECT_TRUE(same(*a, 0, *b, 65536, 2000));
 }
 
 // --- XRC domains ---
