@@ -51,6 +51,7 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   Qp* qp = owned(qps_, ctx, handle);
   if (!qp) qp = opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
+  mask = int(xrc_ignored_attrs_removed(qp->type, uint32_t(mask)));
   ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   std::string why;

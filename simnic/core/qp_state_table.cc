@@ -125,6 +125,13 @@ bool valid_state(int s) { return s >= IBV_QPS_RESET && s <= IBV_QPS_ERR; }
 
 }  // namespace
 
+uint32_t xrc_ignored_attrs_removed(ibv_qp_type type, uint32_t mask) {
+  if (type == IBV_QPT_XRC_SEND) return mask & ~uint32_t(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (type == IBV_QPT_XRC_RECV)
+    return mask & ~uint32_t(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+  return mask;
+}
+
 const char* qp_type_name(ibv_qp_type t) {
   switch (t) {
     case IBV_QPT_RC: return "RC";

@@ -116,6 +116,34 @@ TEST(XsrqPingpong, TwoClientsOnOneNicShareTheirXrcDomain) {
   expect_success(nics, r, 2);
 }
 
+// perftest's XRC connection type (-c XRC): its own XRC domain, SRQ and INI/TGT QP pairs.
+class PerftestXrc : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PerftestXrc, RunsUnmodifiedBetweenTwoNics) {
+  const char* binary = GetParam();
+  if (!have_program(binary)) GTEST_SKIP() << binary << " is not installed (scripts/setup.sh installs perftest)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string port = std::to_string(free_tcp_port());
+  const std::vector<std::string> args = {"-x", "0", "-c", "XRC", "-n", "100", "-p", port};
+  std::vector<std::string> server = {binary, "-d", "simnic0"}, client = {binary, "-d", "simnic1"};
+  server.insert(server.end(), args.begin(), args.end());
+  client.insert(client.end(), args.begin(), args.end());
+  client.push_back("127.0.0.1");
+  auto srv = nics.start(server);
+  ASSERT_TRUE(wait_for_listener(std::stoi(port), 15s)) << srv->output();
+  Result cl = nics.run(client, 120s);
+  Result sv = srv->wait(30s);
+  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
+  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
+  EXPECT_NE(cl.output.find("Connection type : XRC"), std::string::npos) << cl.output;
+  EXPECT_TRUE(std::regex_search(cl.output, std::regex(R"(#bytes[^\n]*\n\s*\d+\s+100\s)"))) << cl.output;
+  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+}
+
+INSTANTIATE_TEST_SUITE_P(Binaries, PerftestXrc,
+                         ::testing::Values("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat"));
+
 TEST(XrcCheck, BytesAndCompletionFieldsBetweenTwoNicsAndOnOne) {
   for (const char* b : {"simnic1", "simnic0"}) {
     Nics nics(2);

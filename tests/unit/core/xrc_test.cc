@@ -279,6 +279,20 @@ TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_XRC_SEND,
                                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN, &why));
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_SQE, IBV_QPS_RTS, IBV_QPT_XRC_SEND, IBV_QP_STATE, &why));
+  // What uverbs drops before the check (modify_qp_mask): an RC-minded program's extra bits pass.
+  EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_XRC_SEND, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC),
+            uint32_t(IBV_QP_STATE));
+  EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_XRC_RECV, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                                                  IBV_QP_MAX_QP_RD_ATOMIC),
+            uint32_t(IBV_QP_TIMEOUT));
+  EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_RC, IBV_QP_MIN_RNR_TIMER), uint32_t(IBV_QP_MIN_RNR_TIMER));
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RTS;
+  at.retry_cnt = 7;  // ignored: a TGT QP sends no requests
+  at.max_dest_rd_atomic = 3;  // ignored: an INI QP answers no requests
+  ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, at, IBV_QP_STATE | IBV_QP_RETRY_CNT, now), 0);
+  ASSERT_EQ(a->dev.modify_qp(a->ctx, ini->handle, at, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC, now), 0);
+  EXPECT_EQ(ini->attr.max_dest_rd_atomic, 0);
 }
 
 // Bad input on XRC: thousands of well-framed XRC packets with random opcodes, SRQ numbers (ours,
