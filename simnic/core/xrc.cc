@@ -58,7 +58,8 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
     if (x && (oflags & O_EXCL))
       return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " + std::to_string(x->handle) + ")");
   }
-  if (ctx->xrcds.size() >= ContextLimits::kMaxPd) return ENOMEM;
+  // As many as PDs: per program, and (new domains) per NIC.
+  if (ctx->xrcds.size() >= ContextLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
   if (!x) {
     auto d = std::make_unique<Xrcd>();
     d->handle = new_handle();
@@ -238,7 +239,8 @@ int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* han
   Qp* qp = find_qp_by_qpn(qpn);
   if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
     return refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
-  if (tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
+  const auto mine = std::count_if(tgt_opens_.begin(), tgt_opens_.end(), [&](const auto& o) { return o.second.first == ctx; });
+  if (size_t(mine) >= ContextLimits::kMaxQp || tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
   *handle = new_handle();
   tgt_opens_[*handle] = {ctx, qp};
   *out = qp;
