@@ -40,6 +40,29 @@ uint32_t offset_in(const ShmRegion& mem, const void* p) {
   return uint32_t(static_cast<const uint8_t*>(p) - static_cast<const uint8_t*>(mem.addr));
 }
 
+ControlReply create_xrc_qp(Device& dev, Context* ctx, std::span<const uint8_t> body) {
+  CreateXrcQpReq req;
+  if (!decode_body(body, &req)) return status(EINVAL);
+  // Checked before the cast: only the two XRC types reach the enum.
+  if (req.qp.qp_type != IBV_QPT_XRC_SEND && req.qp.qp_type != IBV_QPT_XRC_RECV) return status(EINVAL);
+  ibv_qp_init_attr init{};
+  init.qp_type = ibv_qp_type(req.qp.qp_type);
+  init.sq_sig_all = int(req.qp.sq_sig_all);
+  init.cap = req.qp.cap;
+  Qp* qp = nullptr;
+  if (int e = dev.create_xrc_qp(ctx, init, req.qp.pd, req.qp.send_cq, req.xrcd, &qp)) return status(e);
+  CreateQpReply rep{};
+  rep.handle = qp->handle;
+  rep.qp_num = qp->qpn;
+  rep.cap = qp->cap;
+  rep.sq_entries = qp->sq_entries;
+  rep.rq_entries = 0;
+  rep.sq_offset = offset_in(qp->mem, qp->sq);
+  rep.rq_offset = offset_in(qp->mem, qp->rq);
+  rep.mem_bytes = qp->mem.size;
+  return reply_with(rep, &qp->mem);
+}
+
 }  // namespace
 
 ControlReply ControlDispatcher::handle_xrc_op(Context* ctx, Op op, std::span<const uint8_t> body,
@@ -73,28 +96,8 @@ ControlReply ControlDispatcher::handle_xrc_op(Context* ctx, Op op, std::span<con
       rep.srq_num = srq->srqn;
       return reply_with(rep, &srq->mem);
     }
-    case Op::CreateXrcQp: {
-      CreateXrcQpReq req;
-      if (!decode_body(body, &req)) return status(EINVAL);
-      // Checked before the cast: only the two XRC types reach the enum.
-      if (req.qp.qp_type != IBV_QPT_XRC_SEND && req.qp.qp_type != IBV_QPT_XRC_RECV) return status(EINVAL);
-      ibv_qp_init_attr init{};
-      init.qp_type = ibv_qp_type(req.qp.qp_type);
-      init.sq_sig_all = int(req.qp.sq_sig_all);
-      init.cap = req.qp.cap;
-      Qp* qp = nullptr;
-      if (int e = dev_.create_xrc_qp(ctx, init, req.qp.pd, req.qp.send_cq, req.xrcd, &qp)) return status(e);
-      CreateQpReply rep{};
-      rep.handle = qp->handle;
-      rep.qp_num = qp->qpn;
-      rep.cap = qp->cap;
-      rep.sq_entries = qp->sq_entries;
-      rep.rq_entries = 0;
-      rep.sq_offset = offset_in(qp->mem, qp->sq);
-      rep.rq_offset = offset_in(qp->mem, qp->rq);
-      rep.mem_bytes = qp->mem.size;
-      return reply_with(rep, &qp->mem);
-    }
+    case Op::CreateXrcQp:
+      return create_xrc_qp(dev_, ctx, body);
     case Op::OpenXrcQp: {
       OpenXrcQpReq req;
       if (!decode_body(body, &req)) return status(EINVAL);
