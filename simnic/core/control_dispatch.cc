@@ -350,7 +350,7 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
                                         : dev_.detach_mcast(ctx, req.qp, req.gid, req.lid));
     }
     default:
-      return fail(EOPNOTSUPP);
+      return handle_xrc_op(ctx, op, body, fds);
   }
 }
 

@@ -40,6 +40,9 @@ class ControlDispatcher {
     // 0 when `fd` may serve as `role` for this session, else the errno to refuse with. Unset
     // (tests): every descriptor is taken as it is.
     std::function<int(FdRole role, int fd, const ControlSession& s)> check_fd;
+    // The device and inode of the file `fd` is open on (fstat): 0, or the errno to refuse
+    // ibv_open_xrcd with. Unset: domains on files are refused (EOPNOTSUPP).
+    std::function<int(int fd, uint64_t* dev, uint64_t* ino)> file_identity;
   };
 
   ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});
@@ -56,6 +59,8 @@ class ControlDispatcher {
   ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                          uint64_t now);
   int check_fd(FdRole role, int fd, const ControlSession& s) const;
+  // control_dispatch_xrc.cc: the XRC requests (ops OpenXrcd .. CreateXrcQp); EOPNOTSUPP for others.
+  ControlReply handle_xrc_op(Context* ctx, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds);
 
   Device& dev_;
   pid_t daemon_pid_;

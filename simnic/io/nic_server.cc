@@ -28,6 +28,15 @@ constexpr size_t kMaxHeld = 200000;  // packets held while paused before we star
 // so a client that floods its socket takes turns with the others and with packets.
 constexpr int kMaxMessagesPerTurn = 16;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+// ibv_open_xrcd's file, identified as the kernel identifies it: by device and inode.
+int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return EBADF;
+  *dev = uint64_t(st.st_dev);
+  *ino = uint64_t(st.st_ino);
+  return 0;
+}
 }
 
 struct NicServer::Session {
@@ -60,7 +69,8 @@ NicServer::NicServer(NicOptions options)
                    [this](const std::string& cmd, int* st) { return step_command(cmd, st); },
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
-                   }}),
+                   },
+                   file_identity}),
       accept_backoff_(io_),
       viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);

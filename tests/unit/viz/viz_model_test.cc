@@ -334,4 +334,21 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
 }
 
 }  // namespace
+TEST(VizTeaching, XrcPacketsAreClassifiedAndTheirXrcethExplained) {
+  auto pkt = [](const char* op, const char* aeth_class = nullptr) {
+    nlohmann::ordered_json j{{"seq", 1}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", op}, {"xrc_srqn", 0x123456}};
+    if (aeth_class) j["aeth"] = {{"class", aeth_class}};
+    return *parse_event_line(j.dump());
+  };
+  EXPECT_EQ(classify_packet(pkt("XRC_SEND_FIRST")), PacketClass::kSend);
+  EXPECT_EQ(packet_label(pkt("XRC_SEND_LAST")), "SEND L");
+  EXPECT_EQ(classify_packet(pkt("XRC_RDMA_WRITE_ONLY")), PacketClass::kWrite);
+  EXPECT_EQ(classify_packet(pkt("XRC_RDMA_READ_RESPONSE_ONLY", "ACK")), PacketClass::kReadResponse);
+  EXPECT_EQ(classify_packet(pkt("XRC_ACKNOWLEDGE", "ACK")), PacketClass::kAck);
+  EXPECT_EQ(classify_packet(pkt("XRC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
+  EXPECT_NE(explain_field("pkt_rx", "xrc_srqn").find("XRC SRQ"), std::string::npos);
+  EXPECT_FALSE(explain_kind("xrcd_open").empty());
+  EXPECT_FALSE(explain_field("xrc_srq_create", "srqn").empty());
+}
+
 }  // namespace simnic::viz
