@@ -163,6 +163,7 @@ std::vector<pid_t> start_spinners(int count) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);  // Ctrl-C ends it too
       ::setpriority(PRIO_PROCESS, 0, 19);
+      ::prctl(PR_SET_NAME, "simnic-spin");  // what ps and top call it
       for (;;) asm volatile("");  // a side effect, so the loop stays
     }
     track_pid(pid);
