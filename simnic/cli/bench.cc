@@ -31,6 +31,7 @@ using namespace bench;
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
     "                    [--baseline-only] [--addr A.B.C.D] [--timeout S]\n"
+    "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
     "ib_send_bw 64 B..1 MiB; ib_write_lat, ib_send_lat, ib_read_lat 2 B..64 KiB; ib_write_bw over\n"
@@ -51,7 +52,7 @@ const char kBenchUsage[] =
 
 struct Options {
   bool quick = false, spin = true, baseline_only = false;
-  std::string out = "bench-results", baseline = "auto", addr;
+  std::string out = "bench-results", baseline = "auto", addr, show;
   int timeout_s = 0;
 };
 
@@ -85,6 +86,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     else if (a == "--baseline-only") o->baseline_only = true;
     else if (a == "--out" && value(&o->out)) continue;
     else if (a == "--addr" && value(&o->addr)) continue;
+    else if (a == "--show" && value(&o->show)) continue;
     else if (a == "--baseline" && value(&o->baseline) &&
              (o->baseline == "auto" || o->baseline == "qperf" || o->baseline == "builtin")) continue;
     else if (a == "--timeout" && value(&v) && (o->timeout_s = std::atoi(v.c_str())) > 0) continue;
@@ -304,11 +306,27 @@ void save_results(const std::string& run_dir, const std::string& root, RunInfo* 
   if (!plot.empty()) std::printf("No plot: %s\n", plot.c_str());
 }
 
+// --show RUN_DIR: a saved run, printed and plotted again from its bench.json.
+int show_saved(const std::string& run_dir) {
+  RunInfo info;
+  std::vector<Figure> figures;
+  if (!load_json(run_dir + "/bench.json", &info, &figures))
+    return std::fprintf(stderr, "simnic bench: no readable %s/bench.json\n", run_dir.c_str()), 1;
+  print_header(stdout, info);
+  print_table(stdout, figures);
+  std::error_code ec;
+  fs::create_directories(run_dir + "/logs", ec);
+  const std::string plot = write_plot(run_dir + "/bench.png", info, figures);
+  std::printf("\n%s\n", plot.empty() ? ("Plot: " + run_dir + "/bench.png").c_str() : ("No plot: " + plot).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   Options o;
   if (int rc = parse_options(args, &o); rc >= 0) return rc;
+  if (!o.show.empty()) return show_saved(o.show);
   if (!check_tools(o)) return 1;
   const std::string addr = o.addr.empty() ? default_addr() : o.addr;
   const std::string run_dir = make_run_dir(o.out);

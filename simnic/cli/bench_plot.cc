@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "simnic/cli/bench.h"
 
@@ -57,6 +58,34 @@ std::string write_panel_data(std::ofstream& dat, const std::string& dat_name, co
   return clauses.empty() ? "plot [1:2] NaN notitle" : clauses;
 }
 
+bool in_panel(const Panel& panel, const Figure& f) {
+  for (const auto& s : panel.series)
+    if (s.test == f.test) return true;
+  return false;
+}
+
+// The panel's x tics at the sizes (or QP counts) measured, labelled "64", "4K", "1M"; and a
+// "failed" mark at each x where a test gave no figure, so a gap in a line is explained.
+std::string panel_tics_and_marks(const Panel& panel, const std::vector<Figure>& figures) {
+  std::map<double, std::string> tics;
+  std::string marks = "unset label\n";
+  for (const auto& f : figures) {
+    if (!in_panel(panel, f)) continue;
+    const double x = x_of(f);
+    const uint64_t v = uint64_t(x);
+    tics[x] = f.test.rfind("many_qp", 0) == 0 ? std::to_string(v)
+              : v >= (1u << 20)              ? std::to_string(v >> 20) + "M"
+              : v >= 1024                    ? std::to_string(v >> 10) + "K"
+                                             : std::to_string(v);
+    if (!f.ok())
+      marks += "set label 'failed (" + std::to_string(f.error_completions) + " error CQEs)' at " +
+               std::to_string(x) + ", graph 0.04 left rotate by 90 offset -1,0 tc rgb 'red'\n";
+  }
+  std::string out = "set xtics (";
+  for (const auto& [x, text] : tics) out += (out.back() == '(' ? "'" : ", '") + text + "' " + std::to_string(x);
+  return (tics.empty() ? std::string("set xtics autofreq") : out + ")") + "\n" + marks;
+}
+
 // Text inside a single-quoted gnuplot string.
 std::string quoted(std::string s) {
   for (char& c : s)
@@ -66,12 +95,12 @@ std::string quoted(std::string s) {
 
 std::string script_head(const std::string& png, const RunInfo& info) {
   const std::string name = quoted(png.substr(png.rfind('/') + 1));
-  return "set terminal pngcairo size 1500,480 noenhanced font ',10'\n"
+  return "set terminal pngcairo size 1500,540 noenhanced font ',10'\n"
          "set output '" + name + "'\n"
          "set multiplot layout 1,3 title 'simnic bench " + info.started_utc + ", " + info.mode + " mode, CPUs " +
          (info.spin ? "kept busy" : "idle") + ", " + std::to_string(info.nproc) + " x " + quoted(info.cpu_model) +
          ", commit " + quoted(info.commit) + "'\n"
-         "set grid\nset key top left\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";
+         "set grid\nset key below\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";
 }
 
 }  // namespace
@@ -84,7 +113,7 @@ std::string write_plot(const std::string& png, const RunInfo& info, const std::v
   int block = 0;
   for (const Panel& p : kPanels) {
     script += std::string("set title '") + p.title + "'\nset xlabel '" + p.xlabel + "'\nset ylabel '" + p.ylabel +
-              "'\n" + write_panel_data(dat, dat_name, p, figures, &block) + "\n";
+              "'\n" + panel_tics_and_marks(p, figures) + write_panel_data(dat, dat_name, p, figures, &block) + "\n";
   }
   script += "unset multiplot\n";
   dat.close();

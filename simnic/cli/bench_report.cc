@@ -142,6 +142,24 @@ void write_json(const std::string& path, const RunInfo& i, const std::vector<Fig
   std::ofstream(path) << doc.dump(2) << "\n";
 }
 
+Figure figure_from_json(const json& j) {
+  Figure f;
+  f.test = j.value("test", "");
+  f.kind = j.value("kind", "");
+  f.size = j.value("size_bytes", uint64_t(0));
+  f.qps = j.value("qps", 1);
+  f.iterations = j.value("iterations", 0L);
+  f.value = number_of(j, "value");
+  f.avg_us = number_of(j, "avg_us");
+  f.p99_us = number_of(j, "p99_us");
+  f.baseline = number_of(j, "baseline");
+  f.ratio = number_of(j, "ratio");
+  f.error_completions = j.value("error_completions", uint64_t(0));
+  f.retransmits = j.value("retransmits", uint64_t(0));
+  f.status = j.value("status", "");
+  return f;
+}
+
 bool load_json(const std::string& path, RunInfo* info, std::vector<Figure>* figures) {
   std::ifstream in(path);
   json doc = json::parse(in, nullptr, false);
@@ -149,18 +167,18 @@ bool load_json(const std::string& path, RunInfo* info, std::vector<Figure>* figu
   const json& run = doc["run"];
   info->mode = run.value("mode", "");
   info->spin = run.value("spin", true);
+  info->spinners = run.value("spinners", 0);
   info->started_utc = run.value("started_utc", "");
   info->commit = run.value("commit", "");
-  for (const json& j : doc["figures"]) {
-    Figure f;
-    f.test = j.value("test", "");
-    f.kind = j.value("kind", "");
-    f.size = j.value("size_bytes", uint64_t(0));
-    f.qps = j.value("qps", 1);
-    f.value = number_of(j, "value");
-    f.status = j.value("status", "");
-    figures->push_back(f);
-  }
+  info->baseline_tool = run.value("baseline_tool", "");
+  info->cpu_model = run.value("cpu_model", "");
+  info->kernel = run.value("kernel", "");
+  info->nproc = run.value("nproc", 0);
+  info->load_start = number_of(run, "load_start");
+  info->load_end = number_of(run, "load_end");
+  info->seconds = run.value("seconds", 0.0);
+  info->nic_addr = run.value("nic_addr", "");
+  for (const json& j : doc["figures"]) figures->push_back(figure_from_json(j));
   return true;
 }
 

@@ -198,6 +198,12 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   EXPECT_EQ((*find_figure(doc, "ib_write_bw", 65536, 1))["verdict"], "regressed");
   EXPECT_EQ((*find_figure(doc, "ib_send_lat", 2, 1))["verdict"], "improved");
   EXPECT_NE(r.output.find("regressed ib_write_bw 64 KiB"), std::string::npos) << r.output;
+  // --show prints the saved run again, from its JSON, and redraws the plot.
+  fs::remove(dir + "/bench.png");
+  Result shown = run({bin_dir() + "/simnic", "bench", "--show", dir}, {}, 60s);
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  expect_table_rows(shown.output);
+  EXPECT_TRUE(is_png(dir + "/bench.png"));
 }
 
 // Without qperf the baseline is our own socket test; --baseline builtin forces it.
