@@ -63,6 +63,25 @@ std::vector<pid_t> simnicds_on(const std::string& addr) {
   return pids;
 }
 
+// Processes still in process group `pgid` (the harness starts each command in its own group,
+// so this is whatever the bench started and left behind: spinners, qperf, perftest).
+std::vector<pid_t> processes_in_group(pid_t pgid) {
+  std::vector<pid_t> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = slurp(e.path().string() + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid && state != "Z") pids.push_back(pid_t(std::stol(pid)));
+  }
+  return pids;
+}
+
 // A previous quick run whose figures are absurd on purpose: 10^9 MB/s for ib_write_bw 64 KiB
 // (any real figure is a regression) and 10^9 us for ib_send_lat 2 B (any real one improves).
 void plant_previous_run(const std::string& root) {
@@ -71,7 +90,7 @@ void plant_previous_run(const std::string& root) {
                             {"value", 1e9}, {"status", "ok"}},
                            {{"test", "ib_send_lat"}, {"kind", "lat"}, {"size_bytes", 2}, {"qps", 1},
                             {"value", 1e9}, {"status", "ok"}}});
-  json doc = {{"run", {{"mode", "quick"}, {"spin", true}, {"started_utc", "2000-01-01T00:00:00Z"},
+  json doc = {{"run", {{"mode", "quick"}, {"spin", false}, {"started_utc", "2000-01-01T00:00:00Z"},
                        {"commit", "planted"}}},
               {"figures", figs}};
   std::ofstream(root + "/20000101-000000/bench.json") << doc.dump();
@@ -178,7 +197,8 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   if (!have_program("ib_write_bw")) GTEST_SKIP() << "perftest is not installed (scripts/setup.sh installs it)";
   if (!have_program("gnuplot")) GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
   plant_previous_run(root_);
-  Result r = run({bin_dir() + "/simnic", "bench", "--quick", "--out", root_, "--addr", addr_}, {}, 280s);
+  // --no-spin: the spinners would slow the tests running next to this one (they are checked below).
+  Result r = run({bin_dir() + "/simnic", "bench", "--quick", "--no-spin", "--out", root_, "--addr", addr_}, {}, 280s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(simnicds_on(addr_).empty()) << "the bench left its NICs running";
   expect_table_rows(r.output);
@@ -187,7 +207,7 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   json doc = json::parse(slurp(dir + "/bench.json"), nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << slurp(dir + "/bench.json");
   EXPECT_EQ(doc["run"]["mode"], "quick");
-  EXPECT_EQ(doc["run"]["spin"], true);
+  EXPECT_EQ(doc["run"]["spin"], false);
   EXPECT_GT(doc["run"]["nproc"].get<int>(), 0);
   for (const char* key : {"commit", "cpu_model", "kernel", "baseline_tool"}) EXPECT_NE(doc["run"][key], "") << key;
   expect_figures_complete(doc);
@@ -206,17 +226,19 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   EXPECT_TRUE(is_png(dir + "/bench.png"));
 }
 
-// Without qperf the baseline is our own socket test; --baseline builtin forces it.
-TEST_F(BenchTool, BuiltinBaselineMeasuresTcp) {
-  Result r = run({bin_dir() + "/simnic", "bench", "--quick", "--baseline", "builtin", "--baseline-only", "--no-spin",
-                  "--out", root_},
-                 {}, 120s);
+// Without qperf the baseline is our own socket test; --baseline builtin forces it. With the
+// default --spin: one nice-19 spinner per CPU, recorded, and none left afterwards.
+TEST_F(BenchTool, BuiltinBaselineMeasuresTcpOnBusyCpus) {
+  Process bench({bin_dir() + "/simnic", "bench", "--quick", "--baseline", "builtin", "--baseline-only", "--out", root_});
+  Result r = bench.wait(120s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string dir = new_run_dir(root_);
   json doc = json::parse(slurp(dir + "/bench.json"), nullptr, false);
   ASSERT_FALSE(doc.is_discarded());
   EXPECT_EQ(doc["run"]["baseline_tool"], "builtin");
-  EXPECT_EQ(doc["run"]["spin"], false);
+  EXPECT_EQ(doc["run"]["spin"], true);
+  EXPECT_EQ(doc["run"]["spinners"], doc["run"]["nproc"]);
+  EXPECT_TRUE(processes_in_group(bench.pid()).empty()) << "the bench left a spinner or a server running";
   ASSERT_EQ(doc["figures"].size(), 4u) << doc.dump(1);
   for (const json& f : doc["figures"]) {
     EXPECT_EQ(f["status"], "ok") << f.dump();
