@@ -68,6 +68,7 @@ std::vector<Figure> measure_qperf(const BaselinePlan& plan, StepFn step) {
   const int port = free_tcp_port();
   pid_t server = spawn({"qperf", "-lp", std::to_string(port)}, plan.log_dir + "/qperf-server.log");
   if (!wait_for_listener(port, 10s)) {
+    std::fprintf(stderr, "simnic bench: the qperf server did not start (%s/qperf-server.log)\n", plan.log_dir.c_str());
     kill_and_reap(server);
     return out;
   }

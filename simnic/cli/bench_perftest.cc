@@ -29,6 +29,7 @@ std::string why_failed(const Outcome& client, const Outcome& server, std::chrono
   if (interrupted()) return "failed: interrupted";
   if (client.timed_out)
     return "failed: timed out after " + std::to_string(timeout.count() / 1000) + " s";
+  if (client.exit_code == -1) return "failed: the perftest server did not listen within 30 s";
   if (client.exit_code != 0) return "failed: client exit status " + std::to_string(client.exit_code);
   if (server.exit_code != 0) return "failed: server exit status " + std::to_string(server.exit_code);
   return "failed: no report row";
