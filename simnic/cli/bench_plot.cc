@@ -100,7 +100,7 @@ std::string script_head(const std::string& png, const RunInfo& info) {
          "set multiplot layout 1,3 title 'simnic bench " + info.started_utc + ", " + info.mode + " mode, CPUs " +
          (info.spin ? "kept busy" : "idle") + ", " + std::to_string(info.nproc) + " x " + quoted(info.cpu_model) +
          ", commit " + quoted(info.commit) + "'\n"
-         "set grid\nset key below\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";
+         "set grid\nset key below height 1\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";
 }
 
 }  // namespace
