@@ -18,6 +18,7 @@ PACKAGES=(
   clang libclang-rt-dev                     # the fuzzers (libFuzzer) and the ASan/UBSan stage of test.sh;
                                             # clang only recommends the runtimes, hence libclang-rt-dev
   ccache                                    # test.sh's extra sanitizer builds reuse compiled objects
+  gnuplot-nox                               # simnic bench draws its PNG plot with it
 )
 
 missing=()
