@@ -19,6 +19,7 @@ struct ControlSession {
   uid_t uid = 0;
   bool greeted = false; // Hello seen
   Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
+  uint32_t cm_client = 0;  // set by the first rdma_cm request (librdmacm's connection)
 };
 
 // What a descriptor passed by a client is for; the I/O layer checks that it fits (see Hooks).
@@ -56,6 +57,10 @@ class ControlDispatcher {
   ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                          uint64_t now);
   int check_fd(FdRole role, int fd, const ControlSession& s) const;
+  // cm_dispatch.cc: the rdma_cm requests (abi/cm.h)
+  static bool is_cm_op(abi::Op op) { return op >= abi::Op::CmAttachChannel && op <= abi::Op::CmInitQpAttr; }
+  ControlReply handle_cm(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
+                         uint64_t now);
 
   Device& dev_;
   pid_t daemon_pid_;

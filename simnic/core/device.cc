@@ -81,6 +81,8 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
   tx_buffer_.resize(8192);
   payload_buffer_.resize(8192);
+  CmNicInfo cm{config_.ipv4, config_.udp_port, node_guid_be(), bytes_to_mtu(config_.mtu_bytes), config_.key_seed};
+  cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
 }
 
 Device::~Device() {

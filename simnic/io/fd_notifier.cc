@@ -33,6 +33,13 @@ void FdNotifier::count_drop(const char* what) {
   ++dropped_;
 }
 
+bool FdNotifier::send_event(int fd, const void* msg, size_t len) {
+  // Non-blocking like the others: an rdma_cm event is lost (counted) rather than stall the NIC.
+  if (::send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) == ssize_t(len)) return true;
+  count_drop("rdma_cm");
+  return false;
+}
+
 void FdNotifier::release_fd(int fd) {
   if (fd >= 0) ::close(fd);
 }
