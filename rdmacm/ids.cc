@@ -89,6 +89,48 @@ int bind_to_nic(CmaId* p, Nic* nic, uint16_t port) {
   return 0;
 }
 
+void destroy_listeners(CmaId* p) {
+  for (auto& [nic, h] : p->listeners) {
+    abi::HandleReq d{h, 0};
+    nic_call(nic, abi::Op::CmDestroyId, &d, sizeof d, nullptr, 0);
+  }
+  p->listeners.clear();
+}
+
+// The wildcard address: the port is reserved on every NIC now, as the kernel reserves it at
+// bind time (rdma_get_src_port works before rdma_listen, and a listen is then immediate); the
+// first NIC picks it when the program asked for port 0. rdma_listen listens on all of them
+// (the kernel's cma_listen_on_all); rdma_resolve_addr keeps the one it goes out through.
+int bind_any(CmaId* p, uint16_t port) {
+  std::vector<Nic*> nics = all_nics();
+  if (nics.empty()) {
+    explain("rdma_bind_addr: no simnic NIC is running (start them with `simnic up`)");
+    return ENODEV;
+  }
+  for (Nic* nic : nics) {
+    if (open_nic(nic)) continue;
+    uint32_t h = 0;
+    if (create_nic_id(p, nic, &h)) continue;
+    abi::CmBindReq b{h, port, 0};
+    abi::CmBindReply r{};
+    if (int e = nic_call(nic, abi::Op::CmBind, &b, sizeof b, &r, sizeof r)) {
+      abi::HandleReq d{h, 0};
+      nic_call(nic, abi::Op::CmDestroyId, &d, sizeof d, nullptr, 0);
+      if (e == EADDRINUSE) {
+        destroy_listeners(p);
+        return EADDRINUSE;
+      }
+      continue;
+    }
+    port = r.port;
+    p->listeners.emplace_back(nic, h);
+  }
+  if (p->listeners.empty()) return ENODEV;
+  p->bound_any = true;
+  p->port = port;
+  return 0;
+}
+
 }  // namespace
 
 void register_id(CmaId* p) {
@@ -215,10 +257,9 @@ int rdma_bind_addr(struct rdma_cm_id* id, struct sockaddr* addr) {
   bool any = false;
   const uint32_t ip = ipv4_of(addr, &any);
   const uint16_t port = port_of(addr);
-  if (any) {  // a port only: the NICs are chosen at listen or resolve time
-    p->bound_any = true;
-    p->port = port;
-    set_sin(&id->route.addr.src_sin, 0, port);
+  if (any) {
+    if (int e = bind_any(p, port)) return fail(e);
+    set_sin(&id->route.addr.src_sin, 0, p->port);
     return 0;
   }
   Nic* nic = nic_by_ip(ip);
@@ -246,6 +287,7 @@ int rdma_resolve_addr(struct rdma_cm_id* id, struct sockaddr* src_addr, struct s
       explain("rdma_resolve_addr: no simnic NIC is running (start them with `simnic up`)");
       return fail(ENODEV);
     }
+    if (!p->listeners.empty()) destroy_listeners(p);  // the port is free again for bind_to_nic
     if (int e = bind_to_nic(p, nic, p->port)) return fail(e);
   }
   set_sin(&id->route.addr.dst_sin, dst, port_of(dst_addr));
@@ -290,42 +332,11 @@ int rdma_listen(struct rdma_cm_id* id, int backlog) {
     if (int e = nic_call(p->nic, abi::Op::CmListen, &req, sizeof req, nullptr, 0)) return fail(e);
     return 0;
   }
-  if (!p->bound_any) return fail(EINVAL);
-  if (!p->listeners.empty()) return 0;
-  // The wildcard address: one listener per NIC, all on the same port (the first NIC picks it
-  // when the program asked for port 0), as the kernel's cma_listen_on_all.
-  std::vector<Nic*> nics = all_nics();
-  if (nics.empty()) {
-    explain("rdma_listen: no simnic NIC is running (start them with `simnic up`)");
-    return fail(ENODEV);
+  if (!p->bound_any || p->listeners.empty()) return fail(EINVAL);
+  for (auto& [nic, h] : p->listeners) {
+    abi::CmListenReq req{h, backlog};
+    if (int e = nic_call(nic, abi::Op::CmListen, &req, sizeof req, nullptr, 0)) return fail(e);
   }
-  for (Nic* nic : nics) {
-    if (open_nic(nic)) continue;
-    uint32_t h = 0;
-    if (create_nic_id(p, nic, &h)) continue;
-    abi::CmBindReq b{h, p->port, 0};
-    abi::CmBindReply r{};
-    abi::CmListenReq l{h, backlog};
-    int e = nic_call(nic, abi::Op::CmBind, &b, sizeof b, &r, sizeof r);
-    if (!e) e = nic_call(nic, abi::Op::CmListen, &l, sizeof l, nullptr, 0);
-    if (e) {
-      abi::HandleReq d{h, 0};
-      nic_call(nic, abi::Op::CmDestroyId, &d, sizeof d, nullptr, 0);
-      if (e == EADDRINUSE) {
-        for (auto& [n, lh] : p->listeners) {
-          abi::HandleReq dd{lh, 0};
-          nic_call(n, abi::Op::CmDestroyId, &dd, sizeof dd, nullptr, 0);
-        }
-        p->listeners.clear();
-        return fail(EADDRINUSE);
-      }
-      continue;
-    }
-    p->port = r.port;
-    p->listeners.emplace_back(nic, h);
-  }
-  if (p->listeners.empty()) return fail(ENODEV);
-  id->route.addr.src_sin.sin_port = htons(p->port);
   return 0;
 }
 

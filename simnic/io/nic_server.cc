@@ -381,6 +381,8 @@ void NicServer::close_session(Session* s) {
     // A context's queues and per-WQE state can be hundreds of MB; glibc keeps freed heap for
     // reuse unless asked, and a NIC that outlives many programs should not keep their peak.
     ::malloc_trim(0);
+  } else if (s->state.cm_client) {
+    dispatcher_.close(s->state);  // librdmacm's connection: its ids go (DREQ/REJ to their peers)
   }
   if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);
