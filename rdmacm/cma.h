@@ -33,7 +33,7 @@ struct Nic {
 };
 
 struct CmaChannel {
-  rdma_event_channel ch;  // first: ch.fd is the read end of a SOCK_SEQPACKET socketpair
+  rdma_event_channel ch;  // first: ch.fd is the read end of a SOCK_STREAM socketpair
   int write_fd = -1;      // the other end: given to each NIC, and used for local events
   std::vector<std::pair<Nic*, uint32_t>> attached;  // the NICs that have it, with its handle there
 };

@@ -186,7 +186,9 @@ int rdma_get_cm_event(struct rdma_event_channel* channel, struct rdma_cm_event**
   for (;;) {
     std::memset(&e->event, 0, sizeof e->event);
     abi::CmEventMsg m{};
-    ssize_t n = ::recv(channel->fd, &m, sizeof m, 0);  // blocks unless the program set O_NONBLOCK
+    // Blocks unless the program set O_NONBLOCK; events are written whole, so a message is
+    // either all there or not yet.
+    ssize_t n = ::recv(channel->fd, &m, sizeof m, MSG_WAITALL);
     if (n < 0 && errno == EINTR) continue;
     if (n != ssize_t(sizeof m)) {
       int err = n < 0 ? errno : ENODATA;

@@ -183,7 +183,8 @@ extern "C" {
 
 struct rdma_event_channel* rdma_create_event_channel(void) {
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
+  // A stream, not SEQPACKET: a datagram queue holds net.unix.max_dgram_qlen (10) events.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
   int big = 4 << 20;  // events wait here until the program reads them
   ::setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
   ::setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);

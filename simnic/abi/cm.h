@@ -4,7 +4,7 @@
 //
 // librdmacm opens one query-only control connection per NIC (a Hello without descriptors) and
 // registers each event channel with the NICs its ids use: CmAttachChannel passes the channel's
-// socket (one end of a SOCK_SEQPACKET socketpair whose other end is channel->fd), and simnicd
+// socket (one end of a SOCK_STREAM socketpair whose other end is channel->fd), and simnicd
 // sends one CmEventMsg per event on it. A channel serving ids on several NICs is one socket
 // written by several simnicds, so poll() on channel->fd and O_NONBLOCK work as on the kernel's
 // /dev/infiniband/rdma_cm.

@@ -54,7 +54,7 @@ ControlReply ControlDispatcher::handle_cm(ControlSession& s, Op op, std::span<co
   switch (op) {
     case Op::CmAttachChannel: {
       if (fds.empty() || fds[0] < 0) return status(EINVAL);
-      if (int e = check_fd(FdRole::kEventSocket, fds[0], s)) return status(e);
+      if (int e = check_fd(FdRole::kCmChannel, fds[0], s)) return status(e);
       HandleReply rep{};
       int e = cm.attach_channel(c, fds[0], &rep.handle);
       fds[0] = -1;

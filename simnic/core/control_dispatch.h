@@ -23,7 +23,9 @@ struct ControlSession {
 };
 
 // What a descriptor passed by a client is for; the I/O layer checks that it fits (see Hooks).
-enum class FdRole { kDoorbell, kEventSocket };
+// kCmChannel: an rdma_cm event channel, a SOCK_STREAM socket (a SEQPACKET one would hold only
+// net.unix.max_dgram_qlen events, 10 by default, and a busy listener gets more).
+enum class FdRole { kDoorbell, kEventSocket, kCmChannel };
 
 struct ControlReply {
   int status = 0;                // 0 or a positive errno

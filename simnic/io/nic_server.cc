@@ -325,7 +325,9 @@ void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int 
 }
 
 int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
-  int e = role == core::FdRole::kDoorbell ? check_doorbell_fd(fd) : check_event_socket(fd, s.pid);
+  int e = role == core::FdRole::kDoorbell    ? check_doorbell_fd(fd)
+          : role == core::FdRole::kCmChannel ? check_cm_channel_socket(fd, s.pid)
+                                             : check_event_socket(fd, s.pid);
   if (e)
     logger_.log(core::LogLevel::kWarn,
                 "pid " + std::to_string(s.pid) + " passed a descriptor that is not " +
