@@ -273,3 +273,23 @@ TEST(RdmaCm, TsharkDecodesTheCmExchange) {
 
 }  // namespace
 }  // namespace simnic::it
+
+namespace simnic::it {
+namespace {
+
+// rsockets are not simulated: rstream and rcopy fail on their first call, saying so.
+TEST(RdmaCm, RsocketsSayTheyAreNotSupported) {
+  if (!have({"rstream", "rcopy"})) GTEST_SKIP() << "rdmacm-utils is not installed";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  for (std::vector<std::string> argv : {std::vector<std::string>{"rstream", "-s", nics.addr(0), "-C", "1"},
+                                       std::vector<std::string>{"rcopy", "/etc/hostname", nics.addr(0)}}) {
+    Result r = nics.run(argv, 30s);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("rsockets are not supported by simnic"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Function not implemented"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace simnic::it
