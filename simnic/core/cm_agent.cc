@@ -313,6 +313,35 @@ int CmAgent::init_qp_attr(uint32_t client, const abi::CmInitQpAttrReq& req, abi:
 
 // --------------------------------------------------------------------- connection calls
 
+// IBA Table 106: the REQ of an RC connection, its primary path RoCE v2 between the two
+// IPv4-mapped GIDs.
+void CmAgent::fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, uint8_t retries, cm::Message* m) {
+  m->attr_id = cm::kReq;
+  m->local_comm_id = id.local_comm_id;
+  m->local_ca_guid = nic_.node_guid_be;
+  m->qpn = req.qp_num;
+  m->responder_resources = req.responder_resources;
+  m->initiator_depth = req.initiator_depth;
+  m->remote_cm_response_timeout = timeout;
+  m->local_cm_response_timeout = timeout;
+  m->flow_control = req.flow_control;
+  m->starting_psn = id.psn;
+  m->retry_count = id.retry_count;
+  m->rnr_retry_count = id.rnr_retry_count;
+  m->max_cm_retries = retries;
+  m->srq = req.srq;
+  m->path_mtu = uint8_t(req.path_mtu && req.path_mtu < uint8_t(nic_.mtu) ? req.path_mtu : uint8_t(nic_.mtu));
+  m->local_ack_timeout = id.local_ack_timeout;
+  m->hop_limit = 64;
+  const uint32_t ips[2] = {nic_.ipv4, req.dst_ip};
+  for (int i = 0; i < 2; ++i) {
+    uint8_t* g = i == 0 ? m->local_gid : m->remote_gid;
+    g[10] = g[11] = 0xff;
+    g[12] = uint8_t(ips[i] >> 24), g[13] = uint8_t(ips[i] >> 16), g[14] = uint8_t(ips[i] >> 8), g[15] = uint8_t(ips[i]);
+  }
+  id.mtu = ibv_mtu(m->path_mtu);
+}
+
 int CmAgent::connect(uint32_t client, const abi::CmConnectReq& req, uint64_t now) {
   CmId* id = owned(client, req.id);
   if (!id) return EINVAL;
@@ -347,30 +376,7 @@ int CmAgent::connect(uint32_t client, const abi::CmConnectReq& req, uint64_t now
     }
     set_state(*id, CmState::kSidrReqSent, "rdma_connect");
   } else {
-    m.attr_id = cm::kReq;
-    m.local_comm_id = id->local_comm_id;
-    m.local_ca_guid = nic_.node_guid_be;
-    m.qpn = req.qp_num;
-    m.responder_resources = req.responder_resources;
-    m.initiator_depth = req.initiator_depth;
-    m.remote_cm_response_timeout = timeout;
-    m.local_cm_response_timeout = timeout;
-    m.flow_control = req.flow_control;
-    m.starting_psn = id->psn;
-    m.retry_count = id->retry_count;
-    m.rnr_retry_count = id->rnr_retry_count;
-    m.max_cm_retries = retries;
-    m.srq = req.srq;
-    m.path_mtu = uint8_t(req.path_mtu && req.path_mtu < uint8_t(nic_.mtu) ? req.path_mtu : uint8_t(nic_.mtu));
-    m.local_ack_timeout = id->local_ack_timeout;
-    m.hop_limit = 64;
-    const uint32_t ips[2] = {nic_.ipv4, req.dst_ip};
-    for (int i = 0; i < 2; ++i) {
-      uint8_t* g = i == 0 ? m.local_gid : m.remote_gid;
-      g[10] = g[11] = 0xff;
-      g[12] = uint8_t(ips[i] >> 24), g[13] = uint8_t(ips[i] >> 16), g[14] = uint8_t(ips[i] >> 8), g[15] = uint8_t(ips[i]);
-    }
-    id->mtu = ibv_mtu(m.path_mtu);
+    fill_req(*id, req, timeout, retries, &m);
     set_state(*id, CmState::kReqSent, "rdma_connect");
   }
   send_mad(id, req.dst_ip, m, now, true);

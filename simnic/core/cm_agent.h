@@ -126,7 +126,8 @@ class CmAgent {
     refusal_ = std::move(why);
     return err;
   }
-  void abandon(CmId& id, uint64_t now);  // destroy: tell the peer as the kernel's ib_destroy_cm_id
+  void abandon(CmId& id, uint64_t now);
+  void fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, uint8_t retries, proto::cm::Message* m);  // destroy: tell the peer as the kernel's ib_destroy_cm_id
 
   // cm_messages.cc: sending, and the handlers of received messages
   void send_mad(CmId* id, uint32_t dst_ip, proto::cm::Message& m, uint64_t now, bool expect_answer);
@@ -146,6 +147,7 @@ class CmAgent {
   void on_sidr_req(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_sidr_rep(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_timeout(CmId& id, uint64_t now);
+  size_t pending_requests(const CmId& listener) const;
   void trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const proto::cm::Message& m,
                  const char* fault);
 

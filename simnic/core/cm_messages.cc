@@ -19,7 +19,18 @@ namespace {
 constexpr uint64_t kTimewaitNs = 4096ull << 17;
 
 const uint8_t* user_data(const cm::Message& m) { return m.private_data + cm::kCmaHdrBytes; }
+
+// Connection requests a listener holds before its program accepts or rejects them: beyond
+// this, new ones are rejected (the kernel bounds them with the listen backlog).
+constexpr size_t kMaxPendingRequests = 1024;
 }  // namespace
+
+size_t CmAgent::pending_requests(const CmId& listener) const {
+  size_t n = 0;
+  for (const auto& [h, id] : ids_)
+    n += id->listener == listener.handle && (id->state == CmState::kReqRcvd || id->state == CmState::kSidrReqRcvd);
+  return n;
+}
 
 void CmAgent::trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const cm::Message& m,
                         const char* fault) {
@@ -146,6 +157,10 @@ void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
     logger_.log(LogLevel::kInfo, "rejected a REQ from " + ip_string(src_ip) + " for service ID " + hex(m.service_id) +
                                      ": nobody listens on port " + std::to_string(cm::service_port(m.service_id)));
     send_rej(src_ip, m.tid, keys_.next() | 1, m.local_comm_id, cm::kRejInvalidServiceId, cm::kRefReq, nullptr, 0, now);
+    return;
+  }
+  if (pending_requests(*listener) >= kMaxPendingRequests) {  // a REQ flood must not fill the NIC
+    send_rej(src_ip, m.tid, keys_.next() | 1, m.local_comm_id, cm::kRejConsumerDefined, cm::kRefReq, nullptr, 0, now);
     return;
   }
   CmId& id = add_id(listener->client, listener->channel, listener->cookie, listener->ps, IBV_QPT_RC);
@@ -292,6 +307,7 @@ void CmAgent::on_sidr_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
     send_mad(nullptr, src_ip, rep, now, false);
     return;
   }
+  if (pending_requests(*listener) >= kMaxPendingRequests) return;
   for (auto& [h, other] : ids_)  // a retransmitted SIDR_REQ is already being handled
     if (other->listener == listener->handle && other->remote_ip == src_ip && other->remote_comm_id == m.local_comm_id)
       return;
