@@ -293,3 +293,39 @@ TEST(RdmaCm, RsocketsSayTheyAreNotSupported) {
 
 }  // namespace
 }  // namespace simnic::it
+
+namespace simnic::it {
+namespace {
+
+// The same programs with both ends on one NIC: a client without a source address reaches the
+// server's address through the NIC that owns it (the loopback of a real host).
+TEST(RdmaCm, ProgramsOnOneNic) {
+  if (!have({"udaddy", "ucmatose", "rdma_server", "rdma_client", "ib_write_bw", "qperf"}))
+    GTEST_SKIP() << "rdmacm-utils, perftest or qperf is not installed";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string a = nics.addr(0);
+  const std::string pt = std::to_string(free_tcp_port());
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> pairs = {
+      {{"udaddy", "-b", a}, {"udaddy", "-s", a}},
+      {{"ucmatose", "-b", a, "-c", "4"}, {"ucmatose", "-s", a, "-c", "4"}},
+      {{"rdma_server", "-s", a, "-p", "7480"}, {"rdma_client", "-s", a, "-p", "7480"}},
+      {{"ib_write_bw", "-R", "-d", "simnic0", "-x", "0", "-n", "100", "-p", pt},
+       {"ib_write_bw", "-R", "-d", "simnic0", "-x", "0", "-n", "100", "-p", pt, a}},
+  };
+  for (const auto& [server, client] : pairs) {
+    Pair p = run_pair(nics, server, client);
+    EXPECT_EQ(p.client.exit_code, 0) << client[0] << ":\n" << p.client.output << "\nserver:\n" << p.server.output;
+    EXPECT_EQ(p.server.exit_code, 0) << server[0] << ":\n" << p.server.output;
+  }
+  const int qp = free_tcp_port();
+  auto srv = nics.start({"qperf", "-lp", std::to_string(qp)});
+  ASSERT_TRUE(wait_for_listener(qp, 15s)) << srv->output();
+  Result c = nics.run({"qperf", "-lp", std::to_string(qp), "-cm1", a, "-t", "1", "rc_bw", "rc_lat"}, 120s);
+  ::kill(srv->pid(), SIGTERM);
+  EXPECT_EQ(c.exit_code, 0) << c.output << srv->output();
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(latency\s+=\s+[0-9.]+ us)"))) << c.output;
+}
+
+}  // namespace
+}  // namespace simnic::it
