@@ -58,6 +58,18 @@ enum class Op : uint32_t {
   CreateXrcSrq,     // CreateXrcSrqReq -> CreateXrcSrqReply, fds: [memfd]
   CreateXrcQp,      // CreateXrcQpReq -> CreateQpReply, fds: [memfd]
   OpenXrcQp,        // OpenXrcQpReq -> CreateQpReply (no memfd: a TGT QP has no rings to share)
+  // The connection manager (abi/cm.h), on a query-only connection from librdmacm.
+  CmAttachChannel,  // fds: [channel socket] -> HandleReply
+  CmCreateId,       // CmCreateIdReq -> HandleReply
+  CmDestroyId,      // HandleReq
+  CmMigrateId,      // CmMigrateReq
+  CmBind,           // CmBindReq -> CmBindReply
+  CmListen,         // CmListenReq
+  CmConnect,        // CmConnectReq: sends REQ (SIDR_REQ for UD)
+  CmAccept,         // CmAcceptReq: sends REP (SIDR_REP), or RTU after a CONNECT_RESPONSE
+  CmReject,         // CmRejectReq: sends REJ (SIDR_REP status reject)
+  CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
+  CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   Count_
 };
 
@@ -329,6 +341,17 @@ inline const char* op_name(Op op) {
     case Op::CreateXrcSrq: return "CreateXrcSrq";
     case Op::CreateXrcQp: return "CreateXrcQp";
     case Op::OpenXrcQp: return "OpenXrcQp";
+    case Op::CmAttachChannel: return "CmAttachChannel";
+    case Op::CmCreateId: return "CmCreateId";
+    case Op::CmDestroyId: return "CmDestroyId";
+    case Op::CmMigrateId: return "CmMigrateId";
+    case Op::CmBind: return "CmBind";
+    case Op::CmListen: return "CmListen";
+    case Op::CmConnect: return "CmConnect";
+    case Op::CmAccept: return "CmAccept";
+    case Op::CmReject: return "CmReject";
+    case Op::CmDisconnect: return "CmDisconnect";
+    case Op::CmInitQpAttr: return "CmInitQpAttr";
     case Op::Count_: break;
   }
   return "?";

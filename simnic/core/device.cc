@@ -82,6 +82,8 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
   gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, node_guid_be());
   tx_buffer_.resize(8192);
   payload_buffer_.resize(8192);
+  CmNicInfo cm{config_.ipv4, config_.udp_port, node_guid_be(), bytes_to_mtu(config_.mtu_bytes), config_.key_seed};
+  cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
 }
 
 Device::~Device() {

@@ -16,6 +16,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
 #include "simnic/core/gid_table.h"
@@ -191,6 +192,9 @@ class Device {
   // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
   void set_burst(uint32_t packets) { burst_ = packets ? packets : 1; }
   void run_pending(uint64_t now);
+
+  // The connection manager (rdma_cm) of this NIC: CM MADs on QP1 go to it.
+  CmAgent& cm() { return *cm_; }
 
   // For `simnic status` and tests.
   std::string status_text() const;
@@ -398,6 +402,7 @@ class Device {
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
+  std::unique_ptr<CmAgent> cm_;
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

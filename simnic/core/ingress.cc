@@ -67,6 +67,7 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
   if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+  if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, pkt, now);  // QP1: the CM's
   if (!qp) {
     ++counters_.rx_drop_no_qp;
     tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
@@ -128,7 +129,7 @@ void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
 }
 
 uint64_t Device::next_deadline() const {
-  uint64_t best = 0;
+  uint64_t best = cm_->next_deadline();
   for (const auto& [h, qp] : qps_)
     if (qp->timer_deadline_ns && (!best || qp->timer_deadline_ns < best)) best = qp->timer_deadline_ns;
   return best;
@@ -136,6 +137,7 @@ uint64_t Device::next_deadline() const {
 
 void Device::on_timer(uint64_t now) {
   set_time(now);
+  cm_->on_timer(now);
   std::vector<Qp*> due;
   for (auto& [h, qp] : qps_)
     if (qp->timer_deadline_ns && qp->timer_deadline_ns <= now) due.push_back(qp.get());

@@ -340,7 +340,9 @@ void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int 
 }
 
 int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
-  int e = role == core::FdRole::kDoorbell ? check_doorbell_fd(fd) : check_event_socket(fd, s.pid);
+  int e = role == core::FdRole::kDoorbell    ? check_doorbell_fd(fd)
+          : role == core::FdRole::kCmChannel ? check_cm_channel_socket(fd, s.pid)
+                                             : check_event_socket(fd, s.pid);
   if (e)
     logger_.log(core::LogLevel::kWarn,
                 "pid " + std::to_string(s.pid) + " passed a descriptor that is not " +
@@ -396,6 +398,8 @@ void NicServer::close_session(Session* s) {
     // A context's queues and per-WQE state can be hundreds of MB; glibc keeps freed heap for
     // reuse unless asked, and a NIC that outlives many programs should not keep their peak.
     ::malloc_trim(0);
+  } else if (s->state.cm_client) {
+    dispatcher_.close(s->state);  // librdmacm's connection: its ids go (DREQ/REJ to their peers)
   }
   if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);

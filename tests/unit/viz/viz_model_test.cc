@@ -325,6 +325,10 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
   EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
   EXPECT_EQ(packet_label(pkt("RC_ACKNOWLEDGE", "RNR_NAK")), "RNR");
   EXPECT_EQ(packet_label(pkt("RC_SEND_LAST")), "SEND L");
+  // A connection manager MAD (UD to QP1) is labelled by its CM message.
+  nlohmann::ordered_json mad{{"seq", 2}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", "UD_SEND_ONLY"}, {"cm", "REQ"}};
+  EXPECT_EQ(packet_label(*parse_event_line(mad.dump())), "CM REQ");
+  EXPECT_NE(summarize(*parse_event_line(mad.dump())).find("CM REQ"), std::string::npos);
   for (const char* f : {"psn", "dest_qp", "ack_req", "se", "opcode", "reth.rkey", "reth.va", "aeth.msn", "aeth.syndrome"})
     EXPECT_FALSE(explain_field("pkt_rx", f).empty()) << f;
   for (const char* f : {"wr_id", "status", "byte_len"}) EXPECT_FALSE(explain_field("cqe", f).empty()) << f;
