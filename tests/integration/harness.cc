@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -111,24 +112,31 @@ Result run(const std::vector<std::string>& argv, const std::map<std::string, std
 }
 
 Nics::Nics(int count, const std::vector<std::string>& extra_up_args) : count_(count) {
-  // 127.<from the pid>.<a per-process counter>.1..N: parallel test processes never share an
-  // address, so they never share a UDP port 4791 either.
-  static std::atomic<int> seq{0};
-  uint32_t a = 16 + uint32_t(::getpid()) % 200, b = uint32_t(seq++ % 250) + 1;
-  base_ = (127u << 24) | (a << 16) | (b << 8) | 1u;
-  dir_ = make_temp_dir("simnic-it-");
-  std::vector<std::string> argv = {bin_dir() + "/simnic", "up", std::to_string(count), "--addr", addr(0)};
-  argv.insert(argv.end(), extra_up_args.begin(), extra_up_args.end());
-  up_ = it::run(argv, env(), 30s);
+  // 127.A.B.1..N with A in [16, 216) and B random: tests running in parallel (ctest -j) rarely
+  // pick the same address; when one does, `simnic up` cannot bind its UDP port 4791 and the
+  // NICs start again on other addresses.
+  static std::random_device rd;
+  for (int attempt = 0;; ++attempt) {
+    const uint32_t a = 16 + rd() % 200, b = 1 + rd() % 250;
+    base_ = (127u << 24) | (a << 16) | (b << 8) | 1u;
+    dir_ = make_temp_dir("simnic-it-");
+    std::vector<std::string> argv = {bin_dir() + "/simnic", "up", std::to_string(count), "--addr", addr(0)};
+    argv.insert(argv.end(), extra_up_args.begin(), extra_up_args.end());
+    up_ = it::run(argv, env(), 30s);
+    if (up_.exit_code == 0 || attempt == 7 || up_.output.find("Address already in use") == std::string::npos) break;
+    stop_and_remove();
+  }
 }
 
-Nics::~Nics() {
+void Nics::stop_and_remove() {
   std::vector<pid_t> pids = daemon_pids();
   it::run({bin_dir() + "/simnic", "down"}, env(), 30s);
   for (pid_t pid : pids) ::kill(pid, SIGKILL);  // in case `down` could not stop one
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
+
+Nics::~Nics() { stop_and_remove(); }
 
 std::string Nics::addr(int i) const {
   in_addr a{htonl(base_ + uint32_t(i))};

@@ -68,6 +68,8 @@ class Nics {
   std::map<std::string, std::string> status(const std::string& nic) const;  // `simnic status NAME`
 
  private:
+  void stop_and_remove();  // `simnic down`, SIGKILL by pid, and the directory
+
   std::string dir_;
   uint32_t base_ = 0;  // host order
   int count_ = 0;
