@@ -34,6 +34,8 @@ struct NicOptions {
   bool verbose = false;
   bool start_paused = false;
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)
+  std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)
+  uint32_t link_mtu = 0;     // its MTU in bytes; device.mtu_bytes fits in it unfragmented
 };
 
 class StderrLogger final : public core::Logger {

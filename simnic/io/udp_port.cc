@@ -184,6 +184,7 @@ void UdpPort::transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8
     if (n >= 0) return;
     if (errno == EINTR) continue;
     ++tx_dropped_;  // a full socket buffer is a lossy link: the transport recovers
+    if (errno == EMSGSIZE) ++tx_too_big_;
     return;
   }
 }
