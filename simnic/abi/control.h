@@ -51,6 +51,7 @@ enum class Op : uint32_t {
   DeallocMw,        // HandleReq
   ExplainQp,        // HandleReq{qp_num} -> text: why the QP's work requests completed in error
   TakeNotices,      // -> text: what the NIC noticed about this context's QPs since last asked, one per line
+  ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
   Count_
 };
 
@@ -154,6 +155,13 @@ struct CreateCqReply {
   uint32_t entries;       // ring slots, a power of two
   uint32_t reserved;
   uint64_t mem_bytes;     // size of the memfd to map
+};
+
+// ibv_resize_cq. The reply is a CreateCqReply for the new ring, whose memfd replaces the old
+// one: the pending CQEs are in it, at the same ring indices.
+struct ResizeCqReq {
+  uint32_t handle;
+  int32_t cqe;            // entries asked for
 };
 
 struct CreateQpReq {
@@ -274,6 +282,7 @@ inline const char* op_name(Op op) {
     case Op::DeallocMw: return "DeallocMw";
     case Op::ExplainQp: return "ExplainQp";
     case Op::TakeNotices: return "TakeNotices";
+    case Op::ResizeCq: return "ResizeCq";
     case Op::Count_: break;
   }
   return "?";
