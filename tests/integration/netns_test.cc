@@ -48,7 +48,9 @@ class TwoHosts {
     why_not_ = make_link();
     if (!why_not_.empty()) return;
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> up = {"ip", "netns", "exec", ns_[i], bin_dir() + "/simnic", "up", "--addr", addr_[i],
+      // Host A names its interface, host B its address: both ways of choosing where a NIC goes.
+      std::vector<std::string> up = {"ip", "netns", "exec", ns_[i], bin_dir() + "/simnic", "up",
+                                     i == 0 ? "--iface" : "--addr", i == 0 ? veth_[0] : addr_[1],
                                      "--name", "simnic" + std::to_string(i)};
       up.insert(up.end(), up_args.begin(), up_args.end());
       Result r = it::run(up, env(), 30s);
@@ -151,18 +153,18 @@ bool wait_for_listener_of(pid_t pid, int port, std::chrono::milliseconds timeout
   return false;
 }
 
-// The largest frame in a pcap file (0 if none or unreadable).
-size_t largest_frame(const std::string& pcap) {
+// The frames of a pcap file (empty if none or unreadable).
+std::vector<std::string> pcap_frames(const std::string& pcap) {
   std::ifstream in(pcap, std::ios::binary);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t largest = 0;
+  std::vector<std::string> frames;
   for (size_t off = 24; off + 16 <= data.size();) {
     uint32_t incl;
     std::memcpy(&incl, data.data() + off + 8, 4);  // native order: tshark wrote it on this host
-    largest = std::max<size_t>(largest, incl);
+    frames.push_back(data.substr(off + 16, incl));
     off += 16 + incl;
   }
-  return largest;
+  return frames;
 }
 
 // A bounded tshark capture of one veth, inside its namespace; the destructor kills it by pid.
@@ -203,6 +205,27 @@ void expect_all_passed(const Result& r) {
 #define SKIP_WITHOUT_NAMESPACES(hosts)                                                         \
   if (!(hosts).why_not().empty()) GTEST_SKIP() << "no network namespaces here: " << (hosts).why_not(); \
   ASSERT_TRUE((hosts).up()) << (hosts).up_output()
+
+// No namespace needed: addresses and interfaces the host does not have are refused up front.
+TEST(RealInterfaces, AddressesAndInterfacesTheHostDoesNotHaveAreRefused) {
+  char dir[] = "/tmp/simnic-it-addr-XXXXXX";
+  ASSERT_TRUE(::mkdtemp(dir));
+  const std::map<std::string, std::string> env = {{"SIMNIC_DIR", dir}};
+  Result r = run({bin_dir() + "/simnic", "up", "--addr", "198.51.100.77"}, env, 20s);  // TEST-NET-2
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("198.51.100.77 is not an address of this host"), std::string::npos) << r.output;
+  r = run({bin_dir() + "/simnic", "up", "--iface", "nosuchif0"}, env, 20s);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no interface named nosuchif0"), std::string::npos) << r.output;
+  r = run({bin_dir() + "/simnic", "up", "--addr", "224.0.0.1"}, env, 20s);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not a unicast address"), std::string::npos) << r.output;
+  // simnicd itself refuses too, for those who start it by hand.
+  r = run({bin_dir() + "/simnicd", "--addr", "198.51.100.77", "--dir", dir}, {}, 20s);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not an address of this host"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
 
 TEST(Netns, PortMtuFollowsTheEthernetLink) {
   TwoHosts hosts;
@@ -253,9 +276,15 @@ TEST(Netns, PingpongAndEveryRcOperationCrossTheVethWithValidIcrcs) {
     EXPECT_EQ(st["rx_drop_icrc"], "0") << nic;
     EXPECT_EQ(st["retransmits"], "0") << nic;
   }
-  const size_t largest = largest_frame(pcap);
+  size_t largest = 0, checksummed = 0;
+  for (const std::string& f : pcap_frames(pcap)) {
+    largest = std::max(largest, f.size());
+    // Ethernet 14 + IPv4 20 + UDP checksum at 6: zero, as RoCE NICs send it (SO_NO_CHECK).
+    if (f.size() >= 42 && (f[40] != 0 || f[41] != 0)) ++checksummed;
+  }
   EXPECT_LE(largest, 1514u) << "a frame larger than the 1500-byte link (plus its 14-byte Ethernet header)";
   EXPECT_GT(largest, 1024u + 14 + 28 + 12) << "no full-MTU packet was captured";
+  EXPECT_EQ(checksummed, 0u) << "packets with a UDP checksum";
   Result check = run({"python3", SIMNIC_TEST_SOURCE_DIR "/scripts/check_icrc.py", pcap}, {}, 60s);
   std::printf("largest frame on the veth: %zu bytes; check_icrc.py: %s", largest, check.output.c_str());
   EXPECT_EQ(check.exit_code, 0) << check.output << "\n(tshark: " << tshark << ")";
