@@ -271,7 +271,10 @@ int cmd_up(const std::vector<std::string>& args) {
     ::unlink(abi::pid_file_path(dir, s.name).c_str());
     const std::string why = tail_of(log_path(dir, s.name), 5);
     std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
-    if (why.find("Address already in use") != std::string::npos)
+    if (why.find("Address already in use") != std::string::npos && (base >> 24) != 127)
+      std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
+                           "its interface (rdma_rxe); see docs/wire.md\n");
+    else if (why.find("Address already in use") != std::string::npos)
       std::fprintf(stderr, "simnic: its address is taken (another user's NICs, or NICs of another SIMNIC_DIR); "
                            "choose free ones with `simnic up --addr 127.0.N.1`, N your own number\n");
   }
