@@ -68,6 +68,7 @@ class TwoHosts {
     it::run({bin_dir() + "/simnic", "down"}, env(), 20s);
     for (pid_t pid : pids) ::kill(pid, SIGKILL);  // in case `down` could not stop one
     for (const auto& ns : ns_) it::run({"ip", "netns", "del", ns}, {}, 10s);
+    it::run({"ip", "link", "del", veth_[0]}, {}, 10s);  // only if it never reached its namespace
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -246,6 +247,7 @@ TEST(Netns, PortMtuFollowsTheEthernetLink) {
 
 TEST(Netns, PingpongAndEveryRcOperationCrossTheVethWithValidIcrcs) {
   if (!have_program("tshark")) GTEST_SKIP() << "tshark is not installed (scripts/setup.sh installs it)";
+  if (!have_program("python3")) GTEST_SKIP() << "python3 is not installed";
   TwoHosts hosts;
   SKIP_WITHOUT_NAMESPACES(hosts);
   const std::string pcap = "/tmp/simnic-it-veth-" + std::to_string(::getpid()) + ".pcap";
