@@ -29,12 +29,17 @@ main_build_and_tests() {
   ctest --test-dir build --output-on-failure --timeout 600 "$@"
 }
 
+# Stages 2 and 3 build as unity builds (CMAKE_UNITY_BUILD: a target's sources compiled a few
+# per translation unit): on a clean two-core machine this cuts the ASan build from about 6 to
+# about 2 minutes. Stage 1 stays an ordinary build, so a file that forgets an include still
+# fails there.
 asan_unit_and_fuzz() {
   cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSIMNIC_FUZZ=ON \
-    -DSIMNIC_WERROR=ON "${launcher[@]}" >/dev/null
+    -DSIMNIC_WERROR=ON -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" >/dev/null
   cmake --build build-asan -j"$jobs" --target unit_proto unit_core unit_viz packet_parser_fuzz rx_path_fuzz \
     control_dispatch_fuzz trace_reader_fuzz
-  ctest --test-dir build-asan -L 'unit|fuzz' --output-on-failure --timeout 600
+  # In-process tests only (no NICs, no sockets): two at a time.
+  ctest --test-dir build-asan -L 'unit|fuzz' -j"$jobs" --output-on-failure --timeout 600
 }
 
 # simnicd is single-threaded (one Asio loop, no threads): TSan would have nothing to check
@@ -42,7 +47,7 @@ asan_unit_and_fuzz() {
 # context in the shim, and processes sharing a NIC. Those are TSan-built here: the shim
 # (shim/CMakeLists.txt instruments it in a SIMNIC_TSAN tree) and simnic-soak.
 tsan_multi_client() {
-  cmake -S . -B build-tsan -DSIMNIC_TSAN=ON -DSIMNIC_WERROR=ON "${launcher[@]}" >/dev/null
+  cmake -S . -B build-tsan -DSIMNIC_TSAN=ON -DSIMNIC_WERROR=ON -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" >/dev/null
   cmake --build build-tsan -j"$jobs" --target simnic_shim simnic-soak
   local dir rc=0 pids=()
   dir=$(mktemp -d "${TMPDIR:-/tmp}/simnic-tsan.XXXXXX")

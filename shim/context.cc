@@ -186,17 +186,19 @@ int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, unio
   if (index < 0) return EINVAL;
   QueryGidReply rep{};
   int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, uint32_t(index)}, &rep);
-  if (st == 0) *gid = rep.gid;
-  return st == 0 ? 0 : -1;  // rdma-core returns -1 here, not an errno
+  if (st == ENODATA) std::memset(gid, 0, sizeof *gid);  // an empty slot reads as the zero GID
+  else if (st == 0) *gid = rep.gid;
+  return st == 0 || st == ENODATA ? 0 : -1;  // rdma-core returns -1 here, not an errno
 }
 
 // IBVERBS_PRIVATE_34; the real type is enum ibv_gid_type_sysfs from infiniband/driver.h,
-// where 1 means RoCE v2.
+// where 0 means IB or RoCE v1 and 1 RoCE v2. As in rdma-core, an empty slot reads as 0 and
+// an index beyond the table fails with -1.
 int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned int index, uint32_t* type) {
   QueryGidReply rep{};
   int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, index}, &rep);
-  if (st != 0) return EINVAL;
-  *type = rep.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
+  if (st != 0 && st != ENODATA) return -1;
+  *type = st == 0 && rep.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
   return 0;
 }
 
@@ -228,8 +230,13 @@ ssize_t _ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* 
     if (int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port, 0}, &rep)) return -st;
     pa = rep.attr;
     for (int i = 0; i < pa.gid_tbl_len; ++i) {
+      ibv_gid_entry e;
+      int st = _ibv_query_gid_ex(context, port, uint32_t(i), &e, 0, sizeof e);
+      if (st == ENODATA) continue;  // only the valid entries are listed
+      if (st != 0) return -st;
       if (n == max_entries) return -EINVAL;  // rdma-core: the caller's table is too small
-      if (_ibv_query_gid_ex(context, port, uint32_t(i), &entries[n], 0, sizeof(ibv_gid_entry)) == 0) ++n;
+      std::memcpy(reinterpret_cast<uint8_t*>(entries) + n * entry_size, &e, sizeof e);
+      ++n;
     }
   }
   return ssize_t(n);

@@ -73,7 +73,10 @@ int ibv_rereg_mr(struct ibv_mr*, int, struct ibv_pd*, void*, size_t, int) {
 struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
   CreateAhReq req{pd->handle, 0, *attr};
   HandleReply rep{};
-  if (int st = rpc(to_shim(pd->context), Op::CreateAh, req, &rep)) return fail_null<ibv_ah>(st);
+  if (int st = rpc(to_shim(pd->context), Op::CreateAh, req, &rep)) {
+    explain_refusal("ibv_create_ah", st, simnic::abi::last_refusal());
+    return fail_null<ibv_ah>(st);
+  }
   auto* ah = new ibv_ah{};
   ah->context = pd->context;
   ah->pd = pd;
@@ -91,15 +94,17 @@ int ibv_destroy_ah(struct ibv_ah* ah) {
 
 extern "C" {
 
-// UD replies: the address vector back to a datagram's sender, from its GRH (RoCE always has one).
+// UD replies: the address vector back to a datagram's sender. With a GRH (RoCE always has
+// one) from the sender's GID; without one (InfiniBand mode) by its LID alone, as in rdma-core.
 int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ibv_wc* wc, struct ibv_grh* grh,
                         struct ibv_ah_attr* ah_attr) {
-  if (!(wc->wc_flags & IBV_WC_GRH) || !grh) return -1;  // RoCE needs the GRH to route back
   std::memset(ah_attr, 0, sizeof *ah_attr);
   ah_attr->dlid = wc->slid;
   ah_attr->sl = wc->sl;
   ah_attr->src_path_bits = wc->dlid_path_bits;
   ah_attr->port_num = port_num;
+  if (!(wc->wc_flags & IBV_WC_GRH)) return 0;
+  if (!grh) return -1;
   ah_attr->is_global = 1;
   ah_attr->grh.hop_limit = 0xff;
   union ibv_gid dgid;  // where the datagram was sent: one of our GIDs
@@ -121,12 +126,18 @@ int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ib
     ah_attr->grh.traffic_class = uint8_t(flow >> 20);
     dgid = grh->dgid;
   }
-  // The local GID the datagram was sent to: ours has index 0.
-  union ibv_gid ours;
-  if (ibv_query_gid(context, port_num, 0, &ours) != 0 || std::memcmp(&ours, &dgid, sizeof ours) != 0)
-    return -1;
-  ah_attr->grh.sgid_index = 0;
-  return 0;
+  // The index of the local RoCE v2 GID the datagram was sent to (rdma-core's
+  // ibv_find_gid_index): 0 in the simple table, 1 in rxe's, 3 in mlx5's.
+  // The table's entries come first; the first empty slot (ENODATA) or its end (EINVAL) stops.
+  for (uint32_t i = 0; i < 256; ++i) {
+    QueryGidReply rep{};
+    if (rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, i}, &rep) != 0) break;
+    if (rep.gid_type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(&rep.gid, &dgid, sizeof dgid) == 0) {
+      ah_attr->grh.sgid_index = uint8_t(i);
+      return 0;
+    }
+  }
+  return -1;
 }
 
 struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* pd, struct ibv_wc* wc, struct ibv_grh* grh, uint8_t port_num) {

@@ -113,7 +113,8 @@ struct QueryGidReq {
 
 struct QueryGidReply {
   union ibv_gid gid;
-  uint32_t gid_type;  // enum ibv_gid_type (verbs.h): IBV_GID_TYPE_ROCE_V2
+  uint32_t gid_type;  // enum ibv_gid_type (verbs.h): IB, ROCE_V1 or ROCE_V2
+                      // (status ENODATA: an empty slot below gid_tbl_len; EINVAL: beyond it)
   uint32_t ndev_ifindex;
 };
 

@@ -18,6 +18,7 @@
 #include "simnic/abi/paths.h"
 #include "simnic/abi/state_dir.h"
 #include "simnic/cli/cli.h"
+#include "simnic/cli/link_layer.h"
 #include "simnic/io/netif.h"
 
 namespace simnic::cli {
@@ -150,7 +151,8 @@ int cmd_up(const std::vector<std::string>& args) {
   std::vector<std::string> common;
   std::string pcap_dir, trace_dir;
   uint32_t base = 0x7f000001;  // 127.0.0.1
-  bool addr_given = false;
+  LinkLayerSetup link;         // --link-layer, --gid-table, --lid-map
+  bool addr_given = false;     // --addr, --iface, --name: where the NICs go and what they are called
   std::string iface, first_name;
   bool count_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -163,7 +165,10 @@ int cmd_up(const std::vector<std::string>& args) {
     std::string v;
     if (a == "--help" || a == "-h") {
       std::fputs(kUpUsage, stdout);
+      std::fputs(LinkLayerSetup::usage(), stdout);
       return 0;
+    } else if (int taken = link.parse(args, i)) {
+      if (taken < 0) return 2;
     } else if (a == "--addr") {
       in_addr ia;
       if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1) {
@@ -208,7 +213,7 @@ int cmd_up(const std::vector<std::string>& args) {
     return 1;
   }
   const std::string dir = state_dir(true);
-  if (dir.empty()) return 1;
+  if (dir.empty() || !link.begin(dir)) return 1;
   // The output directories are made for the user, as `mkdir -p` would.
   for (const std::string& out : {pcap_dir, trace_dir}) {
     if (out.empty()) continue;
@@ -236,6 +241,10 @@ int cmd_up(const std::vector<std::string>& args) {
     if (!pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", pcap_dir + "/" + name + ".pcap"});
     if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".jsonl"});
     argv.insert(argv.end(), common.begin(), common.end());
+    if (!link.nic_args(name, base + uint32_t(i), &argv)) {
+      ++failures;
+      continue;
+    }
     pid_t pid = spawn(simnicd, argv, log_path(dir, name));
     if (!pid) {
       std::fprintf(stderr, "simnic: cannot start %s: %s\n", name.c_str(), std::strerror(errno));
@@ -245,6 +254,8 @@ int cmd_up(const std::vector<std::string>& args) {
     write_pid_file(abi::pid_file_path(dir, name), pid);
     started.push_back({name, pid});
   }
+  // The LID registry: NICs read it only when a program names a LID, after `simnic up` is done.
+  if (!link.commit()) ++failures;
   // Wait until each answers on its control socket, or has died telling us why.
   for (const auto& s : started) {
     auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -47,6 +47,7 @@ const std::vector<Group>& groups() {
         {"rx_drop_no_wqe", "UC/UD: no receive posted (no RNR on UC/UD: the message is lost)"},
         {"rx_drop_uc_message", "UC messages discarded after a lost packet"},
         {"rx_drop_out_of_sequence", "RC requests beyond a PSN gap (NAKed once, then dropped)"},
+        {"rx_drop_bad_msn", "RC ACKs/NAKs whose MSN counts messages never sent (forged or corrupt)"},
         {"rx_drop_socket_overflow", "datagrams the kernel dropped: the NIC's receive buffer was full"},
         {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
         {"fault_dups", "packets the fault injector duplicated"},
@@ -93,6 +94,11 @@ void print_status_view(const std::string& name, const std::string& text) {
   if (kv["faults"] != "" && kv["faults"].find("loss=0 dup=0 reorder=0 delay_us=0") != 0)
     std::printf("fault injection: %s\n", kv["faults"].c_str());
   if (kv["paused"] == "1") std::printf("paused in step mode (simnic step %s next)\n", name.c_str());
+  if (kv["link_layer"] == "ib")
+    std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),
+                kv["sm_lid"].c_str());
+  else if (!kv["gid_table"].empty() && kv["gid_table"] != "simple")
+    std::printf("RoCE port, %s GID table (ibv_devinfo -v lists it)\n", kv["gid_table"].c_str());
   print_groups(kv);
   print_qps(kv);
 }

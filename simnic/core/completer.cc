@@ -54,6 +54,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
     if (status == IBV_WC_SUCCESS && (w.opcode == IBV_WR_RDMA_READ || st.rd_atomic)) wc.byte_len = st.length;
   }
   if (!started) ++qp.sq_started;
+  else if (st.npkts) qp.msn_retired = st.msn;
   if (qp.sq_next == qp.sq_consumer) {
     ++qp.sq_next;
     qp.pkt_in_wqe = 0;
@@ -113,6 +114,23 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     qp.timer_deadline_ns = 0;
   } else
     arm_ack_timer(qp, now);
+}
+
+// Whether an ACK/NAK's MSN could come from our responder (IBA 9.7.5.1: the responder returns
+// the count of request messages it completed). It completed at least every message wholly
+// before the acknowledged PSN (up to `psn` for an ACK, before it for a NAK), and at most every
+// message we started; a duplicate's ACK carries the newer MSN, so only these bounds are exact.
+bool Device::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const {
+  const uint32_t mask = qp.sq_entries - 1;
+  const uint32_t covered = is_nak ? psn_add(psn, kPsnMask) : psn;
+  uint32_t least = qp.msn_retired;
+  for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
+    const SendWqeState& st = qp.sq_state[idx & mask];
+    if (st.npkts == 0) continue;  // a local operation: no message
+    if (psn_diff(psn_add(st.first_psn, st.npkts - 1), covered) > 0) break;
+    least = st.msn;
+  }
+  return psn_diff(msn, least) >= 0 && psn_diff(qp.msn_started, msn) >= 0;
 }
 
 void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
@@ -204,8 +222,17 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   }
 
   // ACK / NAK.
-  ++counters_.acks_received;
   const uint8_t syndrome = pkt.h.aeth.syndrome;
+  if (!ack_msn_plausible(qp, psn, pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
+    ++counters_.rx_drop_bad_msn;
+    tracer_.event("pkt_drop").s("reason", "an ACK whose MSN counts messages never sent").u("qp", qp.qpn);
+    log_limited(LogLevel::kInfo, "bad_msn", qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(pkt.h.aeth.msn) +
+             ": it counts messages this QP never sent (forged, or from an old connection)";
+    });
+    return;
+  }
+  ++counters_.acks_received;
   switch (aeth_class(syndrome)) {
     case kAethAck:
       complete_acked(qp, psn, now);

@@ -166,10 +166,12 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
     case Op::QueryGid: {
       QueryGidReq req;
       if (!decode(body, &req)) return fail(EINVAL);
-      if (req.port_num != 1 || req.index != 0) return fail(EINVAL);
+      if (req.port_num != 1) return fail(EINVAL);
+      GidEntry e;
+      if (int st = dev_.query_gid(req.index, &e)) return fail(st);  // ENODATA: an empty slot
       QueryGidReply rep{};
-      rep.gid = dev_.gid0();
-      rep.gid_type = IBV_GID_TYPE_ROCE_V2;
+      rep.gid = e.gid;
+      rep.gid_type = e.type;
       return ok(rep);
     }
     default: break;

@@ -52,18 +52,24 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     return fail(IBV_WC_LOC_LEN_ERR, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
                                         std::to_string(pkt.payload.size()) + " of payload), the receive WQE has " +
                                         std::to_string(room));
-  uint8_t grh[kGrhBytes] = {};
-  uint8_t ip_udp[kIpv4UdpBytes];
-  build_ipv4_udp(IpUdpInfo{src_ip, config_.ipv4, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
-  std::memcpy(grh + 20, ip_udp, 20);
-  if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(IBV_WC_LOC_PROT_ERR, why);
+  // InfiniBand mode: the datagram came with no GRH, as on an IB subnet where peers are
+  // addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes reserved for a
+  // GRH are left untouched and IBV_WC_GRH is clear (docs/link-layer.md).
+  if (!config_.infiniband) {
+    uint8_t grh[kGrhBytes] = {};
+    uint8_t ip_udp[kIpv4UdpBytes];
+    build_ipv4_udp(IpUdpInfo{src_ip, config_.ipv4, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+    std::memcpy(grh + 20, ip_udp, 20);
+    if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(IBV_WC_LOC_PROT_ERR, why);
+  }
   if (!pkt.payload.empty()) {
     if (int e = scatter(qp, rip.wqe.sge, rip.wqe.num_sge, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
       return fail(e == EMSGSIZE ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR, why);
   }
   wc.status = IBV_WC_SUCCESS;
   wc.byte_len = len;
-  wc.wc_flags = IBV_WC_GRH;
+  wc.wc_flags = config_.infiniband ? 0 : IBV_WC_GRH;
+  wc.slid = lid_of(src_ip);
   if (pkt.mask & kHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = pkt.h.imm_be;

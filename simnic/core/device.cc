@@ -79,6 +79,7 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
       logger_(logger),
       keys_(config_.key_seed) {
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
+  gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, node_guid_be());
   tx_buffer_.resize(8192);
   payload_buffer_.resize(8192);
 }
@@ -141,7 +142,7 @@ ibv_port_attr Device::port_attr() const {
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = bytes_to_mtu(config_.mtu_bytes);
-  p.gid_tbl_len = 1;
+  p.gid_tbl_len = int(gids_.length);
   p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p.max_msg_sz = 1u << 31;
   p.pkey_tbl_len = 1;
@@ -150,6 +151,16 @@ ibv_port_attr Device::port_attr() const {
   p.active_speed = 32;  // EDR: 4X EDR reads as 100 Gb/s
   p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
+  if (config_.infiniband) {
+    // An InfiniBand port the subnet manager has brought up: a LID, no LMC, the SM's LID;
+    // subnet_timeout 18 is OpenSM's default. GIDs are not IP-based here.
+    p.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    p.port_cap_flags = IBV_PORT_CM_SUP;
+    p.lid = config_.lid;
+    p.sm_lid = config_.sm_lid;
+    p.lmc = 0;
+    p.subnet_timeout = 18;
+  }
   return p;
 }
 
@@ -643,18 +654,21 @@ Qp* Device::find_qp_by_qpn(uint32_t qpn) {
 int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  // RoCE addresses are GIDs: an AH without a GRH has nowhere to go.
-  if (!attr.is_global || attr.port_num != 1) return EINVAL;
-  const uint8_t* raw = attr.grh.dgid.raw;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(raw, kMapped, 12) != 0) return EINVAL;
+  if (attr.port_num != 1) return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+  // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer.
+  uint32_t dst_ip = 0;
+  std::string why;
+  if (resolve_av(attr, &dst_ip, &why)) {
+    log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
+    return refuse(EINVAL, why);
+  }
   if (ahs_.size() >= DeviceLimits::kMaxAh || ctx->ahs.size() >= ContextLimits::kMaxAh) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->handle = new_handle();
   ah->ctx = ctx;
   ah->pd = pd;
   ah->attr = attr;
-  ah->dst_ip = uint32_t(raw[12]) << 24 | uint32_t(raw[13]) << 16 | uint32_t(raw[14]) << 8 | raw[15];
+  ah->dst_ip = dst_ip;
   pd->users++;
   *handle = ah->handle;
   ctx->ahs.push_back(ah->handle);
@@ -680,6 +694,9 @@ std::string Device::status_text() const {
     << ((config_.ipv4 >> 8) & 255) << "." << (config_.ipv4 & 255) << "\n";
   s << "port " << config_.udp_port << "\n";
   s << "mtu " << config_.mtu_bytes << "\n";
+  s << "link_layer " << (config_.infiniband ? "ib" : "eth") << "\n";
+  if (config_.infiniband) s << "lid " << config_.lid << "\n" << "sm_lid " << config_.sm_lid << "\n";
+  else s << "gid_table " << gid_table_kind_name(config_.gid_table) << "\n";
   s << "contexts " << contexts_.size() << "\n";
   s << "pds " << pds_.size() << "\n";
   s << "mrs " << mrs_.size() << "\n";

@@ -18,6 +18,7 @@
 
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
+#include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
 #include "simnic/core/objects.h"
@@ -33,6 +34,12 @@ struct DeviceConfig {
   uint32_t mtu_bytes = 4096;    // the port's active MTU
   uint32_t window_packets = 64; // unacknowledged packets per QP before the requester waits
   uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
+  // Link layer and addressing (docs/link-layer.md). RoCE by default; in InfiniBand mode the
+  // port has a LID and address vectors may name peers by DLID alone (the wire stays RoCEv2).
+  bool infiniband = false;
+  uint16_t lid = 0;             // IB mode: this port's LID and the subnet manager's
+  uint16_t sm_lid = 0;
+  GidTableKind gid_table = GidTableKind::kSimple;  // RoCE mode: whose GID table to list
 };
 
 // Limits simnicd reports in ibv_query_device and enforces.
@@ -88,6 +95,17 @@ class Device {
   ibv_device_attr device_attr() const;
   ibv_port_attr port_attr() const;
   ibv_gid gid0() const;  // the IPv4-mapped address, RoCE v2
+  // address.cc: the GID table and how address vectors reach a peer.
+  const GidTable& gid_table() const { return gids_; }
+  // GID `index` of port 1: 0, ENODATA for an empty slot (below gid_tbl_len), else EINVAL.
+  int query_gid(uint32_t index, GidEntry* out) const;
+  // IB mode: where LIDs lead (nullptr: only this port's own LID is known).
+  void set_lid_directory(LidDirectory* lids) { lids_ = lids; }
+  // The NIC address an address vector sends to: by its GRH's dgid (RoCE needs one; its
+  // sgid_index must be an entry simnic can send from), or in IB mode by its DLID. 0 or EINVAL
+  // with the reason in *why.
+  int resolve_av(const ibv_ah_attr& av, uint32_t* ipv4, std::string* why);
+  uint16_t lid_of(uint32_t ipv4);  // IB mode: the LID of the NIC at ipv4, 0 if unknown
   uint64_t node_guid_be() const;
 
   // --- Contexts (one per control connection) ---
@@ -237,6 +255,7 @@ class Device {
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
 
   // completer.cc
+  bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
   void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
@@ -286,7 +305,14 @@ class Device {
   const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                        uint64_t* mr_va, std::string* why) const;
 
+  // address.cc
+  int check_sgid_index(uint8_t index, std::string* why) const;
+  int resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) const;
+  int resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why);
+
   DeviceConfig config_;
+  GidTable gids_;
+  LidDirectory* lids_ = nullptr;
   HostMemory& memory_;
   PacketSink& wire_;
   ShmAllocator& shm_;

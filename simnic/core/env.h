@@ -61,4 +61,15 @@ class Logger {
   virtual void log(LogLevel level, const std::string& line) = 0;
 };
 
+// InfiniBand link-layer mode: the simulated subnet's LID table, LID <-> NIC address (the
+// subnet manager's view; simnic/abi/lid_map.h). simnicd reads it from the simnic directory.
+class LidDirectory {
+ public:
+  virtual ~LidDirectory() = default;
+  // The address (host order) of the NIC port `lid` names; false if no NIC has that LID.
+  virtual bool address_of(uint16_t lid, uint32_t* ipv4) = 0;
+  // The LID of the NIC at `ipv4`, or 0 if it has none.
+  virtual uint16_t lid_of(uint32_t ipv4) = 0;
+};
+
 }  // namespace simnic::core

@@ -81,7 +81,8 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
     tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp->qpn);
     log_limited(LogLevel::kWarn, "source", qp->qpn, [&] {
       return "QP " + hex(qp->qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
-             ip_string(qp->remote_ip) + " (the GID given at RTR), and hears only that peer";
+             ip_string(qp->remote_ip) + (qp->attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
+             ", and hears only that peer";
     });
     return;
   }

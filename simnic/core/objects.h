@@ -111,6 +111,7 @@ struct SendWqeState {
   bool done = false;        // READ data / atomic result fully in
   bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
+  uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
 
   // The WQE starts at `psn`: its progress starts over, its fetched copy stays.
   void begin(uint32_t psn) {
@@ -193,6 +194,8 @@ struct Qp {
   uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
   uint32_t read_offset = 0;   // bytes of the current READ already scattered
   std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
+  uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
+  uint32_t msn_retired = 0;   // the MSN of the last message retired
 
   // Responder.
   uint32_t epsn = 0;          // expected PSN

@@ -28,11 +28,9 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
     if (b == 0) return fail("path_mtu " + std::to_string(a.path_mtu) + " is not an ibv_mtu value");
   }
   if (mask & IBV_QP_AV) {
-    // RoCE: every packet carries a GRH (the IP header); an AV without one cannot be routed.
-    if (!a.ah_attr.is_global) return fail("the address vector has no GRH (ah_attr.is_global = 0): on RoCE the GID is the address, set is_global and grh.dgid");
-    if (a.ah_attr.grh.sgid_index != 0) return fail("sgid_index " + std::to_string(a.ah_attr.grh.sgid_index) + " is beyond the GID table (index 0 only)");
-    static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(a.ah_attr.grh.dgid.raw, kMapped, 12) != 0) return fail("dgid is not an IPv4-mapped address (::ffff:a.b.c.d); simnic peers are IPv4");
+    // The GRH's GIDs on RoCE, the DLID in InfiniBand mode (address.cc).
+    uint32_t ip = 0;
+    if (resolve_av(a.ah_attr, &ip, why)) return EINVAL;
   }
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom 16");
@@ -102,8 +100,8 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   }
   if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
   if (mask & IBV_QP_AV) {
-    const uint8_t* g = q.ah_attr.grh.dgid.raw;
-    qp.remote_ip = uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15];
+    std::string unused;  // check_qp_attr_values resolved it a moment ago
+    resolve_av(q.ah_attr, &qp.remote_ip, &unused);
   }
   if (mask & IBV_QP_PATH_MTU)
     qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
@@ -157,6 +155,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
     case IBV_QPS_RTS:
       if (from == IBV_QPS_RTR) {
         qp.una_psn = qp.next_psn = qp.rd_psn = qp.attr.sq_psn;
+        qp.msn_started = qp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
         qp.retry_left = qp.attr.retry_cnt;
         qp.rnr_retry_left = qp.attr.rnr_retry;
       }

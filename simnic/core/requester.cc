@@ -175,6 +175,9 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
                  ? 1
                  : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.rd_atomic_outstanding;
+  // Every request message counts once in the responder's MSN (IBA 9.7.7.1), retransmitted or not.
+  qp.msn_started = psn_add(qp.msn_started, 1);
+  st.msn = qp.msn_started;
   ++qp.sq_started;
   qp.pkt_in_wqe = 0;
   return WqeStart::kBegun;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "simnic/abi/lid_map.h"
 #include "simnic/abi/paths.h"
 #include "simnic/io/netif.h"
 #include "simnic/io/nic_server.h"
@@ -39,6 +40,13 @@ const char kUsage[] =
     "  --delay US       delay every outgoing packet by US microseconds\n"
     "  --seed N         seed for the fault injector (default 1)\n"
     "  --verbose        log every dropped packet and protocol detail\n"
+    "  --link-layer L   eth (RoCE, the default) or ib: the port reports InfiniBand, a LID and\n"
+    "                   an SM LID, and address vectors may name peers by DLID (docs/link-layer.md)\n"
+    "  --lid N          ib: this port's LID (1..0xbfff; `simnic up` assigns them)\n"
+    "  --sm-lid N       ib: the subnet manager's LID (default: the port's own)\n"
+    "  --lid-map FILE   ib: the LID registry, \"LID ADDRESS [NAME]\" lines (default <dir>/lids)\n"
+    "  --gid-table T    eth: simple (one IPv4-mapped RoCE v2 GID, the default), rxe or mlx5:\n"
+    "                   the GID table those devices list for an IPv4 address\n"
     "  --help           this text\n";
 
 bool parse_prob(const char* s, double* out) {
@@ -82,7 +90,7 @@ int main(int argc, char** argv) {
   simnic::io::NicOptions opt;
   opt.dir = simnic::abi::simnic_dir();
   enum { kName = 256, kAddr, kPort, kMtu, kPcap, kDir, kLoss, kDup, kReorder, kDelay, kSeed, kVerbose, kHelp,
-         kTrace, kPaused, kNoHistory };
+         kTrace, kPaused, kNoHistory, kLinkLayer, kLid, kSmLid, kLidMap, kGidTable };
   static const option kOptions[] = {
       {"name", required_argument, nullptr, kName},   {"addr", required_argument, nullptr, kAddr},
       {"port", required_argument, nullptr, kPort},   {"mtu", required_argument, nullptr, kMtu},
@@ -92,6 +100,9 @@ int main(int argc, char** argv) {
       {"seed", required_argument, nullptr, kSeed},   {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},         {"trace", required_argument, nullptr, kTrace},
       {"paused", no_argument, nullptr, kPaused},         {"no-history", no_argument, nullptr, kNoHistory},
+      {"link-layer", required_argument, nullptr, kLinkLayer}, {"lid", required_argument, nullptr, kLid},
+      {"sm-lid", required_argument, nullptr, kSmLid},    {"lid-map", required_argument, nullptr, kLidMap},
+      {"gid-table", required_argument, nullptr, kGidTable},
       {nullptr, 0, nullptr, 0}};
   int c;
   bool mtu_given = false;
@@ -135,11 +146,36 @@ int main(int argc, char** argv) {
       case kDelay: opt.faults.delay_us = uint32_t(std::strtoul(optarg, nullptr, 10)); break;
       case kSeed: opt.faults.seed = std::strtoull(optarg, nullptr, 10); break;
       case kVerbose: opt.verbose = true; break;
+      case kLinkLayer:
+        if (std::strcmp(optarg, "ib") && std::strcmp(optarg, "eth")) return bad("--link-layer", optarg);
+        opt.device.infiniband = std::strcmp(optarg, "ib") == 0;
+        break;
+      case kLid:
+      case kSmLid: {
+        char* end;
+        unsigned long v = std::strtoul(optarg, &end, 0);
+        if (*end || !simnic::abi::is_unicast_lid(uint32_t(v))) return bad(c == kLid ? "--lid" : "--sm-lid", optarg);
+        (c == kLid ? opt.device.lid : opt.device.sm_lid) = uint16_t(v);
+        break;
+      }
+      case kLidMap: opt.lid_map = optarg; break;
+      case kGidTable:
+        if (!simnic::core::parse_gid_table_kind(optarg, &opt.device.gid_table)) return bad("--gid-table", optarg);
+        break;
       case kHelp: std::fputs(kUsage, stdout); return 0;
       default: std::fputs(kUsage, stderr); return 2;
     }
   }
   if (optind < argc) return bad("argument", argv[optind]);
+  if (opt.device.infiniband && !opt.device.lid) {
+    std::fprintf(stderr, "simnicd: --link-layer ib needs --lid N (simnic up assigns LIDs)\n");
+    return 2;
+  }
+  if (opt.device.infiniband && opt.device.gid_table != simnic::core::GidTableKind::kSimple) {
+    std::fprintf(stderr, "simnicd: --gid-table is for RoCE ports; an InfiniBand port has one GID (fe80:: and its GUID)\n");
+    return 2;
+  }
+  if (opt.device.infiniband && !opt.device.sm_lid) opt.device.sm_lid = opt.device.lid;
   if (int rc = fit_port_to_interface(opt, mtu_given)) return rc;
 
   simnic::io::NicServer server(opt);
@@ -151,8 +187,12 @@ int main(int argc, char** argv) {
   char addr[INET_ADDRSTRLEN];
   in_addr a{htonl(opt.device.ipv4)};
   inet_ntop(AF_INET, &a, addr, sizeof addr);
-  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u; interface %s, MTU %u; control %s)\n",
+  const std::string link = opt.device.infiniband ? "InfiniBand LID " + std::to_string(opt.device.lid)
+                                                 : std::string("RoCE, GID table ") +
+                                                       simnic::core::gid_table_kind_name(opt.device.gid_table);
+  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u; interface %s, MTU %u; %s; control %s)\n",
                opt.device.name.c_str(), addr, opt.device.udp_port, opt.device.mtu_bytes, opt.iface.c_str(), opt.link_mtu,
+               link.c_str(),
                simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
   server.run();
   std::fprintf(stderr, "simnicd: %s stopped\n", opt.device.name.c_str());

@@ -76,6 +76,10 @@ int NicServer::start(std::string* error) {
     *error = bad;  // someone else's or a world-open directory: never open anything in it
     return 1;
   }
+  if (opt_.device.infiniband) {
+    lids_ = std::make_unique<LidFile>(opt_.lid_map.empty() ? abi::lid_map_path(opt_.dir) : opt_.lid_map, logger_);
+    device_.set_lid_directory(lids_.get());
+  }
   socket_path_ = abi::control_socket_path(opt_.dir, opt_.device.name);
   // Another simnicd serving this name? A socket that answers is taken; a dead one is stale.
   if (int s = abi::connect_control(socket_path_); s >= 0) {

@@ -17,6 +17,7 @@
 #include "simnic/core/device.h"
 #include "simnic/io/fd_notifier.h"
 #include "simnic/io/host_memory_process.h"
+#include "simnic/io/lid_file.h"
 #include "simnic/io/pcap_writer.h"
 #include "simnic/io/shm_memfd.h"
 #include "simnic/io/sim_clock.h"
@@ -34,6 +35,7 @@ struct NicOptions {
   bool verbose = false;
   bool start_paused = false;
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)
+  std::string lid_map;       // IB mode: the LID registry (default <dir>/lids)
   std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)
   uint32_t link_mtu = 0;     // its MTU in bytes; device.mtu_bytes fits in it unfragmented
 };
@@ -111,6 +113,7 @@ class NicServer {
   TraceHub trace_;
   core::Device device_;
   core::ControlDispatcher dispatcher_;
+  std::unique_ptr<LidFile> lids_;  // IB mode only
 
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;

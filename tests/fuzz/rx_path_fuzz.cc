@@ -264,7 +264,7 @@ class World {
     h.bth.psn = (base + uint32_t(in.ConsumeIntegralInRange<int32_t>(-40, 40))) & 0xffffff;
     h.reth = {pick_va(in), pick_key(in), in.ConsumeIntegralInRange<uint32_t>(0, 20000)};
     h.atomic = {pick_va(in), pick_key(in), in.ConsumeIntegral<uint64_t>(), in.ConsumeIntegral<uint64_t>()};
-    h.aeth = {in.ConsumeIntegral<uint8_t>(), (qp.msn + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
+    h.aeth = {in.ConsumeIntegral<uint8_t>(), (qp.msn_started + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
     h.atomic_ack.orig = in.ConsumeIntegral<uint64_t>();
     h.deth = {(flags & 64) ? in.ConsumeIntegral<uint32_t>() : kQkey, in.ConsumeIntegral<uint32_t>() & 0xffffff};
     h.imm_be = in.ConsumeIntegral<uint32_t>();

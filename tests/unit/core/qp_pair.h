@@ -22,6 +22,8 @@ struct HostOptions {
   bool sq_sig_all = false;
   uint32_t max_send_wr = 64;
   ibv_qp_type type = IBV_QPT_RC;
+  bool infiniband = false;  // IB link layer: host A has LID 1, host B LID 2
+  core::GidTableKind gid_table = core::GidTableKind::kSimple;
 };
 
 constexpr uint32_t kQkey = 0x11111111;  // the UD QPs' Q_Key
@@ -36,7 +38,7 @@ struct LinkOptions {
 
 struct Host {
   Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric, HostOptions o)
-      : pid(pid), port(fabric, ip), dev(config(ip), mem, port, shm, notifier, logger) {
+      : pid(pid), port(fabric, ip), dev(config(ip, o), mem, port, shm, notifier, logger) {
     fabric.attach(ip, &dev);
     ctx = dev.open_context(pid, 0, -1, /*async_fd=*/40 + pid);
     EXPECT_EQ(dev.alloc_pd(ctx, &pd), 0);
@@ -56,11 +58,15 @@ struct Host {
     init.cap.max_recv_sge = 4;
     EXPECT_EQ(dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &qp), 0);
   }
-  static core::DeviceConfig config(uint32_t ip) {
+  static core::DeviceConfig config(uint32_t ip, const HostOptions& o = {}) {
     core::DeviceConfig c;
     c.ipv4 = ip;
     c.name = ip == kIpA ? "simnicA" : "simnicB";
     c.key_seed = ip;  // reproducible keys and QPNs, so a failing run can be replayed
+    c.infiniband = o.infiniband;
+    c.lid = o.infiniband ? (ip == kIpA ? 1 : 2) : 0;
+    c.sm_lid = o.infiniband ? 1 : 0;
+    c.gid_table = o.gid_table;
     return c;
   }
   int channel_fd() const { return 30 + pid; }  // any number: RecordingNotifier only records it
