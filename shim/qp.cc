@@ -129,7 +129,10 @@ int ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask, str
 int ibv_destroy_qp(struct ibv_qp* ibqp) {
   ShimContext* c = to_shim(ibqp->context);
   int st = rpc_status(c, Op::DestroyQp, HandleReq{ibqp->handle, 0});
-  if (st != 0) return st;
+  if (st != 0) {
+    explain_refusal("ibv_destroy_qp", st, last_refusal());  // EBUSY: still attached to a group
+    return st;
+  }
   ShimQp* qp = to_shim(ibqp);
   {
     std::lock_guard lock(c->objs_mu);

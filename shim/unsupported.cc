@@ -4,8 +4,6 @@
 
 extern "C" {
 
-int ibv_attach_mcast(struct ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-int ibv_detach_mcast(struct ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
 // Real RoCE devices resolve MACs through the kernel's neighbour table; simnic has no Ethernet.
 int ibv_resolve_eth_l2_from_gid(struct ibv_context*, struct ibv_ah_attr*, uint8_t[], uint16_t*) {
@@ -32,7 +30,3 @@ struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd*, uint64_t, size_t, uint64_t, int
 int ibv_query_qp_data_in_order(struct ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
 
 }  // extern "C"
-
-#include "shim/symver.h"
-SIMNIC_DEFAULT_VERSION_1_1(ibv_attach_mcast);
-SIMNIC_DEFAULT_VERSION_1_1(ibv_detach_mcast);

@@ -51,6 +51,8 @@ enum class Op : uint32_t {
   DeallocMw,        // HandleReq
   ExplainQp,        // HandleReq{qp_num} -> text: why the QP's work requests completed in error
   TakeNotices,      // -> text: what the NIC noticed about this context's QPs since last asked, one per line
+  AttachMcast,      // McastReq (ibv_attach_mcast)
+  DetachMcast,      // McastReq (ibv_detach_mcast)
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
   Count_
 };
@@ -235,6 +237,13 @@ struct CreateAhReq {
   struct ibv_ah_attr attr;
 };
 
+struct McastReq {
+  uint32_t qp;       // QP handle
+  uint16_t lid;      // the MLID (ignored on an Ethernet port, as by the kernel)
+  uint16_t reserved;
+  union ibv_gid gid; // the group's MGID
+};
+
 // Sent by simnicd on a completion channel's socket, one message per event.
 struct CqEventMsg {
   uint32_t cq;  // the CQ handle
@@ -283,6 +292,8 @@ inline const char* op_name(Op op) {
     case Op::DeallocMw: return "DeallocMw";
     case Op::ExplainQp: return "ExplainQp";
     case Op::TakeNotices: return "TakeNotices";
+    case Op::AttachMcast: return "AttachMcast";
+    case Op::DetachMcast: return "DetachMcast";
     case Op::ResizeCq: return "ResizeCq";
     case Op::Count_: break;
   }

@@ -351,6 +351,13 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
       if (!decode(body, &req)) return fail(EINVAL);
       return fail(dev_.destroy_ah(ctx, req.handle));
     }
+    case Op::AttachMcast:
+    case Op::DetachMcast: {
+      McastReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      return fail(op == Op::AttachMcast ? dev_.attach_mcast(ctx, req.qp, req.gid, req.lid)
+                                        : dev_.detach_mcast(ctx, req.qp, req.gid, req.lid));
+    }
     default:
       return fail(EOPNOTSUPP);
   }

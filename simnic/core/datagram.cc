@@ -16,7 +16,8 @@ using namespace simnic::proto;
 
 constexpr uint32_t kGrhBytes = 40;
 
-void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len) {
+// `dst_ip` is where the datagram was sent: this NIC, or the multicast group; the GRH area shows it.
+void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
   if (!can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
     ++counters_.rx_drop_qkey;
@@ -58,7 +59,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   if (!config_.infiniband) {
     uint8_t grh[kGrhBytes] = {};
     uint8_t ip_udp[kIpv4UdpBytes];
-    build_ipv4_udp(IpUdpInfo{src_ip, config_.ipv4, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+    build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
     std::memcpy(grh + 20, ip_udp, 20);
     if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(IBV_WC_LOC_PROT_ERR, why);
   }

@@ -131,6 +131,9 @@ ibv_device_attr Device::device_attr() const {
   a.max_srq_wr = DeviceLimits::kMaxSrqWr;
   a.max_srq_sge = abi::kMaxSge;
   a.max_ah = DeviceLimits::kMaxAh;
+  a.max_mcast_grp = DeviceLimits::kMaxMcastGrp;
+  a.max_mcast_qp_attach = DeviceLimits::kMaxMcastQpAttach;
+  a.max_total_mcast_qp_attach = DeviceLimits::kMaxTotalMcastQpAttach;
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;
@@ -220,7 +223,10 @@ Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_f
 
 void Device::close_context(Context* ctx) {
   // Tear down like the kernel does for a dying process: QPs first, PDs last.
-  for (auto h : std::vector<uint32_t>(ctx->qps)) destroy_qp(ctx, h);
+  for (auto h : std::vector<uint32_t>(ctx->qps)) {
+    if (Qp* qp = owned(qps_, ctx, h)) detach_all_mcast(*qp);
+    destroy_qp(ctx, h);
+  }
   for (auto h : std::vector<uint32_t>(ctx->ahs)) destroy_ah(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->srqs)) destroy_srq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->cqs)) destroy_cq(ctx, h);
@@ -601,6 +607,11 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
 int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
   if (!qp) return EINVAL;
+  // As uverbs: a QP still attached to a multicast group cannot be destroyed (a dying process's
+  // are detached first, in close_context).
+  if (!qp->mcast_gids.empty())
+    return refuse(EBUSY, "QP " + hex(qp->qpn) + " is still attached to " + std::to_string(qp->mcast_gids.size()) +
+                             " multicast group(s): ibv_detach_mcast them before ibv_destroy_qp");
   trace_qp_lifecycle("qp_destroy", *qp);
   unbind_mws_of_qp(*qp);
   busy_qps_.erase(qp->qpn);
@@ -655,10 +666,14 @@ int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr,
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.port_num != 1) return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
-  // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer.
+  // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
+  // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
   uint32_t dst_ip = 0;
   std::string why;
-  if (resolve_av(attr, &dst_ip, &why)) {
+  if (attr.is_global && is_multicast_gid(attr.grh.dgid)) {
+    if (check_sgid_index(attr.grh.sgid_index, &why)) return refuse(EINVAL, why);
+    dst_ip = group_ipv4(attr.grh.dgid);
+  } else if (resolve_av(attr, &dst_ip, &why)) {
     log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
     return refuse(EINVAL, why);
   }

@@ -21,6 +21,7 @@
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
+#include "simnic/core/multicast.h"
 #include "simnic/core/objects.h"
 #include "simnic/core/trace.h"
 #include "simnic/proto/packet.h"
@@ -57,6 +58,11 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxAh = 4096;
   static constexpr uint32_t kMaxMw = 65536;
   static constexpr uint64_t kMaxQueueBytes = 4ull << 30;  // rings and per-WQE state, all contexts
+  // Multicast (ibv_attach_mcast): groups with a member on this NIC (each is one joined IP
+  // group, one socket in simnicd), QPs attached to one group, attachments on the whole NIC.
+  static constexpr uint32_t kMaxMcastGrp = 256;
+  static constexpr uint32_t kMaxMcastQpAttach = 64;
+  static constexpr uint32_t kMaxTotalMcastQpAttach = 4096;
 };
 
 // What one context (one ibv_open_device) may hold, so that one runaway program cannot take
@@ -139,6 +145,9 @@ class Device {
   int destroy_qp(Context* ctx, uint32_t handle);
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
   int destroy_ah(Context* ctx, uint32_t handle);
+  // multicast.cc: UD QPs join and leave multicast groups (IBA 10.5), with rdma-core's errnos.
+  int attach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
+  int detach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
 
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
@@ -156,8 +165,10 @@ class Device {
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
   // adds them up): look for new WQEs on its QPs.
   void on_doorbell(Context* ctx, uint64_t now, uint64_t rings = 1);
-  // A UDP datagram arrived on port 4791.
-  void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now);
+  // A UDP datagram arrived on port 4791, sent to `dst_ip`: this NIC's address (0 says the
+  // same) or an IP multicast group the port joined.
+  void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
+                 uint32_t dst_ip = 0);
   // Time passed: fire due timers (ACK timeout, RNR wait).
   void on_timer(uint64_t now);
   // The earliest timer deadline, 0 if none.
@@ -252,7 +263,20 @@ class Device {
   void uc_abandon_message(Qp& qp);
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
-  void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len);
+  void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
+
+  // multicast.cc
+  struct McastGroup {
+    ibv_gid gid{};
+    uint32_t ip = 0;          // the IPv4 group its datagrams travel to (group_ipv4)
+    std::vector<Qp*> qps;     // attached, in attach order
+  };
+  int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
+  bool group_ip_joined(uint32_t ip) const;
+  void receive_multicast(const proto::ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len);
+  std::vector<Qp*> mcast_members(uint32_t group_ip);  // attached to any group of that IP, once each
+  void detach_qp_from(Qp& qp, const GidBytes& gid);
+  void detach_all_mcast(Qp& qp);  // a dying context's QP leaves every group
 
   // completer.cc
   bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
@@ -341,6 +365,8 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
   std::map<uint32_t, Qp*> qp_by_qpn_;
   std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
+  std::map<GidBytes, McastGroup> mcast_groups_;  // groups with a member here, by MGID
+  uint32_t mcast_attachments_ = 0;                // (QP, group) pairs, all groups
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;

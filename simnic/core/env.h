@@ -1,6 +1,7 @@
 // What the pure NIC core needs from the world, as interfaces. simnic/io implements them with
 // syscalls; tests implement them in memory (a fabric, a fake host memory, a manual clock).
 #pragma once
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -26,6 +27,11 @@ class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) = 0;
+  // Multicast (RoCEv2 carries a multicast GID as an IP multicast destination): the port starts
+  // or stops receiving what is sent to the IPv4 group `group_ip`, as a real NIC joins the group
+  // (IGMP). 0 or an errno. A wire without group filtering (tests that need none) accepts all.
+  virtual int join_group(uint32_t group_ip) { return group_ip ? 0 : EINVAL; }
+  virtual void leave_group(uint32_t /*group_ip*/) {}
 };
 
 // Shared memory for queues: a mapping the application can map too (a memfd in simnicd).

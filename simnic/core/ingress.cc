@@ -23,6 +23,7 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& h, std::span<
   }
   ++counters_.tx_packets;
   counters_.tx_bytes += n;
+  if (is_multicast_ipv4(dst_ip)) ++counters_.mcast_tx_packets;
   ++qp.counters.tx_packets;
   SendOutcome out = wire_.send(dst_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
   if (tracer_.on()) {
@@ -34,11 +35,14 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& h, std::span<
   }
 }
 
-void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now) {
+void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
+                       uint32_t dst_ip) {
   set_time(now);
   ++counters_.rx_packets;
   counters_.rx_bytes += bytes.size();
-  IpUdpInfo ip{src_ip, config_.ipv4, src_port, config_.udp_port};
+  if (dst_ip == 0) dst_ip = config_.ipv4;
+  // The ICRC covers the IP destination: a datagram to a group is checked with the group's address.
+  IpUdpInfo ip{src_ip, dst_ip, src_port, config_.udp_port};
   ParsedPacket pkt;
   ParseError err = parse_packet(bytes, ip, pkt);
   if (err != ParseError::kOk) {
@@ -46,6 +50,11 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
     else ++counters_.rx_drop_malformed;
     log(LogLevel::kDebug, std::string("dropped a packet: ") + parse_error_name(err));
     tracer_.event("pkt_drop").s("reason", parse_error_name(err));
+    return;
+  }
+  if (pkt.h.bth.dest_qp == kMulticastQpn || is_multicast_ipv4(dst_ip)) {
+    if (tracer_.on()) trace_packet("pkt_rx", nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+    receive_multicast(pkt, src_ip, dst_ip, bytes.size());
     return;
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
@@ -89,7 +98,7 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   ++qp->counters.rx_packets;
   // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
   if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
-  if (qp->type == IBV_QPT_UD) respond_ud(*qp, pkt, src_ip, bytes.size());
+  if (qp->type == IBV_QPT_UD) respond_ud(*qp, pkt, src_ip, bytes.size(), config_.ipv4);
   else if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
   else completer_receive(*qp, pkt, now);
 }

@@ -1,6 +1,7 @@
 // The objects a NIC holds for its users: contexts, PDs, MRs, CQs, SRQs, QPs, AHs.
 // Plain data; the engines (requester, responder, completer) and the Device act on them.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -211,6 +212,7 @@ struct Qp {
   std::deque<AtomicResult> atomic_results;
 
   QpCounters counters;
+  std::vector<std::array<uint8_t, 16>> mcast_gids;  // multicast groups it is attached to (MGIDs)
   std::string error_reason;  // why it last went to ERR/SQE (the rule), for ExplainQp; "" after RESET
 
   // The requester and completer run in RTS and, to drain what had begun, in SQD.

@@ -213,7 +213,8 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   h.bth.dest_qp = qp.attr.dest_qp_num;
   h.bth.psn = psn;
   if (qp.type == IBV_QPT_UD) {
-    h.bth.dest_qp = w.remote_qpn & kPsnMask;
+    // To a group, DestQP is the multicast QPN whatever the WR's remote_qpn (IBA 9.2 BTH, 10.5).
+    h.bth.dest_qp = is_multicast_ipv4(st.dst_ip) ? kMulticastQpn : w.remote_qpn & kPsnMask;
     // A Q_Key with its high bit set means "use the QP's own" (IBA 10.2.5).
     h.deth.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
     h.deth.src_qp = qp.qpn;

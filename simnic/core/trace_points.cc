@@ -172,6 +172,12 @@ void Device::trace_snapshot() {
       tracer_.event("qp_state").u("qp", qp->qpn).s("from", "RESET").s("to", qp_state_name(qp->state))
           .s("mask", "").s("cause", "snapshot").raw("attr", qp_attr_json(*qp));
   }
+  for (const auto& [key, group] : mcast_groups_) {
+    uint64_t members = 0;
+    for (const Qp* qp : group.qps)
+      tracer_.event("mcast_attach").u("ctx", qp->ctx->id).u("qp", qp->qpn).s("mgid", gid_string(group.gid))
+          .s("group", ip_string(group.ip)).u("members", ++members);
+  }
 }
 
 }  // namespace simnic::core

@@ -129,12 +129,13 @@ int NicServer::start(std::string* error) {
   listener_ = std::make_unique<asio::posix::stream_descriptor>(io_, ls);
 
   port_.start(
-      [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes) {
+      [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes, uint32_t dst) {
         if (clock_.paused()) {
-          if (held_.size() < kMaxHeld) held_.push_back({HeldAction::kPacket, src, sport, {bytes.begin(), bytes.end()}, 0});
+          if (held_.size() < kMaxHeld)
+            held_.push_back({HeldAction::kPacket, src, sport, {bytes.begin(), bytes.end()}, 0, dst});
           return;
         }
-        device_.on_packet(src, sport, bytes, now());
+        device_.on_packet(src, sport, bytes, now(), dst);
       },
       [this] { after_event(); });
   accept_next();
@@ -428,7 +429,7 @@ void NicServer::after_event() {
 void NicServer::perform(HeldAction& a) {
   switch (a.kind) {
     case HeldAction::kPacket:
-      device_.on_packet(a.src_ip, a.src_port, a.bytes, now());
+      device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip);
       break;
     case HeldAction::kDoorbell:
       for (auto& [p, s] : sessions_)

@@ -70,6 +70,7 @@ class NicServer {
     uint16_t src_port = 0;
     std::vector<uint8_t> bytes;
     uint32_t context_id = 0;
+    uint32_t dst_ip = 0;  // a packet's destination: 0 (this NIC) or a multicast group
   };
 
   uint64_t now() const;

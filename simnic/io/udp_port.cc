@@ -83,6 +83,11 @@ bool UdpPort::open(std::string* error) {
     ::close(fd);
     return false;
   }
+  // Datagrams to a multicast group leave through our interface, from our address, and come
+  // back to every member on this host, ourselves included (IP_MULTICAST_LOOP, on by default).
+  ip_mreqn mif{};
+  mif.imr_address.s_addr = htonl(ip_);
+  ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
   socket_.assign(boost::asio::ip::udp::v4(), fd);
   return true;
 }
@@ -91,23 +96,67 @@ void UdpPort::close() {
   boost::system::error_code ec;
   delay_timer_.cancel();
   if (socket_.is_open()) socket_.close(ec);
+  for (auto& [group, socket] : groups_) socket->close(ec);
+  groups_.clear();
+}
+
+// A socket bound to the group's address receives only what is sent to that group, and every
+// NIC of the host binds the same <group>:4791 (SO_REUSEADDR), so each member gets its copy.
+// Joining on our own address's interface (lo for 127.x) needs no privilege, and works whether
+// or not the interface has the MULTICAST flag (loopback has not).
+int UdpPort::join_group(uint32_t group_ip) {
+  if (groups_.count(group_ip)) return 0;
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  int on = 1, sz = kSocketBuffer;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port_);
+  a.sin_addr.s_addr = htonl(group_ip);
+  ip_mreqn m{};
+  m.imr_multiaddr.s_addr = htonl(group_ip);
+  m.imr_address.s_addr = htonl(ip_);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+    int e = errno;
+    ::close(fd);
+    return e;
+  }
+  auto socket = std::make_shared<boost::asio::ip::udp::socket>(socket_.get_executor());
+  socket->assign(boost::asio::ip::udp::v4(), fd);
+  if (on_packet_) wait_readable(*socket, group_ip, socket);
+  groups_[group_ip] = socket;
+  return 0;
+}
+
+void UdpPort::leave_group(uint32_t group_ip) {
+  auto it = groups_.find(group_ip);
+  if (it == groups_.end()) return;
+  boost::system::error_code ec;
+  it->second->close(ec);  // the membership goes with the socket; a pending wait is cancelled
+  groups_.erase(it);
 }
 
 void UdpPort::start(PacketHandler on_packet, std::function<void()> on_batch_done) {
   on_packet_ = std::move(on_packet);
   on_batch_done_ = std::move(on_batch_done);
-  wait_readable();
+  wait_readable(socket_, ip_);
 }
 
-void UdpPort::wait_readable() {
-  socket_.async_wait(boost::asio::socket_base::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec) return;  // closed
-    drain();
-    wait_readable();
-  });
+void UdpPort::wait_readable(boost::asio::ip::udp::socket& socket, uint32_t dst_ip,
+                            std::shared_ptr<boost::asio::ip::udp::socket> keep) {
+  socket.async_wait(boost::asio::socket_base::wait_read,
+                    [this, &socket, dst_ip, keep](const boost::system::error_code& ec) {
+                      if (ec || !socket.is_open()) return;  // closed, or the group was left
+                      drain(socket, dst_ip);
+                      wait_readable(socket, dst_ip, keep);
+                    });
 }
 
-void UdpPort::drain() {
+void UdpPort::drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip) {
   static thread_local std::vector<uint8_t> storage(kBatch * kMaxDatagram);
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
@@ -125,7 +174,7 @@ void UdpPort::drain() {
       msgs[i].msg_hdr.msg_control = control[i];
       msgs[i].msg_hdr.msg_controllen = sizeof control[i];
     }
-    int n = ::recvmmsg(socket_.native_handle(), msgs, kBatch, MSG_DONTWAIT, nullptr);
+    int n = ::recvmmsg(socket.native_handle(), msgs, kBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) break;
     uint64_t now_wall = pcap_ ? realtime_ns() : 0;
     for (int i = 0; i < n; ++i) {
@@ -133,8 +182,8 @@ void UdpPort::drain() {
       uint32_t src = ntohl(from[i].sin_addr.s_addr);
       uint16_t sport = ntohs(from[i].sin_port);
       std::span<const uint8_t> bytes(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len);
-      if (pcap_) pcap_->write(now_wall, proto::IpUdpInfo{src, ip_, sport, port_}, bytes);
-      on_packet_(src, sport, bytes);
+      if (pcap_) pcap_->write(now_wall, proto::IpUdpInfo{src, dst_ip, sport, port_}, bytes);
+      on_packet_(src, sport, bytes, dst_ip);
     }
     total += n;
     if (n < kBatch) break;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <sys/socket.h>
@@ -20,7 +22,9 @@ namespace simnic::io {
 
 class UdpPort final : public core::PacketSink {
  public:
-  using PacketHandler = std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>)>;
+  // `dst_ip` is the port's own address, or the multicast group a datagram was sent to.
+  using PacketHandler =
+      std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>, uint32_t dst_ip)>;
 
   UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port);
   ~UdpPort() override;
@@ -32,6 +36,9 @@ class UdpPort final : public core::PacketSink {
   void close();
 
   core::SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) override;
+  // IP multicast: one more socket per group, bound to <group>:<port>, member on our interface.
+  int join_group(uint32_t group_ip) override;
+  void leave_group(uint32_t group_ip) override;
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   core::FaultInjector& faults() { return faults_; }
@@ -52,13 +59,16 @@ class UdpPort final : public core::PacketSink {
     uint16_t dst_port;
     std::vector<uint8_t> bytes;
   };
-  void wait_readable();
-  void drain();
+  // `keep` holds a group socket alive while a wait on it is pending (leave_group drops it).
+  void wait_readable(boost::asio::ip::udp::socket& socket, uint32_t dst_ip,
+                     std::shared_ptr<boost::asio::ip::udp::socket> keep = nullptr);
+  void drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip);
   void note_overflow(const msghdr& msg);
   void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
   void schedule_delayed();
 
   boost::asio::ip::udp::socket socket_;
+  std::map<uint32_t, std::shared_ptr<boost::asio::ip::udp::socket>> groups_;  // joined, by group
   boost::asio::steady_timer delay_timer_;
   uint32_t ip_;
   uint16_t port_;

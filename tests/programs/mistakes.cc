@@ -69,7 +69,10 @@ int to_rtr(Setup& s, ibv_qp* qp, uint32_t dest, uint8_t sgid_index = 0) {
 int to_rts(ibv_qp* qp, uint8_t retries) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
-  a.timeout = 8;  // ~1 ms, raised to simnic's 8 ms floor
+  // ~1 ms, raised to simnic's 8 ms floor. The endless RNR storm waits longer (~0.5 s): each
+  // RNR NAK answers a retransmission, and one answer later than the ACK timeout (a busy
+  // machine) costs a transport retry, which only completed work renews (as in rxe).
+  a.timeout = retries == 7 ? 17 : 8;
   a.retry_cnt = retries;
   a.rnr_retry = retries;
   a.max_rd_atomic = 1;

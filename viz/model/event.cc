@@ -61,7 +61,8 @@ std::string summarize(const Event& e) {
   if (k == "pkt_tx" || k == "pkt_rx") {
     add(e.s("opcode"));
     add("psn " + hex(e.u("psn")));
-    add((k == "pkt_tx" ? "-> qp " : "qp ") + hex(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
+    if (e.u("dest_qp") == 0xffffff) add((k == "pkt_tx" ? "-> group " : "group ") + e.s("dst"));  // multicast
+    else add((k == "pkt_tx" ? "-> qp " : "qp ") + hex(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
     if (e.u("payload")) add("(" + std::to_string(e.u("payload")) + " B)");
     if (e.has("aeth")) add(e.sub_s("aeth", "class", ""));
     if (e.has("fault")) add("[" + e.s("fault") + "]");

@@ -114,6 +114,14 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
         {"length", "bytes moved"}}},
       {"error", {{"status", "the completion status this error produces"}, {"rule", "the rule that was broken"}}},
       {"pkt_drop", {{"reason", "why the NIC discarded an incoming packet (counted, never fatal)"}}},
+      {"mcast_attach", {{"mgid", "the group's multicast GID (MGID)"},
+                        {"group", "the IPv4 multicast address its datagrams are sent to (RoCEv2)"},
+                        {"members", "QPs of this NIC attached to the group now"}}},
+      {"mcast_detach", {{"mgid", "the group's multicast GID (MGID)"},
+                        {"group", "the IPv4 multicast address its datagrams are sent to (RoCEv2)"},
+                        {"members", "QPs of this NIC still attached to the group"}}},
+      {"mcast_deliver", {{"group", "the IPv4 multicast address the datagram was sent to"},
+                         {"src_qp", "the sending QP (from the DETH)"}}},
       {"nic_up", {{"addr", "this NIC's IPv4 address"}, {"port", "UDP port (4791 = RoCEv2)"}, {"mtu", "active path MTU in bytes"}}},
       {"step", {{"paused", "true: the NIC holds every event until `simnic step NAME next`; simulated time stops"}}},
   };
@@ -166,6 +174,9 @@ std::string explain_kind(const std::string& kind) {
       {"cq_event", "a completion event was sent to the CQ's channel (ibv_get_cq_event wakes up)"},
       {"error", "a rule was broken: this is what and where"},
       {"step", "step mode turned on or off"},
+      {"mcast_attach", "ibv_attach_mcast: a UD QP joined a multicast group (the NIC joins its IP group)"},
+      {"mcast_detach", "ibv_detach_mcast (or the program died): a UD QP left a multicast group"},
+      {"mcast_deliver", "a datagram sent to a multicast group is handed to one attached QP of this NIC"},
   };
   auto it = m.find(kind);
   return it == m.end() ? "" : it->second;

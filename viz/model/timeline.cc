@@ -39,6 +39,8 @@ void Timeline::append(std::vector<Event> events) {
       if (it != awaiting_rx_.end() && !it->second.empty()) {
         Flight& f = flights_[it->second.front()];
         if (f.rx_pos == Flight::kNever) f.rx_pos = pos;  // a duplicate's second copy keeps the first
+        // Multicast: the group is no NIC; the flight is drawn to the first member that got it.
+        if (f.to_nic.empty()) f.to_nic = e.nic;
         it->second.pop_front();
         if (it->second.empty()) awaiting_rx_.erase(it);
       }

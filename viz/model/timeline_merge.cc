@@ -1,9 +1,17 @@
 #include "viz/model/timeline_merge.h"
 
+#include <cstdlib>
+
 namespace simnic::viz {
 
 PacketKey packet_key(const Event& e) {
   return {e.s("src"), e.s("dst"), e.u("opcode_num"), e.u("psn"), e.u("dest_qp")};
+}
+
+bool is_multicast_packet(const Event& e) {
+  const std::string dst = e.s("dst");
+  const int first = std::atoi(dst.c_str());
+  return first >= 224 && first <= 239;
 }
 
 void TimelineMerge::push(Event e, uint64_t arrival_ns) {
@@ -31,6 +39,16 @@ bool TimelineMerge::blocked(const Event& e) const {
 }
 
 void TimelineMerge::released(const Event& e) {
+  if (is_multicast_packet(e)) {  // each member's reception may follow; none uses the credit up
+    if (e.kind == "pkt_tx" && e.s("fault") != "drop" && credits_[packet_key(e)]++ == 0) {
+      multicast_sent_.push_back(packet_key(e));
+      if (multicast_sent_.size() > kMaxMulticastSent) {
+        credits_.erase(multicast_sent_.front());
+        multicast_sent_.pop_front();
+      }
+    }
+    return;
+  }
   if (e.kind == "pkt_tx") {
     std::string fault = e.s("fault");
     int copies = fault == "drop" ? 0 : fault == "dup" ? 2 : 1;

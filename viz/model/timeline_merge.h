@@ -18,6 +18,8 @@ namespace simnic::viz {
 // What identifies a packet on the wire between a pkt_tx and its pkt_rx.
 using PacketKey = std::tuple<std::string, std::string, uint64_t, uint64_t, uint64_t>;  // src, dst, opcode, psn, dest_qp
 PacketKey packet_key(const Event& e);
+// A packet to an IP multicast group (224.0.0.0/4): one pkt_tx, one pkt_rx per member NIC.
+bool is_multicast_packet(const Event& e);
 
 class TimelineMerge {
  public:
@@ -48,6 +50,10 @@ class TimelineMerge {
   std::map<std::string, Stream> streams_;
   std::map<std::string, std::string> nic_by_addr_;
   std::map<PacketKey, int> credits_;  // packets sent and not received yet
+  // Multicast packets sent: their receptions (any number) need only the send before them.
+  // The oldest are forgotten beyond kMaxMulticastSent, so a long live session stays bounded.
+  static constexpr size_t kMaxMulticastSent = 4096;
+  std::deque<PacketKey> multicast_sent_;
 };
 
 }  // namespace simnic::viz

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,15 @@ class Fabric {
       ++fabric_.sent;
       return core::SendOutcome::kSent;
     }
+    // IP multicast: the fabric hands a datagram sent to a group to every port that joined it.
+    int join_group(uint32_t group_ip) override {
+      fabric_.groups[group_ip].insert(ip_);
+      return 0;
+    }
+    void leave_group(uint32_t group_ip) override {
+      fabric_.groups[group_ip].erase(ip_);
+      if (fabric_.groups[group_ip].empty()) fabric_.groups.erase(group_ip);
+    }
 
    private:
     Fabric& fabric_;
@@ -121,8 +131,13 @@ class Fabric {
         ++dropped;
         continue;
       }
-      auto it = devices.find(p.dst_ip);
-      if (it != devices.end()) it->second->on_packet(p.src_ip, 4791, p.bytes, now);
+      if ((p.dst_ip >> 28) == 0xe) {  // 224.0.0.0/4: every member, the sender's NIC included
+        auto g = groups.find(p.dst_ip);
+        if (g != groups.end())
+          for (uint32_t member : std::set<uint32_t>(g->second)) devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip);
+      } else if (auto it = devices.find(p.dst_ip); it != devices.end()) {
+        it->second->on_packet(p.src_ip, 4791, p.bytes, now);
+      }
       for (auto& [ip, d] : devices)
         while (d->has_pending_work()) d->run_pending(now);
     }
@@ -130,6 +145,7 @@ class Fabric {
   }
   std::deque<WirePacket> queue;
   std::map<uint32_t, core::Device*> devices;
+  std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;
 };
 

@@ -276,6 +276,39 @@ TEST(VizMerge, LiveReceptionWaitsForItsSender) {
   EXPECT_EQ(second[1].kind, "pkt_rx");
 }
 
+// A UD datagram to a multicast group: one pkt_tx to the group's address, and one pkt_rx on
+// every member NIC. Each reception waits for the send, none uses it up for the others.
+TEST(VizMerge, EveryMemberReceivesAMulticastPacketAfterItIsSent) {
+  TraceBuilder tb;
+  tb.add("a", 0, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 1}});
+  tb.add("b", 0, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1}});
+  tb.add("c", 0, "nic_up", {{"addr", "127.0.0.3"}, {"wall_ns", 1}});
+  Event tx = tb.add("a", 50, "pkt_tx", tb.pkt("127.0.0.1", "239.1.2.3", "UD_SEND_ONLY", 100, 5, 1, 0xffffff));
+  Event rb = tb.add("b", 40, "pkt_rx", tb.pkt("127.0.0.1", "239.1.2.3", "UD_SEND_ONLY", 100, 5, 0, 0xffffff));
+  Event rc = tb.add("c", 30, "pkt_rx", tb.pkt("127.0.0.1", "239.1.2.3", "UD_SEND_ONLY", 100, 5, 0, 0xffffff));
+  TimelineMerge m(/*hold_ns=*/1000);
+  for (int i = 0; i < 3; ++i) m.push(tb.events[size_t(i)], 0);
+  m.push(rb, 0);
+  m.push(rc, 0);
+  for (auto& e : m.drain(false, 2000)) EXPECT_NE(e.kind, "pkt_rx") << "ripe, but the send is not in yet";
+  m.push(tx, 2500);
+  auto out = m.drain(false, 3000);  // well before the 5 * hold_ns a late sender is waited for
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind, "pkt_tx");
+  EXPECT_EQ(out[1].kind + out[2].kind, "pkt_rxpkt_rx") << "both members' receptions follow at once";
+  EXPECT_TRUE(is_multicast_packet(out[0]));
+
+  Timeline tl;
+  tl.append(out);
+  ASSERT_EQ(tl.flights().size(), 1u);
+  EXPECT_EQ(tl.flights()[0].from_nic, "a");
+  EXPECT_EQ(tl.flights()[0].to_nic, out[1].nic) << "drawn to the first member that received it";
+  EXPECT_EQ(tl.flights()[0].rx_pos, 1u);
+  World w = tl.state_at(tl.end_pos());
+  EXPECT_EQ(w.at("b").counters.at("pkt_rx"), 1u);
+  EXPECT_EQ(w.at("c").counters.at("pkt_rx"), 1u);
+}
+
 TEST(VizTimeline, FindAndTrimKeepPositionsAbsolute) {
   TraceBuilder tb;
   tb.add("n0", 0, "qp_create", {{"qp", 1}, {"sq_entries", 4096}, {"rq_entries", 1}});
