@@ -8,6 +8,8 @@ PACKAGES=(
   libboost-dev                              # Boost.Asio, simnicd's event loop
   zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
   libibverbs-dev                            # rdma-core's public headers the shim is built against
+  librdmacm-dev                             # rdma_cma.h/rdma_verbs.h that rdmacm/ is built against
+  rdmacm-utils                              # unmodified rdma_cm programs the tests run (rping, udaddy, ...)
   ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
   libgtest-dev                              # unit and integration tests
   tshark                                    # decodes our pcaps in the tests
@@ -19,6 +21,7 @@ PACKAGES=(
   clang libclang-rt-dev                     # the fuzzers (libFuzzer) and the ASan/UBSan stage of test.sh;
                                             # clang only recommends the runtimes, hence libclang-rt-dev
   ccache                                    # test.sh's extra sanitizer builds reuse compiled objects
+  gnuplot-nox                               # simnic bench draws its PNG plot with it
 )
 
 missing=()

@@ -366,6 +366,7 @@ void fill_context_ops(ShimContext* c) {
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
+  fill_xrc_ops(c);
 }
 
 }  // namespace simnic::shim

@@ -16,6 +16,7 @@ namespace simnic::shim {
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
   switch (type) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND:  // an XRC INI QP sends what an RC QP sends (Annex A14)
       return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
              op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
              op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_BIND_MW ||
@@ -81,8 +82,9 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
   const ibv_qp& q = qp->qpx.qp_base;
   if (!opcode_allowed(q.qp_type, wr.opcode)) {
     *why = std::string("opcode ") + wr_opcode_text(wr.opcode) + " is not valid on a " +
-           (q.qp_type == IBV_QPT_RC ? "RC" : q.qp_type == IBV_QPT_UC ? "UC" : q.qp_type == IBV_QPT_UD ? "UD" : "") +
-           " QP (UC: SEND and WRITE; UD: SEND only)";
+           (q.qp_type == IBV_QPT_RC ? "RC" : q.qp_type == IBV_QPT_UC ? "UC" : q.qp_type == IBV_QPT_UD ? "UD"
+            : q.qp_type == IBV_QPT_XRC_RECV ? "XRC TGT" : "") +
+           " QP (UC: SEND and WRITE; UD: SEND only; an XRC TGT QP sends nothing: post on the XRC INI QP)";
     return EINVAL;
   }
   w.wr_id = wr.wr_id;
@@ -94,6 +96,7 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
   w.remote_addr = 0;
   w.compare_add = w.swap = 0;
   w.ah = w.remote_qpn = w.remote_qkey = 0;
+  w.remote_srqn = q.qp_type == IBV_QPT_XRC_SEND ? wr.qp_type.xrc.remote_srqn : 0;
   w.bind_mw = w.bind_lkey = w.bind_access = 0;
   w.bind_length = 0;
   if (wr.opcode == IBV_WR_BIND_MW || wr.opcode == IBV_WR_LOCAL_INV) {

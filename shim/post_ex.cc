@@ -112,9 +112,14 @@ void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
   fill_bind_mw(*mw, rkey, *b, *begin(q, IBV_WR_BIND_MW));
 }
 
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t remote_srqn) {
+  ShimQp* s = to_shim_ex(q);
+  if (!s->wr_cur) return fail(s, EINVAL);  // a setter before any wr_* operation
+  s->wr_cur->remote_srqn = remote_srqn;
+}
+
 // Operations simnic does not offer: the batch fails at wr_complete with EOPNOTSUPP.
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
-void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
 void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { fail(to_shim_ex(q), EOPNOTSUPP); }
 
 void wr_start(ibv_qp_ex* q) {

@@ -13,6 +13,8 @@ namespace simnic::shim {
 
 // Creates a QP from the attributes both ibv_create_qp and ibv_create_qp_ex carry.
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  // verbs.h's ibv_create_qp_ex comes here when the PD is all it was given: an XRC INI QP.
+  if (pd && init->qp_type == IBV_QPT_XRC_SEND) return create_xrc_qp_on_pd(pd, init);
   if (!pd || !init->send_cq || !init->recv_cq) return fail_null<ibv_qp>(EINVAL);
   ShimContext* c = to_shim(pd->context);
   CreateQpReq req{};
@@ -68,6 +70,7 @@ bool send_ops_supported(uint64_t flags);  // post_ex.cc
 void enable_wr_api(ShimQp* q);
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  if (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV) return create_xrc_qp(context, attr);
   constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) return fail_null<ibv_qp>(EINVAL);
   if ((attr->comp_mask & ~kKnown) || ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags))

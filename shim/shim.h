@@ -100,6 +100,13 @@ struct ShimSrq {
   uint32_t entries = 0;
   uint32_t max_wr = 0, max_sge = 0;
   std::mutex mu;
+  uint32_t srq_num = 0;           // an XRC SRQ's number (ibv_get_srq_num); 0 for a basic SRQ
+};
+
+// An XRC domain (xrc.cc). The same daemon handle comes back to every open of a shared domain.
+struct ShimXrcd {
+  ibv_xrcd xrcd;                  // first
+  uint32_t handle = 0;
 };
 
 struct ShimChannel {
@@ -184,5 +191,8 @@ void debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void fill_context_ops(ShimContext* c);  // fast-path entry points into ibv_context.ops / vctx
+void fill_xrc_ops(ShimContext* c);      // xrc.cc: open/close_xrcd, create_srq_ex, get_srq_num
+ibv_qp* create_xrc_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);  // xrc.cc
+ibv_qp* create_xrc_qp_on_pd(ibv_pd* pd, ibv_qp_init_attr* init);        // xrc.cc: from ibv_create_qp
 
 }  // namespace simnic::shim

@@ -53,6 +53,23 @@ enum class Op : uint32_t {
   TakeNotices,      // -> text: what the NIC noticed about this context's QPs since last asked, one per line
   AttachMcast,      // McastReq (ibv_attach_mcast)
   DetachMcast,      // McastReq (ibv_detach_mcast)
+  OpenXrcd,         // OpenXrcdReq, fds: [the file, when has_file] -> HandleReply
+  CloseXrcd,        // HandleReq
+  CreateXrcSrq,     // CreateXrcSrqReq -> CreateXrcSrqReply, fds: [memfd]
+  CreateXrcQp,      // CreateXrcQpReq -> CreateQpReply, fds: [memfd]
+  OpenXrcQp,        // OpenXrcQpReq -> CreateQpReply (no memfd: a TGT QP has no rings to share)
+  // The connection manager (abi/cm.h), on a query-only connection from librdmacm.
+  CmAttachChannel,  // fds: [channel socket] -> HandleReply
+  CmCreateId,       // CmCreateIdReq -> HandleReply
+  CmDestroyId,      // HandleReq
+  CmMigrateId,      // CmMigrateReq
+  CmBind,           // CmBindReq -> CmBindReply
+  CmListen,         // CmListenReq
+  CmConnect,        // CmConnectReq: sends REQ (SIDR_REQ for UD)
+  CmAccept,         // CmAcceptReq: sends REP (SIDR_REP), or RTU after a CONNECT_RESPONSE
+  CmReject,         // CmRejectReq: sends REJ (SIDR_REP status reject)
+  CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
+  CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
   Count_
 };
@@ -244,6 +261,39 @@ struct McastReq {
   union ibv_gid gid; // the group's MGID
 };
 
+// ibv_open_xrcd. The file travels as a descriptor, never as a name or an inode number the
+// client could make up: simnicd identifies it itself (fstat), as the kernel does.
+struct OpenXrcdReq {
+  uint32_t has_file;  // 1: the request carries the file's descriptor; 0: fd -1, a private domain
+  int32_t oflags;     // O_CREAT, O_EXCL
+};
+
+struct CreateXrcSrqReq {
+  uint32_t pd;
+  uint32_t xrcd;
+  uint32_t cq;
+  uint32_t reserved;
+  struct ibv_srq_attr attr;
+};
+
+struct CreateXrcSrqReply {
+  CreateSrqReply srq;
+  uint32_t srq_num;   // what requesters put in the XRCETH (ibv_get_srq_num)
+  uint32_t reserved;
+};
+
+struct CreateXrcQpReq {
+  CreateQpReq qp;     // qp_type IBV_QPT_XRC_SEND (pd, send_cq) or IBV_QPT_XRC_RECV
+  uint32_t xrcd;      // IBV_QPT_XRC_RECV: its XRC domain
+  uint32_t reserved;
+};
+
+// ibv_open_qp: a handle on an existing XRC TGT QP of an XRC domain the caller opened.
+struct OpenXrcQpReq {
+  uint32_t xrcd;
+  uint32_t qp_num;
+};
+
 // Sent by simnicd on a completion channel's socket, one message per event.
 struct CqEventMsg {
   uint32_t cq;  // the CQ handle
@@ -294,6 +344,22 @@ inline const char* op_name(Op op) {
     case Op::TakeNotices: return "TakeNotices";
     case Op::AttachMcast: return "AttachMcast";
     case Op::DetachMcast: return "DetachMcast";
+    case Op::OpenXrcd: return "OpenXrcd";
+    case Op::CloseXrcd: return "CloseXrcd";
+    case Op::CreateXrcSrq: return "CreateXrcSrq";
+    case Op::CreateXrcQp: return "CreateXrcQp";
+    case Op::OpenXrcQp: return "OpenXrcQp";
+    case Op::CmAttachChannel: return "CmAttachChannel";
+    case Op::CmCreateId: return "CmCreateId";
+    case Op::CmDestroyId: return "CmDestroyId";
+    case Op::CmMigrateId: return "CmMigrateId";
+    case Op::CmBind: return "CmBind";
+    case Op::CmListen: return "CmListen";
+    case Op::CmConnect: return "CmConnect";
+    case Op::CmAccept: return "CmAccept";
+    case Op::CmReject: return "CmReject";
+    case Op::CmDisconnect: return "CmDisconnect";
+    case Op::CmInitQpAttr: return "CmInitQpAttr";
     case Op::ResizeCq: return "ResizeCq";
     case Op::Count_: break;
   }

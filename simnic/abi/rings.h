@@ -48,7 +48,7 @@ struct SendWqe {
   uint32_t ah;           // UD: address handle (daemon handle)
   uint32_t remote_qpn;   // UD
   uint32_t remote_qkey;  // UD
-  uint32_t reserved;
+  uint32_t remote_srqn;  // XRC: the XRC SRQ at the responder (wr.qp_type.xrc.remote_srqn)
   uint32_t bind_mw;      // BIND_MW: the window (daemon handle)
   uint32_t bind_lkey;    // BIND_MW: lkey of the MR to bind to, 0 to unbind (type 1)
   uint32_t bind_access;  // BIND_MW: mw_access_flags

@@ -38,5 +38,6 @@ int cmd_step(const std::vector<std::string>& args);
 int cmd_viz(const std::vector<std::string>& args);
 int cmd_lab(const std::vector<std::string>& args);
 int cmd_logs(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);  // bench*.cc
 
 }  // namespace simnic::cli

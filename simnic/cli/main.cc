@@ -23,6 +23,7 @@ const char kUsage[] =
     "  logs [NAME...] [-f]     what the NICs logged: refused verbs, failed work requests, drops\n"
     "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR for running programs by hand\n"
     "  lab list|start|check|grade  the coursework labs: start one, check your code, grade a class\n"
+    "  bench [--quick]         measure simnic against the kernel's TCP: a table, CSV, JSON and a plot\n"
     "\n"
     "NICs live in $SIMNIC_DIR, else $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID.\n"
     "`simnic COMMAND --help` tells more.\n";
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
       {"viz", simnic::cli::cmd_viz, nullptr},
       {"lab", simnic::cli::cmd_lab, nullptr},
       {"logs", simnic::cli::cmd_logs, nullptr},
+      {"bench", simnic::cli::cmd_bench, nullptr},
   };
   for (const auto& c : kCommands) {
     if (cmd != c.name) continue;

@@ -63,7 +63,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   // Free the slot before the CQE is visible: an application that polls the completion may post
   // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
-  if (signaled) push_cqe(*qp.send_cq, wc, false);
+  if (signaled && qp.send_cq) push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
   tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
   check_sq_drained(qp);
 }
@@ -295,8 +295,11 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
                          : code == kNakInvalidRdRequest ? "invalid RD request"
                                                         : "remote operational error (the peer could not complete it, "
                                                           "e.g. its receive buffer was bad)";
+      const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
+                            ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
+                            : "";
       requester_error(qp, st, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
-                                  ", refused it with a NAK: " + what + "; the peer's NIC log, and its program, say which rule");
+                                  ", refused it with a NAK: " + what + xrc + "; the peer's NIC log, and its program, say which rule");
       return;
     }
     default:

@@ -97,6 +97,8 @@ int ControlDispatcher::check_fd(FdRole role, int fd, const ControlSession& s) co
 }
 
 void ControlDispatcher::close(ControlSession& s) {
+  if (s.cm_client) dev_.cm().close_client(s.cm_client, 0);
+  s.cm_client = 0;
   if (s.ctx) dev_.close_context(s.ctx);
   s.ctx = nullptr;
 }
@@ -176,6 +178,7 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
     }
     default: break;
   }
+  if (is_cm_op(op)) return handle_cm(s, op, body, fds, now);
   if (!s.ctx) return fail(EPROTO);  // a query-only connection cannot create objects
   Context* ctx = s.ctx;
 
@@ -359,7 +362,7 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
                                         : dev_.detach_mcast(ctx, req.qp, req.gid, req.lid));
     }
     default:
-      return fail(EOPNOTSUPP);
+      return handle_xrc_op(ctx, op, body, fds);
   }
 }
 

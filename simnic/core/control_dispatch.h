@@ -19,10 +19,13 @@ struct ControlSession {
   uid_t uid = 0;
   bool greeted = false; // Hello seen
   Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
+  uint32_t cm_client = 0;  // set by the first rdma_cm request (librdmacm's connection)
 };
 
 // What a descriptor passed by a client is for; the I/O layer checks that it fits (see Hooks).
-enum class FdRole { kDoorbell, kEventSocket };
+// kCmChannel: an rdma_cm event channel, a SOCK_STREAM socket (a SEQPACKET one would hold only
+// net.unix.max_dgram_qlen events, 10 by default, and a busy listener gets more).
+enum class FdRole { kDoorbell, kEventSocket, kCmChannel };
 
 struct ControlReply {
   int status = 0;                // 0 or a positive errno
@@ -40,6 +43,9 @@ class ControlDispatcher {
     // 0 when `fd` may serve as `role` for this session, else the errno to refuse with. Unset
     // (tests): every descriptor is taken as it is.
     std::function<int(FdRole role, int fd, const ControlSession& s)> check_fd;
+    // The device and inode of the file `fd` is open on (fstat): 0, or the errno to refuse
+    // ibv_open_xrcd with. Unset: domains on files are refused (EOPNOTSUPP).
+    std::function<int(int fd, uint64_t* dev, uint64_t* ino)> file_identity;
   };
 
   ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});
@@ -56,6 +62,12 @@ class ControlDispatcher {
   ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                          uint64_t now);
   int check_fd(FdRole role, int fd, const ControlSession& s) const;
+  // control_dispatch_xrc.cc: the XRC requests (ops OpenXrcd .. CreateXrcQp); EOPNOTSUPP for others.
+  ControlReply handle_xrc_op(Context* ctx, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds);
+  // cm_dispatch.cc: the rdma_cm requests (abi/cm.h)
+  static bool is_cm_op(abi::Op op) { return op >= abi::Op::CmAttachChannel && op <= abi::Op::CmInitQpAttr; }
+  ControlReply handle_cm(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
+                         uint64_t now);
 
   Device& dev_;
   pid_t daemon_pid_;

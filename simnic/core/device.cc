@@ -82,6 +82,8 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
   gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, node_guid_be());
   tx_buffer_.resize(8192);
   payload_buffer_.resize(8192);
+  CmNicInfo cm{config_.ipv4, config_.udp_port, node_guid_be(), bytes_to_mtu(config_.mtu_bytes), config_.key_seed};
+  cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
 }
 
 Device::~Device() {
@@ -115,7 +117,8 @@ ibv_device_attr Device::device_attr() const {
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
                        IBV_DEVICE_PORT_ACTIVE_EVENT  |
-                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                       IBV_DEVICE_XRC;
   a.max_sge = abi::kMaxSge;
   a.max_sge_rd = abi::kMaxSge;
   a.max_cq = DeviceLimits::kMaxCq;
@@ -230,6 +233,7 @@ void Device::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->ahs)) destroy_ah(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->srqs)) destroy_srq(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->cqs)) destroy_cq(ctx, h);
+  close_xrcds(ctx);  // after its XRC SRQs and TGT QPs
   for (auto h : std::vector<uint32_t>(ctx->channels)) destroy_channel(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mws)) dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dereg_mr(ctx, h);
@@ -512,6 +516,7 @@ int Device::destroy_srq(Context* ctx, uint32_t handle) {
   Srq* srq = owned(srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (srq->users) return EBUSY;
+  if (srq->xrcd) xrc_release_srq(*srq);
   srq->pd->users--;
   refund_queue_memory(ctx, srq_bytes(srq->entries));
   shm_.release(srq->mem);
@@ -606,12 +611,13 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
 
 int Device::destroy_qp(Context* ctx, uint32_t handle) {
   Qp* qp = owned(qps_, ctx, handle);
-  if (!qp) return EINVAL;
+  if (!qp) return close_opened_qp(ctx, handle);  // an ibv_open_qp handle, or EINVAL
   // As uverbs: a QP still attached to a multicast group cannot be destroyed (a dying process's
   // are detached first, in close_context).
   if (!qp->mcast_gids.empty())
     return refuse(EBUSY, "QP " + hex(qp->qpn) + " is still attached to " + std::to_string(qp->mcast_gids.size()) +
                              " multicast group(s): ibv_detach_mcast them before ibv_destroy_qp");
+  if (qp->is_xrc()) return destroy_xrc_qp(ctx, *qp);
   trace_qp_lifecycle("qp_destroy", *qp);
   unbind_mws_of_qp(*qp);
   busy_qps_.erase(qp->qpn);

@@ -16,6 +16,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
 #include "simnic/core/gid_table.h"
@@ -149,6 +150,22 @@ class Device {
   int attach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
   int detach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
 
+  // --- XRC (xrc.cc; IBA Annex A14) ---
+  // ibv_open_xrcd: with a file (has_file: the file's device and inode, as simnicd saw them),
+  // the domain every context of this NIC opening that file shares, made if O_CREAT allows;
+  // without a file, a new domain of its own. *handle names it for this context.
+  int open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, int oflags, uint32_t* handle);
+  int close_xrcd(Context* ctx, uint32_t handle);
+  // ibv_create_srq_ex with IBV_SRQT_XRC: receives complete on `cq`; (*out)->srqn is its number.
+  int create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq, const ibv_srq_attr& attr, Srq** out);
+  // ibv_create_qp_ex with IBV_QPT_XRC_SEND (an INI QP: pd and send_cq) or IBV_QPT_XRC_RECV (a
+  // TGT QP: xrcd only).
+  int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd,
+                    Qp** out);
+  // ibv_open_qp: another handle on TGT QP `qpn` of XRC domain `xrcd`, which ctx has open. The QP
+  // lives while any handle on it does: its creator's destroy hands it to an opener.
+  int open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out);
+
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
   // Refuses a verb with `err`, keeping `why` for the application (take_refusal).
@@ -178,6 +195,9 @@ class Device {
   // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
   void set_burst(uint32_t packets) { burst_ = packets ? packets : 1; }
   void run_pending(uint64_t now);
+
+  // The connection manager (rdma_cm) of this NIC: CM MADs on QP1 go to it.
+  CmAgent& cm() { return *cm_; }
 
   // For `simnic status` and tests.
   std::string status_text() const;
@@ -261,6 +281,18 @@ class Device {
   bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
   void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
   void uc_abandon_message(Qp& qp);
+
+  // xrc.cc
+  Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
+  void xrcd_put(Xrcd* xrcd);                          // frees it once nobody opens or uses it
+  void close_xrcds(Context* ctx);                     // a closing context lets go of its XRCDs
+  void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
+  void xrc_release_srq(Srq& srq);                     // an XRC SRQ is being destroyed
+  int destroy_xrc_qp(Context* ctx, Qp& qp);
+  Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
+  int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
+  bool hand_over_tgt_qp(Qp& qp);                       // to another context's open, if any
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
@@ -367,9 +399,13 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
   std::map<GidBytes, McastGroup> mcast_groups_;  // groups with a member here, by MGID
   uint32_t mcast_attachments_ = 0;                // (QP, group) pairs, all groups
+  std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
+  std::map<uint32_t, Srq*> srq_by_srqn_;  // XRC SRQs by the number an XRCETH carries
+  std::map<uint32_t, std::pair<Context*, Qp*>> tgt_opens_;  // ibv_open_qp handles on TGT QPs
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
+  std::unique_ptr<CmAgent> cm_;
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

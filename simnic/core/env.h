@@ -57,6 +57,11 @@ class Notifier {
   virtual void async_event(int async_fd, uint32_t event_type, uint32_t handle) = 0;
   // The core is done with a descriptor the I/O layer handed it (a channel socket).
   virtual void release_fd(int fd) = 0;
+  // One message on an rdma_cm event channel's socket; false if it could not be sent.
+  virtual bool send_event(int fd, const void* msg, size_t len) {
+    (void)fd, (void)msg, (void)len;
+    return false;
+  }
 };
 
 enum class LogLevel { kError, kWarn, kInfo, kDebug };

@@ -12,7 +12,15 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& h, std::span<const uint8_t> payload) {
+void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload) {
+  // An XRC TGT QP answers with the XRC twins of the RC responses the responder builds.
+  PacketHeaders xrc_h;
+  const bool xrc_response = qp.type == IBV_QPT_XRC_RECV && (opcode_info(rc_h.bth.opcode).mask & kIsRc);
+  if (xrc_response) {
+    xrc_h = rc_h;
+    xrc_h.bth.opcode = xrc_of_rc(rc_h.bth.opcode);
+  }
+  const PacketHeaders& h = xrc_response ? xrc_h : rc_h;
   IpUdpInfo ip{config_.ipv4, dst_ip, config_.udp_port, config_.udp_port};
   size_t need = packet_size(h.bth.opcode, payload.size());
   if (tx_buffer_.size() < need) tx_buffer_.resize(need);
@@ -59,6 +67,7 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
   if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+  if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, pkt, now);  // QP1: the CM's
   if (!qp) {
     ++counters_.rx_drop_no_qp;
     tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
@@ -71,7 +80,8 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   }
   const bool transport_ok = (qp->type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
                             (qp->type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
-                            (qp->type == IBV_QPT_UD && (pkt.mask & kIsUd));
+                            (qp->type == IBV_QPT_UD && (pkt.mask & kIsUd)) ||
+                            (qp->is_xrc() && (pkt.mask & kIsXrc));
   if (!transport_ok) {
     ++counters_.rx_drop_unexpected;
     tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp->qpn);
@@ -99,6 +109,7 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
   if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
   if (qp->type == IBV_QPT_UD) respond_ud(*qp, pkt, src_ip, bytes.size(), config_.ipv4);
+  else if (qp->is_xrc()) xrc_receive(*qp, pkt, now);
   else if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);
   else completer_receive(*qp, pkt, now);
 }
@@ -118,7 +129,7 @@ void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
 }
 
 uint64_t Device::next_deadline() const {
-  uint64_t best = 0;
+  uint64_t best = cm_->next_deadline();
   for (const auto& [h, qp] : qps_)
     if (qp->timer_deadline_ns && (!best || qp->timer_deadline_ns < best)) best = qp->timer_deadline_ns;
   return best;
@@ -126,6 +137,7 @@ uint64_t Device::next_deadline() const {
 
 void Device::on_timer(uint64_t now) {
   set_time(now);
+  cm_->on_timer(now);
   std::vector<Qp*> due;
   for (auto& [h, qp] : qps_)
     if (qp->timer_deadline_ns && qp->timer_deadline_ns <= now) due.push_back(qp.get());

@@ -79,6 +79,18 @@ struct Cq {
   bool overrun = false;
 };
 
+// An XRC domain (IBA Annex A14; ibv_open_xrcd): groups XRC SRQs and XRC TGT QPs, so that a
+// TGT QP may deliver to any SRQ of its domain and to no other. Opened with a file, it is shared
+// by every context of this NIC that opens the same file (same device and inode), as the kernel
+// shares it between processes; it lives while some context has it open.
+struct Xrcd {
+  uint32_t handle = 0;
+  bool has_file = false;
+  uint64_t file_dev = 0, file_ino = 0;
+  std::map<Context*, uint32_t> opens;  // the contexts that opened it, and how many times
+  uint32_t users = 0;                  // XRC SRQs and TGT QPs in it
+};
+
 struct Srq {
   uint32_t handle = 0;
   Context* ctx = nullptr;
@@ -89,6 +101,11 @@ struct Srq {
   uint32_t entries = 0;
   ibv_srq_attr attr{};
   uint32_t users = 0;
+  // An XRC SRQ (IBV_SRQT_XRC): its domain, the CQ its receives complete on, and the number
+  // requesters put in the XRCETH (ibv_get_srq_num).
+  Xrcd* xrcd = nullptr;
+  Cq* cq = nullptr;
+  uint32_t srqn = 0;
 };
 
 struct Ah {
@@ -159,7 +176,8 @@ struct Qp {
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
-  Srq* srq = nullptr;
+  Srq* srq = nullptr;       // an XRC TGT QP: the XRC SRQ the message in progress goes to
+  Xrcd* xrcd = nullptr;     // an XRC TGT QP's domain
   ibv_qp_type type = IBV_QPT_RC;
   bool sq_sig_all = false;
   ibv_qp_cap cap{};
@@ -219,7 +237,8 @@ struct Qp {
   bool sq_running() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }
   // UC and UD have no ACKs: a send WQE is done once its last packet is out, and a send error
   // stops only the SQ (state SQE, IBA 10.3.1.8) while receives go on.
-  bool acked() const { return type == IBV_QPT_RC; }
+  bool acked() const { return type == IBV_QPT_RC || is_xrc(); }
+  bool is_xrc() const { return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV; }
 };
 
 // One application connection: everything it created dies with it.
@@ -230,6 +249,7 @@ struct Context {
   int doorbell_fd = -1;  // owned by the I/O layer
   int async_fd = -1;
   std::vector<uint32_t> pds, mrs, mws, channels, cqs, srqs, qps, ahs;  // handles, in creation order
+  std::vector<uint32_t> xrcds;  // XRC domains it opened, once per open
   uint64_t queue_bytes = 0;  // ring memory and per-WQE state of its CQs, SRQs and QPs
   std::deque<std::string> notices;  // what the NIC noticed about its QPs, for the program (TakeNotices)
 };

@@ -47,7 +47,9 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
 int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now) {
   set_time(now);
   Qp* qp = owned(qps_, ctx, handle);
+  if (!qp) qp = opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
+  mask = int(xrc_ignored_attrs_removed(qp->type, uint32_t(mask)));
   ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   std::string why;
@@ -227,6 +229,7 @@ void Device::reset_qp(Qp& qp) {
 
 int Device::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out) {
   Qp* qp = owned(qps_, ctx, handle);
+  if (!qp) qp = opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
   *attr = qp->attr;
   attr->qp_state = qp->state;

@@ -22,6 +22,11 @@ QpTransition qp_transition(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type)
 // nothing outside required|optional|IBV_QP_STATE. On failure `why` names the rule broken.
 bool qp_modify_is_ok(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type, uint32_t mask, std::string* why);
 
+// uverbs' modify_qp_mask(): the attributes an XRC QP has no use for are dropped from the mask
+// before it is checked (an INI QP's responder ones, a TGT QP's requester ones), so programs
+// written for RC (perftest -c XRC) may pass them.
+uint32_t xrc_ignored_attrs_removed(ibv_qp_type type, uint32_t mask);
+
 const char* qp_state_name(ibv_qp_state state);
 const char* qp_type_name(ibv_qp_type type);  // "RC", "UC", "UD"
 const char* qp_attr_mask_name(uint32_t single_bit);

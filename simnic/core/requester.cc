@@ -59,6 +59,10 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
       return 0xff;
     case IBV_QPT_UD:
       return w.opcode == IBV_WR_SEND ? kUdSendOnly : w.opcode == IBV_WR_SEND_WITH_IMM ? kUdSendOnlyImm : 0xff;
+    case IBV_QPT_XRC_SEND: {  // XRC mirrors every RC request at 0xa0 (Annex A14)
+      const uint8_t rc = rc_opcode(w, i, n);
+      return rc == 0xff ? rc : xrc_of_rc(rc);
+    }
     default:
       return 0xff;
   }
@@ -184,6 +188,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
 }
 
 bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+  if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.sq_next == prod) return false;
   if (prod - qp.sq_consumer > qp.sq_entries) {
@@ -219,6 +224,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     h.deth.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
     h.deth.src_qp = qp.qpn;
   }
+  if (qp.type == IBV_QPT_XRC_SEND) h.xrc_srqn = w.remote_srqn & kPsnMask;  // the XRCETH (24 bits)
   const OpcodeInfo& info = opcode_info(h.bth.opcode);
   uint32_t payload_len = 0;
   uint32_t offset = i * qp.mtu_bytes;

@@ -505,7 +505,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA read failed: ") + std::strerror(e));
     return;
   }
-  uint64_t next = pkt.h.bth.opcode == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
+  uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                      : orig + a.swap_add;
   if (next != orig) {
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);

@@ -122,6 +122,7 @@ void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t
   if (mask & kHasDeth)
     e.raw("deth", "{\"qkey\":" + std::to_string(h.deth.qkey) + ",\"src_qp\":" + std::to_string(h.deth.src_qp) + "}");
   if (mask & kHasIeth) e.u("ieth_rkey", h.ieth_rkey);
+  if (mask & kHasXrceth) e.u("xrc_srqn", h.xrc_srqn);
   if (fault) e.s("fault", fault);
 }
 
@@ -152,9 +153,10 @@ std::string Device::qp_attr_json(const Qp& qp) const {
 
 void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
   tracer_.event(kind).u("ctx", qp.ctx->id).u("qp", qp.qpn)
-      .s("type", qp.type == IBV_QPT_RC ? "RC" : qp.type == IBV_QPT_UC ? "UC" : "UD")
+      .s("type", qp_type_name(qp.type))
       .u("sq_entries", qp.sq_entries).u("rq_entries", qp.rq_entries)
-      .u("send_cq", qp.send_cq->handle).u("recv_cq", qp.recv_cq->handle);
+      .u("send_cq", qp.send_cq ? qp.send_cq->handle : 0)   // an XRC TGT QP has no CQs,
+      .u("recv_cq", qp.recv_cq ? qp.recv_cq->handle : 0);  // an XRC INI QP no receive CQ
 }
 
 void Device::trace_snapshot() {

@@ -50,6 +50,14 @@ int check_doorbell_fd(int fd) {
   return 0;
 }
 
+int check_cm_channel_socket(int fd, pid_t client_pid) {
+  if (int_sockopt(fd, SO_DOMAIN) != AF_UNIX || int_sockopt(fd, SO_TYPE) != SOCK_STREAM) return EINVAL;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return EINVAL;
+  return cred.pid == client_pid && cred.pid != ::getpid() ? 0 : EINVAL;
+}
+
 int check_event_socket(int fd, pid_t client_pid) {
   if (int_sockopt(fd, SO_DOMAIN) != AF_UNIX || int_sockopt(fd, SO_TYPE) != SOCK_SEQPACKET) return EINVAL;
   ucred cred{};

@@ -15,6 +15,8 @@ int check_doorbell_fd(int fd);
 // connection (its peer is simnicd) and any socket connected to another daemon: holding those
 // would keep a control connection open after the client is gone.
 int check_event_socket(int fd, pid_t client_pid);
+// The same for an rdma_cm event channel: the client's own AF_UNIX SOCK_STREAM socket.
+int check_cm_channel_socket(int fd, pid_t client_pid);
 
 // Empties a doorbell eventfd without ever blocking, whatever O_NONBLOCK the client set on the
 // file description it shares with us: preadv2(RWF_NOWAIT) makes this one read non-blocking.

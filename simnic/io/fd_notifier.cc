@@ -1,5 +1,7 @@
 #include "simnic/io/fd_notifier.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <cstring>
@@ -31,6 +33,24 @@ void FdNotifier::count_drop(const char* what) {
                                             " (the application does not read its events; " +
                                             std::to_string(dropped_ + 1) + " dropped so far)");
   ++dropped_;
+}
+
+bool FdNotifier::send_event(int fd, const void* msg, size_t len) {
+  // Non-blocking like the others: an rdma_cm event is lost (counted) rather than stall the NIC.
+  // The channel is a stream shared by every NIC the program uses: an event goes whole or not at
+  // all, so one that does not fit in the send buffer is not started.
+  int queued = 0;
+  int sndbuf = 0;
+  socklen_t sl = sizeof sndbuf;
+  if (::ioctl(fd, SIOCOUTQ, &queued) == 0 && ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
+      size_t(sndbuf) < size_t(queued) + 2 * len) {
+    errno = ENOBUFS;
+    count_drop("rdma_cm");
+    return false;
+  }
+  if (::send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) == ssize_t(len)) return true;
+  count_drop("rdma_cm");
+  return false;
 }
 
 void FdNotifier::release_fd(int fd) {

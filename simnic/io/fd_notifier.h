@@ -11,6 +11,7 @@ class FdNotifier final : public core::Notifier {
   void completion_event(int channel_fd, uint32_t cq_handle) override;
   void async_event(int async_fd, uint32_t event_type, uint32_t handle) override;
   void release_fd(int fd) override;
+  bool send_event(int fd, const void* msg, size_t len) override;
   uint64_t dropped() const { return dropped_; }
 
  private:

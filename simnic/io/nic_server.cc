@@ -28,6 +28,15 @@ constexpr size_t kMaxHeld = 200000;  // packets held while paused before we star
 // so a client that floods its socket takes turns with the others and with packets.
 constexpr int kMaxMessagesPerTurn = 16;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+// ibv_open_xrcd's file, identified as the kernel identifies it: by device and inode.
+int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return EBADF;
+  *dev = uint64_t(st.st_dev);
+  *ino = uint64_t(st.st_ino);
+  return 0;
+}
 }
 
 struct NicServer::Session {
@@ -60,7 +69,8 @@ NicServer::NicServer(NicOptions options)
                    [this](const std::string& cmd, int* st) { return step_command(cmd, st); },
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
-                   }}),
+                   },
+                   file_identity}),
       accept_backoff_(io_),
       viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);
@@ -330,7 +340,9 @@ void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int 
 }
 
 int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
-  int e = role == core::FdRole::kDoorbell ? check_doorbell_fd(fd) : check_event_socket(fd, s.pid);
+  int e = role == core::FdRole::kDoorbell    ? check_doorbell_fd(fd)
+          : role == core::FdRole::kCmChannel ? check_cm_channel_socket(fd, s.pid)
+                                             : check_event_socket(fd, s.pid);
   if (e)
     logger_.log(core::LogLevel::kWarn,
                 "pid " + std::to_string(s.pid) + " passed a descriptor that is not " +
@@ -386,6 +398,8 @@ void NicServer::close_session(Session* s) {
     // A context's queues and per-WQE state can be hundreds of MB; glibc keeps freed heap for
     // reuse unless asked, and a NIC that outlives many programs should not keep their peak.
     ::malloc_trim(0);
+  } else if (s->state.cm_client) {
+    dispatcher_.close(s->state);  // librdmacm's connection: its ids go (DREQ/REJ to their peers)
   }
   if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);

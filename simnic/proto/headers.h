@@ -5,7 +5,8 @@
 namespace simnic::proto {
 
 constexpr uint32_t kBthBytes = 12, kRethBytes = 16, kAethBytes = 4, kAtomicEthBytes = 28,
-                   kAtomicAckEthBytes = 8, kDethBytes = 8, kImmBytes = 4, kIethBytes = 4, kIcrcBytes = 4;
+                   kAtomicAckEthBytes = 8, kDethBytes = 8, kImmBytes = 4, kIethBytes = 4, kIcrcBytes = 4,
+                   kXrcethBytes = 4;  // 8 reserved bits, the 24-bit XRC SRQ number (Annex A14)
 
 struct Bth {                 // Base Transport Header
   uint8_t opcode = 0;

@@ -13,7 +13,7 @@ namespace {
 constexpr struct {
   OpMask bit;
   uint32_t bytes;
-} kHeaderOrder[] = {{kHasDeth, kDethBytes},           {kHasReth, kRethBytes}, {kHasAtomicEth, kAtomicEthBytes},
+} kHeaderOrder[] = {{kHasDeth, kDethBytes},           {kHasXrceth, kXrcethBytes}, {kHasReth, kRethBytes}, {kHasAtomicEth, kAtomicEthBytes},
                     {kHasAeth, kAethBytes},           {kHasAtomicAckEth, kAtomicAckEthBytes},
                     {kHasImm, kImmBytes},             {kHasIeth, kIethBytes}};
 
@@ -87,6 +87,10 @@ Table build() {
   for (const Row& r : kRcOnly) add(r.opcode, "RC", r.name, r.mask | kIsRc);
   for (const Row& r : kSendWrite) add(uint8_t(0x20 | r.opcode), "UC", r.name, r.mask | kIsUc);
   for (const Row& r : kUd) add(r.opcode, "UD", r.name, r.mask | kIsUd);
+  // XRC mirrors RC at 0xa0; every request carries an XRCETH, responses do not (Annex A14).
+  auto xrc_mask = [](uint32_t m) { return m | kIsXrc | ((m & kIsRequest) ? uint32_t(kHasXrceth) : 0u); };
+  for (const Row& r : kSendWrite) add(xrc_of_rc(r.opcode), "XRC", r.name, xrc_mask(r.mask));
+  for (const Row& r : kRcOnly) add(xrc_of_rc(r.opcode), "XRC", r.name, xrc_mask(r.mask));
   return t;
 }
 

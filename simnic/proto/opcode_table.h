@@ -17,6 +17,8 @@ enum Opcode : uint8_t {
   kUcSendOnly = 0x24, kUcSendOnlyImm = 0x25, kUcWriteFirst = 0x26, kUcWriteMiddle = 0x27,
   kUcWriteLast = 0x28, kUcWriteLastImm = 0x29, kUcWriteOnly = 0x2a, kUcWriteOnlyImm = 0x2b,
   kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65,
+  // XRC (IBA Annex A14, Table 38): the RC opcodes with the transport bits 101 (0xA0 | RC's).
+  kXrcBase = 0xa0, kXrcSendOnly = 0xa4, kXrcAcknowledge = 0xb1,
 };
 
 enum OpMask : uint32_t {
@@ -43,7 +45,13 @@ enum OpMask : uint32_t {
   kIsUc = 1u << 20,
   kIsUd = 1u << 21,
   kIsValid = 1u << 22,
+  kHasXrceth = 1u << 23,  // XRC requests: the XRC SRQ number follows the BTH (and any DETH)
+  kIsXrc = 1u << 24,
 };
+
+// The RC opcode an XRC opcode mirrors (0xa4 -> 0x04), and back.
+constexpr uint8_t rc_of_xrc(uint8_t xrc_opcode) { return uint8_t(xrc_opcode & 0x1f); }
+constexpr uint8_t xrc_of_rc(uint8_t rc_opcode) { return uint8_t(kXrcBase | (rc_opcode & 0x1f)); }
 
 struct OpcodeInfo {
   const char* name;     // "RC_SEND_FIRST", as rxe and Wireshark name them
@@ -54,7 +62,7 @@ struct OpcodeInfo {
 const OpcodeInfo& opcode_info(uint8_t opcode);
 
 // Byte offset of an extension header within the packet (after the BTH and the headers that
-// precede it in IBA order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH).
+// precede it in IBA order: DETH, XRCETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH).
 uint32_t header_offset(uint8_t opcode, OpMask header);
 
 }  // namespace simnic::proto

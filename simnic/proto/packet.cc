@@ -40,6 +40,7 @@ size_t build_packet(const PacketHeaders& h, std::span<const uint8_t> payload, co
   encode_bth(bth, p);
   size_t off = kBthBytes;
   if (info.mask & kHasDeth) encode_deth(h.deth, p + off), off += kDethBytes;
+  if (info.mask & kHasXrceth) store_be32(p + off, h.xrc_srqn & 0xffffff), off += kXrcethBytes;
   if (info.mask & kHasReth) encode_reth(h.reth, p + off), off += kRethBytes;
   if (info.mask & kHasAtomicEth) encode_atomic_eth(h.atomic, p + off), off += kAtomicEthBytes;
   if (info.mask & kHasAeth) encode_aeth(h.aeth, p + off), off += kAethBytes;
@@ -78,6 +79,7 @@ ParseError parse_packet(std::span<const uint8_t> b, const IpUdpInfo& ip, ParsedP
   if (h.bth.tver != 0) return ParseError::kBadVersion;
   size_t off = kBthBytes;
   if (info.mask & kHasDeth) h.deth = decode_deth(p + off), off += kDethBytes;
+  if (info.mask & kHasXrceth) h.xrc_srqn = load_be32(p + off) & 0xffffff, off += kXrcethBytes;
   if (info.mask & kHasReth) h.reth = decode_reth(p + off), off += kRethBytes;
   if (info.mask & kHasAtomicEth) h.atomic = decode_atomic_eth(p + off), off += kAtomicEthBytes;
   if (info.mask & kHasAeth) h.aeth = decode_aeth(p + off), off += kAethBytes;

@@ -18,6 +18,7 @@ struct PacketHeaders {
   Deth deth;
   uint32_t imm_be = 0;     // ImmDt as on the wire (network order), like ibv_send_wr.imm_data
   uint32_t ieth_rkey = 0;  // host order
+  uint32_t xrc_srqn = 0;   // XRCETH: the XRC SRQ a request goes to at the responder (24 bits)
 };
 
 struct ParsedPacket {

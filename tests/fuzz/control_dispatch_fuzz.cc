@@ -37,7 +37,9 @@ void run_session(core::ControlDispatcher& d, core::ControlSession& s, const uint
     body.resize(len, 0);  // a short tail reads as zeros, so the last request stays decodable
     pos += std::min(len, size - pos);
     std::vector<int> fds;
-    if (op == uint32_t(abi::Op::Hello) || op == uint32_t(abi::Op::CreateCompChannel)) fds = {fd_number, fd_number + 1};
+    if (op == uint32_t(abi::Op::Hello) || op == uint32_t(abi::Op::CreateCompChannel) ||
+        op == uint32_t(abi::Op::OpenXrcd))
+      fds = {fd_number, fd_number + 1};
     fd_number += 2;
     now += 1000;
     core::ControlReply r = d.handle(s, abi::Op(op), body, fds, now);
@@ -55,7 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::NullLogger logger;
   fuzz::CountingSink wire;
   core::Device dev(config(), mem, wire, shm, notifier, logger);
-  core::ControlDispatcher dispatcher(dev, 1);
+  core::ControlDispatcher::Hooks hooks;
+  // ibv_open_xrcd's file: a few inodes, so that opens meet the same domain again.
+  hooks.file_identity = [](int fd, uint64_t* dev, uint64_t* ino) {
+    *dev = 1;
+    *ino = uint64_t(fd) % 3;
+    return 0;
+  };
+  core::ControlDispatcher dispatcher(dev, 1, hooks);
   uint64_t now = 1'000'000;
   core::ControlSession s{4001, 1000};
   run_session(dispatcher, s, data, size, now);

@@ -29,6 +29,11 @@ inline size_t request_size(abi::Op op) {
     case Op::CreateSrq: return sizeof(CreateSrqReq);
     case Op::ModifySrq: return sizeof(ModifySrqReq);
     case Op::CreateAh: return sizeof(CreateAhReq);
+    case Op::OpenXrcd: return sizeof(OpenXrcdReq);
+    case Op::CreateXrcSrq: return sizeof(CreateXrcSrqReq);
+    case Op::CreateXrcQp: return sizeof(CreateXrcQpReq);
+    case Op::OpenXrcQp: return sizeof(OpenXrcQpReq);
+    case Op::CloseXrcd: return sizeof(HandleReq);
     case Op::DeallocPd: case Op::DeregMr: case Op::DestroyCompChannel: case Op::DestroyCq:
     case Op::DestroyQp: case Op::QuerySrq: case Op::DestroySrq: case Op::DestroyAh: case Op::DeallocMw:
       return sizeof(HandleReq);

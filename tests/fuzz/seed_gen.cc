@@ -3,6 +3,8 @@
 // program do through the shim), encoded as control_fuzz_format.h describes. Handles are the
 // ones a fresh NIC gives out (1, 2, 3... in creation order).
 //   fuzz_seed_gen OUT_DIR
+#include <fcntl.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -158,6 +160,18 @@ int main(int argc, char** argv) {
     s.req(Op::RegMr, mr).req(Op::AllocMw, AllocMwReq{1, IBV_MW_TYPE_1}).req(Op::AllocMw, AllocMwReq{1, IBV_MW_TYPE_2});
     s.req(Op::DeregMr, HandleReq{2}).req(Op::DeallocMw, HandleReq{3}).req(Op::DeallocMw, HandleReq{4});
     write(dir, "memory_windows", s);
+  }
+  {
+    Script s;  // what ibv_xsrq_pingpong asks: an XRC domain on a file, an XRC SRQ, TGT and INI QPs
+    hello(s).bare(Op::AllocPd);
+    RegMrReq mr{1, IBV_ACCESS_LOCAL_WRITE, kBase, 4096, kBase};
+    s.req(Op::RegMr, mr).bare(Op::CreateCompChannel).req(Op::CreateCq, CreateCqReq{64, 3, 0, 0});
+    s.req(Op::OpenXrcd, OpenXrcdReq{1, O_CREAT});  // handle 5
+    s.req(Op::CreateXrcSrq, CreateXrcSrqReq{1, 5, 4, 0, {16, 1, 0}});
+    s.req(Op::CreateXrcQp, CreateXrcQpReq{{0, 0, 0, 0, IBV_QPT_XRC_RECV, 0, {}}, 5, 0});
+    s.req(Op::CreateXrcQp, CreateXrcQpReq{{1, 4, 0, 0, IBV_QPT_XRC_SEND, 0, {16, 0, 1, 0, 0}}, 0, 0});
+    s.req(Op::DestroyQp, HandleReq{7}).req(Op::DestroySrq, HandleReq{6}).req(Op::CloseXrcd, HandleReq{5});
+    write(dir, "xrc", s);
   }
   {
     Script s;

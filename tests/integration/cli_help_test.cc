@@ -24,7 +24,8 @@ TEST_P(CliHelp, PrintsUsageAndExitsZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EverySubcommand, CliHelp,
-                         ::testing::Values("up", "down", "status", "run", "env", "fault", "step", "viz", "lab", "logs"));
+                         ::testing::Values("up", "down", "status", "run", "env", "fault", "step", "viz", "lab", "logs",
+                                           "bench"));
 
 TEST(Cli, RunHelpDoesNotRunAProgram) {
   Result r = run({bin_dir() + "/simnic", "run", "--help"}, {}, 10s);

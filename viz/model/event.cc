@@ -60,6 +60,7 @@ std::string summarize(const Event& e) {
   auto add = [&](const std::string& s) { out += " " + s; };
   if (k == "pkt_tx" || k == "pkt_rx") {
     add(e.s("opcode"));
+    if (e.has("cm")) add("CM " + e.s("cm"));  // a connection manager MAD (QP1)
     add("psn " + hex(e.u("psn")));
     if (e.u("dest_qp") == 0xffffff) add((k == "pkt_tx" ? "-> group " : "group ") + e.s("dst"));  // multicast
     else add((k == "pkt_tx" ? "-> qp " : "qp ") + hex(k == "pkt_tx" ? e.u("dest_qp") : e.u("qp")));
@@ -76,6 +77,14 @@ std::string summarize(const Event& e) {
         e.s("status") + " qp " + hex(e.u("qp")) + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("byte_len")));
   } else if (k == "qp_state") {
     add("qp " + hex(e.u("qp")) + " " + e.s("from") + " -> " + e.s("to"));
+  } else if (k == "cm_state") {  // the connection manager's id (rdma_cm) changed state
+    add("cm id " + std::to_string(e.u("id")) + " " + e.s("from") + " -> " + e.s("to") + " (" + e.s("cause") + ")");
+  } else if (k == "cm_event") {
+    add("cm id " + std::to_string(e.u("id")) + " RDMA_CM_EVENT_" + e.s("event"));
+    if (const auto st = e.fields.find("status"); st != e.fields.end() && st->is_number_integer() && st->get<int64_t>())
+      add("status " + std::to_string(st->get<int64_t>()));
+  } else if (k == "cm_rx") {
+    add(e.s("cm") + " from " + e.s("src"));
   } else if (k == "nak") {
     add("qp " + hex(e.u("qp")) + " psn " + hex(e.u("psn")) + " " + e.s("code"));
   } else if (k == "retransmit") {

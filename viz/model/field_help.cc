@@ -28,7 +28,7 @@ constexpr Help kCommon[] = {
 constexpr Help kPacket[] = {
     {"src", "IPv4 source address (the sending NIC's loopback address)"},
     {"dst", "IPv4 destination address; UDP port 4791 marks RoCEv2"},
-    {"opcode", "BTH opcode: transport (RC/UC/UD) and operation; FIRST/MIDDLE/LAST/ONLY split a message into MTU-sized packets"},
+    {"opcode", "BTH opcode: transport (RC/UC/UD/XRC) and operation; FIRST/MIDDLE/LAST/ONLY split a message into MTU-sized packets"},
     {"opcode_num", "BTH opcode byte: top 3 bits transport, low 5 bits operation"},
     {"psn", "BTH packet sequence number (24 bits, wraps at 2^24): the responder expects PSNs in order"},
     {"dest_qp", "BTH destination QP: which queue pair on the receiving NIC gets the packet"},
@@ -57,6 +57,8 @@ constexpr Help kPacket[] = {
     {"deth.qkey", "Q_Key: the receiving UD QP accepts the datagram only if it equals its own Q_Key"},
     {"deth.src_qp", "the sending QP's number, reported to the receiver as wc.src_qp"},
     {"ieth_rkey", "IETH: the rkey a SEND_WITH_INV invalidates at the receiver (a type 2 memory window)"},
+    {"xrc_srqn", "XRCETH (every XRC request): the XRC SRQ at the responder the message lands in; it must be in the "
+                 "receiving TGT QP's XRC domain, else NAK invalid request"},
 };
 
 // Fields whose meaning depends on the kind.
@@ -84,7 +86,8 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
         {"mask", "the ibv_qp_attr_mask given to ibv_modify_qp: which attributes changed"},
         {"cause", "modify_qp = the application asked; anything else = an error forced it"}}},
       {"qp_create",
-       {{"type", "RC = reliable connected, UC = unreliable connected, UD = unreliable datagram"},
+       {{"type", "RC = reliable connected, UC = unreliable connected, UD = unreliable datagram, XRC_INI = XRC "
+                 "initiator (sends only), XRC_TGT = XRC target (receives into the XRC SRQs of its domain)"},
         {"sq_entries", "send queue ring size"}, {"rq_entries", "receive queue ring size"},
         {"send_cq", "CQ for send completions"}, {"recv_cq", "CQ for receive completions"}}},
       {"mr_create",
@@ -98,6 +101,14 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
         {"addr", "first byte the window opens, in the MR's addresses"}, {"length", "bytes the window opens"},
         {"access", "the remote rights the window grants (the MR itself may grant none)"}}},
       {"cq_create", {{"cqe", "CQEs the application asked for"}, {"entries", "ring size the NIC allocated"}}},
+      {"xrcd_open",
+       {{"xrcd", "the XRC domain's handle (the same for every context that opened the same file)"},
+        {"shared", "true: opened with a file, so every program opening that file on this NIC shares it"},
+        {"opens", "how many contexts have it open now"}}},
+      {"xrc_srq_create",
+       {{"srqn", "the XRC SRQ number (ibv_get_srq_num): what requesters put in the XRCETH"},
+        {"xrcd", "its XRC domain: only TGT QPs of this domain deliver into it"},
+        {"cq", "the CQ its receives complete on"}}},
       {"nak",
        {{"psn", "the PSN the NAK names (the one expected, for a sequence error)"},
         {"code", "why the responder refused: PSN_SEQ_ERR, INVALID_REQUEST, REMOTE_ACCESS_ERR, REMOTE_OP_ERR, RNR"},
@@ -160,6 +171,10 @@ std::string explain_kind(const std::string& kind) {
       {"cq_resize", "ibv_resize_cq: a new ring; the pending completions moved into it"},
       {"qp_create", "ibv_create_qp: a send ring and a receive ring"}, {"qp_destroy", "ibv_destroy_qp"},
       {"qp_state", "the QP changed state (ibv_modify_qp, or an error)"},
+      {"xrcd_open", "ibv_open_xrcd: an XRC domain, shared by the programs that open the same file"},
+      {"xrcd_close", "ibv_close_xrcd"},
+      {"xrc_srq_create", "ibv_create_srq_ex (IBV_SRQT_XRC): an SRQ that XRC TGT QPs of its domain deliver into"},
+      {"xrc_srq_destroy", "ibv_destroy_srq of an XRC SRQ"},
       {"doorbell", "the application rang the doorbell: new WQEs to look at"},
       {"wqe_posted", "the NIC picked up a work request from a ring"},
       {"wqe_done", "a ring slot was freed (its work request finished)"},

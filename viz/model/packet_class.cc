@@ -37,6 +37,7 @@ const char* packet_class_name(PacketClass c) {
 }
 
 std::string packet_label(const Event& e) {
+  if (e.has("cm")) return "CM " + e.s("cm");  // a connection manager MAD to QP1: "CM REQ", "CM DREP"
   PacketClass c = classify_packet(e);
   if (c == PacketClass::kNak) return e.sub_s("aeth", "class", "NAK") == "RNR_NAK" ? "RNR" : "NAK";
   if (c == PacketClass::kAck) return "ACK";

@@ -88,6 +88,7 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     h.deth = {0x11111111, 0x222222};
     h.imm_be = 0x0d0c0b0a;
     h.ieth_rkey = 0xabcd1234;
+    h.xrc_srqn = 0x5a5a5a;
     std::span<const uint8_t> pl = (info.mask & kHasPayload) ? std::span<const uint8_t>(payload) : std::span<const uint8_t>();
     std::vector<uint8_t> buf(packet_size(uint8_t(op), pl.size()));
     ASSERT_EQ(build_packet(h, pl, kIp, buf), buf.size()) << info.name;
@@ -121,10 +122,13 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     if (info.mask & kHasIeth) {
       EXPECT_EQ(p.h.ieth_rkey, 0xabcd1234u) << info.name;
     }
+    if (info.mask & kHasXrceth) {
+      EXPECT_EQ(p.h.xrc_srqn, 0x5a5a5au) << info.name;
+    }
     // Every header has its length: the table's header_len is what was written.
     EXPECT_EQ(buf.size(), info.header_len + ((pl.size() + 3) & ~size_t(3)) + 4) << info.name;
   }
-  EXPECT_EQ(valid, 11 + 12 + 12 + 2);  // RC-only, RC send/write, UC send/write, UD
+  EXPECT_EQ(valid, 11 + 12 + 12 + 2 + 23);  // RC-only, RC send/write, UC send/write, UD, XRC (RC's twins)
 }
 
 TEST(Packet, AnyFlippedBitFailsTheIcrc) {

@@ -343,6 +343,10 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
   EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
   EXPECT_EQ(packet_label(pkt("RC_ACKNOWLEDGE", "RNR_NAK")), "RNR");
   EXPECT_EQ(packet_label(pkt("RC_SEND_LAST")), "SEND L");
+  // A connection manager MAD (UD to QP1) is labelled by its CM message.
+  nlohmann::ordered_json mad{{"seq", 2}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", "UD_SEND_ONLY"}, {"cm", "REQ"}};
+  EXPECT_EQ(packet_label(*parse_event_line(mad.dump())), "CM REQ");
+  EXPECT_NE(summarize(*parse_event_line(mad.dump())).find("CM REQ"), std::string::npos);
   for (const char* f : {"psn", "dest_qp", "ack_req", "se", "opcode", "reth.rkey", "reth.va", "aeth.msn", "aeth.syndrome"})
     EXPECT_FALSE(explain_field("pkt_rx", f).empty()) << f;
   for (const char* f : {"wr_id", "status", "byte_len"}) EXPECT_FALSE(explain_field("cqe", f).empty()) << f;
@@ -352,4 +356,21 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
 }
 
 }  // namespace
+TEST(VizTeaching, XrcPacketsAreClassifiedAndTheirXrcethExplained) {
+  auto pkt = [](const char* op, const char* aeth_class = nullptr) {
+    nlohmann::ordered_json j{{"seq", 1}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", op}, {"xrc_srqn", 0x123456}};
+    if (aeth_class) j["aeth"] = {{"class", aeth_class}};
+    return *parse_event_line(j.dump());
+  };
+  EXPECT_EQ(classify_packet(pkt("XRC_SEND_FIRST")), PacketClass::kSend);
+  EXPECT_EQ(packet_label(pkt("XRC_SEND_LAST")), "SEND L");
+  EXPECT_EQ(classify_packet(pkt("XRC_RDMA_WRITE_ONLY")), PacketClass::kWrite);
+  EXPECT_EQ(classify_packet(pkt("XRC_RDMA_READ_RESPONSE_ONLY", "ACK")), PacketClass::kReadResponse);
+  EXPECT_EQ(classify_packet(pkt("XRC_ACKNOWLEDGE", "ACK")), PacketClass::kAck);
+  EXPECT_EQ(classify_packet(pkt("XRC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
+  EXPECT_NE(explain_field("pkt_rx", "xrc_srqn").find("XRC SRQ"), std::string::npos);
+  EXPECT_FALSE(explain_kind("xrcd_open").empty());
+  EXPECT_FALSE(explain_field("xrc_srq_create", "srqn").empty());
+}
+
 }  // namespace simnic::viz

@@ -1,0 +1,333 @@
+// XRC, the eXtended Reliable Connected transport (IBA Annex A14). An XRC INI QP is an RC
+// requester with no receive side: each SEND names, in its XRCETH, the XRC SRQ it goes to at the
+// responder. An XRC TGT QP is an RC responder with no send queue and no receive queue of its
+// own: it takes receive WQEs from the SRQ each request names, and the SRQ must belong to the
+// TGT QP's XRC domain. XRC domains (XRCDs) group SRQs and TGT QPs; a domain opened with a file
+// is shared by every context of this NIC that opens the same file, as the kernel shares it
+// between processes by inode.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "simnic/core/device.h"
+#include "simnic/core/qp_state_table.h"
+#include "simnic/core/text.h"
+#include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+uint32_t pow2_at_least(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// An XRC QP's shared memory: the header and its SQ (a TGT QP keeps a one-slot SQ that nothing
+// may use, so the rings' layout stays the one the shim knows); no RQ.
+size_t xrc_sq_offset() { return abi::align_up(sizeof(abi::QpShared), abi::kCacheLine); }
+size_t xrc_ring_bytes(uint32_t sq_entries) { return xrc_sq_offset() + size_t(sq_entries) * sizeof(abi::SendWqe); }
+uint64_t xrc_charged(uint32_t sq_entries) {
+  return xrc_ring_bytes(sq_entries) + uint64_t(sq_entries) * sizeof(SendWqeState);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- XRC domains
+
+Xrcd* Device::opened_xrcd(Context* ctx, uint32_t handle) {
+  auto it = xrcds_.find(handle);
+  if (it == xrcds_.end() || !it->second->opens.count(ctx)) return nullptr;
+  return it->second.get();
+}
+
+// ib_uverbs_open_xrcd's rules: a file's domain is found by its inode; without O_CREAT a file
+// with no domain yet is EAGAIN, and with O_EXCL a file that has one is EINVAL.
+int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, int oflags, uint32_t* handle) {
+  Xrcd* x = nullptr;
+  if (has_file) {
+    for (auto& [h, d] : xrcds_)
+      if (d->has_file && d->file_dev == dev && d->file_ino == ino) x = d.get();
+    if (!x && !(oflags & O_CREAT))
+      return refuse(EAGAIN, "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
+    if (x && (oflags & O_EXCL))
+      return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " + std::to_string(x->handle) + ")");
+  }
+  // As many as PDs: per program, and (new domains) per NIC.
+  if (ctx->xrcds.size() >= ContextLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
+  if (!x) {
+    auto d = std::make_unique<Xrcd>();
+    d->handle = new_handle();
+    d->has_file = has_file;
+    d->file_dev = dev;
+    d->file_ino = ino;
+    x = d.get();
+    xrcds_[d->handle] = std::move(d);
+  }
+  ++x->opens[ctx];
+  ctx->xrcds.push_back(x->handle);
+  *handle = x->handle;
+  tracer_.event("xrcd_open").u("ctx", ctx->id).u("xrcd", x->handle).b("shared", has_file).u("opens", x->opens.size());
+  return 0;
+}
+
+int Device::close_xrcd(Context* ctx, uint32_t handle) {
+  Xrcd* x = opened_xrcd(ctx, handle);
+  if (!x) return EINVAL;
+  const bool last = x->opens.size() == 1 && x->opens.begin()->second == 1;
+  if (last && x->users)
+    return refuse(EBUSY, "XRC domain " + std::to_string(handle) + " still holds " + std::to_string(x->users) +
+                             " XRC SRQs and TGT QPs: destroy them first");
+  if (--x->opens[ctx] == 0) x->opens.erase(ctx);
+  auto it = std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle);
+  if (it != ctx->xrcds.end()) ctx->xrcds.erase(it);
+  tracer_.event("xrcd_close").u("ctx", ctx->id).u("xrcd", handle);
+  xrcd_put(x);
+  return 0;
+}
+
+void Device::xrcd_put(Xrcd* x) {
+  if (x->opens.empty() && x->users == 0) xrcds_.erase(x->handle);
+}
+
+// A context that goes away lets go of every domain it opened, even one that still holds other
+// contexts' SRQs or QPs (they keep it alive until they are destroyed).
+void Device::close_xrcds(Context* ctx) {
+  for (uint32_t h : std::vector<uint32_t>(ctx->xrcds)) {
+    auto it = xrcds_.find(h);
+    if (it == xrcds_.end()) continue;
+    Xrcd* x = it->second.get();
+    x->opens.erase(ctx);
+    xrcd_put(x);
+  }
+  ctx->xrcds.clear();
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.first == ctx; });
+}
+
+// ---------------------------------------------------------------- XRC SRQs
+
+int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq_handle, const ibv_srq_attr& attr,
+                           Srq** out) {
+  Xrcd* x = opened_xrcd(ctx, xrcd);
+  Cq* cq = owned(cqs_, ctx, cq_handle);
+  if (!x || !cq) return refuse(EINVAL, "an XRC SRQ needs an XRC domain this program opened and one of its CQs");
+  if (int e = create_srq(ctx, pd, attr, out)) return e;
+  Srq& srq = **out;
+  for (;;) {  // a 24-bit number no other XRC SRQ has (0 is left out: it reads as "unset")
+    srq.srqn = keys_.next() & 0xffffff;
+    if (srq.srqn && !srq_by_srqn_.count(srq.srqn)) break;
+  }
+  srq.xrcd = x;
+  srq.cq = cq;
+  ++x->users;
+  ++cq->users;
+  srq_by_srqn_[srq.srqn] = &srq;
+  tracer_.event("xrc_srq_create").u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
+      .u("cq", cq->handle).u("max_wr", srq.attr.max_wr);
+  return 0;
+}
+
+// TGT QPs that were delivering into the SRQ forget it; a message half received into it is lost
+// (its next packet finds no SRQ and is refused).
+void Device::xrc_release_srq(Srq& srq) {
+  for (auto& [h, qp] : qps_) {
+    if (qp->srq != &srq || qp->type != IBV_QPT_XRC_RECV) continue;
+    qp->recv.reset();
+    qp->srq = nullptr;
+    qp->pd = nullptr;
+    qp->recv_cq = nullptr;
+  }
+  srq_by_srqn_.erase(srq.srqn);
+  --srq.cq->users;
+  --srq.xrcd->users;
+  tracer_.event("xrc_srq_destroy").u("ctx", srq.ctx->id).u("srq", srq.handle).u("srqn", srq.srqn);
+  Xrcd* x = srq.xrcd;
+  srq.xrcd = nullptr;
+  xrcd_put(x);
+}
+
+// ---------------------------------------------------------------- XRC QPs
+
+int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_handle, uint32_t send_cq,
+                          uint32_t xrcd, Qp** out) {
+  const bool tgt = init.qp_type == IBV_QPT_XRC_RECV;
+  Pd* pd = tgt ? nullptr : owned(pds_, ctx, pd_handle);
+  Cq* scq = tgt ? nullptr : owned(cqs_, ctx, send_cq);
+  Xrcd* x = tgt ? opened_xrcd(ctx, xrcd) : nullptr;
+  if (tgt ? !x : (!pd || !scq))
+    return refuse(EINVAL, tgt ? "an XRC TGT QP (IBV_QPT_XRC_RECV) needs an XRC domain this program opened"
+                              : "an XRC INI QP (IBV_QPT_XRC_SEND) needs a PD and a send CQ");
+  if (init.cap.max_send_wr > DeviceLimits::kMaxQpWr || init.cap.max_send_sge > abi::kMaxSge ||
+      init.cap.max_inline_data > abi::kMaxInlineData)
+    return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
+  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
+  const uint32_t sq_entries = tgt ? 1 : pow2_at_least(std::max(1u, init.cap.max_send_wr));
+  if (!charge_queue_memory(ctx, xrc_charged(sq_entries))) return ENOMEM;
+  auto qp = std::make_unique<Qp>();
+  int err = 0;
+  if (!shm_.allocate(xrc_ring_bytes(sq_entries), "simnic-qp", &qp->mem, &err)) {
+    refund_queue_memory(ctx, xrc_charged(sq_entries));
+    return err ? err : ENOMEM;
+  }
+  qp->handle = new_handle();
+  qp->qpn = new_qpn();
+  qp->ctx = ctx;
+  qp->pd = pd;
+  qp->send_cq = scq;
+  qp->xrcd = x;
+  qp->type = init.qp_type;
+  qp->sq_sig_all = init.sq_sig_all;
+  qp->sq_entries = sq_entries;
+  qp->cap.max_send_wr = tgt ? 0 : sq_entries;
+  qp->cap.max_send_sge = tgt ? 0 : abi::kMaxSge;
+  qp->cap.max_inline_data = tgt ? 0 : abi::kMaxInlineData;
+  qp->sq_state.resize(sq_entries);
+  auto* base = static_cast<uint8_t*>(qp->mem.addr);
+  qp->shm = new (base) abi::QpShared();
+  qp->shm->state.store(IBV_QPS_RESET);
+  qp->sq = reinterpret_cast<abi::SendWqe*>(base + xrc_sq_offset());
+  qp->rq = reinterpret_cast<abi::RecvWqe*>(base + xrc_ring_bytes(sq_entries));  // no slots
+  qp->attr.qp_state = IBV_QPS_RESET;
+  qp->attr.cap = qp->cap;
+  qp->attr.path_mtu = IBV_MTU_1024;
+  qp->attr.path_mig_state = IBV_MIG_MIGRATED;
+  if (pd) ++pd->users;
+  if (scq) ++scq->users;
+  if (x) ++x->users;
+  ctx->qps.push_back(qp->handle);
+  qp_by_qpn_[qp->qpn] = qp.get();
+  *out = qp.get();
+  trace_qp_lifecycle("qp_create", *qp);
+  log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " created (" + qp_type_name(qp->type) + ")");
+  qps_[qp->handle] = std::move(qp);
+  return 0;
+}
+
+int Device::destroy_xrc_qp(Context* ctx, Qp& qp) {
+  if (qp.type == IBV_QPT_XRC_RECV && hand_over_tgt_qp(qp)) return 0;
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.second == &qp; });
+  trace_qp_lifecycle("qp_destroy", qp);
+  unbind_mws_of_qp(qp);
+  busy_qps_.erase(qp.qpn);
+  qp_by_qpn_.erase(qp.qpn);
+  if (qp.type == IBV_QPT_XRC_SEND) {
+    --qp.pd->users;
+    --qp.send_cq->users;
+  }
+  Xrcd* x = qp.xrcd;
+  refund_queue_memory(ctx, xrc_charged(qp.sq_entries));
+  shm_.release(qp.mem);
+  const uint32_t handle = qp.handle;
+  ctx->qps.erase(std::remove(ctx->qps.begin(), ctx->qps.end(), handle), ctx->qps.end());
+  qps_.erase(handle);
+  if (x) {
+    --x->users;
+    xrcd_put(x);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- ibv_open_qp
+
+int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out) {
+  Xrcd* x = opened_xrcd(ctx, xrcd);
+  Qp* qp = find_qp_by_qpn(qpn);
+  if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
+    return refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
+  const auto mine = std::count_if(tgt_opens_.begin(), tgt_opens_.end(), [&](const auto& o) { return o.second.first == ctx; });
+  if (size_t(mine) >= ContextLimits::kMaxQp || tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
+  *handle = new_handle();
+  tgt_opens_[*handle] = {ctx, qp};
+  *out = qp;
+  tracer_.event("qp_open").u("ctx", ctx->id).u("qp", qp->qpn).u("xrcd", x->handle);
+  return 0;
+}
+
+Qp* Device::opened_qp(Context* ctx, uint32_t handle) {
+  auto it = tgt_opens_.find(handle);
+  return it != tgt_opens_.end() && it->second.first == ctx ? it->second.second : nullptr;
+}
+
+int Device::close_opened_qp(Context* ctx, uint32_t handle) {
+  if (!opened_qp(ctx, handle)) return EINVAL;
+  tgt_opens_.erase(handle);
+  return 0;
+}
+
+// The TGT QP's creator destroys it while another context holds it through ibv_open_qp: the QP
+// goes on, owned by that context under that handle (the kernel keeps a shared TGT QP alive until
+// its last handle goes: Annex A14 lets the creating process exit while others use the QP).
+bool Device::hand_over_tgt_qp(Qp& qp) {
+  auto it = std::find_if(tgt_opens_.begin(), tgt_opens_.end(),
+                         [&](const auto& o) { return o.second.second == &qp && o.second.first != qp.ctx; });
+  if (it == tgt_opens_.end()) return false;
+  Context* from = qp.ctx;
+  Context* to = it->second.first;
+  const uint32_t handle = it->first;
+  tgt_opens_.erase(it);
+  std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.second == &qp && o.second.first == from; });
+  std::unique_ptr<Qp> keep = std::move(qps_[qp.handle]);
+  qps_.erase(qp.handle);
+  from->qps.erase(std::remove(from->qps.begin(), from->qps.end(), qp.handle), from->qps.end());
+  const uint64_t bytes = xrc_charged(qp.sq_entries);
+  refund_queue_memory(from, bytes);
+  to->queue_bytes += bytes;  // charged past the limit if need be: the QP exists already
+  queue_bytes_ += bytes;
+  qp.handle = handle;
+  qp.ctx = to;
+  to->qps.push_back(handle);
+  qps_[handle] = std::move(keep);
+  tracer_.event("qp_handover").u("qp", qp.qpn).u("from_ctx", from->id).u("to_ctx", to->id);
+  return true;
+}
+
+// ---------------------------------------------------------------- receive path
+
+// INI QPs hear responses only, TGT QPs requests only: anything else is dropped.
+void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+  const bool request = pkt.mask & kIsRequest;
+  if (qp.type == IBV_QPT_XRC_SEND && !request) return completer_receive(qp, pkt, now);
+  if (qp.type == IBV_QPT_XRC_RECV && request) {
+    if (!can_receive(qp)) return;
+    // The request the responder expects next goes to the SRQ its XRCETH names; duplicates and
+    // gaps are answered from their PSN alone, as on RC.
+    if (pkt.h.bth.psn == qp.epsn && !xrc_route(qp, pkt)) return;
+    return responder_receive(qp, pkt, now);
+  }
+  ++counters_.rx_drop_unexpected;
+  tracer_.event("pkt_drop").s("reason", request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP")
+      .u("qp", qp.qpn);
+}
+
+// The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),
+// else the request is refused with NAK invalid request and the TGT QP goes to ERR, as for any
+// request the responder cannot accept (IBA 9.9.3.1). The TGT QP then works for that SRQ: its
+// receive WQEs, its PD for every key of the request, its CQ for the completion.
+bool Device::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
+  const uint32_t srqn = pkt.h.xrc_srqn;
+  auto it = srq_by_srqn_.find(srqn);
+  Srq* srq = it == srq_by_srqn_.end() ? nullptr : it->second;
+  std::string rule;
+  if (!srq)
+    rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", and no XRC SRQ has that number on this NIC";
+  else if (srq->xrcd != tgt.xrcd)
+    rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", which belongs to another XRC domain than TGT QP " +
+           hex(tgt.qpn) + "'s (Annex A14: a TGT QP delivers only to SRQs of its own domain)";
+  else if (tgt.recv && tgt.srq != srq)
+    rule = "a packet of a message in progress names XRC SRQ " + hex(srqn) + ", not the SRQ the message began in";
+  if (!rule.empty()) {
+    responder_error(tgt, kNakInvalidRequest, pkt.h.bth.psn, IBV_WC_SUCCESS, rule);
+    return false;
+  }
+  tgt.srq = srq;
+  tgt.pd = srq->pd;
+  tgt.recv_cq = srq->cq;
+  return true;
+}
+
+}  // namespace simnic::core

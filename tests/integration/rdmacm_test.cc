@@ -1,0 +1,331 @@
+// librdmacm.so.1 (rdmacm/) and simnicd's connection manager: Debian's unmodified rdma_cm
+// programs through `simnic run`, between two NICs and on one NIC, the failure paths through
+// simnic-cm-check, and the CM exchange on the wire as tshark decodes it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+
+namespace simnic::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool have(std::initializer_list<const char*> programs) {
+  for (const char* p : programs)
+    if (!have_program(p)) return false;
+  return true;
+}
+
+// A server started first, then a client run to completion; both must exit 0.
+struct Pair {
+  Result server, client;
+};
+
+Pair run_pair(const Nics& nics, const std::vector<std::string>& server, const std::vector<std::string>& client,
+              std::chrono::milliseconds client_timeout = 120s, const std::string& server_ready = "") {
+  auto srv = nics.start(server);
+  for (int i = 0; i < 100; ++i) {  // until it listens (its first line), or a short while
+    if (!server_ready.empty() && srv->output().find(server_ready) != std::string::npos) break;
+    if (server_ready.empty() && i == 10) break;
+    ::usleep(100 * 1000);
+  }
+  Pair p;
+  p.client = nics.run(client, client_timeout);
+  p.server = srv->wait(30s);
+  return p;
+}
+
+std::string cm_check() { return bin_dir() + "/simnic-cm-check"; }
+
+TEST(RdmaCm, ExportsTheVersionedSymbolsOfDebiansLibrdmacm) {
+  const std::string system = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+  if (::access(system.c_str(), R_OK) != 0) GTEST_SKIP() << system << " is not installed (librdmacm1)";
+  auto symbols = [](const std::string& lib) {
+    Result r = run({"objdump", "-T", lib}, {}, 30s);
+    std::set<std::string> out;
+    std::regex line(R"(\s(RDMACM_[0-9.]+)\s+(\S+)$)");
+    std::istringstream in(r.output);
+    for (std::string l; std::getline(in, l);) {
+      std::smatch m;
+      if (l.find("*UND*") == std::string::npos && std::regex_search(l, m, line)) out.insert(m[1].str() + " " + m[2].str());
+    }
+    return out;
+  };
+  const auto want = symbols(system), have_syms = symbols(shim_dir() + "/librdmacm.so.1");
+  EXPECT_GT(want.size(), 60u);
+  EXPECT_EQ(want, have_syms);
+}
+
+void expect_rping(const Pair& p, int count) {
+  ASSERT_EQ(p.client.exit_code, 0) << "client:\n" << p.client.output << "\nserver:\n" << p.server.output;
+  ASSERT_EQ(p.server.exit_code, 0) << p.server.output;
+  // -v prints every ping's payload, which rping also checks against what it sent.
+  const std::string last = "ping data: rdma-ping-" + std::to_string(count - 1) + ":";
+  EXPECT_NE(p.client.output.find(last), std::string::npos) << p.client.output;
+  EXPECT_NE(p.server.output.find("server " + last), std::string::npos) << p.server.output;
+}
+
+TEST(RdmaCm, RpingBetweenTwoNics) {
+  if (!have({"rping"})) GTEST_SKIP() << "rping is not installed (rdmacm-utils)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"rping", "-s", "-a", nics.addr(0), "-p", "7174", "-v", "-C", "100"},
+                    {"rping", "-c", "-a", nics.addr(0), "-I", nics.addr(1), "-p", "7174", "-v", "-C", "100"});
+  expect_rping(p, 100);
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    auto st = nics.status(nic);
+    EXPECT_EQ(st["rx_drop_icrc"], "0") << nic;
+    EXPECT_EQ(st["rx_drop_malformed"], "0") << nic;
+  }
+}
+
+TEST(RdmaCm, RpingOnOneNic) {
+  if (!have({"rping"})) GTEST_SKIP() << "rping is not installed (rdmacm-utils)";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"rping", "-s", "-a", nics.addr(0), "-p", "7175", "-v", "-C", "20"},
+                    {"rping", "-c", "-a", nics.addr(0), "-p", "7175", "-v", "-C", "20"});
+  expect_rping(p, 20);
+}
+
+// 2% of every NIC's packets, CM MADs included, are dropped: the CM retransmits its MADs on the
+// response timeout and RC retransmits the data.
+TEST(RdmaCm, RpingUnderTwoPercentLoss) {
+  if (!have({"rping"})) GTEST_SKIP() << "rping is not installed (rdmacm-utils)";
+  Nics nics(2, {"--loss", "0.02", "--seed", "11"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"env", "SIMNIC_CM_RESPONSE_TIMEOUT=16", "rping", "-s", "-a", nics.addr(0), "-p", "7176",
+                           "-v", "-C", "100"},
+                    {"env", "SIMNIC_CM_RESPONSE_TIMEOUT=16", "rping", "-c", "-a", nics.addr(0), "-I", nics.addr(1),
+                     "-p", "7176", "-v", "-C", "100"},
+                    240s);
+  expect_rping(p, 100);
+}
+
+TEST(RdmaCm, RdmaServerAndClientAndTheirXVariants) {
+  if (!have({"rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient"}))
+    GTEST_SKIP() << "rdmacm-utils is not installed";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"rdma_server", "-s", nics.addr(0), "-p", "7471"},
+                    {"env", "SIMNIC_CM_DEVICE=simnic1", "rdma_client", "-s", nics.addr(0), "-p", "7471"});
+  EXPECT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
+  EXPECT_NE(p.client.output.find("rdma_client: end 0"), std::string::npos) << p.client.output;
+  EXPECT_NE(p.server.output.find("rdma_server: end 0"), std::string::npos) << p.server.output;
+  Pair x = run_pair(nics, {"rdma_xserver", "-p", "7472"},
+                    {"env", "SIMNIC_CM_DEVICE=simnic1", "rdma_xclient", "-s", nics.addr(0), "-p", "7472"});
+  EXPECT_NE(x.client.output.find("rdma_xclient: end 0"), std::string::npos) << x.client.output << x.server.output;
+  EXPECT_NE(x.server.output.find("rdma_xserver: end 0"), std::string::npos) << x.server.output;
+}
+
+TEST(RdmaCm, UdaddyResolvesTheServiceWithSidr) {
+  if (!have({"udaddy"})) GTEST_SKIP() << "udaddy is not installed (rdmacm-utils)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"udaddy", "-b", nics.addr(0)}, {"udaddy", "-s", nics.addr(0), "-b", nics.addr(1)});
+  ASSERT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
+  ASSERT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.client.output.find("test complete"), std::string::npos);
+  EXPECT_NE(p.server.output.find("data transfers complete"), std::string::npos);
+}
+
+TEST(RdmaCm, UcmatoseWithSeveralConnections) {
+  if (!have({"ucmatose"})) GTEST_SKIP() << "ucmatose is not installed (rdmacm-utils)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Pair p = run_pair(nics, {"ucmatose", "-b", nics.addr(0), "-c", "8", "-C", "20"},
+                    {"ucmatose", "-s", nics.addr(0), "-b", nics.addr(1), "-c", "8", "-C", "20"});
+  ASSERT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
+  ASSERT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.server.output.find("disconnected"), std::string::npos);
+}
+
+// Debian's cmtime (rdma-core 44) serves forever: the server is stopped once the client is done.
+TEST(RdmaCm, CmtimeConnectsAndDisconnectsManyTimes) {
+  if (!have({"cmtime"})) GTEST_SKIP() << "cmtime is not installed (rdmacm-utils)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  auto srv = nics.start({"cmtime", "-b", nics.addr(0), "-c", "50"});
+  ::usleep(1000 * 1000);
+  Result c = nics.run({"cmtime", "-s", nics.addr(0), "-b", nics.addr(1), "-c", "50"}, 120s);
+  ASSERT_EQ(c.exit_code, 0) << c.output << "\nserver:\n" << srv->output();
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(connect\s+:\s+[0-9.]+)"))) << c.output;
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(disconnect\s+:\s+[0-9.]+)"))) << c.output;
+}
+
+class PerftestCm : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PerftestCm, RunsWithRdmaCm) {
+  const char* bin = GetParam();
+  if (!have({bin})) GTEST_SKIP() << bin << " is not installed (perftest)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const int port = free_tcp_port();
+  Pair p = run_pair(nics, {bin, "-R", "-d", "simnic0", "-x", "0", "-n", "200", "-p", std::to_string(port)},
+                    {"env", "SIMNIC_CM_DEVICE=simnic1", bin, "-R", "-d", "simnic1", "-x", "0", "-n", "200", "-p",
+                     std::to_string(port), nics.addr(0)});
+  ASSERT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
+  ASSERT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.client.output.find("#bytes"), std::string::npos) << p.client.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Debian, PerftestCm, ::testing::Values("ib_write_bw", "ib_send_lat", "ib_read_bw"));
+
+TEST(RdmaCm, QperfWithCm) {
+  if (!have({"qperf"})) GTEST_SKIP() << "qperf is not installed";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const int port = free_tcp_port();
+  auto srv = nics.start({"qperf", "-lp", std::to_string(port)});
+  ASSERT_TRUE(wait_for_listener(port, 15s)) << srv->output();
+  Result c = nics.run({"env", "SIMNIC_CM_DEVICE=simnic1", "qperf", "-lp", std::to_string(port), "-cm1", nics.addr(0),
+                       "-t", "1", "rc_bw", "rc_lat"},
+                      120s);
+  ::kill(srv->pid(), SIGTERM);
+  ASSERT_EQ(c.exit_code, 0) << c.output << srv->output();
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(bw\s+=\s+[0-9.]+ [KMG]B/sec)"))) << c.output;
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(latency\s+=\s+[0-9.]+ us)"))) << c.output;
+}
+
+// simnic-cm-check: a server mode and a client mode that must end as the kernel's rdma_cm ends.
+struct CmCase {
+  const char* name;
+  const char* server_mode;
+  const char* client_mode;
+  const char* client_must_print;
+  const char* server_must_print;
+};
+
+void PrintTo(const CmCase& c, std::ostream* os) { *os << c.name; }
+
+class CmOutcome : public ::testing::TestWithParam<CmCase> {};
+
+TEST_P(CmOutcome, EndsAsTheKernelWould) {
+  const CmCase& c = GetParam();
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string port = std::to_string(20000 + ::getpid() % 1000);
+  Pair p = run_pair(nics, {cm_check(), "server", nics.addr(0), port, c.server_mode},
+                    {cm_check(), "client", nics.addr(0), port, nics.addr(1), c.client_mode}, 60s, "listening");
+  EXPECT_EQ(p.client.exit_code, 0) << p.client.output << "\nserver:\n" << p.server.output;
+  EXPECT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.client.output.find(c.client_must_print), std::string::npos) << p.client.output;
+  EXPECT_NE(p.server.output.find(c.server_must_print), std::string::npos) << p.server.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, CmOutcome,
+    ::testing::Values(
+        // rdma_reject: REJ with reason 28 (consumer defined) and the server's private data.
+        CmCase{"RejectWithPrivateData", "reject", "expect-rejected",
+               "RDMA_CM_EVENT_REJECTED status 28 private 'go away'", "private 'hello'"},
+        CmCase{"ServerDisconnects", "disconnect", "wait", "RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DISCONNECTED"},
+        CmCase{"ClientDisconnects", "wait", "disconnect", "RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DISCONNECTED"},
+        // The client exits without disconnecting: its NIC sends DREQ for it.
+        CmCase{"ClientDies", "wait", "die", "private 'welcome'", "RDMA_CM_EVENT_DISCONNECTED"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Nobody listens on the port: the peer's CM answers REJ "invalid service ID" (8), at once.
+TEST(RdmaCm, ConnectingToAClosedPortIsRejected) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({cm_check(), "client", nics.addr(0), "9", nics.addr(1), "expect-rejected"}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("RDMA_CM_EVENT_REJECTED status 8"), std::string::npos) << r.output;
+}
+
+// No NIC at the address: the REQ goes unanswered, is sent again max_cm_retries times, then the
+// id reports UNREACHABLE with -ETIMEDOUT. Short timeouts keep the test brief.
+TEST(RdmaCm, APeerThatNeverAnswersTimesOut) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string nobody = nics.addr(0).substr(0, nics.addr(0).rfind('.')) + ".200";
+  Result r = nics.run({"env", "SIMNIC_CM_RESPONSE_TIMEOUT=14", "SIMNIC_CM_RETRIES=2", cm_check(), "client", nobody,
+                       "7000", nics.addr(1), "expect-unreachable"},
+                      60s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("RDMA_CM_EVENT_UNREACHABLE status -110"), std::string::npos) << r.output;
+}
+
+// A connection's capture decodes in tshark as InfiniBand CM: REQ, REP, RTU, DREQ, DREP.
+TEST(RdmaCm, TsharkDecodesTheCmExchange) {
+  if (!have({"tshark"})) GTEST_SKIP() << "tshark is not installed";
+  const std::string caps = "/tmp/simnic-it-cm-pcap-" + std::to_string(::getpid());
+  {
+    Nics nics(2, {"--pcap-dir", caps});
+    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+    Pair p = run_pair(nics, {cm_check(), "server", nics.addr(0), "7300", "wait"},
+                      {cm_check(), "client", nics.addr(0), "7300", nics.addr(1), "disconnect"}, 60s, "listening");
+    ASSERT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
+  }  // the NICs stop: their pcaps are complete
+  Result r = run({"tshark", "-r", caps + "/simnic1.pcap", "--disable-protocol", "rpcordma"}, {{"HOME", caps}}, 60s);
+  run({"rm", "-rf", caps}, {}, 10s);
+  for (const char* msg : {"CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse", "CM: DisconnectRequest",
+                          "CM: DisconnectReply"})
+    EXPECT_NE(r.output.find(msg), std::string::npos) << msg << "\n" << r.output;
+}
+
+}  // namespace
+}  // namespace simnic::it
+
+namespace simnic::it {
+namespace {
+
+// rsockets are not simulated: rstream and rcopy fail on their first call, saying so.
+TEST(RdmaCm, RsocketsSayTheyAreNotSupported) {
+  if (!have({"rstream", "rcopy"})) GTEST_SKIP() << "rdmacm-utils is not installed";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  for (std::vector<std::string> argv : {std::vector<std::string>{"rstream", "-s", nics.addr(0), "-C", "1"},
+                                       std::vector<std::string>{"rcopy", "/etc/hostname", nics.addr(0)}}) {
+    Result r = nics.run(argv, 30s);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("rsockets are not supported by simnic"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Function not implemented"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace simnic::it
+
+namespace simnic::it {
+namespace {
+
+// The same programs with both ends on one NIC: a client without a source address reaches the
+// server's address through the NIC that owns it (the loopback of a real host).
+TEST(RdmaCm, ProgramsOnOneNic) {
+  if (!have({"udaddy", "ucmatose", "rdma_server", "rdma_client", "ib_write_bw", "qperf"}))
+    GTEST_SKIP() << "rdmacm-utils, perftest or qperf is not installed";
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string a = nics.addr(0);
+  const std::string pt = std::to_string(free_tcp_port());
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> pairs = {
+      {{"udaddy", "-b", a}, {"udaddy", "-s", a}},
+      {{"ucmatose", "-b", a, "-c", "4"}, {"ucmatose", "-s", a, "-c", "4"}},
+      {{"rdma_server", "-s", a, "-p", "7480"}, {"rdma_client", "-s", a, "-p", "7480"}},
+      {{"ib_write_bw", "-R", "-d", "simnic0", "-x", "0", "-n", "100", "-p", pt},
+       {"ib_write_bw", "-R", "-d", "simnic0", "-x", "0", "-n", "100", "-p", pt, a}},
+  };
+  for (const auto& [server, client] : pairs) {
+    Pair p = run_pair(nics, server, client);
+    EXPECT_EQ(p.client.exit_code, 0) << client[0] << ":\n" << p.client.output << "\nserver:\n" << p.server.output;
+    EXPECT_EQ(p.server.exit_code, 0) << server[0] << ":\n" << p.server.output;
+  }
+  const int qp = free_tcp_port();
+  auto srv = nics.start({"qperf", "-lp", std::to_string(qp)});
+  ASSERT_TRUE(wait_for_listener(qp, 15s)) << srv->output();
+  Result c = nics.run({"qperf", "-lp", std::to_string(qp), "-cm1", a, "-t", "1", "rc_bw", "rc_lat"}, 120s);
+  ::kill(srv->pid(), SIGTERM);
+  EXPECT_EQ(c.exit_code, 0) << c.output << srv->output();
+  EXPECT_TRUE(std::regex_search(c.output, std::regex(R"(latency\s+=\s+[0-9.]+ us)"))) << c.output;
+}
+
+}  // namespace
+}  // namespace simnic::it

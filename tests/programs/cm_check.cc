@@ -1,0 +1,153 @@
+// simnic-cm-check: the rdma_cm outcomes a program must be able to rely on, one scenario per
+// run. Prints each event it sees ("event NAME status N private 'TEXT'") and exits 0 when the
+// scenario ended as the kernel's rdma_cm would end it, 1 otherwise.
+//
+//   server ADDR PORT accept|reject|disconnect|wait    (one connection)
+//   client ADDR PORT SRC expect-established|expect-rejected|expect-unreachable|disconnect|wait|die
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+rdma_event_channel* g_ch;
+
+// The next event, printed; exits on failure to get one.
+rdma_cm_event* next_event() {
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(g_ch, &ev)) {
+    std::perror("rdma_get_cm_event");
+    std::exit(1);
+  }
+  const void* priv = ev->param.conn.private_data;
+  std::string text = priv ? std::string(static_cast<const char*>(priv), strnlen(static_cast<const char*>(priv),
+                                                                                 ev->param.conn.private_data_len))
+                          : "";
+  std::printf("event %s status %d private '%s'\n", rdma_event_str(ev->event), ev->status, text.c_str());
+  std::fflush(stdout);
+  return ev;
+}
+
+rdma_cm_event_type expect(rdma_cm_event_type want) {
+  rdma_cm_event* ev = next_event();
+  rdma_cm_event_type got = ev->event;
+  rdma_ack_cm_event(ev);
+  if (got != want) {
+    std::printf("expected %s\n", rdma_event_str(want));
+    std::exit(1);
+  }
+  return got;
+}
+
+sockaddr_in addr_of(const char* ip, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+void make_qp(rdma_cm_id* id) {
+  ibv_qp_init_attr attr{};
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.qp_type = IBV_QPT_RC;
+  if (rdma_create_qp(id, nullptr, &attr)) {
+    std::perror("rdma_create_qp");
+    std::exit(1);
+  }
+}
+
+int server(const char* ip, int port, const std::string& mode) {
+  rdma_cm_id* listen = nullptr;
+  rdma_create_id(g_ch, &listen, nullptr, RDMA_PS_TCP);
+  sockaddr_in a = addr_of(ip, port);
+  if (rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(listen, 4)) {
+    std::perror("bind/listen");
+    return 1;
+  }
+  std::printf("listening\n");
+  std::fflush(stdout);
+  rdma_cm_event* ev = next_event();
+  if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 1;
+  rdma_cm_id* id = ev->id;
+  rdma_ack_cm_event(ev);
+  if (mode == "reject") {
+    const char why[] = "go away";
+    return rdma_reject(id, why, sizeof why) ? 1 : 0;
+  }
+  make_qp(id);
+  rdma_conn_param p{};
+  const char hello[] = "welcome";
+  p.private_data = hello;
+  p.private_data_len = sizeof hello;
+  if (rdma_accept(id, &p)) return 1;
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  if (mode == "disconnect") {
+    if (rdma_disconnect(id)) return 1;
+  }
+  if (mode == "accept") return 0;
+  expect(RDMA_CM_EVENT_DISCONNECTED);
+  if (mode == "wait") rdma_disconnect(id);  // the DREP
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+  rdma_destroy_id(listen);
+  return 0;
+}
+
+int client(const char* ip, int port, const char* src, const std::string& mode) {
+  rdma_cm_id* id = nullptr;
+  rdma_create_id(g_ch, &id, nullptr, RDMA_PS_TCP);
+  sockaddr_in s = addr_of(src, 0), d = addr_of(ip, port);
+  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&s), reinterpret_cast<sockaddr*>(&d), 2000)) return 1;
+  expect(RDMA_CM_EVENT_ADDR_RESOLVED);
+  if (rdma_resolve_route(id, 2000)) return 1;
+  expect(RDMA_CM_EVENT_ROUTE_RESOLVED);
+  make_qp(id);
+  rdma_conn_param p{};
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  const char hi[] = "hello";
+  p.private_data = hi;
+  p.private_data_len = sizeof hi;
+  if (rdma_connect(id, &p)) return 1;
+  rdma_cm_event* ev = next_event();
+  const rdma_cm_event_type got = ev->event;
+  const int status = ev->status;
+  const std::string priv = ev->param.conn.private_data ? static_cast<const char*>(ev->param.conn.private_data) : "";
+  rdma_ack_cm_event(ev);
+  if (mode == "expect-rejected") return got == RDMA_CM_EVENT_REJECTED ? 0 : 1;
+  if (mode == "expect-unreachable") return got == RDMA_CM_EVENT_UNREACHABLE && status == -ETIMEDOUT ? 0 : 1;
+  if (got != RDMA_CM_EVENT_ESTABLISHED || priv != "welcome") return 1;
+  if (mode == "expect-established") return 0;
+  if (mode == "die") _exit(0);  // no disconnect: the NIC must tell the peer
+  if (mode == "disconnect" && rdma_disconnect(id)) return 1;
+  expect(RDMA_CM_EVENT_DISCONNECTED);
+  if (mode == "wait") rdma_disconnect(id);
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s server ADDR PORT MODE | client ADDR PORT SRC MODE\n", argv[0]);
+    return 2;
+  }
+  g_ch = rdma_create_event_channel();
+  if (!g_ch) {
+    std::perror("rdma_create_event_channel");
+    return 1;
+  }
+  const std::string role = argv[1];
+  if (role == "server") return server(argv[2], std::atoi(argv[3]), argv[4]);
+  if (argc < 6) return 2;
+  return client(argv[2], std::atoi(argv[3]), argv[4], argv[5]);
+}
