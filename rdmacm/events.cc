@@ -161,6 +161,10 @@ bool process(CmaEvent* e, const abi::CmEventMsg& m) {
       std::memcpy(&context, m.private_data, sizeof context);
       e->event.param.ud.private_data = reinterpret_cast<void*>(uintptr_t(context));
       e->event.param.ud.private_data_len = 0;
+      // Datagrams to a group go to QPN 0xFFFFFF (IBA 9.2) with the Q_Key every rdma_cm UD QP has
+      // (kernel cma_iboe_join_multicast / cma_set_qkey: RDMA_UDP_QKEY).
+      e->event.param.ud.qp_num = 0xFFFFFF;
+      e->event.param.ud.qkey = abi::kRdmaUdpQkey;
       return true;
     }
     case RDMA_CM_EVENT_DISCONNECTED:

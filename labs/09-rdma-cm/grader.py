@@ -81,8 +81,9 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager") as lab:
 
     def events_problems():
         bad = []
-        for who, nic, wanted in (("client", client_nic, ["ADDR_RESOLVED", "ROUTE_RESOLVED", "ESTABLISHED",
-                                                          "DISCONNECTED"]),
+        # The NIC traces the events it sends to the library; a client's CONNECT_RESPONSE (the REP)
+        # is what librdmacm turns into ESTABLISHED once it has sent the RTU, as with the kernel.
+        for who, nic, wanted in (("client", client_nic, ["CONNECT_RESPONSE", "DISCONNECTED"]),
                                  ("server", server_nic, ["CONNECT_REQUEST", "ESTABLISHED", "DISCONNECTED"])):
             got = [e.get("event") for e in tr.events("cm_event", nic=nic)]
             missing = [w for w in wanted if w not in got]
@@ -112,12 +113,16 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager") as lab:
                     lambda: "; ".join(walk_problems()) + ". rdma_create_qp leaves the QP in INIT (step 3); "
                     "rdma_connect/rdma_accept move it to RTR and RTS from the CM exchange")
 
+    def errors():
+        # Receives still posted when the connection closes are flushed: that is how they come back.
+        return [e for e in tr.error_cqes() if "Flush" not in str(e.get("status"))]
+
     lab.trace_check("every SEND reached a posted receive, without error completions",
                     lambda: len(tr.cqes(server_nic, status="success", opcode="RECV")) >= MESSAGES
                     and len(tr.cqes(client_nic, status="success", opcode="RECV")) >= MESSAGES
-                    and not tr.error_cqes(),
+                    and not errors(),
                     lambda: "; ".join("%s completed wr_id %s with %s" % (e["nic"], e.get("wr_id"), e.get("status"))
-                                      for e in tr.error_cqes()[:4]) or "receives missing: post them before the "
+                                      for e in errors()[:4]) or "receives missing: post them before the "
                     "connection is established (make_qp does)")
 
     lab.up(2, mtu=4096)

@@ -2,9 +2,11 @@
 // programs through `simnic run`, between two NICs and on one NIC, the failure paths through
 // simnic-cm-check, and the CM exchange on the wire as tshark decodes it.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <csignal>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -144,6 +146,40 @@ TEST(RdmaCm, UcmatoseWithSeveralConnections) {
   ASSERT_EQ(p.client.exit_code, 0) << p.client.output << p.server.output;
   ASSERT_EQ(p.server.exit_code, 0) << p.server.output;
   EXPECT_NE(p.server.output.find("disconnected"), std::string::npos);
+}
+
+// mckey: rdma_join_multicast on two receivers (two NICs), one sender on a third; every
+// receiver gets every datagram (mckey counts them and fails on a missing one). The group is
+// derived from the test's private addresses: multicast groups are host-wide, so concurrent
+// tests must not share one.
+TEST(RdmaCm, MckeyDeliversToEveryJoinedReceiver) {
+  if (!have({"mckey"})) GTEST_SKIP() << "mckey is not installed (rdmacm-utils)";
+  Nics nics(3);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string base = nics.addr(0);  // 127.A.B.C
+  const std::string group = "239" + base.substr(base.find('.'), base.rfind('.') - base.find('.')) + ".7";
+  auto r1 = nics.start({"mckey", "-m", group, "-b", nics.addr(1), "-C", "20"});
+  auto r2 = nics.start({"mckey", "-m", group, "-b", nics.addr(2), "-C", "20"});
+  // mckey's stdout is a file here (fully buffered): the NICs' logs say when each has joined.
+  for (const char* nic : {"simnic1", "simnic2"}) {
+    auto joined = [&] {
+      std::ifstream log(nics.dir() + "/" + nic + ".log");
+      std::stringstream text;
+      text << log.rdbuf();
+      return text.str().find("attached to multicast group") != std::string::npos;
+    };
+    for (int i = 0; i < 200 && !joined(); ++i) ::usleep(50 * 1000);
+    ASSERT_TRUE(joined()) << nic << " never joined: " << r1->output() << r2->output();
+  }
+  Result s = nics.run({"mckey", "-m", group, "-b", nics.addr(0), "-s", "-C", "20"}, 60s);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  for (auto* r : {r1.get(), r2.get()}) {
+    Result rr = r->wait(30s);
+    EXPECT_EQ(rr.exit_code, 0) << rr.output;
+    EXPECT_NE(rr.output.find("data transfers complete"), std::string::npos) << rr.output;
+  }
+  EXPECT_EQ(nics.status("simnic1").at("mcast_deliveries"), "20");
+  EXPECT_EQ(nics.status("simnic2").at("mcast_deliveries"), "20");
 }
 
 // Debian's cmtime (rdma-core 44) serves forever: the server is stopped once the client is done.

@@ -36,7 +36,10 @@ static struct rdma_cm_id *cm_expect(struct cm_conn *c, enum rdma_cm_event_type t
     lab_die("expected the CM event %s, got %s, status %d%s", rdma_event_str(type), rdma_event_str(ev->event),
             ev->status, why);
   }
-  if ((type == RDMA_CM_EVENT_CONNECT_REQUEST || type == RDMA_CM_EVENT_ESTABLISHED) && ev->param.conn.private_data) {
+  /* The peer's private data: a REQ's reaches the server with CONNECT_REQUEST, a REP's the client
+   * with ESTABLISHED (the server's ESTABLISHED carries the RTU's, which is empty). */
+  const int from_peer = type == RDMA_CM_EVENT_CONNECT_REQUEST || (type == RDMA_CM_EVENT_ESTABLISHED && !c->listen_id);
+  if (from_peer && ev->param.conn.private_data) {
     size_t n = ev->param.conn.private_data_len < HELLO_MAX ? ev->param.conn.private_data_len : HELLO_MAX;
     memcpy(c->hello, ev->param.conn.private_data, n); /* valid only until the event is acked */
     c->hello[n] = '\0';
