@@ -13,6 +13,7 @@ PACKAGES=(
   ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
   libgtest-dev                              # unit and integration tests
   tshark                                    # decodes our pcaps in the tests
+  iproute2                                  # `ip netns`: two hosts over a veth pair (netns_test)
   python3-pyverbs                           # another unmodified verbs consumer
   nlohmann-json3-dev                        # simnic-viz reads the JSON-lines trace
   libimgui-dev libstb-dev libglfw3-dev      # simnic-viz: Dear ImGui (GLFW + OpenGL3), PNG writer

@@ -176,6 +176,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_shim(ibcq);
+  std::lock_guard lock(cq->arm_mu);
   cq->shm->arm.store(solicited_only ? kCqArmSolicited : kCqArmNext, std::memory_order_release);
   return 0;
 }
@@ -234,7 +235,32 @@ int ibv_destroy_cq(struct ibv_cq* ibcq) {
   return 0;
 }
 
-int ibv_resize_cq(struct ibv_cq*, int) { return EOPNOTSUPP; }
+// simnicd builds the new ring and moves the pending CQEs into it (Device::resize_cq). The poll
+// lock is held from the request until the new ring is mapped, so no poll reads the old ring or
+// moves its consumer index meanwhile (as rdma-core's providers hold the CQ lock); the arm lock,
+// so that an ibv_req_notify_cq meanwhile is not written into the old ring after simnicd copied
+// its arming. Not to be called between ibv_start_poll and ibv_end_poll on the same CQ (that
+// thread holds the poll lock).
+int ibv_resize_cq(struct ibv_cq* ibcq, int cqe) {
+  ShimCq* cq = to_shim(ibcq);
+  std::scoped_lock lock(cq->poll_mu, cq->arm_mu);
+  CreateCqReply rep{};
+  std::vector<int> fds;
+  if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds)) return st;
+  void* mem = map_shared(fds, rep.mem_bytes);
+  if (!mem) return errno ? errno : ENOMEM;  // simnicd writes to the new ring only: the CQ is lost
+  ::munmap(cq->mem, cq->mem_bytes);
+  cq->mem = mem;
+  cq->mem_bytes = rep.mem_bytes;
+  cq->shm = static_cast<CqShared*>(mem);
+  cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem) + cqe_offset());
+  cq->entries = rep.entries;
+  cq->timestamps = rep.mem_bytes >= cq_bytes(rep.entries)
+                       ? reinterpret_cast<const uint64_t*>(static_cast<uint8_t*>(mem) + cqe_timestamp_offset(rep.entries))
+                       : nullptr;
+  ibcq->cqe = rep.cqe;
+  return 0;
+}
 
 int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void** cq_context) {
   ShimContext* c = to_shim(channel->context);

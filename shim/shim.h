@@ -67,6 +67,7 @@ struct ShimCq {
   const uint64_t* timestamps = nullptr;  // per slot, written by simnicd with the CQE
   uint32_t entries = 0;
   std::mutex poll_mu;
+  std::mutex arm_mu;              // req_notify_cq against ibv_resize_cq: an arming never lands in a dropped ring
   uint32_t poll_index = 0;        // the CQE start_poll/next_poll are looking at
   bool poll_has = false;          // ... and whether there is one
   ibv_cq* base() { return reinterpret_cast<ibv_cq*>(&cqx); }

@@ -70,6 +70,7 @@ enum class Op : uint32_t {
   CmReject,         // CmRejectReq: sends REJ (SIDR_REP status reject)
   CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
+  ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
   Count_
 };
 
@@ -174,6 +175,13 @@ struct CreateCqReply {
   uint32_t entries;       // ring slots, a power of two
   uint32_t reserved;
   uint64_t mem_bytes;     // size of the memfd to map
+};
+
+// ibv_resize_cq. The reply is a CreateCqReply for the new ring, whose memfd replaces the old
+// one: the pending CQEs are in it, at the same ring indices.
+struct ResizeCqReq {
+  uint32_t handle;
+  int32_t cqe;            // entries asked for
 };
 
 struct CreateQpReq {
@@ -352,6 +360,7 @@ inline const char* op_name(Op op) {
     case Op::CmReject: return "CmReject";
     case Op::CmDisconnect: return "CmDisconnect";
     case Op::CmInitQpAttr: return "CmInitQpAttr";
+    case Op::ResizeCq: return "ResizeCq";
     case Op::Count_: break;
   }
   return "?";

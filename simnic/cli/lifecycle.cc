@@ -19,6 +19,7 @@
 #include "simnic/abi/state_dir.h"
 #include "simnic/cli/cli.h"
 #include "simnic/cli/link_layer.h"
+#include "simnic/io/netif.h"
 
 namespace simnic::cli {
 namespace {
@@ -96,10 +97,16 @@ void write_pid_file(const std::string& path, pid_t pid) {
 
 const char kUpUsage[] =
     "usage: simnic up [N] [options]\n"
-    "Starts N simulated NICs (default 2): simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
+    "Starts N simulated NICs (default 2; 1 with --iface, --name or an address outside 127/8):\n"
+    "simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
     "Each runs as a background simnicd; its log is <dir>/<name>.log.\n"
-    "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up\n"
-    "  --mtu BYTES         port MTU (256..4096, default 4096)\n"
+    "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up. Any\n"
+    "                      address of this host: on a LAN address, NICs on other hosts reach it\n"
+    "                      (docs/wire.md; anyone on that network can send it packets)\n"
+    "  --iface NAME        use interface NAME's first IPv4 address (one NIC per address)\n"
+    "  --name NAME         name the NIC NAME instead of simnic0 (with N = 1)\n"
+    "  --mtu BYTES         port MTU (256..4096, default: the largest whose packets fit the\n"
+    "                      interface MTU: 4096 on loopback, 1024 on 1500-byte Ethernet)\n"
     "  --pcap-dir DIR      each NIC writes DIR/<name>.pcap\n"
     "  --trace DIR         each NIC records its trace events as DIR/<name>.jsonl\n"
     "  --loss P --dup P --reorder P --delay US --seed N\n"
@@ -109,6 +116,34 @@ const char kUpUsage[] =
     "                      benchmarks)\n"
     "  --verbose           verbose NIC logs\n";
 
+// Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up
+// from it. Each must be this host's (every 127/8 address is), since a NIC binds its address
+// and its GID is that address. Returns 0 or the exit code after saying why.
+int check_addresses(const std::string& iface, bool addr_given, const std::string& first_name, int count,
+                    uint32_t* base) {
+  std::string why;
+  if (!iface.empty()) {
+    if (addr_given) {
+      std::fprintf(stderr, "simnic up: give --addr or --iface, not both\n");
+      return 2;
+    }
+    auto itf = io::interface_by_name(iface, &why);
+    if (!itf) return std::fprintf(stderr, "simnic up: --iface %s: %s\n", iface.c_str(), why.c_str()), 2;
+    *base = itf->ipv4;
+  }
+  if (!first_name.empty() && (count != 1 || first_name.size() > 60 || first_name.find('/') != std::string::npos)) {
+    std::fprintf(stderr, "simnic up: --name names one NIC (N = 1), without '/'\n");
+    return 2;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (io::interface_with_address(*base + uint32_t(i), &why)) continue;
+    std::fprintf(stderr, "simnic up: %s%s\n", why.c_str(),
+                 i ? " (the NICs after the first count up from --addr: start one NIC per address of yours)" : "");
+    return 2;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_up(const std::vector<std::string>& args) {
@@ -117,6 +152,9 @@ int cmd_up(const std::vector<std::string>& args) {
   std::string pcap_dir, trace_dir;
   uint32_t base = 0x7f000001;  // 127.0.0.1
   LinkLayerSetup link;         // --link-layer, --gid-table, --lid-map
+  bool addr_given = false;     // --addr, --iface, --name: where the NICs go and what they are called
+  std::string iface, first_name;
+  bool count_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -133,11 +171,16 @@ int cmd_up(const std::vector<std::string>& args) {
       if (taken < 0) return 2;
     } else if (a == "--addr") {
       in_addr ia;
-      if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127) {
-        std::fprintf(stderr, "simnic up: --addr needs a loopback address (127.x.y.z)\n");
+      if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1) {
+        std::fprintf(stderr, "simnic up: --addr needs an IPv4 address A.B.C.D\n");
         return 2;
       }
       base = ntohl(ia.s_addr);
+      addr_given = true;
+    } else if (a == "--iface") {
+      if (!value(&iface)) return std::fputs(kUpUsage, stderr), 2;
+    } else if (a == "--name") {
+      if (!value(&first_name)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--pcap-dir") {
       if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--trace" || a == "--trace-dir") {
@@ -150,6 +193,7 @@ int cmd_up(const std::vector<std::string>& args) {
       common.push_back(a);
     } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
       count = std::atoi(a.c_str());
+      count_given = true;
       if (count < 1 || count > 250) {
         std::fprintf(stderr, "simnic up: N must be 1..250\n");
         return 2;
@@ -159,6 +203,9 @@ int cmd_up(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  // A host has one address to give (its interface's), not a range: one NIC unless told more.
+  if (!count_given && (!iface.empty() || !first_name.empty() || (base >> 24) != 127)) count = 1;
+  if (int rc = check_addresses(iface, addr_given, first_name, count, &base)) return rc;
   const std::string simnicd = find_simnicd();
   if (simnicd.empty()) {
     std::fprintf(stderr, "simnic: simnicd not found next to %s/simnic; build it (cmake --build build)\n",
@@ -182,7 +229,7 @@ int cmd_up(const std::vector<std::string>& args) {
   std::vector<Started> started;
   int failures = 0;
   for (int i = 0; i < count; ++i) {
-    std::string name = "simnic" + std::to_string(i);
+    std::string name = first_name.empty() ? "simnic" + std::to_string(i) : first_name;
     if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
       std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
       continue;
@@ -235,7 +282,10 @@ int cmd_up(const std::vector<std::string>& args) {
     ::unlink(abi::pid_file_path(dir, s.name).c_str());
     const std::string why = tail_of(log_path(dir, s.name), 5);
     std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
-    if (why.find("Address already in use") != std::string::npos)
+    if (why.find("Address already in use") != std::string::npos && (base >> 24) != 127)
+      std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
+                           "its interface (rdma_rxe); see docs/wire.md\n");
+    else if (why.find("Address already in use") != std::string::npos)
       std::fprintf(stderr, "simnic: its address is taken (another user's NICs, or NICs of another SIMNIC_DIR); "
                            "choose free ones with `simnic up --addr 127.0.N.1`, N your own number\n");
   }

@@ -55,7 +55,8 @@ const std::vector<Group>& groups() {
         {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
         {"fault_dups", "packets the fault injector duplicated"},
         {"fault_delayed", "packets the fault injector held back"},
-        {"tx_socket_drops", "packets the kernel would not send (its send buffer was full)"}}},
+        {"tx_socket_drops", "packets the kernel would not send (its send buffer was full)"},
+        {"tx_too_big", "of those, larger than the interface MTU (lowered since the NIC started?)"}}},
       {"Completions", {{"completions", "CQEs written"}, {"completion_errors", "CQEs with a status other than success"},
                        {"cq_overruns", "completions lost: a CQ was full"},
                        {"dma_errors", "reads or writes of a program's memory that failed"},
@@ -91,6 +92,8 @@ void print_status_view(const std::string& name, const std::string& text) {
   auto kv = parse_kv(text);
   std::printf("%s  %s  pid %s  MTU %s  (every counter as 'key value': simnic status %s --raw)\n", name.c_str(),
               kv["addr"].c_str(), kv["pid"].c_str(), kv["mtu"].c_str(), name.c_str());
+  if (!kv["iface"].empty())
+    std::printf("on interface %s (link MTU %s bytes)\n", kv["iface"].c_str(), kv["link_mtu"].c_str());
   if (kv["faults"] != "" && kv["faults"].find("loss=0 dup=0 reorder=0 delay_us=0") != 0)
     std::printf("fault injection: %s\n", kv["faults"].c_str());
   if (kv["paused"] == "1") std::printf("paused in step mode (simnic step %s next)\n", name.c_str());

@@ -247,6 +247,15 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
       if (!decode(body, &req)) return fail(EINVAL);
       return fail(dev_.destroy_cq(ctx, req.handle));
     }
+    case Op::ResizeCq: {
+      ResizeCqReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      Cq* cq = nullptr;
+      if (int e = dev_.resize_cq(ctx, req.handle, req.cqe, &cq)) return fail(e);
+      ControlReply r = ok(CreateCqReply{cq->handle, cq->cqe, cq->entries, 0, cq->mem.size});
+      attach(r, cq->mem);
+      return r;
+    }
     case Op::CreateQp: {
       CreateQpReq req;
       if (!decode(body, &req)) return fail(EINVAL);

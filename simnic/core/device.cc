@@ -413,6 +413,52 @@ int Device::destroy_cq(Context* ctx, uint32_t handle) {
   return 0;
 }
 
+// rxe's rules (rxe_cq_chk_attr, rxe_cq_resize_queue): 1..max_cqe entries, no fewer than the
+// completions waiting to be polled, rounded up as at creation. simnicd is single-threaded, so
+// no CQE is written while the pending ones move; the shim holds its poll lock from the request
+// until it has mapped the new ring, so the consumer index cannot move either.
+int Device::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
+  Cq* cq = owned(cqs_, ctx, handle);
+  if (!cq || cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
+  const uint32_t prod = cq->shm->ring.producer.value.load(std::memory_order_relaxed);
+  const uint32_t cons = cq->shm->ring.consumer.value.load(std::memory_order_acquire);
+  const uint32_t pending = prod - cons;  // more than the ring holds: a consumer index the app broke
+  if (pending > cq->entries || uint32_t(cqe) < pending) return EINVAL;
+  const uint32_t entries = round_up_pow2(uint32_t(cqe) + 1);
+  const size_t bytes = abi::cq_bytes(entries);
+  if (!charge_queue_memory(ctx, bytes)) return ENOMEM;
+  ShmRegion mem;
+  int err = 0;
+  if (!shm_.allocate(bytes, "simnic-cq", &mem, &err)) {
+    refund_queue_memory(ctx, bytes);
+    return err ? err : ENOMEM;
+  }
+  auto* shm = new (mem.addr) abi::CqShared();
+  auto* slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem.addr) + abi::cqe_offset());
+  auto* stamps = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mem.addr) + abi::cqe_timestamp_offset(entries));
+  // The indices keep counting where they were, so a viewer's CQE index stays the same CQE.
+  for (uint32_t i = cons; i != prod; ++i) {
+    slots[i & (entries - 1)] = cq->slots[i & (cq->entries - 1)];
+    stamps[i & (entries - 1)] = cq->timestamps[i & (cq->entries - 1)];
+  }
+  shm->ring.consumer.value.store(cons, std::memory_order_relaxed);
+  shm->ring.producer.value.store(prod, std::memory_order_release);
+  shm->arm.store(cq->shm->arm.load(std::memory_order_acquire));
+  shm->overrun.store(cq->shm->overrun.load());
+  refund_queue_memory(ctx, abi::cq_bytes(cq->entries));
+  shm_.release(cq->mem);
+  cq->mem = mem;
+  cq->shm = shm;
+  cq->slots = slots;
+  cq->timestamps = stamps;
+  cq->entries = entries;
+  cq->cqe = int(entries) - 1;
+  tracer_.event("cq_resize").u("ctx", ctx->id).u("cq", handle).u("cqe", uint64_t(cq->cqe)).u("entries", entries)
+      .u("pending", pending);
+  *out = cq;
+  return 0;
+}
+
 // ---------------------------------------------------------------- SRQ
 
 int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& attr, Srq** out) {

@@ -132,6 +132,9 @@ class Device {
   int destroy_channel(Context* ctx, uint32_t handle);
   int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
   int destroy_cq(Context* ctx, uint32_t handle);
+  // ibv_resize_cq: a new ring of at least `cqe` entries takes the CQ's pending completions in
+  // order. The caller (the shim) must not poll the CQ until it has mapped the new ring.
+  int resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out);
   int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
   int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
   int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);

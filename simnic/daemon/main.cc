@@ -8,7 +8,9 @@
 
 #include "simnic/abi/lid_map.h"
 #include "simnic/abi/paths.h"
+#include "simnic/io/netif.h"
 #include "simnic/io/nic_server.h"
+#include "simnic/proto/ipv4_udp.h"
 
 namespace {
 
@@ -18,10 +20,12 @@ const char kUsage[] =
     "to other simulated NICs over UDP port 4791.\n"
     "\n"
     "  --name NAME      device name (default simnic0)\n"
-    "  --addr A.B.C.D   this NIC's IPv4 address, a loopback address such as 127.0.0.2\n"
-    "                   (default 127.0.0.1); its GID 0 is ::ffff:A.B.C.D\n"
+    "  --addr A.B.C.D   this NIC's IPv4 address (default 127.0.0.1): a loopback address such as\n"
+    "                   127.0.0.2, or an address of one of this host's interfaces to talk to other\n"
+    "                   hosts (docs/wire.md); its GID 0 is ::ffff:A.B.C.D\n"
     "  --port N         UDP port (default 4791, the RoCEv2 port)\n"
-    "  --mtu BYTES      port MTU: 256, 512, 1024, 2048 or 4096 (default 4096)\n"
+    "  --mtu BYTES      port MTU: 256, 512, 1024, 2048 or 4096 (default: the largest that fits the\n"
+    "                   interface's MTU unfragmented, 4096 on loopback, 1024 on 1500-byte Ethernet)\n"
     "  --pcap FILE      write every packet sent and received to FILE (Ethernet/IPv4/UDP/RoCEv2)\n"
     "  --trace FILE     record trace events as JSON lines (docs/trace-format.md); events also\n"
     "                   stream live on <dir>/<name>.trace\n"
@@ -53,6 +57,33 @@ bool parse_prob(const char* s, double* out) {
   return true;
 }
 
+// The port's MTU follows the link it sends on: the largest IB MTU whose packets fit the
+// interface's MTU whole. Nothing is ever fragmented (the socket sets DF), so a larger one would
+// lose every full-sized packet. Returns 0, or the exit code after saying why.
+int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
+  std::string why;
+  auto itf = simnic::io::interface_with_address(opt.device.ipv4, &why);
+  if (!itf) {
+    std::fprintf(stderr, "simnicd: --addr %s: %s\n", simnic::io::ipv4_string(opt.device.ipv4).c_str(), why.c_str());
+    return 2;
+  }
+  const uint32_t fits = simnic::proto::roce_mtu_for_link_mtu(itf->mtu);
+  if (fits == 0) {
+    std::fprintf(stderr, "simnicd: %s's MTU of %u bytes cannot carry RoCE packets (the smallest, 256 bytes of "
+                         "payload, needs %u)\n", itf->name.c_str(), itf->mtu, 256 + simnic::proto::kRoceV2MaxOverhead);
+    return 2;
+  }
+  if (opt.device.mtu_bytes > fits) {
+    if (mtu_given)
+      std::fprintf(stderr, "simnicd: --mtu %u does not fit %s's MTU of %u bytes unfragmented: the port's MTU is %u\n",
+                   opt.device.mtu_bytes, itf->name.c_str(), itf->mtu, fits);
+    opt.device.mtu_bytes = fits;
+  }
+  opt.iface = itf->name;
+  opt.link_mtu = itf->mtu;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +105,7 @@ int main(int argc, char** argv) {
       {"gid-table", required_argument, nullptr, kGidTable},
       {nullptr, 0, nullptr, 0}};
   int c;
+  bool mtu_given = false;
   auto bad = [](const char* what, const char* v) {
     std::fprintf(stderr, "simnicd: bad %s '%s' (see simnicd --help)\n", what, v);
     return 2;
@@ -100,6 +132,7 @@ int main(int argc, char** argv) {
         long v = std::strtol(optarg, nullptr, 10);
         if (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096) return bad("--mtu", optarg);
         opt.device.mtu_bytes = uint32_t(v);
+        mtu_given = true;
         break;
       }
       case kPcap: opt.pcap_path = optarg; break;
@@ -143,6 +176,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (opt.device.infiniband && !opt.device.sm_lid) opt.device.sm_lid = opt.device.lid;
+  if (int rc = fit_port_to_interface(opt, mtu_given)) return rc;
 
   simnic::io::NicServer server(opt);
   std::string error;
@@ -156,8 +190,9 @@ int main(int argc, char** argv) {
   const std::string link = opt.device.infiniband ? "InfiniBand LID " + std::to_string(opt.device.lid)
                                                  : std::string("RoCE, GID table ") +
                                                        simnic::core::gid_table_kind_name(opt.device.gid_table);
-  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u, %s, control %s)\n", opt.device.name.c_str(), addr,
-               opt.device.udp_port, opt.device.mtu_bytes, link.c_str(),
+  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u; interface %s, MTU %u; %s; control %s)\n",
+               opt.device.name.c_str(), addr, opt.device.udp_port, opt.device.mtu_bytes, opt.iface.c_str(), opt.link_mtu,
+               link.c_str(),
                simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
   server.run();
   std::fprintf(stderr, "simnicd: %s stopped\n", opt.device.name.c_str());

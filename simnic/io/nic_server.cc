@@ -536,6 +536,8 @@ std::string NicServer::status_text() {
   s += "fault_dups " + std::to_string(port_.fault_dups()) + "\n";
   s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
   s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
+  s += "tx_too_big " + std::to_string(port_.tx_too_big()) + "\n";
+  if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
   // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
   s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
   s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";

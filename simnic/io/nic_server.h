@@ -36,6 +36,8 @@ struct NicOptions {
   bool start_paused = false;
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)
   std::string lid_map;       // IB mode: the LID registry (default <dir>/lids)
+  std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)
+  uint32_t link_mtu = 0;     // its MTU in bytes; device.mtu_bytes fits in it unfragmented
 };
 
 class StderrLogger final : public core::Logger {

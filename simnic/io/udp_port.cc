@@ -61,6 +61,11 @@ bool UdpPort::open(std::string* error) {
     ::close(fd);
     return false;
   }
+  // RoCEv2 NICs (ConnectX, rxe) send a zero UDP checksum: the ICRC protects the packet and
+  // masks the field. Without this the kernel would fill in a checksum (or leave a partial one
+  // for offload), unlike proto::build_ipv4_udp and the --pcap-dir files.
+  int no_check = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check);
   // Datagrams the kernel drops because our receive buffer is full (its RcvbufErrors) are
   // invisible otherwise; with SO_RXQ_OVFL each datagram carries the socket's drop count.
   int on = 1;
@@ -233,6 +238,7 @@ void UdpPort::transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8
     if (n >= 0) return;
     if (errno == EINTR) continue;
     ++tx_dropped_;  // a full socket buffer is a lossy link: the transport recovers
+    if (errno == EMSGSIZE) ++tx_too_big_;
     return;
   }
 }

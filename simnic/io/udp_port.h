@@ -43,6 +43,9 @@ class UdpPort final : public core::PacketSink {
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   core::FaultInjector& faults() { return faults_; }
   uint64_t tx_dropped() const { return tx_dropped_; }
+  // Of those, datagrams larger than the interface MTU (EMSGSIZE: DF is set, so the kernel never
+  // fragments; the port's MTU is chosen to fit, so only a link MTU lowered since start does it).
+  uint64_t tx_too_big() const { return tx_too_big_; }
   uint64_t fault_drops() const { return fault_drops_; }
   uint64_t fault_dups() const { return fault_dups_; }
   uint64_t fault_delayed() const { return fault_delayed_; }
@@ -74,7 +77,7 @@ class UdpPort final : public core::PacketSink {
   PcapWriter* pcap_ = nullptr;
   core::FaultInjector faults_;
   std::deque<Delayed> delayed_;  // ordered by due time
-  uint64_t tx_dropped_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
+  uint64_t tx_dropped_ = 0, tx_too_big_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
   uint64_t rx_overflow_ = 0;
 };
 

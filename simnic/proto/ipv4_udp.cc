@@ -27,4 +27,10 @@ void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIp
   store_be16(u + 6, 0);  // RoCEv2 senders may leave the UDP checksum zero
 }
 
+uint32_t roce_mtu_for_link_mtu(uint32_t link_mtu) {
+  for (uint32_t mtu = 4096; mtu >= 256; mtu /= 2)
+    if (uint64_t(mtu) + kRoceV2MaxOverhead <= link_mtu) return mtu;
+  return 0;
+}
+
 }  // namespace simnic::proto

@@ -19,4 +19,15 @@ struct IpUdpInfo {
 // IPv4 (version 4, IHL 5, TOS 0, id 0, DF, TTL 64, UDP, real checksum) + UDP (checksum 0).
 void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIpv4UdpBytes]);
 
+// The bytes a RoCEv2 packet adds around an MTU-sized payload, at most: IPv4 20 + UDP 8 + BTH 12,
+// the largest extension headers sent with a payload (XRCETH 4 + RETH 16 + ImmDt 4, a first or
+// only RDMA WRITE with immediate on an XRC QP), and the ICRC 4.
+constexpr uint32_t kRoceV2MaxOverhead = 68;
+
+// The path MTU a RoCE port has on an IPv4 link of `link_mtu` bytes: the largest IB MTU
+// (256, 512, 1024, 2048, 4096) whose packets fit in one datagram of link_mtu bytes, so no packet
+// is ever fragmented (a 1500-byte Ethernet link gives 1024, as on rxe and ConnectX ports;
+// loopback's 65536 gives 4096). 0 when not even 256 fits.
+uint32_t roce_mtu_for_link_mtu(uint32_t link_mtu);
+
 }  // namespace simnic::proto

@@ -168,6 +168,7 @@ std::string explain_kind(const std::string& kind) {
       {"mw_bind", "a BIND_MW work request (or ibv_bind_mw) gave the window a range, rights and a new rkey"},
       {"mw_invalidate", "the window was freed by LOCAL_INV or by the peer's SEND_WITH_INV: its rkey opens nothing now"},
       {"cq_create", "ibv_create_cq: a ring the NIC writes completions into"}, {"cq_destroy", "ibv_destroy_cq"},
+      {"cq_resize", "ibv_resize_cq: a new ring; the pending completions moved into it"},
       {"qp_create", "ibv_create_qp: a send ring and a receive ring"}, {"qp_destroy", "ibv_destroy_qp"},
       {"qp_state", "the QP changed state (ibv_modify_qp, or an error)"},
       {"xrcd_open", "ibv_open_xrcd: an XRC domain, shared by the programs that open the same file"},

@@ -127,6 +127,9 @@ bool NicState::apply_object(const Event& e, size_t pos) {
     c.handle = uint32_t(e.u("cq"));
     c.entries = uint32_t(e.u("entries", e.u("cqe") + 1));
     cqs[c.handle] = c;
+  } else if (k == "cq_resize") {  // ibv_resize_cq: a new ring, same indices
+    auto it = cqs.find(uint32_t(e.u("cq")));
+    if (it != cqs.end()) it->second.entries = uint32_t(e.u("entries", e.u("cqe") + 1));
   } else if (k == "cq_destroy") {
     cqs.erase(uint32_t(e.u("cq")));
     remember_destroyed("CQ", uint32_t(e.u("cq")), "", pos);

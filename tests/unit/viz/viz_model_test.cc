@@ -53,6 +53,24 @@ TEST(VizEvent, MalformedLinesAreRejectedNotThrown) {
   EXPECT_EQ(e->addr("missing"), 0u);
 }
 
+// ibv_resize_cq: the ring view takes the new size; the CQEs keep their indices.
+TEST(VizNicState, AResizedCqKeepsItsCompletionsInTheNewRing) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 7}, {"entries", 8}});
+  tb.add("n0", 2, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 0}, {"wr_id", 100}, {"status", "success"}, {"status_num", 0},
+                          {"opcode", "SEND"}, {"byte_len", 8}});
+  tb.add("n0", 3, "cq_resize", {{"ctx", 1}, {"cq", 3}, {"cqe", 63}, {"entries", 64}, {"pending", 1}});
+  Timeline tl;
+  tl.append(tb.events);
+  World end = tl.state_at(tl.end_pos());
+  const CqInfo& cq = end.at("n0").cqs.at(3);
+  EXPECT_EQ(cq.entries, 64u);
+  EXPECT_EQ(cq.produced, 1u);
+  ASSERT_EQ(cq.recent.size(), 1u);
+  EXPECT_EQ(cq.recent[0].wr_id, 100u);
+  EXPECT_EQ(tl.state_at(2).at("n0").cqs.at(3).entries, 8u);
+}
+
 TEST(VizNicState, RebuildsQpStateRingsAndCq) {
   TraceBuilder tb;
   tb.add("n0", 1, "nic_up", {{"addr", "127.0.0.1"}, {"mtu", 1024}});
