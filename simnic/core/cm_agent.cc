@@ -53,6 +53,14 @@ CmId* CmAgent::find_by_remote(uint32_t remote_comm_id, uint32_t remote_ip) {
   return nullptr;
 }
 
+namespace {
+std::string hex_ps(uint16_t ps) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%x", ps);
+  return b;
+}
+}  // namespace
+
 CmId* CmAgent::find_listener(uint16_t ps, uint16_t port) {
   for (auto& [h, id] : ids_)
     if (id->state == CmState::kListen && id->ps == ps && id->local_port == port) return id.get();
@@ -252,6 +260,9 @@ int CmAgent::listen(uint32_t client, const abi::CmListenReq& req) {
   if (id->state == CmState::kListen) return 0;  // a new backlog: nothing else changes
   if (id->state != CmState::kBound) return refuse(EINVAL, "rdma_listen: bind the id first");
   set_state(*id, CmState::kListen, "listen");
+  // Said once per listener: `simnic logs` shows which ports a NIC serves (and tests wait for it).
+  logger_.log(LogLevel::kInfo, "rdma_cm id " + std::to_string(id->handle) + " listening on port " +
+                                   std::to_string(id->local_port) + " (port space 0x" + hex_ps(id->ps) + ")");
   return 0;
 }
 

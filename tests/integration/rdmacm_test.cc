@@ -31,12 +31,25 @@ struct Pair {
 
 Pair run_pair(const Nics& nics, const std::vector<std::string>& server, const std::vector<std::string>& client,
               std::chrono::milliseconds client_timeout = 120s, const std::string& server_ready = "") {
+  // Until the server listens: its NIC logs each rdma_listen (the server's own output is a file,
+  // fully buffered), or the line `server_ready` the server prints.
+  auto listens_logged = [&] {
+    std::ifstream log(nics.dir() + "/simnic0.log");
+    std::stringstream text;
+    text << log.rdbuf();
+    size_t n = 0;
+    for (size_t at = text.str().find(" listening on port "); at != std::string::npos;
+         at = text.str().find(" listening on port ", at + 1))
+      ++n;
+    return n;
+  };
+  const size_t before = listens_logged();
   auto srv = nics.start(server);
-  for (int i = 0; i < 100; ++i) {  // until it listens (its first line), or a short while
-    if (!server_ready.empty() && srv->output().find(server_ready) != std::string::npos) break;
-    if (server_ready.empty() && i == 10) break;
-    ::usleep(100 * 1000);
-  }
+  auto ready = [&] {
+    if (!server_ready.empty()) return srv->output().find(server_ready) != std::string::npos;
+    return listens_logged() > before;
+  };
+  for (int i = 0; i < 300 && !ready(); ++i) ::usleep(50 * 1000);
   Pair p;
   p.client = nics.run(client, client_timeout);
   p.server = srv->wait(30s);
