@@ -24,10 +24,11 @@ stage() {
 
 main_build_and_tests() {
   scripts/build.sh -DSIMNIC_WERROR=ON "${launcher[@]}"
-  # Two tests at a time on the two cores: every integration test has private addresses and a
-  # private SIMNIC_DIR (tests/integration/harness.h), and its own timeout (tests/CMakeLists.txt).
-  # 370 tests took 229 s this way and 494 s one at a time on the development machine.
-  ctest --test-dir build --output-on-failure --timeout 600 -j"$jobs" "$@"
+  # One test at a time: integration tests run several processes each, and the machines have
+  # two cores. Two at a time halves the time (229 s instead of 494 s) but starves the 2-minute
+  # soak's RC QPs into "retry counter exceeded" (no flow control yet: issue 14, point 3).
+  # Every test has its own timeout (tests/CMakeLists.txt).
+  ctest --test-dir build --output-on-failure --timeout 600 "$@"
 }
 
 # Stages 2 and 3 build as unity builds (CMAKE_UNITY_BUILD: a target's sources compiled a few
