@@ -9,7 +9,11 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -73,6 +77,22 @@ int attach_channel(CmaChannel* ch, Nic* nic, uint32_t* handle);
 
 // multicast.cc
 void leave_all_groups(CmaId* p);
+
+// An IPv4 address and port (host order) as a sockaddr_in.
+inline void set_sin(sockaddr_in* s, uint32_t ip, uint16_t port) {
+  std::memset(s, 0, sizeof *s);
+  s->sin_family = AF_INET;
+  s->sin_addr.s_addr = htonl(ip);
+  s->sin_port = htons(port);
+}
+
+// The IPv4-mapped GID of RoCE v2 for an address (host order).
+inline void gid_of(uint32_t ip, ibv_gid* g) {
+  std::memset(g, 0, sizeof *g);
+  g->raw[10] = g->raw[11] = 0xff;
+  uint32_t be = htonl(ip);
+  std::memcpy(g->raw + 12, &be, 4);
+}
 
 // ids.cc
 void register_id(CmaId* p);

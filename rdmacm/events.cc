@@ -16,20 +16,6 @@ namespace {
 static_assert(int(abi::kCmTimewaitExit) == int(RDMA_CM_EVENT_TIMEWAIT_EXIT) &&
               int(abi::kCmConnectRequest) == int(RDMA_CM_EVENT_CONNECT_REQUEST));
 
-void set_sin(sockaddr_in* s, uint32_t ip, uint16_t port) {
-  std::memset(s, 0, sizeof *s);
-  s->sin_family = AF_INET;
-  s->sin_addr.s_addr = htonl(ip);
-  s->sin_port = htons(port);
-}
-
-void gid_of(uint32_t ip, ibv_gid* g) {
-  std::memset(g, 0, sizeof *g);
-  g->raw[10] = g->raw[11] = 0xff;
-  uint32_t be = htonl(ip);
-  std::memcpy(g->raw + 12, &be, 4);
-}
-
 Nic* nic_of_listener(CmaId* listener, uint32_t nic_ip) {
   if (listener->nic && listener->nic->ipv4 == nic_ip) return listener->nic;
   for (auto& [nic, h] : listener->listeners)

@@ -50,21 +50,6 @@ bool family_ok(const sockaddr* a) {
   return IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr) || IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr);
 }
 
-void set_sin(sockaddr_in* s, uint32_t ip, uint16_t port) {
-  std::memset(s, 0, sizeof *s);
-  s->sin_family = AF_INET;
-  s->sin_addr.s_addr = htonl(ip);
-  s->sin_port = htons(port);
-}
-
-// The IPv4-mapped GID of RoCE v2 for an address (host order).
-void gid_of(uint32_t ip, ibv_gid* g) {
-  std::memset(g, 0, sizeof *g);
-  g->raw[10] = g->raw[11] = 0xff;
-  uint32_t be = htonl(ip);
-  std::memcpy(g->raw + 12, &be, 4);
-}
-
 // Binds the id to `nic`: a handle there, the port, the device and the source address.
 int bind_to_nic(CmaId* p, Nic* nic, uint16_t port) {
   if (int e = open_nic(nic)) return e;

@@ -6,40 +6,21 @@
 
 #include "simnic/abi/cm.h"
 #include "simnic/core/control_dispatch.h"
+#include "simnic/core/control_reply.h"
 
 namespace simnic::core {
 
 using namespace simnic::abi;
+using namespace simnic::core::control;
 
 namespace {
-
-template <class T>
-bool decode(std::span<const uint8_t> body, T* out) {
-  if (body.size() != sizeof(T)) return false;
-  std::memcpy(out, body.data(), sizeof(T));
-  return true;
-}
-
-template <class T>
-ControlReply ok(const T& v) {
-  ControlReply r;
-  r.body.resize(sizeof(T));
-  std::memcpy(r.body.data(), &v, sizeof(T));
-  return r;
-}
-
-ControlReply status(int st) {
-  ControlReply r;
-  r.status = st;
-  return r;
-}
 
 // Decodes the request struct, calls fn(req) -> errno.
 template <class Req, class Fn>
 ControlReply simple(std::span<const uint8_t> body, Fn&& fn) {
   Req req;
-  if (!decode(body, &req)) return status(EINVAL);
-  return status(fn(req));
+  if (!decode(body, &req)) return fail(EINVAL);
+  return fail(fn(req));
 }
 
 }  // namespace
@@ -53,18 +34,18 @@ ControlReply ControlDispatcher::handle_cm(ControlSession& s, Op op, std::span<co
   ControlReply r;
   switch (op) {
     case Op::CmAttachChannel: {
-      if (fds.empty() || fds[0] < 0) return status(EINVAL);
-      if (int e = check_fd(FdRole::kCmChannel, fds[0], s)) return status(e);
+      if (fds.empty() || fds[0] < 0) return fail(EINVAL);
+      if (int e = check_fd(FdRole::kCmChannel, fds[0], s)) return fail(e);
       HandleReply rep{};
       int e = cm.attach_channel(c, fds[0], &rep.handle);
       fds[0] = -1;
-      return e ? status(e) : ok(rep);
+      return e ? fail(e) : ok(rep);
     }
     case Op::CmCreateId: {
       CmCreateIdReq req;
-      if (!decode(body, &req)) return status(EINVAL);
+      if (!decode(body, &req)) return fail(EINVAL);
       HandleReply rep{};
-      if (int e = cm.create_id(c, req, &rep.handle)) return status(e);
+      if (int e = cm.create_id(c, req, &rep.handle)) return fail(e);
       return ok(rep);
     }
     case Op::CmDestroyId:
@@ -73,9 +54,9 @@ ControlReply ControlDispatcher::handle_cm(ControlSession& s, Op op, std::span<co
       return simple<CmMigrateReq>(body, [&](const CmMigrateReq& q) { return cm.migrate_id(c, q); });
     case Op::CmBind: {
       CmBindReq req;
-      if (!decode(body, &req)) return status(EINVAL);
+      if (!decode(body, &req)) return fail(EINVAL);
       CmBindReply rep{};
-      if (int e = cm.bind(c, req, &rep.port)) r = status(e);
+      if (int e = cm.bind(c, req, &rep.port)) r = fail(e);
       else r = ok(rep);
       break;
     }
@@ -96,14 +77,14 @@ ControlReply ControlDispatcher::handle_cm(ControlSession& s, Op op, std::span<co
       break;
     case Op::CmInitQpAttr: {
       CmInitQpAttrReq req;
-      if (!decode(body, &req)) return status(EINVAL);
+      if (!decode(body, &req)) return fail(EINVAL);
       CmInitQpAttrReply rep{};
-      if (int e = cm.init_qp_attr(c, req, &rep)) r = status(e);
+      if (int e = cm.init_qp_attr(c, req, &rep)) r = fail(e);
       else r = ok(rep);
       break;
     }
     default:
-      return status(EOPNOTSUPP);
+      return fail(EOPNOTSUPP);
   }
   std::string why = cm.take_refusal();
   if (r.status && !why.empty()) r.body.assign(why.begin(), why.end());

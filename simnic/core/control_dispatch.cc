@@ -1,4 +1,5 @@
 #include "simnic/core/control_dispatch.h"
+#include "simnic/core/control_reply.h"
 
 #include <cerrno>
 #include <cstddef>
@@ -7,29 +8,9 @@
 namespace simnic::core {
 
 using namespace simnic::abi;
+using namespace simnic::core::control;
 
 namespace {
-
-template <class T>
-bool decode(std::span<const uint8_t> body, T* out) {
-  if (body.size() != sizeof(T)) return false;
-  std::memcpy(out, body.data(), sizeof(T));
-  return true;
-}
-
-template <class T>
-ControlReply ok(const T& v) {
-  ControlReply r;
-  r.body.resize(sizeof(T));
-  std::memcpy(r.body.data(), &v, sizeof(T));
-  return r;
-}
-
-ControlReply fail(int status) {
-  ControlReply r;
-  r.status = status;
-  return r;
-}
 
 ControlReply text(const std::string& s, int status = 0) {
   ControlReply r;
@@ -77,14 +58,6 @@ bool qp_attr_enums_valid(std::span<const uint8_t> body, ModifyQpReq* req) {
     std::memcpy(reinterpret_cast<uint8_t*>(req) + f.offset, &zero, sizeof zero);
   }
   return true;
-}
-
-// Moves the memfd of a shared region into the reply.
-void attach(ControlReply& r, ShmRegion& mem) {
-  if (mem.fd >= 0) {
-    r.fds.push_back(mem.fd);
-    mem.fd = -1;
-  }
 }
 
 }  // namespace

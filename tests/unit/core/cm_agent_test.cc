@@ -28,8 +28,8 @@ class EventNotifier : public RecordingNotifier {
 constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
 constexpr int kFdA = 100, kFdB = 200;  // the channels' sockets, as the notifier sees them
 
-struct Host {
-  Host(Fabric& f, uint32_t ip, uint64_t seed)
+struct CmHost {
+  CmHost(Fabric& f, uint32_t ip, uint64_t seed)
       : port(f, ip), dev(DeviceConfig{"n", ip, 4791, 4096, 64, seed}, mem, port, shm, notifier, logger) {
     f.attach(ip, &dev);
   }
@@ -50,7 +50,7 @@ class CmAgentTest : public ::testing::Test {
     ASSERT_EQ(a.cm().attach_channel(client_a, kFdA, &chan_a), 0);
     ASSERT_EQ(b.cm().attach_channel(client_b, kFdB, &chan_b), 0);
   }
-  uint32_t create(Host& h, uint32_t client, uint32_t chan, uint64_t cookie) {
+  uint32_t create(CmHost& h, uint32_t client, uint32_t chan, uint64_t cookie) {
     uint32_t id = 0;
     abi::CmCreateIdReq req{chan, abi::kPsTcp, 0, IBV_QPT_RC, 0, cookie};
     EXPECT_EQ(h.cm().create_id(client, req, &id), 0);
@@ -82,11 +82,11 @@ class CmAgentTest : public ::testing::Test {
     EXPECT_EQ(b.cm().connect(client_b, req, now), 0);
     return id;
   }
-  std::vector<abi::CmEventMsg>& events(Host& h) { return h.notifier.cm_events[&h == &a ? kFdA : kFdB]; }
-  uint32_t last_event(Host& h) { return events(h).empty() ? 999 : events(h).back().event; }
+  std::vector<abi::CmEventMsg>& events(CmHost& h) { return h.notifier.cm_events[&h == &a ? kFdA : kFdB]; }
+  uint32_t last_event(CmHost& h) { return events(h).empty() ? 999 : events(h).back().event; }
 
   Fabric fabric;
-  Host a{fabric, kIpA, 1}, b{fabric, kIpB, 2};
+  CmHost a{fabric, kIpA, 1}, b{fabric, kIpB, 2};
   uint32_t client_a = 0, client_b = 0, chan_a = 0, chan_b = 0;
   uint64_t now = 1000;
 };
