@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config          # the toolchain
   libboost-dev                              # Boost.Asio, simnicd's event loop
-  zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
+  zlib1g-dev libisal-dev                    # CRC-32 for the RoCEv2 ICRC (ISA-L: fast; zlib: fallback, CRC combine)
   libibverbs-dev                            # rdma-core's public headers the shim is built against
   librdmacm-dev                             # rdma_cma.h/rdma_verbs.h that rdmacm/ is built against
   rdmacm-utils                              # unmodified rdma_cm programs the tests run (rping, udaddy, ...)
