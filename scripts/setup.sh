@@ -13,6 +13,7 @@ PACKAGES=(
   ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
   libgtest-dev                              # unit and integration tests
   tshark                                    # decodes our pcaps in the tests
+  ethtool                                   # gso_test: a namespace whose lo segments UDP in software
   iproute2                                  # `ip netns`: two hosts over a veth pair (netns_test)
   python3-pyverbs                           # another unmodified verbs consumer
   nlohmann-json3-dev                        # simnic-viz reads the JSON-lines trace

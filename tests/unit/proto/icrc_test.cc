@@ -2,6 +2,7 @@
 // (the vectors in scapy's test/contrib/roce.uts), then round trips of our own packets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 #include <zlib.h>
 
@@ -51,9 +52,9 @@ TEST(Icrc, CnpCapturedOnConnectX4Lx) {
 // 8 bytes of ones, the IPv4 header with TOS, TTL and checksum masked, the UDP header with its
 // checksum masked, the BTH with its FECN/BECN byte masked, then the rest of the packet.
 uint32_t reference_icrc(const uint8_t* ipv4_udp, std::span<const uint8_t> roce) {
-  std::vector<uint8_t> m(8, 0xff);
-  m.insert(m.end(), ipv4_udp, ipv4_udp + 28);
-  m.insert(m.end(), roce.begin(), roce.end());
+  std::vector<uint8_t> m(8 + 28 + roce.size(), 0xff);
+  std::copy(ipv4_udp, ipv4_udp + 28, m.begin() + 8);
+  std::copy(roce.begin(), roce.end(), m.begin() + 8 + 28);
   m[8 + 1] = m[8 + 8] = m[8 + 10] = m[8 + 11] = m[8 + 26] = m[8 + 27] = m[8 + 28 + 4] = 0xff;
   return uint32_t(crc32(0, m.data(), uInt(m.size())));
 }
