@@ -8,8 +8,6 @@
 namespace simnic::core {
 
 using namespace simnic::abi;
-using control::fail;
-using control::Needs;
 
 ControlDispatcher::ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks)
     : dev_(device), daemon_pid_(daemon_pid), hooks_(std::move(hooks)) {}
@@ -36,6 +34,7 @@ ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const
 // serves (EOPNOTSUPP), a body of the op's size (EINVAL).
 ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<const uint8_t> body,
                                           std::vector<int>& fds, uint64_t now) {
+  using control::fail, control::Needs;
   const control::OpRule& rule = control::op_rule(op);
   if (rule.needs != Needs::kNothing && !s.greeted) return fail(EPROTO);
   if (rule.needs == Needs::kContext && !s.ctx) return fail(EPROTO);
