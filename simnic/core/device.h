@@ -127,13 +127,18 @@ class Device : private ObjectTables {
   ObjectCounts object_counts() const { return counts(); }
 
   // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
+  // device_pd_mr.cc: PDs, MRs, AHs
   int alloc_pd(Context* ctx, uint32_t* handle);
   int dealloc_pd(Context* ctx, uint32_t handle);
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
              uint32_t access, Mr** out);
   int dereg_mr(Context* ctx, uint32_t handle);
+  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
+  int destroy_ah(Context* ctx, uint32_t handle);
+  // memory_window.cc
   int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
   int dealloc_mw(Context* ctx, uint32_t handle);
+  // device_cq.cc: completion channels, CQs
   int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
   int destroy_channel(Context* ctx, uint32_t handle);
   int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
@@ -141,17 +146,17 @@ class Device : private ObjectTables {
   // ibv_resize_cq: a new ring of at least `cqe` entries takes the CQ's pending completions in
   // order. The caller (the shim) must not poll the CQ until it has mapped the new ring.
   int resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out);
+  // device_srq.cc
   int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
   int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
   int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
   int destroy_srq(Context* ctx, uint32_t handle);
+  // device_qp.cc (create, destroy), qp_modify.cc (modify, query)
   int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq,
                 uint32_t recv_cq, uint32_t srq, Qp** out);
   int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
   int query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** qp);
   int destroy_qp(Context* ctx, uint32_t handle);
-  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
-  int destroy_ah(Context* ctx, uint32_t handle);
   // multicast.cc: UD QPs join and leave multicast groups (IBA 10.5), with rdma-core's errnos.
   int attach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
   int detach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);

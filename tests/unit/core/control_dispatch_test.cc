@@ -17,6 +17,7 @@
 #include "simnic/core/control_ops.h"
 
 namespace simnic::testing {
+namespace dispatch_test {  // named: a unity build puts this file with others
 namespace {
 
 using abi::Op;
@@ -414,4 +415,5 @@ TEST(ControlDispatch, AnotherContextsHandlesAreEinvalAndTouchNothing) {
 }
 
 }  // namespace
+}  // namespace dispatch_test
 }  // namespace simnic::testing
