@@ -350,6 +350,36 @@ TEST(ControlDispatch, AQueryOnlyConnectionCannotCreateOrUseObjects) {
   EXPECT_EQ(nic.snapshot(), (Snapshot{{}, 0, 0}));
 }
 
+// rdma_cm requests come on a query-only connection (librdmacm's): the first makes it a CM
+// client, whose channel and ids are its own (another client's requests naming them are EINVAL),
+// a refusal carries the agent's reason, and the connection's close frees them.
+TEST(ControlDispatch, CmRequestsMakeAClientWhoseIdsAreItsOwnAndDieWithIt) {
+  Nic nic;
+  core::ControlSession s = nic.connect(4001, false);
+  core::ControlSession other = nic.connect(4002, false);
+  EXPECT_EQ(s.cm_client, 0u);
+  std::vector<int> fds = {kForeignFd};
+  const uint32_t channel = Nic::reply<abi::HandleReply>(nic.call(s, Op::CmAttachChannel, {}, fds)).handle;
+  EXPECT_EQ(fds[0], -1);  // the agent keeps the channel socket
+  EXPECT_NE(s.cm_client, 0u);
+  abi::CmCreateIdReq create{channel, 0x106 /* RDMA_PS_TCP */, 0, IBV_QPT_RC, 0, 0x1234};
+  const uint32_t id = Nic::reply<abi::HandleReply>(nic.call(s, Op::CmCreateId, create)).handle;
+  EXPECT_EQ(nic.snapshot().cm_ids, 1u);
+
+  EXPECT_EQ(nic.call(other, Op::CmCreateId, create).status, EINVAL);  // not its channel
+  EXPECT_EQ(nic.call(other, Op::CmDestroyId, abi::HandleReq{id, 0}).status, EINVAL);
+  EXPECT_EQ(nic.call(other, Op::CmListen, abi::CmListenReq{id, 1}).status, EINVAL);
+  EXPECT_EQ(nic.snapshot().cm_ids, 1u);
+
+  core::ControlReply unbound = nic.call(s, Op::CmListen, abi::CmListenReq{id, 1});
+  EXPECT_EQ(unbound.status, EINVAL);
+  EXPECT_EQ(std::string(unbound.body.begin(), unbound.body.end()), "rdma_listen: bind the id first");
+
+  nic.dispatcher.close(s);
+  nic.dispatcher.close(other);
+  EXPECT_EQ(nic.snapshot(), (Snapshot{{}, 0, 0}));
+}
+
 // A context's handles mean nothing to another context: every verb that names one of them is
 // EINVAL, as if the handle did not exist (uverbs looks handles up in the caller's own file),
 // and the owner's objects are untouched and still work.
