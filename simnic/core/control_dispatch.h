@@ -59,14 +59,8 @@ class ControlDispatcher {
   void close(ControlSession& s);
 
  private:
+  // The checks the op's table line asks for (control_ops.h), then its handler.
   ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
-                         uint64_t now);
-  int check_fd(FdRole role, int fd, const ControlSession& s) const;
-  // control_dispatch_xrc.cc: the XRC requests (ops OpenXrcd .. CreateXrcQp); EOPNOTSUPP for others.
-  ControlReply handle_xrc_op(Context* ctx, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds);
-  // cm_dispatch.cc: the rdma_cm requests (abi/cm.h)
-  static bool is_cm_op(abi::Op op) { return op >= abi::Op::CmAttachChannel && op <= abi::Op::CmInitQpAttr; }
-  ControlReply handle_cm(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                          uint64_t now);
 
   Device& dev_;

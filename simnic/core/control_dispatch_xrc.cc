@@ -1,93 +1,59 @@
 // The XRC control requests: ibv_open_xrcd / ibv_close_xrcd, ibv_create_srq_ex with an XRC SRQ,
-// ibv_create_qp_ex with an XRC INI or TGT QP. Decoded here, carried out by Device (xrc.cc).
+// ibv_create_qp_ex with an XRC INI or TGT QP, ibv_open_qp. Decoded here, carried out by Device
+// (xrc.cc).
 #include <cerrno>
 #include <cstring>
 
-#include "simnic/core/control_dispatch.h"
-#include "simnic/core/control_reply.h"
+#include "simnic/core/control_ops.h"
 
-namespace simnic::core {
+namespace simnic::core::control {
 
 using namespace simnic::abi;
-using namespace simnic::core::control;
 
-namespace {
-
-uint32_t offset_in(const ShmRegion& mem, const void* p) {
-  return uint32_t(static_cast<const uint8_t*>(p) - static_cast<const uint8_t*>(mem.addr));
+// With a file, simnicd identifies it itself (fstat through the hook), so a program can only
+// name a domain whose file it could open.
+ControlReply open_xrcd(Request& r, const OpenXrcdReq& q) {
+  uint64_t dev = 0, ino = 0;
+  if (q.has_file) {
+    if (r.fds.empty() || r.fds[0] < 0) return fail(EBADF);
+    if (!r.hooks.file_identity) return fail(EOPNOTSUPP);
+    if (int e = r.hooks.file_identity(r.fds[0], &dev, &ino)) return fail(e);
+  }
+  HandleReply rep{};
+  if (int e = r.dev.open_xrcd(r.ctx, q.has_file != 0, dev, ino, q.oflags, &rep.handle)) return fail(e);
+  return ok(rep);
 }
 
-ControlReply create_xrc_qp(Device& dev, Context* ctx, std::span<const uint8_t> body) {
-  CreateXrcQpReq req;
-  if (!decode(body, &req)) return fail(EINVAL);
+ControlReply create_xrc_srq(Request& r, const CreateXrcSrqReq& q) {
+  Srq* srq = nullptr;
+  if (int e = r.dev.create_xrc_srq(r.ctx, q.pd, q.xrcd, q.cq, q.attr, &srq)) return fail(e);
+  CreateXrcSrqReply rep{};
+  rep.srq = srq_reply(*srq);
+  rep.srq_num = srq->srqn;
+  return ok(rep, srq->mem);
+}
+
+ControlReply create_xrc_qp(Request& r, const CreateXrcQpReq& q) {
   // Checked before the cast: only the two XRC types reach the enum.
-  if (req.qp.qp_type != IBV_QPT_XRC_SEND && req.qp.qp_type != IBV_QPT_XRC_RECV) return fail(EINVAL);
+  if (q.qp.qp_type != IBV_QPT_XRC_SEND && q.qp.qp_type != IBV_QPT_XRC_RECV) return fail(EINVAL);
   ibv_qp_init_attr init{};
-  init.qp_type = ibv_qp_type(req.qp.qp_type);
-  init.sq_sig_all = int(req.qp.sq_sig_all);
-  init.cap = req.qp.cap;
+  init.qp_type = ibv_qp_type(q.qp.qp_type);
+  init.sq_sig_all = int(q.qp.sq_sig_all);
+  init.cap = q.qp.cap;
   Qp* qp = nullptr;
-  if (int e = dev.create_xrc_qp(ctx, init, req.qp.pd, req.qp.send_cq, req.xrcd, &qp)) return fail(e);
-  CreateQpReply rep{};
-  rep.handle = qp->handle;
-  rep.qp_num = qp->qpn;
-  rep.cap = qp->cap;
-  rep.sq_entries = qp->sq_entries;
-  rep.rq_entries = 0;
-  rep.sq_offset = offset_in(qp->mem, qp->sq);
-  rep.rq_offset = offset_in(qp->mem, qp->rq);
-  rep.mem_bytes = qp->mem.size;
+  if (int e = r.dev.create_xrc_qp(r.ctx, init, q.qp.pd, q.qp.send_cq, q.xrcd, &qp)) return fail(e);
+  CreateQpReply rep = qp_reply(*qp);
+  rep.rq_entries = 0;  // no receive queue: an INI QP only sends, a TGT QP receives into SRQs
   return ok(rep, qp->mem);
 }
 
-}  // namespace
-
-ControlReply ControlDispatcher::handle_xrc_op(Context* ctx, Op op, std::span<const uint8_t> body,
-                                              std::vector<int>& fds) {
-  switch (op) {
-    case Op::OpenXrcd: {
-      OpenXrcdReq req;
-      if (!decode(body, &req)) return fail(EINVAL);
-      uint64_t dev = 0, ino = 0;
-      if (req.has_file) {
-        if (fds.empty() || fds[0] < 0) return fail(EBADF);
-        if (!hooks_.file_identity) return fail(EOPNOTSUPP);
-        if (int e = hooks_.file_identity(fds[0], &dev, &ino)) return fail(e);
-      }
-      HandleReply rep{};
-      if (int e = dev_.open_xrcd(ctx, req.has_file != 0, dev, ino, req.oflags, &rep.handle)) return fail(e);
-      return ok(rep);
-    }
-    case Op::CloseXrcd: {
-      HandleReq req;
-      if (!decode(body, &req)) return fail(EINVAL);
-      return fail(dev_.close_xrcd(ctx, req.handle));
-    }
-    case Op::CreateXrcSrq: {
-      CreateXrcSrqReq req;
-      if (!decode(body, &req)) return fail(EINVAL);
-      Srq* srq = nullptr;
-      if (int e = dev_.create_xrc_srq(ctx, req.pd, req.xrcd, req.cq, req.attr, &srq)) return fail(e);
-      CreateXrcSrqReply rep{};
-      rep.srq = {srq->handle, srq->entries, srq->attr, offset_in(srq->mem, srq->slots), 0, srq->mem.size};
-      rep.srq_num = srq->srqn;
-      return ok(rep, srq->mem);
-    }
-    case Op::CreateXrcQp:
-      return create_xrc_qp(dev_, ctx, body);
-    case Op::OpenXrcQp: {
-      OpenXrcQpReq req;
-      if (!decode(body, &req)) return fail(EINVAL);
-      Qp* qp = nullptr;
-      CreateQpReply rep{};
-      if (int e = dev_.open_xrc_qp(ctx, req.xrcd, req.qp_num, &rep.handle, &qp)) return fail(e);
-      rep.qp_num = qp->qpn;
-      rep.cap = qp->cap;
-      return ok(rep);
-    }
-    default:
-      return fail(EOPNOTSUPP);
-  }
+ControlReply open_xrc_qp(Request& r, const OpenXrcQpReq& q) {
+  Qp* qp = nullptr;
+  CreateQpReply rep{};
+  if (int e = r.dev.open_xrc_qp(r.ctx, q.xrcd, q.qp_num, &rep.handle, &qp)) return fail(e);
+  rep.qp_num = qp->qpn;
+  rep.cap = qp->cap;
+  return ok(rep);
 }
 
-}  // namespace simnic::core
+}  // namespace simnic::core::control

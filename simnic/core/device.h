@@ -2,9 +2,11 @@
 // path (requester, responder, completer). Pure: every effect on the world goes through the
 // interfaces in env.h, and time comes in as an argument, so tests drive it deterministically.
 //
-// The implementation is split by responsibility, like rxe: device.cc (tables, verbs),
-// qp_modify.cc (state machine), requester.cc, responder.cc, completer.cc, ingress.cc
-// (the one receive path), completion.cc (CQEs, flush).
+// The implementation is split by responsibility, like rxe: device.cc (what is the device:
+// attributes, contexts, queue memory, status), device_objects.h (the object tables), the
+// verbs by object (device_pd_mr.cc, device_cq.cc, device_srq.cc, device_qp.cc, xrc.cc,
+// multicast.cc), qp_modify.cc (state machine), requester.cc, responder.cc, completer.cc,
+// ingress.cc (the one receive path), completion.cc (CQEs, flush).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,6 +20,7 @@
 
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
+#include "simnic/core/device_objects.h"
 #include "simnic/core/env.h"
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
@@ -67,21 +70,23 @@ struct DeviceLimits {
 };
 
 // What one context (one ibv_open_device) may hold, so that one runaway program cannot take
-// every object, or all of simnicd's memory, from the others. Past a limit the verb fails with
-// ENOMEM, as a kernel driver's does when its object pool or memory runs out.
+// every object, or all of simnicd's memory, from the others: half of the NIC's objects of each
+// kind, a quarter of its queue memory. Past a limit the verb fails with ENOMEM, as a kernel
+// driver's does when its object pool or memory runs out.
 struct ContextLimits {
-  static constexpr size_t kMaxPd = 2048;
-  static constexpr size_t kMaxMr = 32768;
-  static constexpr size_t kMaxMw = 32768;
-  static constexpr size_t kMaxCq = 2048;
-  static constexpr size_t kMaxSrq = 512;
-  static constexpr size_t kMaxQp = 2048;
-  static constexpr size_t kMaxAh = 2048;
-  static constexpr size_t kMaxChannel = 2048;
-  static constexpr uint64_t kMaxQueueBytes = 1ull << 30;
+  static constexpr size_t kShare = 2;  // a context holds at most 1/kShare of each kind
+  static constexpr size_t kMaxPd = DeviceLimits::kMaxPd / kShare, kMaxMr = DeviceLimits::kMaxMr / kShare,
+                          kMaxMw = DeviceLimits::kMaxMw / kShare, kMaxCq = DeviceLimits::kMaxCq / kShare,
+                          kMaxSrq = DeviceLimits::kMaxSrq / kShare, kMaxQp = DeviceLimits::kMaxQp / kShare,
+                          kMaxAh = DeviceLimits::kMaxAh / kShare;
+  static constexpr size_t kMaxChannel = 2048;  // completion channels: the NIC has no limit of its own
+  static constexpr uint64_t kMaxQueueBytes = DeviceLimits::kMaxQueueBytes / 4;
 };
+static_assert(ContextLimits::kMaxQp == 2048 && ContextLimits::kMaxMr == 32768 && ContextLimits::kMaxQueueBytes == 1ull << 30);
 
-class Device {
+// The object tables are a private base: the verbs and the engines name them directly
+// (qps_, mrs_, ...), and outside Device only object_counts() shows them.
+class Device : private ObjectTables {
  public:
   Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm,
          Notifier& notifier, Logger& logger);
@@ -119,15 +124,21 @@ class Device {
   Context* open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd);
   void close_context(Context* ctx);  // destroys everything it created
   size_t context_count() const { return contexts_.size(); }
+  ObjectCounts object_counts() const { return counts(); }
 
   // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
+  // device_pd_mr.cc: PDs, MRs, AHs
   int alloc_pd(Context* ctx, uint32_t* handle);
   int dealloc_pd(Context* ctx, uint32_t handle);
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
              uint32_t access, Mr** out);
   int dereg_mr(Context* ctx, uint32_t handle);
+  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
+  int destroy_ah(Context* ctx, uint32_t handle);
+  // memory_window.cc
   int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
   int dealloc_mw(Context* ctx, uint32_t handle);
+  // device_cq.cc: completion channels, CQs
   int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
   int destroy_channel(Context* ctx, uint32_t handle);
   int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
@@ -135,17 +146,17 @@ class Device {
   // ibv_resize_cq: a new ring of at least `cqe` entries takes the CQ's pending completions in
   // order. The caller (the shim) must not poll the CQ until it has mapped the new ring.
   int resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out);
+  // device_srq.cc
   int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
   int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
   int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
   int destroy_srq(Context* ctx, uint32_t handle);
+  // device_qp.cc (create, destroy), qp_modify.cc (modify, query)
   int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq,
                 uint32_t recv_cq, uint32_t srq, Qp** out);
   int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
   int query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** qp);
   int destroy_qp(Context* ctx, uint32_t handle);
-  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
-  int destroy_ah(Context* ctx, uint32_t handle);
   // multicast.cc: UD QPs join and leave multicast groups (IBA 10.5), with rdma-core's errnos.
   int attach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
   int detach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
@@ -206,20 +217,23 @@ class Device {
 
  private:
   // device.cc
-  uint32_t new_handle() { return next_handle_++; }
   uint32_t new_qpn();
   uint32_t new_mr_key();
   uint32_t new_mw_index();
-  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
-  template <class T>
-  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
-    auto it = table.find(handle);
-    if (it == table.end() || it->second->ctx != ctx) return nullptr;
-    return it->second.get();
-  }
   const Mr* find_mr_by_key(uint32_t key) const;
+  bool queue_memory_fits(const Context* ctx, uint64_t bytes) const;  // under the context's and the NIC's limits
   bool charge_queue_memory(Context* ctx, uint64_t bytes);  // false (nothing charged) past a limit
   void refund_queue_memory(Context* ctx, uint64_t bytes);
+  // A queue's shared memory: `charged` bytes counted against ctx and the NIC (the rings and the
+  // NIC's own per-WQE state), `bytes` of them mapped. 0, ENOMEM past a limit, or the
+  // allocator's errno; nothing is charged then.
+  int map_queue_memory(Context* ctx, uint64_t charged, size_t bytes, const char* name, ShmRegion* out);
+  void unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem);
+  // device_qp.cc: what RC, UC, UD and XRC QPs share
+  int check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq);
+  int map_qp_queues(Context* ctx, Qp& qp, const QpLayout& layout);
+  Qp* add_qp(std::unique_ptr<Qp> qp);
+  void remove_qp(Context* ctx, Qp& qp);
   void log(LogLevel level, const std::string& line);
   // A complaint that may repeat in a storm: written the first time, then at most once a second
   // per `what` and QP, with the count held back. `line` is built only when written.
@@ -297,12 +311,7 @@ class Device {
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
 
-  // multicast.cc
-  struct McastGroup {
-    ibv_gid gid{};
-    uint32_t ip = 0;          // the IPv4 group its datagrams travel to (group_ipv4)
-    std::vector<Qp*> qps;     // attached, in attach order
-  };
+  // multicast.cc (McastGroup: device_objects.h)
   int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
   bool group_ip_joined(uint32_t ip) const;
   void receive_multicast(const proto::ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len);
@@ -381,27 +390,10 @@ class Device {
 
   uint64_t queue_bytes_ = 0;  // charged to all contexts
   std::string refusal_;       // see take_refusal
-  uint32_t next_handle_ = 1;
-  uint32_t next_context_id_ = 1;
   KeySource keys_;
   LogLimiter log_limiter_;
 
-  std::map<uint32_t, std::unique_ptr<Context>> contexts_;
-  std::map<uint32_t, std::unique_ptr<Pd>> pds_;
-  std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
-  std::map<uint32_t, Mr*> mr_by_key_;
-  std::map<uint32_t, std::unique_ptr<Mw>> mws_;  // by handle, which is also the rkey's index
-  std::map<uint32_t, std::unique_ptr<Channel>> channels_;
-  std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
-  std::map<uint32_t, std::unique_ptr<Srq>> srqs_;
-  std::map<uint32_t, std::unique_ptr<Qp>> qps_;
-  std::map<uint32_t, Qp*> qp_by_qpn_;
-  std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
-  std::map<GidBytes, McastGroup> mcast_groups_;  // groups with a member here, by MGID
-  uint32_t mcast_attachments_ = 0;                // (QP, group) pairs, all groups
-  std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
-  std::map<uint32_t, Srq*> srq_by_srqn_;  // XRC SRQs by the number an XRCETH carries
-  std::map<uint32_t, std::pair<Context*, Qp*>> tgt_opens_;  // ibv_open_qp handles on TGT QPs
+  // The object tables: ObjectTables (device_objects.h).
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;

@@ -20,24 +20,6 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-namespace {
-
-uint32_t pow2_at_least(uint32_t v) {
-  uint32_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-// An XRC QP's shared memory: the header and its SQ (a TGT QP keeps a one-slot SQ that nothing
-// may use, so the rings' layout stays the one the shim knows); no RQ.
-size_t xrc_sq_offset() { return abi::align_up(sizeof(abi::QpShared), abi::kCacheLine); }
-size_t xrc_ring_bytes(uint32_t sq_entries) { return xrc_sq_offset() + size_t(sq_entries) * sizeof(abi::SendWqe); }
-uint64_t xrc_charged(uint32_t sq_entries) {
-  return xrc_ring_bytes(sq_entries) + uint64_t(sq_entries) * sizeof(SendWqeState);
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------- XRC domains
 
 Xrcd* Device::opened_xrcd(Context* ctx, uint32_t handle) {
@@ -166,65 +148,34 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
       init.cap.max_inline_data > abi::kMaxInlineData)
     return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
   if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
-  const uint32_t sq_entries = tgt ? 1 : pow2_at_least(std::max(1u, init.cap.max_send_wr));
-  if (!charge_queue_memory(ctx, xrc_charged(sq_entries))) return ENOMEM;
   auto qp = std::make_unique<Qp>();
-  int err = 0;
-  if (!shm_.allocate(xrc_ring_bytes(sq_entries), "simnic-qp", &qp->mem, &err)) {
-    refund_queue_memory(ctx, xrc_charged(sq_entries));
-    return err ? err : ENOMEM;
-  }
+  qp->sq_entries = tgt ? 1 : round_up_pow2(std::max(1u, init.cap.max_send_wr));
+  qp->cap.max_send_wr = tgt ? 0 : qp->sq_entries;
+  qp->cap.max_send_sge = tgt ? 0 : abi::kMaxSge;
+  qp->cap.max_inline_data = tgt ? 0 : abi::kMaxInlineData;
+  if (int e = map_qp_queues(ctx, *qp, xrc_qp_layout(qp->sq_entries))) return e;
   qp->handle = new_handle();
   qp->qpn = new_qpn();
   qp->ctx = ctx;
-  qp->pd = pd;
-  qp->send_cq = scq;
+  set_qp_identity(*qp, init, pd, scq);
   qp->xrcd = x;
-  qp->type = init.qp_type;
-  qp->sq_sig_all = init.sq_sig_all;
-  qp->sq_entries = sq_entries;
-  qp->cap.max_send_wr = tgt ? 0 : sq_entries;
-  qp->cap.max_send_sge = tgt ? 0 : abi::kMaxSge;
-  qp->cap.max_inline_data = tgt ? 0 : abi::kMaxInlineData;
-  qp->sq_state.resize(sq_entries);
-  auto* base = static_cast<uint8_t*>(qp->mem.addr);
-  qp->shm = new (base) abi::QpShared();
-  qp->shm->state.store(IBV_QPS_RESET);
-  qp->sq = reinterpret_cast<abi::SendWqe*>(base + xrc_sq_offset());
-  qp->rq = reinterpret_cast<abi::RecvWqe*>(base + xrc_ring_bytes(sq_entries));  // no slots
-  qp->attr.qp_state = IBV_QPS_RESET;
-  qp->attr.cap = qp->cap;
-  qp->attr.path_mtu = IBV_MTU_1024;
-  qp->attr.path_mig_state = IBV_MIG_MIGRATED;
   if (pd) ++pd->users;
   if (scq) ++scq->users;
   if (x) ++x->users;
-  ctx->qps.push_back(qp->handle);
-  qp_by_qpn_[qp->qpn] = qp.get();
-  *out = qp.get();
-  trace_qp_lifecycle("qp_create", *qp);
-  log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " created (" + qp_type_name(qp->type) + ")");
-  qps_[qp->handle] = std::move(qp);
+  *out = add_qp(std::move(qp));
+  log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ")");
   return 0;
 }
 
 int Device::destroy_xrc_qp(Context* ctx, Qp& qp) {
   if (qp.type == IBV_QPT_XRC_RECV && hand_over_tgt_qp(qp)) return 0;
   std::erase_if(tgt_opens_, [&](const auto& o) { return o.second.second == &qp; });
-  trace_qp_lifecycle("qp_destroy", qp);
-  unbind_mws_of_qp(qp);
-  busy_qps_.erase(qp.qpn);
-  qp_by_qpn_.erase(qp.qpn);
   if (qp.type == IBV_QPT_XRC_SEND) {
     --qp.pd->users;
     --qp.send_cq->users;
   }
   Xrcd* x = qp.xrcd;
-  refund_queue_memory(ctx, xrc_charged(qp.sq_entries));
-  shm_.release(qp.mem);
-  const uint32_t handle = qp.handle;
-  ctx->qps.erase(std::remove(ctx->qps.begin(), ctx->qps.end(), handle), ctx->qps.end());
-  qps_.erase(handle);
+  remove_qp(ctx, qp);
   if (x) {
     --x->users;
     xrcd_put(x);
@@ -274,7 +225,7 @@ bool Device::hand_over_tgt_qp(Qp& qp) {
   std::unique_ptr<Qp> keep = std::move(qps_[qp.handle]);
   qps_.erase(qp.handle);
   from->qps.erase(std::remove(from->qps.begin(), from->qps.end(), qp.handle), from->qps.end());
-  const uint64_t bytes = xrc_charged(qp.sq_entries);
+  const uint64_t bytes = xrc_qp_layout(qp.sq_entries).charged;
   refund_queue_memory(from, bytes);
   to->queue_bytes += bytes;  // charged past the limit if need be: the QP exists already
   queue_bytes_ += bytes;

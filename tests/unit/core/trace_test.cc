@@ -5,11 +5,10 @@
 #include <arpa/inet.h>
 
 #include "fabric.h"
+#include "qp_pair.h"  // kIpA, kIpB
 
 namespace simnic::testing {
 namespace {
-
-constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
 
 struct RecordingSink : core::TraceSink {
   void write_line(const std::string& line) override { lines.push_back(line); }

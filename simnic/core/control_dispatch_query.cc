@@ -1,0 +1,98 @@
+// The control requests that need no context: Hello, the ibv_query_* queries, and the CLI's
+// status, fault and step commands; and the two that read what the NIC noticed about a context.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "simnic/core/control_ops.h"
+
+namespace simnic::core::control {
+
+using namespace simnic::abi;
+
+ControlReply text(const std::string& s, int status) {
+  ControlReply r;
+  r.status = status;
+  r.body.assign(s.begin(), s.end());
+  return r;
+}
+
+namespace {
+
+HelloReply hello_reply(const Device& dev, pid_t daemon_pid) {
+  HelloReply rep{};
+  std::snprintf(rep.name, sizeof rep.name, "%s", dev.config().name.c_str());
+  rep.node_guid = dev.node_guid_be();
+  const uint32_t ip = dev.config().ipv4;
+  const uint8_t b[4] = {uint8_t(ip >> 24), uint8_t(ip >> 16), uint8_t(ip >> 8), uint8_t(ip)};
+  std::memcpy(&rep.ipv4, b, 4);
+  rep.daemon_pid = uint32_t(daemon_pid);
+  rep.abi_version = kAbiVersion;
+  rep.num_comp_vectors = 1;
+  return rep;
+}
+
+// A CLI command in text, answered in text by an I/O-layer hook (EOPNOTSUPP without one).
+template <class Hook>
+ControlReply text_command(const Hook& hook, std::span<const uint8_t> body) {
+  if (!hook) return fail(EOPNOTSUPP);
+  int st = 0;
+  std::string out = hook(std::string(body.begin(), body.end()), &st);
+  return text(out, st);
+}
+
+}  // namespace
+
+// A Hello with two descriptors (doorbell eventfd, async-event socket) opens an ibv_context;
+// one without is a query-only connection (ibv_get_device_list, the CLI, librdmacm).
+ControlReply hello(Request& r, const HelloReq& q) {
+  if (q.abi_version != kAbiVersion) return fail(EPROTO);
+  ControlSession& s = r.session;
+  if (s.greeted) return fail(EALREADY);
+  const bool context = r.fds.size() >= 2;
+  if (context) {
+    if (int e = r.check_fd(FdRole::kDoorbell, r.fds[0])) return fail(e);
+    if (int e = r.check_fd(FdRole::kEventSocket, r.fds[1])) return fail(e);
+  }
+  s.greeted = true;
+  if (context) {
+    s.ctx = r.dev.open_context(s.pid, s.uid, r.fds[0], r.fds[1]);
+    r.fds[0] = r.fds[1] = -1;
+  }
+  return ok(hello_reply(r.dev, r.daemon_pid));
+}
+
+ControlReply status(Request& r) {
+  return text(r.dev.status_text() + (r.hooks.extra_status ? r.hooks.extra_status() : ""));
+}
+
+ControlReply set_fault(Request& r) { return text_command(r.hooks.set_faults, r.body); }
+
+ControlReply step(Request& r) { return text_command(r.hooks.step, r.body); }
+
+ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.device_attr()}); }
+
+ControlReply query_port(Request& r, const QueryPortReq& q) {
+  if (q.port_num != 1) return fail(EINVAL);
+  return ok(QueryPortReply{r.dev.port_attr()});
+}
+
+ControlReply query_gid(Request& r, const QueryGidReq& q) {
+  if (q.port_num != 1) return fail(EINVAL);
+  GidEntry e;
+  if (int st = r.dev.query_gid(q.index, &e)) return fail(st);  // ENODATA: an empty slot
+  QueryGidReply rep{};
+  rep.gid = e.gid;
+  rep.gid_type = e.type;
+  return ok(rep);
+}
+
+ControlReply take_notices(Request& r) { return text(r.dev.take_notices(r.ctx)); }
+
+ControlReply explain_qp(Request& r, const HandleReq& q) {
+  std::string why;
+  int e = r.dev.explain_qp(r.ctx, q.handle, &why);
+  return e ? fail(e) : text(why);
+}
+
+}  // namespace simnic::core::control

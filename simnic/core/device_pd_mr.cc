@@ -1,0 +1,127 @@
+// Device: protection domains, memory regions and address handles (the verbs on a PD).
+#include "simnic/core/device.h"
+#include "simnic/core/text.h"
+
+#include <cerrno>
+
+namespace simnic::core {
+
+namespace {
+
+constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                  IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                  IBV_ACCESS_RELAXED_ORDERING;
+
+}  // namespace
+
+int Device::alloc_pd(Context* ctx, uint32_t* handle) {
+  if (pds_.size() >= DeviceLimits::kMaxPd || ctx->pds.size() >= ContextLimits::kMaxPd) return ENOMEM;
+  auto pd = make_object<Pd>(ctx);
+  tracer_.event("pd_create").u("ctx", ctx->id).u("pd", pd->handle);
+  *handle = insert_object(pds_, ctx->pds, std::move(pd))->handle;
+  return 0;
+}
+
+int Device::dealloc_pd(Context* ctx, uint32_t handle) {
+  Pd* pd = owned(pds_, ctx, handle);
+  if (!pd) return EINVAL;
+  if (pd->users) return EBUSY;
+  tracer_.event("pd_destroy").u("ctx", ctx->id).u("pd", handle);
+  erase_object(pds_, ctx->pds, handle);
+  return 0;
+}
+
+int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length,
+                   uint64_t iova, uint32_t access, Mr** out) {
+  Pd* pd = owned(pds_, ctx, pd_handle);
+  if (!pd) return EINVAL;
+  if (access & ~kKnownAccess) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+  // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE))
+    return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
+    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr)
+    return refuse(ENOMEM, "too many MRs: " + std::to_string(ctx->mrs.size()) + " in this program (at most " +
+                              std::to_string(ContextLimits::kMaxMr) + " per program)");
+  // The kernel pins the pages at registration: an unmapped range fails here, not later.
+  uint8_t probe;
+  for (uint64_t at : {addr, addr + length - 1})
+    if (int e = memory_.read(ctx->pid, at, &probe, 1))
+      return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
+                                                     ") is not all mapped in the program (" + hex(at) + " is not)");
+
+  auto mr = make_object<Mr>(ctx);
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+  mr->length = length;
+  mr->access = access;
+  const uint32_t key = new_mr_key();
+  mr->lkey = mr->rkey = key;
+  pd->users++;
+  mr_by_key_[key] = mr.get();
+  if (tracer_.on()) trace_mr_create(*mr);
+  *out = insert_object(mrs_, ctx->mrs, std::move(mr));
+  return 0;
+}
+
+int Device::dereg_mr(Context* ctx, uint32_t handle) {
+  Mr* mr = owned(mrs_, ctx, handle);
+  if (!mr) return EINVAL;
+  if (mr->bound_mws) return EINVAL;  // windows still bound to it (rxe refuses the same way)
+  // An engine may still point at this MR mid-message; drop those references.
+  for (auto& [h, qp] : qps_) {
+    if (qp->write_mr == mr) qp->write_mr = nullptr, qp->write_left = 0;
+    for (auto& rr : qp->read_responses)
+      if (rr.mr == mr) rr.mr = nullptr;
+  }
+  tracer_.event("mr_destroy").u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)
+      .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
+  mr->pd->users--;
+  mr_by_key_.erase(mr->lkey);
+  erase_object(mrs_, ctx->mrs, handle);
+  return 0;
+}
+
+const Mr* Device::find_mr_by_key(uint32_t key) const {
+  auto it = mr_by_key_.find(key);
+  return it == mr_by_key_.end() ? nullptr : it->second;
+}
+
+int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
+  Pd* pd = owned(pds_, ctx, pd_handle);
+  if (!pd) return EINVAL;
+  if (attr.port_num != 1) return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+  // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
+  // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
+  uint32_t dst_ip = 0;
+  std::string why;
+  if (attr.is_global && is_multicast_gid(attr.grh.dgid)) {
+    if (check_sgid_index(attr.grh.sgid_index, &why)) return refuse(EINVAL, why);
+    dst_ip = group_ipv4(attr.grh.dgid);
+  } else if (resolve_av(attr, &dst_ip, &why)) {
+    log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
+    return refuse(EINVAL, why);
+  }
+  if (ahs_.size() >= DeviceLimits::kMaxAh || ctx->ahs.size() >= ContextLimits::kMaxAh) return ENOMEM;
+  auto ah = make_object<Ah>(ctx);
+  ah->pd = pd;
+  ah->attr = attr;
+  ah->dst_ip = dst_ip;
+  pd->users++;
+  *handle = insert_object(ahs_, ctx->ahs, std::move(ah))->handle;
+  return 0;
+}
+
+int Device::destroy_ah(Context* ctx, uint32_t handle) {
+  Ah* ah = owned(ahs_, ctx, handle);
+  if (!ah) return EINVAL;
+  ah->pd->users--;
+  erase_object(ahs_, ctx->ahs, handle);
+  return 0;
+}
+
+}  // namespace simnic::core

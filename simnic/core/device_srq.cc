@@ -1,0 +1,68 @@
+// Device: shared receive queues (the ordinary kind; XRC SRQs are in xrc.cc).
+#include "simnic/core/device.h"
+
+#include <cerrno>
+
+namespace simnic::core {
+
+namespace {
+
+size_t srq_wqe_offset() { return abi::align_up(sizeof(abi::SrqShared), abi::kCacheLine); }
+size_t srq_bytes(uint32_t entries) { return srq_wqe_offset() + size_t(entries) * sizeof(abi::RecvWqe); }
+
+}  // namespace
+
+int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& attr, Srq** out) {
+  Pd* pd = owned(pds_, ctx, pd_handle);
+  if (!pd) return EINVAL;
+  if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
+    return EINVAL;
+  if (srqs_.size() >= DeviceLimits::kMaxSrq || ctx->srqs.size() >= ContextLimits::kMaxSrq) return ENOMEM;
+  auto srq = make_object<Srq>(ctx);
+  srq->pd = pd;
+  srq->entries = round_up_pow2(attr.max_wr);
+  srq->attr.max_wr = srq->entries;
+  srq->attr.max_sge = abi::kMaxSge;
+  srq->attr.srq_limit = attr.srq_limit;
+  const size_t off = srq_wqe_offset(), bytes = srq_bytes(srq->entries);
+  if (int e = map_queue_memory(ctx, bytes, bytes, "simnic-srq", &srq->mem)) return e;
+  srq->shm = new (srq->mem.addr) abi::SrqShared();
+  srq->shm->limit.store(attr.srq_limit);
+  srq->slots = reinterpret_cast<abi::RecvWqe*>(static_cast<uint8_t*>(srq->mem.addr) + off);
+  pd->users++;
+  *out = insert_object(srqs_, ctx->srqs, std::move(srq));
+  return 0;
+}
+
+int Device::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask) {
+  Srq* srq = owned(srqs_, ctx, handle);
+  if (!srq) return EINVAL;
+  if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing: not yet
+  if (mask & IBV_SRQ_LIMIT) {
+    if (attr.srq_limit > srq->attr.max_wr) return EINVAL;
+    srq->attr.srq_limit = attr.srq_limit;
+    srq->shm->limit.store(attr.srq_limit);
+  }
+  return 0;
+}
+
+int Device::query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr) {
+  Srq* srq = owned(srqs_, ctx, handle);
+  if (!srq) return EINVAL;
+  *attr = srq->attr;
+  return 0;
+}
+
+int Device::destroy_srq(Context* ctx, uint32_t handle) {
+  Srq* srq = owned(srqs_, ctx, handle);
+  if (!srq) return EINVAL;
+  if (srq->users) return EBUSY;
+  if (srq->xrcd) xrc_release_srq(*srq);
+  srq->pd->users--;
+  unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);
+  erase_object(srqs_, ctx->srqs, handle);
+  return 0;
+}
+
+}  // namespace simnic::core
