@@ -148,13 +148,23 @@ pid_t start_fake_nic(const std::string& path) {
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
   ::chmod(path.c_str(), 0777);
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
   pid_t pid = ::fork();
   if (pid != 0) {
     ::close(ls);
-    return pid;
+    ::close(ready[1]);
+    // Until the child listens, a client is refused and sees no NIC at all: wait for it.
+    char byte = 0;
+    const bool listening = pid > 0 && ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    return listening ? pid : -1;
   }
+  ::close(ready[0]);
   // listen() records the credentials a connecting client sees: the stranger's.
   if (::setgid(kStranger) != 0 || ::setuid(kStranger) != 0 || ::listen(ls, 8) != 0) ::_exit(1);
+  [[maybe_unused]] ssize_t told = ::write(ready[1], "L", 1);
+  ::close(ready[1]);
   for (;;) {
     int c = ::accept(ls, nullptr, nullptr);
     if (c < 0) continue;
