@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "shim/shim.h"
+#include "shim/verbs_ext.h"
 #include "simnic/abi/state_dir.h"
 
 namespace simnic::shim {
@@ -329,6 +330,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   // CQE timestamps (ibv_wc_read_completion_ts) count the NIC's simulated nanoseconds.
   ex.completion_timestamp_mask = ~uint64_t(0);
   ex.hca_core_clock = simnic::abi::kNicClockKhz;
+  ex.max_dm_size = simnic::abi::kMaxDmSize;  // ibv_alloc_dm (issue 17)
   ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));
@@ -367,6 +369,7 @@ void fill_context_ops(ShimContext* c) {
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   fill_xrc_ops(c);
+  fill_verbs_ext_ops(c);  // rereg, DM, clock, TD and parent domains (issue 17)
 }
 
 }  // namespace simnic::shim

@@ -1,5 +1,6 @@
 #include "simnic/core/control_dispatch.h"
 #include "simnic/core/control_reply.h"
+#include "simnic/core/control_dispatch_verbs.h"
 
 #include <cerrno>
 #include <cstddef>
@@ -334,6 +335,15 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
       return fail(op == Op::AttachMcast ? dev_.attach_mcast(ctx, req.qp, req.gid, req.lid)
                                         : dev_.detach_mcast(ctx, req.qp, req.gid, req.lid));
     }
+    // Issue 17's verbs (control_dispatch_verbs.cc).
+    case Op::ReregMr:
+    case Op::QueryClock:
+    case Op::AllocDm:
+    case Op::FreeDm:
+    case Op::RegDmMr:
+    case Op::ImportPd:
+    case Op::ImportMr:
+      return handle_verbs_op(dev_, ctx, op, body);
     default:
       return handle_xrc_op(ctx, op, body, fds);
   }

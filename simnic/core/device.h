@@ -16,8 +16,10 @@
 
 #include <infiniband/verbs.h>
 
+#include "simnic/abi/control.h"
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
+#include "simnic/core/device_memory.h"
 #include "simnic/core/env.h"
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
@@ -406,6 +408,29 @@ class Device {
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
   std::unique_ptr<CmAgent> cm_;
+
+  // --- Verbs completeness (issue 17): device_rereg.cc, device_dm.cc ---
+ public:
+  // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
+  int rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out);
+  // The NIC's clock (simulated ns) at the event being handled: CQE timestamps count in it.
+  uint64_t now() const { return now_; }
+  // Device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
+  int alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out);
+  int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
+  int reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out);
+  bool is_dm_mr(uint32_t mr_handle) const;
+
+ private:
+  int check_mr_access(uint32_t access);
+  int check_mr_range(Context* ctx, uint64_t addr, uint64_t length);
+  int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
+  void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
+  void trace_mr_destroy(const Mr& mr);
+  void free_dms(Context* ctx);
+  std::map<uint32_t, std::unique_ptr<Dm>> dms_;
+  std::map<uint32_t, uint32_t> dm_mrs_;  // MR handle -> the DM it lies in (entries of dead MRs are stale)
+  uint64_t dm_bytes_ = 0;                // pages of device memory allocated, all contexts
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

@@ -1,0 +1,13 @@
+// The control requests of issue 17's verbs (rereg MR, NIC clock, device memory, import).
+#pragma once
+#include <span>
+#include <vector>
+
+#include "simnic/core/control_dispatch.h"
+
+namespace simnic::core {
+
+// Ops ReregMr .. ImportMr of `ctx`; EOPNOTSUPP for any other.
+ControlReply handle_verbs_op(Device& dev, Context* ctx, abi::Op op, std::span<const uint8_t> body);
+
+}  // namespace simnic::core
