@@ -125,7 +125,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   }
   HelloReply hello{};
   std::vector<int> none;
-  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, 0}, &hello, std::span<const int>({doorbell, async[1]}));
+  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello, std::span<const int>({doorbell, async[1]}));
   ::close(async[1]);  // simnicd has its own copy now
   if (st == 0) st = allow_daemon_access(pid_t(hello.daemon_pid));
   if (st != 0) {

@@ -79,6 +79,7 @@ enum class Op : uint32_t {
   RegDmMr,          // RegDmMrReq -> RegMrReply
   ImportPd,         // HandleReq{pd handle} -> HandleReply (the same handle)
   ImportMr,         // HandleReq{mr handle} -> ImportMrReply
+  JoinContext,      // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
   Count_
 };
 
@@ -108,7 +109,9 @@ struct HandleReply {
 
 struct HelloReq {
   uint32_t abi_version;  // kAbiVersion
-  uint32_t reserved;
+  uint32_t ctl_fd;       // the caller's descriptor number of this socket: how simnicd recognizes
+                         // the socket when another process imports it (ibv_import_device);
+                         // 0: not given (query-only connections)
 };
 
 struct HelloReply {
@@ -430,6 +433,7 @@ inline const char* op_name(Op op) {
     case Op::RegDmMr: return "RegDmMr";
     case Op::ImportPd: return "ImportPd";
     case Op::ImportMr: return "ImportMr";
+    case Op::JoinContext: return "JoinContext";
     case Op::Count_: break;
   }
   return "?";

@@ -102,6 +102,7 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
     if (fds.size() >= 2) {
       s.ctx = dev_.open_context(s.pid, s.uid, fds[0], fds[1]);
       fds[0] = fds[1] = -1;
+      dev_.set_ctl_fd_number(s.ctx, int(req.ctl_fd));  // for ibv_import_device (issue 17)
     }
     HelloReply rep{};
     std::snprintf(rep.name, sizeof rep.name, "%s", dev_.config().name.c_str());
@@ -344,6 +345,8 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
     case Op::ImportPd:
     case Op::ImportMr:
       return handle_verbs_op(dev_, ctx, op, body);
+    case Op::JoinContext:
+      return join_context(dev_, ctx, fds, hooks_.same_file);
     default:
       return handle_xrc_op(ctx, op, body, fds);
   }

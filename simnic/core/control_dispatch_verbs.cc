@@ -3,6 +3,7 @@
 #include "simnic/core/control_reply.h"
 
 #include <cerrno>
+#include <functional>
 
 namespace simnic::core {
 
@@ -36,7 +37,24 @@ ControlReply reg_dm_mr(Device& dev, Context* ctx, std::span<const uint8_t> body)
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
+ControlReply import_mr(Device& dev, Context* ctx, std::span<const uint8_t> body) {
+  HandleReq req;
+  if (!decode(body, &req)) return fail(EINVAL);
+  Mr* mr = nullptr;
+  if (int e = dev.import_mr(ctx, req.handle, &mr)) return fail(e);
+  return ok(ImportMrReply{mr->handle, mr->pd->handle, mr->lkey, mr->rkey, mr->iova, mr->length, mr->access,
+                          dev.is_dm_mr(mr->handle) ? 1u : 0u});
+}
+
 }  // namespace
+
+ControlReply join_context(Device& dev, Context* ctx, const std::vector<int>& fds,
+                          const std::function<bool(pid_t, int, int)>& same_file) {
+  if (fds.size() != 1 || fds[0] < 0) return fail(EINVAL);
+  if (!same_file) return fail(EOPNOTSUPP);
+  const int fd = fds[0];
+  return fail(dev.join_context(ctx, [&](pid_t pid, int their_fd) { return same_file(pid, their_fd, fd); }));
+}
 
 ControlReply handle_verbs_op(Device& dev, Context* ctx, Op op, std::span<const uint8_t> body) {
   switch (op) {
@@ -49,6 +67,13 @@ ControlReply handle_verbs_op(Device& dev, Context* ctx, Op op, std::span<const u
       return fail(dev.free_dm(ctx, req.handle));
     }
     case Op::RegDmMr: return reg_dm_mr(dev, ctx, body);
+    case Op::ImportPd: {
+      HandleReq req;
+      if (!decode(body, &req)) return fail(EINVAL);
+      if (int e = dev.import_pd(ctx, req.handle)) return fail(e);
+      return ok(HandleReply{req.handle, 0});
+    }
+    case Op::ImportMr: return import_mr(dev, ctx, body);
     default: return fail(EOPNOTSUPP);
   }
 }

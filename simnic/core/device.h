@@ -11,6 +11,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <functional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -213,10 +215,13 @@ class Device {
   uint32_t new_mr_key();
   uint32_t new_mw_index();
   // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
+  // PDs and MRs are also reachable from the contexts that imported their creator's
+  // (ibv_import_device; shares()).
   template <class T>
   T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
     auto it = table.find(handle);
-    if (it == table.end() || it->second->ctx != ctx) return nullptr;
+    constexpr bool kShared = std::is_same_v<T, Pd> || std::is_same_v<T, Mr>;
+    if (it == table.end() || (it->second->ctx != ctx && !(kShared && shares(it->second->ctx, ctx)))) return nullptr;
     return it->second.get();
   }
   const Mr* find_mr_by_key(uint32_t key) const;
@@ -420,8 +425,18 @@ class Device {
   int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
   int reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out);
   bool is_dm_mr(uint32_t mr_handle) const;
+  // ibv_import_device (device_import.cc): contexts that share PDs and MRs, as processes that
+  // share one uverbs file do. set_ctl_fd_number: what the context's Hello said its socket's
+  // descriptor number is; join_context: `holds(pid, fd)` says whether that descriptor of that
+  // process is the socket the importer passed.
+  void set_ctl_fd_number(Context* ctx, int fd) { ctl_fd_number_[ctx] = fd; }
+  int join_context(Context* ctx, const std::function<bool(pid_t pid, int fd)>& holds);
+  int import_pd(Context* ctx, uint32_t handle);
+  int import_mr(Context* ctx, uint32_t handle, Mr** out);
+  bool shares(const Context* owner, const Context* user) const;
 
  private:
+  void leave_group(Context* ctx);  // a closing context hands what others still use to them
   int check_mr_access(uint32_t access);
   int check_mr_range(Context* ctx, uint64_t addr, uint64_t length);
   int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
@@ -431,6 +446,8 @@ class Device {
   std::map<uint32_t, std::unique_ptr<Dm>> dms_;
   std::map<uint32_t, uint32_t> dm_mrs_;  // MR handle -> the DM it lies in (entries of dead MRs are stale)
   uint64_t dm_bytes_ = 0;                // pages of device memory allocated, all contexts
+  std::map<const Context*, int> ctl_fd_number_;
+  std::map<const Context*, uint32_t> group_of_;  // contexts that share PDs and MRs: same group
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

@@ -8,6 +8,7 @@
 // `simnic run -- ...`.
 //
 //   simnic-verbs-ext-check [-a DEV_A] [-b DEV_B]
+//   simnic-verbs-ext-check -i [-a DEV]     (ibv_import_device/pd/mr between two processes)
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
@@ -456,17 +457,157 @@ bool run_client(const char* dev, int fd) {
   return client_steps(c, fd, srv);
 }
 
+// ---- ibv_import_device: the exporter (device -a) hands its cmd_fd to a child ----
+struct ImportMsg {
+  uint32_t pd_handle, mr_handle, lkey, rkey;
+  uint64_t addr, length;
+};
+
+bool send_fd(int sock, int fd, const ImportMsg& m) {
+  char ctrl[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{const_cast<ImportMsg*>(&m), sizeof m};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = ctrl;
+  h.msg_controllen = sizeof ctrl;
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return ::sendmsg(sock, &h, 0) == ssize_t(sizeof m);
+}
+
+int recv_fd(int sock, ImportMsg* m) {
+  char ctrl[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{m, sizeof *m};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = ctrl;
+  h.msg_controllen = sizeof ctrl;
+  if (::recvmsg(sock, &h, 0) != ssize_t(sizeof *m)) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  int fd = -1;
+  if (c && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+// Two QPs of the importer, on the imported PD, connected to each other on the same NIC.
+struct Loop {
+  ibv_cq_ex* cq = nullptr;
+  ibv_qp* q1 = nullptr;
+  ibv_qp* q2 = nullptr;
+};
+
+bool make_loop(ibv_context* ctx, ibv_pd* pd, Loop* l) {
+  l->cq = make_cq(ctx, nullptr);
+  l->q1 = l->cq ? make_qp(ctx, pd, l->cq) : nullptr;
+  l->q2 = l->q1 ? make_qp(ctx, pd, l->cq) : nullptr;
+  ibv_gid gid{};
+  CHECK(l->q2 && ibv_query_gid(ctx, 1, 0, &gid) == 0, "loop QPs on the imported PD");
+  return connect_rc(l->q1, l->q2->qp_num, gid) && connect_rc(l->q2, l->q1->qp_num, gid);
+}
+
+ibv_wc_status loop_write(Loop& l, uint64_t wr_id, uint64_t local, uint32_t len, uint32_t lkey, uint64_t raddr,
+                         uint32_t rkey) {
+  if (!post(l.q1, IBV_WR_RDMA_WRITE, wr_id, reinterpret_cast<void*>(local), len, lkey, raddr, rkey))
+    return IBV_WC_GENERAL_ERR;
+  Cqe e{};
+  return poll_one(l.cq, &e) && e.wr_id == wr_id ? e.status : IBV_WC_GENERAL_ERR;
+}
+
+bool importer_refusals(ibv_context* ctx, ibv_mr* mr) {
+  CHECK(!ibv_import_pd(ctx, 0xfffff) && errno == EINVAL, "ibv_import_pd of no such PD");
+  CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) ==
+            IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "ibv_rereg_mr of an imported MR");
+  int p[2];
+  CHECK(pipe(p) == 0 && !ibv_import_device(p[0]), "ibv_import_device of a pipe");
+  ::close(p[0]), ::close(p[1]);
+  return true;
+}
+
+// The child: imports, then moves bytes out of and into the exporter's MR with its own QPs.
+bool run_importer(int sock) {
+  ImportMsg m{};
+  const int fd = recv_fd(sock, &m);
+  CHECK(fd >= 0, "the exporter's cmd_fd");
+  ibv_context* ctx = ibv_import_device(fd);
+  CHECK(ctx, "ibv_import_device");
+  ibv_pd* pd = ibv_import_pd(ctx, m.pd_handle);
+  ibv_mr* mr = pd ? ibv_import_mr(pd, m.mr_handle) : nullptr;
+  CHECK(mr && mr->lkey == m.lkey && mr->rkey == m.rkey && mr->length == m.length && !mr->addr, "ibv_import_mr");
+  if (!importer_refusals(ctx, mr)) return false;
+  std::vector<uint8_t> own(kBuf);
+  ibv_mr* own_mr = ibv_reg_mr(pd, own.data(), kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  Loop l;
+  CHECK(own_mr && make_loop(ctx, pd, &l), "importer set-up");
+  // Gathered from the exporter's memory through the imported MR, into ours.
+  CHECK(loop_write(l, 1, m.addr, 4096, mr->lkey, uint64_t(uintptr_t(own.data())), own_mr->rkey) == IBV_WC_SUCCESS, "write 1");
+  std::vector<uint8_t> want(4096);
+  fill(want.data(), 4096, 5);
+  CHECK(std::memcmp(own.data(), want.data(), 4096) == 0, "the exporter's bytes, read through its imported MR");
+  // Ours, into the exporter's memory through the imported MR's rkey.
+  fill(own.data(), 4096, 6);
+  CHECK(loop_write(l, 2, uint64_t(uintptr_t(own.data())), 4096, own_mr->lkey, m.addr + 8192, mr->rkey) == IBV_WC_SUCCESS,
+        "write 2");
+  CHECK(ibv_destroy_qp(l.q1) == 0 && ibv_destroy_qp(l.q2) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(l.cq)) == 0 &&
+            ibv_dereg_mr(own_mr) == 0, "importer teardown");
+  ibv_unimport_mr(mr);
+  ibv_unimport_pd(pd);
+  CHECK(ibv_close_device(ctx) == 0, "close");
+  return send_msg(sock, Msg{9, 0, {}, 0, 0, 0, 0, 0});
+}
+
+bool run_import(const char* dev) {
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
+  pid_t child = fork();
+  if (child == 0) {
+    ::close(sv[0]);
+    _exit(run_importer(sv[1]) ? 0 : 1);
+  }
+  ::close(sv[1]);
+  ibv_context* ctx = open_dev(dev);
+  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+  std::vector<uint8_t> buf(kBuf);
+  fill(buf.data(), kBuf, 5);
+  ibv_mr* mr = pd ? ibv_reg_mr(pd, buf.data(), kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : nullptr;
+  CHECK(mr, "exporter set-up");
+  ImportMsg m{pd->handle, mr->handle, mr->lkey, mr->rkey, uint64_t(uintptr_t(buf.data())), kBuf};
+  Msg done{};
+  CHECK(send_fd(sv[0], ctx->cmd_fd, m) && recv_msg(sv[0], &done) && done.step == 9, "the importer finished");
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer's checks");
+  std::vector<uint8_t> want(kBuf);
+  fill(want.data(), kBuf, 5);
+  fill(want.data() + 8192, 4096, 6);
+  CHECK(std::memcmp(buf.data(), want.data(), kBuf) == 0, "the importer's bytes landed in our MR, and only there");
+  CHECK(ibv_dereg_mr(mr) == 0 && ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0, "exporter teardown");
+  std::printf("import: another process shared our PD and MR: 4096 bytes read from it and 4096 written to it\n");
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* a = "simnic0";
   const char* b = "simnic1";
-  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
+  bool import_only = false;
+  for (int o; (o = getopt(argc, argv, "a:b:i")) != -1;) {
     if (o == 'a') a = optarg;
     else if (o == 'b') b = optarg;
+    else if (o == 'i') import_only = true;
     else return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (import_only) {
+    bool ok = run_import(a);
+    std::printf("%s\n", ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return 1;
   pid_t child = fork();

@@ -191,5 +191,41 @@ TEST_F(VerbsExt, ClosingAContextGivesItsDeviceMemoryBack) {
   ASSERT_EQ(b->dev.alloc_dm(b->ctx, abi::kMaxDmSize, 0, &dm), 0);
 }
 
+// ibv_import_device: B's second context (another process, pid 3003) joins B's first one by
+// naming the descriptor its Hello gave (fd 7); it then shares B's PDs and MRs, not the rest.
+TEST_F(VerbsExt, AnImportedContextSharesPdsAndMrsAndOutlivesItsExporter) {
+  start();
+  b->dev.set_ctl_fd_number(b->ctx, 7);
+  core::Context* importer = b->dev.open_context(3003, 0, -1, 78);
+  core::Context* stranger = b->dev.open_context(3004, 0, -1, 79);
+  EXPECT_EQ(b->dev.import_pd(importer, b->pd), EINVAL);  // nothing shared yet
+  EXPECT_EQ(b->dev.join_context(importer, [](pid_t, int) { return false; }), EINVAL);  // no such socket
+  ASSERT_EQ(b->dev.join_context(importer, [](pid_t pid, int fd) { return pid == kPidB && fd == 7; }), 0);
+  EXPECT_EQ(b->dev.import_pd(importer, b->pd), 0);
+  core::Mr* mr = nullptr;
+  ASSERT_EQ(b->dev.import_mr(importer, b->mr->handle, &mr), 0);
+  EXPECT_EQ(mr, b->mr);
+  EXPECT_EQ(b->dev.import_pd(stranger, b->pd), EINVAL);  // a context that imported nothing
+  EXPECT_EQ(b->dev.destroy_qp(importer, b->qp->handle), EINVAL);  // QPs are not shared
+  // The importer's own MR on the shared PD: its own memory (pid 3003).
+  core::Mr* own = nullptr;
+  ASSERT_EQ(b->dev.reg_mr(importer, b->pd, mem.addr(3003, 0), 4096, mem.addr(3003, 0), kRemote, &own), 0);
+  EXPECT_EQ(own->ctx->pid, 3003);
+  // A writes into the importer's MR through B's QP (on the same PD).
+  fill(*a, 0, 256, 51);
+  EXPECT_EQ(write_to(own->iova, own->rkey, 256, 10), IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(mem.ptr(3003, 0), mem.ptr(kPidA, 0), 256), 0);
+  // The exporter goes: its PD stays for the importer's MR, its own MRs go with its memory.
+  const uint32_t pd = b->pd, exporter_mr = b->mr->handle;
+  b->dev.close_context(b->ctx);
+  b->ctx = nullptr;
+  EXPECT_EQ(b->dev.import_mr(importer, exporter_mr, &mr), EINVAL);
+  EXPECT_EQ(b->dev.dealloc_pd(importer, pd), EBUSY);  // the importer's MR is on it
+  EXPECT_EQ(b->dev.dereg_mr(importer, own->handle), 0);
+  EXPECT_EQ(b->dev.dealloc_pd(importer, pd), 0);
+  b->dev.close_context(importer);
+  b->dev.close_context(stranger);
+}
+
 }  // namespace
 }  // namespace simnic::testing
