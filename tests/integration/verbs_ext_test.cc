@@ -27,5 +27,17 @@ TEST(VerbsExt, RereggedMrDeviceMemoryAndParentDomainCarryRdmaBetweenTwoProcesses
   EXPECT_NE(r.output.find("an MR over device memory cannot be re-registered"), std::string::npos) << r.output;
 }
 
+// ibv_import_device: a child process given the parent's cmd_fd imports its PD and MR, and its
+// own QPs (on the imported PD) read from and write into the parent's memory through that MR.
+TEST(VerbsExt, AnotherProcessImportsTheContextAndUsesItsPdAndMr) {
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-verbs-ext-check", "-i", "-a", "simnic0"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("import: another process shared our PD and MR: 4096 bytes read from it and 4096 written"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace simnic::it
