@@ -120,40 +120,49 @@ ibv_pd* parent_domain_protection(ibv_pd* pd) {
   return d ? d->protection : nullptr;
 }
 
+// The application's allocator runs without our lock held (it may call verbs itself).
 void* map_ring(ibv_pd* pd, uint64_t type, std::vector<int>& fds, size_t bytes) {
-  std::unique_lock lock(mu);
-  ParentDomain* d = pd ? domain_of(pd) : nullptr;
-  if (!d) {
-    lock.unlock();
-    return map_shared(fds, bytes);
+  ParentDomain* d = nullptr;
+  {
+    std::lock_guard lock(mu);
+    d = pd ? domain_of(pd) : nullptr;
+    if (d) d->rings++;  // held from here: the domain cannot be deallocated under us
   }
+  if (!d) return map_shared(fds, bytes);
   const size_t page = size_t(::getpagesize());
   const size_t size = (bytes + page - 1) / page * page;
   void* p = d->alloc ? custom_alloc(d, type, size) : IBV_ALLOCATOR_USE_DEFAULT;
-  if (p == IBV_ALLOCATOR_USE_DEFAULT) {
+  bool custom = p != IBV_ALLOCATOR_USE_DEFAULT;
+  if (!custom) {
     p = map_shared(fds, bytes);
-    if (p) default_rings[p] = d, d->rings++;
-    return p;
-  }
-  if (p && fds.size() == 1) {
+  } else if (p && fds.size() == 1) {
     void* at = map_over(p, fds[0], size);
     if (!at) d->free(&d->pd, d->pd_context, p, type), errno = ENOMEM;
-    else custom_rings[at] = CustomRing{d, type}, d->rings++;
     p = at;
   }
   for (int fd : fds) ::close(fd);
   fds.clear();
+  std::lock_guard lock(mu);
+  if (!p) d->rings--;
+  else if (custom) custom_rings[p] = CustomRing{d, type};
+  else default_rings[p] = d;
   return p;
 }
 
 void unmap_ring(void* mem, size_t bytes) {
-  std::lock_guard lock(mu);
-  if (auto it = default_rings.find(mem); it != default_rings.end()) {
-    it->second->rings--;
-    default_rings.erase(it);
+  CustomRing custom{};
+  {
+    std::lock_guard lock(mu);
+    if (auto it = default_rings.find(mem); it != default_rings.end()) {
+      it->second->rings--;
+      default_rings.erase(it);
+    }
+    if (auto it = custom_rings.find(mem); it != custom_rings.end()) {
+      custom = it->second;
+      custom_rings.erase(it);
+    }
   }
-  auto it = custom_rings.find(mem);
-  if (it == custom_rings.end()) {
+  if (!custom.domain) {
     ::munmap(mem, bytes);
     return;
   }
@@ -161,10 +170,10 @@ void unmap_ring(void* mem, size_t bytes) {
   const size_t size = (bytes + page - 1) / page * page;
   // Private memory again where the NIC's was, so the allocator gets back what it gave.
   ::mmap(mem, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  ParentDomain* d = it->second.domain;
-  d->rings--;
-  d->free(&d->pd, d->pd_context, mem, it->second.resource_type);
-  custom_rings.erase(it);
+  ParentDomain* d = custom.domain;
+  d->free(&d->pd, d->pd_context, mem, custom.resource_type);
+  std::lock_guard lock(mu);
+  d->rings--;  // last: the domain may be deallocated from now on
 }
 
 int dealloc_domain_pd(ibv_pd* pd) {
