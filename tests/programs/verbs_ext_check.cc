@@ -225,6 +225,7 @@ struct Server {
   ibv_pd* domain = nullptr;  // the parent domain
   ibv_cq_ex* cq = nullptr;
   ibv_qp* qp = nullptr;
+  ibv_srq* srq = nullptr;  // on the parent domain too, its ring in our allocation
   std::vector<uint8_t> buf1 = std::vector<uint8_t>(kBuf), buf2 = std::vector<uint8_t>(kBuf),
                        rx = std::vector<uint8_t>(4096);
   ibv_mr* mr = nullptr;
@@ -251,7 +252,13 @@ bool server_domains(Server& s) {
   s.qp = make_qp(s.ctx, s.domain, s.cq);
   CHECK(s.qp, "ibv_create_qp_ex on the parent domain");
   CHECK(s.qp->pd == s.domain, "qp->pd is the parent domain");
-  CHECK(live_allocations() == 2, "the CQ's and QP's rings came from our allocator (%d)", live_allocations());
+  ibv_srq_init_attr sa{};
+  sa.attr = {8, 1, 0};
+  s.srq = ibv_create_srq(s.domain, &sa);
+  CHECK(s.srq, "ibv_create_srq on the parent domain");
+  CHECK(live_allocations() == 3 && allocs.live[0x534e00000001] == 1 && allocs.live[0x534e00000004] == 1 &&
+            allocs.live[0x534e00000005] == 1,
+        "the QP's, SRQ's and CQ's rings came from our allocator, each with its resource type (%d)", live_allocations());
   return true;
 }
 
@@ -314,11 +321,12 @@ bool server_teardown(Server& s) {
   CHECK(ibv_dealloc_td(s.td) == EBUSY, "ibv_dealloc_td under a parent domain");
   CHECK(ibv_dealloc_pd(s.pd) == EBUSY, "ibv_dealloc_pd of a PD in a parent domain");
   CHECK(ibv_dealloc_pd(s.domain) == EBUSY, "ibv_dealloc_pd of a parent domain with a QP");
-  CHECK(ibv_destroy_qp(s.qp) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(s.cq)) == 0, "destroy QP and CQ");
+  CHECK(ibv_destroy_qp(s.qp) == 0 && ibv_destroy_srq(s.srq) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(s.cq)) == 0,
+        "destroy QP, SRQ and CQ");
   CHECK(live_allocations() == 0, "every ring went back through our free() (%d left)", live_allocations());
   CHECK(ibv_dereg_mr(s.mr) == 0 && ibv_dereg_mr(s.rx_mr) == 0, "dereg");
   CHECK(ibv_dealloc_pd(s.domain) == 0 && ibv_dealloc_td(s.td) == 0 && ibv_dealloc_pd(s.pd) == 0, "dealloc");
-  std::printf("parent domain: rings of 1 QP and 1 CQ in our allocations, all freed\n");
+  std::printf("parent domain: rings of 1 QP, 1 SRQ and 1 CQ in our allocations, all freed\n");
   return ibv_close_device(s.ctx) == 0;
 }
 
@@ -373,6 +381,9 @@ bool run_server(const char* dev, int fd) {
   for (uint32_t i = 1; i <= 3; ++i)
     CHECK(post_recv(s.qp, kRecvMagic | i, s.rx.data(), 4096, s.rx_mr->lkey), "post_recv");
   CHECK(allocations_hold(kRecvMagic | 1), "the receive WQE is in our allocation");
+  ibv_sge sge{uint64_t(uintptr_t(s.rx.data())), 64, s.rx_mr->lkey};
+  ibv_recv_wr wr{kRecvMagic | 0x77, nullptr, &sge, 1}, *bad = nullptr;
+  CHECK(ibv_post_srq_recv(s.srq, &wr, &bad) == 0 && allocations_hold(kRecvMagic | 0x77), "the SRQ's WQE is in our allocation");
   CHECK(send_msg(fd, m), "ready");
   return server_steps(s, fd, hello);
 }
