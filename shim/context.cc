@@ -363,7 +363,7 @@ void fill_context_ops(ShimContext* c) {
   ops.dealloc_mw = dealloc_mw;
   ops.bind_mw = bind_mw;
   // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
-  // EOPNOTSUPP (WQs, flows, counters, DM, TDs, ...).
+  // EOPNOTSUPP (WQs, flows, counters, ODP advice, ...).
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
