@@ -71,6 +71,7 @@ enum class Op : uint32_t {
   CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
+  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page]; once per context
   // Verbs completeness (issue 17; control_dispatch_verbs.cc).
   ReregMr,          // ReregMrReq -> RegMrReply (the same MR handle)
   QueryClock,       // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
@@ -112,6 +113,11 @@ struct HelloReq {
   uint32_t ctl_fd;       // the caller's descriptor number of this socket: how simnicd recognizes
                          // the socket when another process imports it (ibv_import_device);
                          // 0: not given (query-only connections)
+};
+
+struct MapContextPageReply {
+  uint32_t bytes;  // of the memfd, to map
+  uint32_t reserved;
 };
 
 struct HelloReply {
@@ -426,6 +432,7 @@ inline const char* op_name(Op op) {
     case Op::CmDisconnect: return "CmDisconnect";
     case Op::CmInitQpAttr: return "CmInitQpAttr";
     case Op::ResizeCq: return "ResizeCq";
+    case Op::MapContextPage: return "MapContextPage";
     case Op::ReregMr: return "ReregMr";
     case Op::QueryClock: return "QueryClock";
     case Op::AllocDm: return "AllocDm";

@@ -414,6 +414,16 @@ class Device {
   std::vector<uint8_t> payload_buffer_;
   std::unique_ptr<CmAgent> cm_;
 
+ public:
+  // context_page.cc: the page an idle ibv_poll_cq sleeps on (abi::ContextShared). Allocated on
+  // the shim's first request (EALREADY after that); *page's memfd goes to the client.
+  int map_context_page(Context* ctx, ShmRegion** page);
+
+ private:
+  void release_context_page(Context* ctx);
+  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
+  void note_cqe_written(Context* ctx);
+
   // --- Verbs completeness (issue 17): device_rereg.cc, device_dm.cc ---
  public:
   // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
