@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "shim/shim.h"
+#include "shim/verbs_ext.h"
 #include "simnic/abi/state_dir.h"
 
 namespace simnic::shim {
@@ -139,7 +140,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   }
   HelloReply hello{};
   std::vector<int> none;
-  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, 0}, &hello, std::span<const int>({doorbell, async[1]}));
+  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello, std::span<const int>({doorbell, async[1]}));
   ::close(async[1]);  // simnicd has its own copy now
   if (st == 0) st = allow_daemon_access(pid_t(hello.daemon_pid));
   if (st != 0) {
@@ -346,6 +347,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   // CQE timestamps (ibv_wc_read_completion_ts) count the NIC's simulated nanoseconds.
   ex.completion_timestamp_mask = ~uint64_t(0);
   ex.hca_core_clock = simnic::abi::kNicClockKhz;
+  ex.max_dm_size = simnic::abi::kMaxDmSize;  // ibv_alloc_dm (issue 17)
   ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));
@@ -378,12 +380,13 @@ void fill_context_ops(ShimContext* c) {
   ops.dealloc_mw = dealloc_mw;
   ops.bind_mw = bind_mw;
   // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
-  // EOPNOTSUPP (WQs, flows, counters, DM, TDs, ...).
+  // EOPNOTSUPP (WQs, flows, counters, ODP advice, ...).
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   fill_xrc_ops(c);
+  fill_verbs_ext_ops(c);  // rereg, DM, clock, TD and parent domains (issue 17)
 }
 
 }  // namespace simnic::shim

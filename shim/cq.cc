@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "shim/shim.h"
+#include "shim/verbs_ext.h"
 
 using namespace simnic::shim;
 using namespace simnic::abi;
@@ -50,14 +51,15 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 }
 
 // Creates the CQ both ibv_create_cq and ibv_create_cq_ex return.
-ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector,
+                  ibv_pd* parent_domain = nullptr) {
   if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ShimCq>(EINVAL);
   ShimContext* c = to_shim(context);
   CreateCqReq req{cqe, channel ? to_shim(channel)->handle : 0, uint32_t(comp_vector), 0};
   CreateCqReply rep{};
   std::vector<int> fds;
   if (int st = rpc(c, Op::CreateCq, req, &rep, &fds)) return fail_null<ShimCq>(st);
-  void* mem = map_shared(fds, rep.mem_bytes);
+  void* mem = map_ring(parent_domain, kResTypeCq, fds, rep.mem_bytes);
   if (!mem) {
     int e = errno;
     rpc_status(c, Op::DestroyCq, HandleReq{rep.handle, 0});
@@ -72,6 +74,7 @@ ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
   cq->base()->cqe = rep.cqe;
   pthread_mutex_init(&cq->base()->mutex, nullptr);
   pthread_cond_init(&cq->base()->cond, nullptr);
+  cq->parent_domain = parent_domain;
   cq->mem = mem;
   cq->mem_bytes = rep.mem_bytes;
   cq->shm = static_cast<CqShared*>(mem);
@@ -105,12 +108,28 @@ int load_current(ShimCq* c) {
   return 0;
 }
 
+int64_t monotonic_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+// The wall clock of a CQE is its NIC time plus (CLOCK_REALTIME - NIC clock), measured by a
+// QueryClock at most 100 ms before: the NIC's clock stands still while step mode pauses it.
+void sync_wallclock(ShimCq* c) {
+  const int64_t now = monotonic_ns();
+  if (c->wallclock_synced_at && now - c->wallclock_synced_at < 100'000'000) return;
+  int64_t offset = 0;
+  if (nic_clock_offset(c->base()->context, &offset) == 0) c->wallclock_offset_ns = offset, c->wallclock_synced_at = now;
+}
+
 int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   ShimCq* c = to_shim_ex(cq);
   ShimContext* ctx = to_shim(c->base()->context);
   const uint32_t sequence = completion_sequence(ctx);
   c->poll_mu.lock();
+  if (c->wallclock) sync_wallclock(c);
   c->poll_index = c->shm->ring.consumer.value.load(std::memory_order_relaxed);
   int st = load_current(c);
   if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
@@ -152,18 +171,30 @@ uint64_t read_completion_ts(ibv_cq_ex* cq) {
   ShimCq* c = to_shim_ex(cq);
   return c->timestamps ? c->timestamps[c->poll_index & (c->entries - 1)] : 0;
 }
+// CLOCK_REALTIME ns when the NIC wrote the CQE (see sync_wallclock).
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
+  return read_completion_ts(cq) + uint64_t(to_shim_ex(cq)->wallclock_offset_ns);
+}
 
 }  // namespace
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  // Not offered: IBV_WC_EX_WITH_CVLAN (no VLANs: simnic's wire is RoCEv2 over loopback UDP),
+  // _FLOW_TAG (no flow steering) and _TM_INFO (no tag matching).
   constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                              IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+                              IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
   if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
     return fail_null<ibv_cq_ex>(EINVAL);
-  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);  // wallclock, flow tags, ...
-  ShimCq* cq = create_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
+  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  // IBV_CQ_INIT_ATTR_MASK_PD: a parent domain (mlx5: EINVAL for a plain PD or none).
+  ibv_pd* domain = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ? attr->parent_domain : nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!domain || !parent_domain_protection(domain)))
+    return fail_null<ibv_cq_ex>(EINVAL);
+  ShimCq* cq = create_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector), domain);
   if (!cq) return nullptr;
+  cq->wallclock = attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
   ibv_cq_ex& x = cq->cqx;
   x.comp_mask = 0;
   x.start_poll = start_poll;
@@ -180,6 +211,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   x.read_sl = read_sl;
   x.read_dlid_path_bits = read_dlid_path_bits;
   x.read_completion_ts = read_completion_ts;
+  x.read_completion_wallclock_ns = read_completion_wallclock_ns;
   return &x;
 }
 
@@ -237,7 +269,7 @@ int ibv_destroy_cq(struct ibv_cq* ibcq) {
     c->cqs.erase(ibcq->handle);
   }
   if (ibcq->channel) --ibcq->channel->refcnt;
-  ::munmap(cq->mem, cq->mem_bytes);
+  unmap_ring(cq->mem, cq->mem_bytes);
   pthread_mutex_destroy(&ibcq->mutex);
   pthread_cond_destroy(&ibcq->cond);
   delete cq;
@@ -256,9 +288,9 @@ int ibv_resize_cq(struct ibv_cq* ibcq, int cqe) {
   CreateCqReply rep{};
   std::vector<int> fds;
   if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds)) return st;
-  void* mem = map_shared(fds, rep.mem_bytes);
+  void* mem = map_ring(cq->parent_domain, kResTypeCq, fds, rep.mem_bytes);
   if (!mem) return errno ? errno : ENOMEM;  // simnicd writes to the new ring only: the CQ is lost
-  ::munmap(cq->mem, cq->mem_bytes);
+  unmap_ring(cq->mem, cq->mem_bytes);
   cq->mem = mem;
   cq->mem_bytes = rep.mem_bytes;
   cq->shm = static_cast<CqShared*>(mem);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "shim/shim.h"
+#include "shim/verbs_ext.h"
 
 using namespace simnic::shim;
 using namespace simnic::abi;
@@ -31,7 +32,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     explain_refusal("ibv_create_qp", st, abi::last_refusal());
     return fail_null<ibv_qp>(st);
   }
-  void* mem = map_shared(fds, rep.mem_bytes);
+  void* mem = map_ring(pd, kResTypeQp, fds, rep.mem_bytes);  // a parent domain's allocator, if any
   if (!mem) {
     int e = errno;
     rpc_status(c, Op::DestroyQp, HandleReq{rep.handle, 0});
@@ -141,7 +142,7 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
     std::lock_guard lock(c->objs_mu);
     c->qps.erase(ibqp->handle);
   }
-  ::munmap(qp->mem, qp->mem_bytes);
+  unmap_ring(qp->mem, qp->mem_bytes);
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
   delete qp;
@@ -160,7 +161,7 @@ struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init
   CreateSrqReply rep{};
   std::vector<int> fds;
   if (int st = rpc(c, Op::CreateSrq, req, &rep, &fds)) return fail_null<ibv_srq>(st);
-  void* mem = map_shared(fds, rep.mem_bytes);
+  void* mem = map_ring(pd, kResTypeSrq, fds, rep.mem_bytes);
   if (!mem) {
     int e = errno;
     rpc_status(c, Op::DestroySrq, HandleReq{rep.handle, 0});
@@ -207,7 +208,7 @@ int ibv_destroy_srq(struct ibv_srq* ibsrq) {
     std::lock_guard lock(c->objs_mu);
     c->srqs.erase(ibsrq->handle);
   }
-  ::munmap(srq->mem, srq->mem_bytes);
+  unmap_ring(srq->mem, srq->mem_bytes);
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   delete srq;

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "shim/shim.h"
+#include "shim/verbs_ext.h"
 
 using namespace simnic::shim;
 using namespace simnic::abi;
@@ -41,6 +42,7 @@ struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
 }
 
 int ibv_dealloc_pd(struct ibv_pd* pd) {
+  if (int st = dealloc_domain_pd(pd); st >= 0) return st;  // a parent domain, or a PD inside one
   int st = rpc_status(to_shim(pd->context), Op::DeallocPd, HandleReq{pd->handle, 0});
   if (st == 0) delete pd;
   return st;  // EBUSY while MRs, QPs or AHs still use it, as the kernel says
@@ -61,13 +63,8 @@ struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, ui
 
 int ibv_dereg_mr(struct ibv_mr* mr) {
   int st = rpc_status(to_shim(mr->context), Op::DeregMr, HandleReq{mr->handle, 0});
-  if (st == 0) delete mr;
+  if (st == 0) set_imported_mr(mr, false), delete mr;
   return st;
-}
-
-int ibv_rereg_mr(struct ibv_mr*, int, struct ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;  // the old MR stays valid
 }
 
 struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {

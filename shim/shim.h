@@ -72,6 +72,12 @@ struct ShimCq {
   std::mutex arm_mu;              // req_notify_cq against ibv_resize_cq: an arming never lands in a dropped ring
   uint32_t poll_index = 0;        // the CQE start_poll/next_poll are looking at
   bool poll_has = false;          // ... and whether there is one
+  // Issue 17 (cq.cc): the parent domain whose allocator holds the ring (ibv_create_cq_ex with
+  // IBV_CQ_INIT_ATTR_MASK_PD), and IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK's conversion.
+  ibv_pd* parent_domain = nullptr;
+  bool wallclock = false;
+  int64_t wallclock_offset_ns = 0;   // CLOCK_REALTIME minus the NIC's clock
+  int64_t wallclock_synced_at = 0;   // CLOCK_MONOTONIC ns of the last measurement (0: never)
   ibv_cq* base() { return reinterpret_cast<ibv_cq*>(&cqx); }
 };
 

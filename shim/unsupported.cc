@@ -10,12 +10,7 @@ int ibv_resolve_eth_l2_from_gid(struct ibv_context*, struct ibv_ah_attr*, uint8_
   return EOPNOTSUPP;
 }
 
-// Sharing objects between processes (by passing cmd_fd) needs a kernel; not simulated.
-struct ibv_context* ibv_import_device(int) { return simnic::shim::fail_null<ibv_context>(EOPNOTSUPP); }
-struct ibv_pd* ibv_import_pd(struct ibv_context*, uint32_t) { return simnic::shim::fail_null<ibv_pd>(EOPNOTSUPP); }
-void ibv_unimport_pd(struct ibv_pd*) {}
-struct ibv_mr* ibv_import_mr(struct ibv_pd*, uint32_t) { return simnic::shim::fail_null<ibv_mr>(EOPNOTSUPP); }
-void ibv_unimport_mr(struct ibv_mr*) {}
+// Device memory is not shared between processes (import.cc shares PDs and MRs).
 struct ibv_dm* ibv_import_dm(struct ibv_context*, uint32_t) { return simnic::shim::fail_null<ibv_dm>(EOPNOTSUPP); }
 void ibv_unimport_dm(struct ibv_dm*) {}
 

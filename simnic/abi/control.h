@@ -72,6 +72,15 @@ enum class Op : uint32_t {
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
   MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page]; once per context
+  // Verbs completeness (issue 17; control_dispatch_verbs.cc).
+  ReregMr,          // ReregMrReq -> RegMrReply (the same MR handle)
+  QueryClock,       // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
+  AllocDm,          // AllocDmReq -> AllocDmReply, fds: [memfd of the device memory]
+  FreeDm,           // HandleReq
+  RegDmMr,          // RegDmMrReq -> RegMrReply
+  ImportPd,         // HandleReq{pd handle} -> HandleReply (the same handle)
+  ImportMr,         // HandleReq{mr handle} -> ImportMrReply
+  JoinContext,      // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
   Count_
 };
 
@@ -101,7 +110,9 @@ struct HandleReply {
 
 struct HelloReq {
   uint32_t abi_version;  // kAbiVersion
-  uint32_t reserved;
+  uint32_t ctl_fd;       // the caller's descriptor number of this socket: how simnicd recognizes
+                         // the socket when another process imports it (ibv_import_device);
+                         // 0: not given (query-only connections)
 };
 
 struct MapContextPageReply {
@@ -300,6 +311,60 @@ struct OpenXrcQpReq {
   uint32_t qp_num;
 };
 
+// ibv_rereg_mr. Only what `flags` (enum ibv_rereg_mr_flags) names changes: the PD, the
+// translation (addr, length; the new iova is addr, as rdma-core's providers send), the access.
+struct ReregMrReq {
+  uint32_t mr;
+  uint32_t flags;
+  uint32_t pd;
+  uint32_t access;
+  uint64_t addr;
+  uint64_t length;
+};
+
+struct QueryClockReply {
+  uint64_t nic_ns;   // the NIC's clock (simulated ns: the CQE timestamps' clock) when it answered
+};
+
+// ibv_alloc_dm: device memory simnicd holds in a memfd; the client maps it.
+constexpr uint64_t kMaxDmSize = 4ull << 20;  // max_dm_size: all of a NIC's device memory
+struct AllocDmReq {
+  uint64_t length;
+  uint32_t log_align_req;
+  uint32_t comp_mask;
+};
+
+struct AllocDmReply {
+  uint32_t handle;
+  uint32_t reserved;
+  uint64_t mem_bytes;  // the memfd's size (length rounded up to a page)
+};
+
+// ibv_reg_dm_mr: an MR over [dm_offset, dm_offset + length) of a DM, always zero-based.
+// mapped_at: where the caller mapped the DM's memfd. The MR is one of the caller's own memory
+// (DMA reaches it through that mapping, as any MR), so a wrong address can only hurt the caller.
+struct RegDmMrReq {
+  uint32_t pd;
+  uint32_t dm;
+  uint64_t dm_offset;
+  uint64_t length;
+  uint32_t access;
+  uint32_t reserved;
+  uint64_t mapped_at;
+};
+
+// ibv_import_mr: what the importer needs to rebuild its struct ibv_mr.
+struct ImportMrReply {
+  uint32_t handle;
+  uint32_t pd;        // the PD's handle
+  uint32_t lkey;
+  uint32_t rkey;
+  uint64_t addr;      // in the address space of the process that registered it
+  uint64_t length;
+  uint32_t access;
+  uint32_t is_dm;     // 1: an MR over device memory (ibv_reg_dm_mr)
+};
+
 // Sent by simnicd on a completion channel's socket, one message per event.
 struct CqEventMsg {
   uint32_t cq;  // the CQ handle
@@ -368,6 +433,14 @@ inline const char* op_name(Op op) {
     case Op::CmInitQpAttr: return "CmInitQpAttr";
     case Op::ResizeCq: return "ResizeCq";
     case Op::MapContextPage: return "MapContextPage";
+    case Op::ReregMr: return "ReregMr";
+    case Op::QueryClock: return "QueryClock";
+    case Op::AllocDm: return "AllocDm";
+    case Op::FreeDm: return "FreeDm";
+    case Op::RegDmMr: return "RegDmMr";
+    case Op::ImportPd: return "ImportPd";
+    case Op::ImportMr: return "ImportMr";
+    case Op::JoinContext: return "JoinContext";
     case Op::Count_: break;
   }
   return "?";

@@ -46,6 +46,9 @@ class ControlDispatcher {
     // The device and inode of the file `fd` is open on (fstat): 0, or the errno to refuse
     // ibv_open_xrcd with. Unset: domains on files are refused (EOPNOTSUPP).
     std::function<int(int fd, uint64_t* dev, uint64_t* ino)> file_identity;
+    // ibv_import_device: whether descriptor `their_fd` of process `pid` and our `fd` are the
+    // same open file (kcmp). Unset: no context can be imported (EOPNOTSUPP).
+    std::function<bool(pid_t pid, int their_fd, int fd)> same_file;
   };
 
   ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});

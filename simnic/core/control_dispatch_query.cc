@@ -58,6 +58,7 @@ ControlReply hello(Request& r, const HelloReq& q) {
   if (context) {
     s.ctx = r.dev.open_context(s.pid, s.uid, r.fds[0], r.fds[1]);
     r.fds[0] = r.fds[1] = -1;
+    r.dev.set_ctl_fd_number(s.ctx, int(q.ctl_fd));  // for ibv_import_device (issue 17)
   }
   return ok(hello_reply(r.dev, r.daemon_pid));
 }

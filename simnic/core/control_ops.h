@@ -116,6 +116,15 @@ ControlReply create_comp_channel(Request& r);
 ControlReply create_cq(Request& r, const abi::CreateCqReq& q);
 ControlReply resize_cq(Request& r, const abi::ResizeCqReq& q);
 ControlReply map_context_page(Request& r);
+
+// control_dispatch_verbs_ext.cc: issue 17's verbs
+ControlReply rereg_mr(Request& r, const abi::ReregMrReq& q);
+ControlReply query_clock(Request& r);
+ControlReply alloc_dm(Request& r, const abi::AllocDmReq& q);
+ControlReply reg_dm_mr(Request& r, const abi::RegDmMrReq& q);
+ControlReply import_pd(Request& r, const abi::HandleReq& q);
+ControlReply import_mr(Request& r, const abi::HandleReq& q);
+ControlReply join_context(Request& r);
 ControlReply create_qp(Request& r, const abi::CreateQpReq& q);
 ControlReply modify_qp(Request& r, const abi::ModifyQpReq& q);
 ControlReply query_qp(Request& r, const abi::QueryQpReq& q);

@@ -13,13 +13,17 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <functional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <infiniband/verbs.h>
 
+#include "simnic/abi/control.h"
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
+#include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
 #include "simnic/core/env.h"
 #include "simnic/core/gid_table.h"
@@ -220,6 +224,16 @@ class Device : private ObjectTables {
   uint32_t new_qpn();
   uint32_t new_mr_key();
   uint32_t new_mw_index();
+  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
+  // PDs and MRs are also reachable from the contexts that imported their creator's
+  // (ibv_import_device; shares()).
+  template <class T>
+  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
+    auto it = table.find(handle);
+    constexpr bool kShared = std::is_same_v<T, Pd> || std::is_same_v<T, Mr>;
+    if (it == table.end() || (it->second->ctx != ctx && !(kShared && shares(it->second->ctx, ctx)))) return nullptr;
+    return it->second.get();
+  }
   const Mr* find_mr_by_key(uint32_t key) const;
   bool queue_memory_fits(const Context* ctx, uint64_t bytes) const;  // under the context's and the NIC's limits
   bool charge_queue_memory(Context* ctx, uint64_t bytes);  // false (nothing charged) past a limit
@@ -408,6 +422,41 @@ class Device : private ObjectTables {
   void release_context_page(Context* ctx);
   // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
   void note_cqe_written(Context* ctx);
+
+  // --- Verbs completeness (issue 17): device_rereg.cc, device_dm.cc ---
+ public:
+  // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
+  int rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out);
+  // The NIC's clock (simulated ns) at the event being handled: CQE timestamps count in it.
+  uint64_t now() const { return now_; }
+  // Device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
+  int alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out);
+  int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
+  int reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out);
+  bool is_dm_mr(uint32_t mr_handle) const;
+  // ibv_import_device (device_import.cc): contexts that share PDs and MRs, as processes that
+  // share one uverbs file do. set_ctl_fd_number: what the context's Hello said its socket's
+  // descriptor number is; join_context: `holds(pid, fd)` says whether that descriptor of that
+  // process is the socket the importer passed.
+  void set_ctl_fd_number(Context* ctx, int fd) { ctl_fd_number_[ctx] = fd; }
+  int join_context(Context* ctx, const std::function<bool(pid_t pid, int fd)>& holds);
+  int import_pd(Context* ctx, uint32_t handle);
+  int import_mr(Context* ctx, uint32_t handle, Mr** out);
+  bool shares(const Context* owner, const Context* user) const;
+
+ private:
+  void leave_group(Context* ctx);  // a closing context hands what others still use to them
+  int check_mr_access(uint32_t access);
+  int check_mr_range(Context* ctx, uint64_t addr, uint64_t length);
+  int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
+  void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
+  void trace_mr_destroy(const Mr& mr);
+  void free_dms(Context* ctx);
+  std::map<uint32_t, std::unique_ptr<Dm>> dms_;
+  std::map<uint32_t, uint32_t> dm_mrs_;  // MR handle -> the DM it lies in (entries of dead MRs are stale)
+  uint64_t dm_bytes_ = 0;                // pages of device memory allocated, all contexts
+  std::map<const Context*, int> ctl_fd_number_;
+  std::map<const Context*, uint32_t> group_of_;  // contexts that share PDs and MRs: same group
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

@@ -61,13 +61,6 @@ struct ObjectTables {
     handles.erase(std::remove(handles.begin(), handles.end(), handle), handles.end());
     table.erase(handle);
   }
-  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
-  template <class T>
-  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
-    auto it = table.find(handle);
-    if (it == table.end() || it->second->ctx != ctx) return nullptr;
-    return it->second.get();
-  }
 
   uint32_t next_handle_ = 1;
   uint32_t next_context_id_ = 1;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <sstream>
 #include <sys/socket.h>
+#include <linux/kcmp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -36,6 +38,20 @@ int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
   *dev = uint64_t(st.st_dev);
   *ino = uint64_t(st.st_ino);
   return 0;
+}
+
+// ibv_import_device: is descriptor `their_fd` of process `pid` the file our `fd` is open on?
+// kcmp needs the access to `pid` process_vm_readv needs already (PR_SET_PTRACER).
+// Without kcmp (a kernel without CONFIG_KCMP), the socket's inode in /proc/PID/fd says the same.
+bool same_file(pid_t pid, int their_fd, int fd) {
+  long r = ::syscall(SYS_kcmp, pid, ::getpid(), KCMP_FILE, their_fd, fd);
+  if (r >= 0 || errno != ENOSYS) return r == 0;
+  struct stat st{};
+  char link[64] = {}, want[64];
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(their_fd);
+  if (::fstat(fd, &st) != 0 || ::readlink(path.c_str(), link, sizeof link - 1) < 0) return false;
+  std::snprintf(want, sizeof want, "socket:[%llu]", static_cast<unsigned long long>(st.st_ino));
+  return std::strcmp(link, want) == 0;
 }
 }
 
@@ -70,7 +86,7 @@ NicServer::NicServer(NicOptions options)
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
-                   file_identity}),
+                   file_identity, same_file}),
       accept_backoff_(io_),
       viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);

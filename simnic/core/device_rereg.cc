@@ -1,0 +1,98 @@
+// ibv_rereg_mr (IBA 11.2.8.3, "Reregister Memory Region"): the PD, the translation and the
+// access of an existing MR change in place; its handle and keys stay, as mlx5 keeps them when
+// it can. The checks and errnos are the kernel's (ib_uverbs_rereg_mr, ib_check_mr_access).
+#include "simnic/core/device.h"
+#include "simnic/core/text.h"
+
+#include <cerrno>
+
+namespace simnic::core {
+
+namespace {
+
+constexpr uint32_t kReregFlags =
+    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+
+}  // namespace
+
+// The access rules of ibv_reg_mr, shared by every verb that sets an MR's access.
+int Device::check_mr_access(uint32_t access) {
+  constexpr uint32_t kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                              IBV_ACCESS_RELAXED_ORDERING;
+  if (access & ~kKnown) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+  // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+  return 0;
+}
+
+// [addr, addr + length) must be a valid range, mapped in the program (the kernel pins it).
+int Device::check_mr_range(Context* ctx, uint64_t addr, uint64_t length) {
+  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
+    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  uint8_t probe;
+  for (uint64_t at : {addr, addr + length - 1})
+    if (int e = memory_.read(ctx->pid, at, &probe, 1))
+      return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
+                                                     ") is not all mapped in the program (" + hex(at) + " is not)");
+  return 0;
+}
+
+// Everything is checked before anything changes: a refused rereg leaves the MR as it was.
+int Device::check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd) {
+  if (is_dm_mr(mr.handle)) return refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
+  if (mr.bound_mws)
+    return refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " + hex(mr.lkey) +
+                             ": invalidate or unbind them before ibv_rereg_mr");
+  *new_pd = mr.pd;
+  if (req.flags & IBV_REREG_MR_CHANGE_PD) {
+    *new_pd = owned(pds_, ctx, req.pd);
+    if (!*new_pd) return refuse(EINVAL, "IBV_REREG_MR_CHANGE_PD: no such PD");
+  }
+  if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
+    if (int e = check_mr_access(req.access)) return e;
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+    if (int e = check_mr_range(ctx, req.addr, req.length)) return e;
+  return 0;
+}
+
+int Device::rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out) {
+  if (!req.flags || (req.flags & ~kReregFlags))
+    return refuse(EINVAL, "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
+  Mr* mr = owned(mrs_, ctx, req.mr);
+  if (!mr) return EINVAL;
+  Pd* pd = nullptr;
+  if (int e = check_rereg(ctx, *mr, req, &pd)) return e;
+  // What an engine is doing with the old registration ends as after ibv_dereg_mr: the rest of
+  // a message in flight finds no MR (IBA 11.2.8.3: rereg is a deregister then a register).
+  forget_mr_in_engines(mr);
+  trace_mr_destroy(*mr);
+  mr->pd->users--;
+  mr->pd = pd;
+  pd->users++;
+  const bool was_zero_based = mr->access & IBV_ACCESS_ZERO_BASED;
+  if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) mr->access = req.access;
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) mr->addr = req.addr, mr->length = req.length;
+  // The iova: zero-based, or the new address (rdma-core's providers send hca_va = addr).
+  if (mr->access & IBV_ACCESS_ZERO_BASED) mr->iova = 0;
+  else if ((req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || was_zero_based) mr->iova = mr->addr;
+  if (tracer_.on()) trace_mr_create(*mr);
+  *out = mr;
+  return 0;
+}
+
+void Device::forget_mr_in_engines(const Mr* mr) {
+  for (auto& [h, qp] : qps_) {
+    if (qp->write_mr == mr) qp->write_mr = nullptr, qp->write_left = 0;
+    for (auto& rr : qp->read_responses)
+      if (rr.mr == mr) rr.mr = nullptr;
+  }
+}
+
+void Device::trace_mr_destroy(const Mr& mr) {
+  tracer_.event("mr_destroy").u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
+      .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
+}
+
+}  // namespace simnic::core
