@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config          # the toolchain
   libboost-dev                              # Boost.Asio, simnicd's event loop
+  libcli11-dev                              # simnicd's command-line flags
   zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
   libibverbs-dev                            # rdma-core's public headers the shim is built against
   librdmacm-dev                             # rdma_cma.h/rdma_verbs.h that rdmacm/ is built against
