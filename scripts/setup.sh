@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config          # the toolchain
+  python3                                   # scripts/check_layers.py: the layer table, checked at build time
   libboost-dev                              # Boost.Asio, simnicd's event loop
   libcli11-dev                              # simnicd's command-line flags
   zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
