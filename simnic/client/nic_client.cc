@@ -1,10 +1,8 @@
 #include "simnic/client/nic_client.h"
 
-#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -15,20 +13,7 @@
 
 namespace simnic::client {
 
-std::vector<std::string> list_nics(const std::string& dir) {
-  std::vector<std::string> names;
-  const std::string suffix = abi::kControlSocketSuffix;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-        names.push_back(n.substr(0, n.size() - suffix.size()));
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> list_nics(const std::string& dir) { return abi::nic_names_in(dir); }
 
 int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
               std::string* text) {
