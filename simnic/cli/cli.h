@@ -23,6 +23,10 @@ using client::list_nics;
 using client::parse_kv;
 using client::query_nic;
 
+// In a forked child: runs argv[0] (found on PATH) with `argv`; if it cannot, says so on stderr
+// as `who: cannot run X: why` and exits 127, the shell's code for a command that cannot run.
+[[noreturn]] void exec_or_exit(const std::vector<std::string>& argv, const char* who);
+
 int cmd_up(const std::vector<std::string>& args);
 int cmd_down(const std::vector<std::string>& args);
 int cmd_status(const std::vector<std::string>& args);

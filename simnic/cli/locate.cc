@@ -48,6 +48,15 @@ std::string find_shim_dir() {
   return "";
 }
 
+void exec_or_exit(const std::vector<std::string>& argv, const char* who) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  std::fprintf(stderr, "%s: cannot run %s: %s\n", who, args[0], std::strerror(errno));
+  ::_exit(127);
+}
+
 std::string state_dir(bool create) {
   const std::string dir = abi::simnic_dir();
   bool missing = false;
