@@ -8,13 +8,14 @@ PACKAGES=(
   python3                                   # scripts/check_layers.py: the layer table, checked at build time
   libboost-dev                              # Boost.Asio, simnicd's event loop
   libcli11-dev                              # simnicd's command-line flags
-  zlib1g-dev                                # CRC-32 for the RoCEv2 ICRC
+  zlib1g-dev libisal-dev                    # CRC-32 for the RoCEv2 ICRC (ISA-L: fast; zlib: fallback, CRC combine)
   libibverbs-dev                            # rdma-core's public headers the shim is built against
   librdmacm-dev                             # rdma_cma.h/rdma_verbs.h that rdmacm/ is built against
   rdmacm-utils                              # unmodified rdma_cm programs the tests run (rping, udaddy, ...)
   ibverbs-utils perftest qperf              # unmodified verbs programs the tests run
   libgtest-dev                              # unit and integration tests
   tshark                                    # decodes our pcaps in the tests
+  ethtool                                   # gso_test: a namespace whose lo segments UDP in software
   iproute2                                  # `ip netns`: two hosts over a veth pair (netns_test)
   python3-pyverbs                           # another unmodified verbs consumer
   nlohmann-json3-dev                        # simnic-viz reads the JSON-lines trace

@@ -81,6 +81,21 @@ void* map_rings_or_destroy(ShimContext* c, std::vector<int>& fds, size_t bytes, 
   return mem;
 }
 
+void map_context_page(ShimContext* c) {
+  MapContextPageReply rep{};
+  std::vector<int> fds;
+  // An older simnicd refuses the op (EINVAL): empty polls then yield as they used to.
+  if (rpc(c, Op::MapContextPage, HandleReq{}, &rep, &fds) != 0) return;
+  if (rep.bytes < sizeof(ContextShared)) {
+    for (int fd : fds) ::close(fd);
+    return;
+  }
+  if (void* p = map_shared(fds, rep.bytes)) {
+    c->page = static_cast<ContextShared*>(p);
+    c->page_bytes = rep.bytes;
+  }
+}
+
 namespace {
 
 // simnicd "DMAs" with process_vm_readv/writev, which Yama restricts to a process' ancestors
@@ -163,6 +178,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   pthread_mutex_init(&ctx.mutex, nullptr);
   c->vctx.sz = sizeof(verbs_context);
   fill_context_ops(c);
+  map_context_page(c);
   debug("opened %s (simnicd pid %u)", device->name, hello.daemon_pid);
   return &ctx;
 }
@@ -173,6 +189,7 @@ int ibv_close_device(struct ibv_context* context) {
   ::close(c->ctl_fd);
   ::close(c->doorbell_fd);
   ::close(context->async_fd);
+  if (c->page) ::munmap(c->page, c->page_bytes);
   pthread_mutex_destroy(&context->mutex);
   delete c;
   return 0;

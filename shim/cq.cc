@@ -17,7 +17,9 @@ namespace simnic::shim {
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   ShimCq* cq = to_shim(ibcq);
   if (num_entries < 0) return -1;
-  std::lock_guard lock(cq->poll_mu);
+  ShimContext* ctx = to_shim(ibcq->context);
+  const uint32_t sequence = completion_sequence(ctx);
+  std::unique_lock lock(cq->poll_mu);
   auto& ring = cq->shm->ring;
   uint32_t cons = ring.consumer.value.load(std::memory_order_relaxed);
   uint32_t prod = ring.producer.value.load(std::memory_order_acquire);
@@ -28,6 +30,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     failed |= wc[n].status != IBV_WC_SUCCESS;
   }
   ring.consumer.value.store(cons, std::memory_order_release);
+  lock.unlock();
   if (failed && explaining())
     for (int i = 0; i < n; ++i) explain_completion(ibcq->context, wc[i]);
   if (n == 0) {
@@ -39,9 +42,9 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     }
     if (to_shim(ibcq->context)->fast_calls.load(std::memory_order_relaxed) % 1024 == 0)
       explain_while_waiting(ibcq->context);
-    // A real RNIC has its own silicon; simnicd shares the CPUs with the application. An empty
-    // poll therefore yields, so a busy-polling program does not starve the NIC it waits for.
-    sched_yield();
+    idle_after_empty_poll(ctx, sequence);  // lets the NIC run; back when it writes a CQE
+  } else {
+    note_completions_found();
   }
   return n;
 }
@@ -105,11 +108,17 @@ int load_current(ShimCq* c) {
 int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   ShimCq* c = to_shim_ex(cq);
+  ShimContext* ctx = to_shim(c->base()->context);
+  const uint32_t sequence = completion_sequence(ctx);
   c->poll_mu.lock();
   c->poll_index = c->shm->ring.consumer.value.load(std::memory_order_relaxed);
   int st = load_current(c);
   if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
-  if (st == ENOENT && nic_lost_sampled(to_shim(c->base()->context))) return EIO;
+  if (st == ENOENT && nic_lost_sampled(ctx)) return EIO;
+  if (st == ENOENT)
+    idle_after_empty_poll(ctx, sequence);
+  else
+    note_completions_found();
   return st;
 }
 

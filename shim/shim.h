@@ -56,6 +56,8 @@ struct ShimContext {
   std::atomic<bool> fatal_reported{false};
   std::atomic<uint32_t> fast_calls{0};  // fast-path calls, to space out liveness checks
   std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
+  abi::ContextShared* page = nullptr;  // shared with simnicd: the sequence idle pollers sleep on
+  size_t page_bytes = 0;
 };
 
 struct ShimCq {
@@ -175,6 +177,15 @@ void explain_while_waiting(ibv_context* context);
 
 // Wakes simnicd after new WQEs were published: the doorbell of a real RNIC.
 void ring_doorbell(ShimContext* c);
+
+// poll_wait.cc: an empty poll spins briefly, then sleeps until simnicd writes a CQE for the
+// context. Read the sequence before looking at the ring; call note_completions_found() when a
+// poll returned CQEs, idle_after_empty_poll() when it found none.
+uint32_t completion_sequence(ShimContext* c);
+void note_completions_found();
+void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before);
+// context.cc: maps the context's page (abi::ContextShared); without it empty polls yield.
+void map_context_page(ShimContext* c);
 
 // Maps a memfd received from simnicd and closes it. Returns nullptr with errno set.
 void* map_shared(std::vector<int>& fds, size_t bytes);

@@ -71,6 +71,7 @@ enum class Op : uint32_t {
   CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
+  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page]; once per context
   Count_
 };
 
@@ -100,6 +101,11 @@ struct HandleReply {
 
 struct HelloReq {
   uint32_t abi_version;  // kAbiVersion
+  uint32_t reserved;
+};
+
+struct MapContextPageReply {
+  uint32_t bytes;  // of the memfd, to map
   uint32_t reserved;
 };
 
@@ -361,6 +367,7 @@ inline const char* op_name(Op op) {
     case Op::CmDisconnect: return "CmDisconnect";
     case Op::CmInitQpAttr: return "CmInitQpAttr";
     case Op::ResizeCq: return "ResizeCq";
+    case Op::MapContextPage: return "MapContextPage";
     case Op::Count_: break;
   }
   return "?";

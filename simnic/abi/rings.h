@@ -89,6 +89,16 @@ struct CqShared {
   std::atomic<uint32_t> overrun{0};  // set by simnicd if a CQE found the ring full
 };
 
+// A context's page, shared with simnicd (Op::MapContextPage). simnicd adds one to `cqe_seq`
+// after each CQE it writes to any CQ of the context; an ibv_poll_cq that has found its CQ
+// empty for a while sleeps on that word (FUTEX_WAIT) instead of yielding the CPU, and simnicd
+// wakes it (FUTEX_WAKE) when `sleepers` says someone sleeps. Busy-polling applications and the
+// NIC then share two CPUs without starving each other (docs/performance.md).
+struct ContextShared {
+  alignas(kCacheLine) std::atomic<uint32_t> cqe_seq{0};
+  std::atomic<uint32_t> sleepers{0};  // shim threads in FUTEX_WAIT on cqe_seq
+};
+
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmNext = 1, kCqArmSolicited = 2 };
 
 // Header of an SRQ's shared memory; RecvWqe slots follow at wqe_offset.

@@ -35,6 +35,7 @@ void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
   cq.slots[prod & (cq.entries - 1)] = wc;
   cq.timestamps[prod & (cq.entries - 1)] = now_;
   ring.producer.value.store(prod + 1, std::memory_order_release);
+  note_cqe_written(cq.ctx);
   tracer_.event("cqe").u("cq", cq.handle).u("qp", wc.qp_num).u("index", prod).u("wr_id", wc.wr_id)
       .s("status", wc_status_name(wc.status)).u("status_num", wc.status).s("opcode", wc_opcode_name(wc.opcode))
       .u("byte_len", wc.byte_len);

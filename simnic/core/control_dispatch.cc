@@ -220,6 +220,11 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
       if (!decode(body, &req)) return fail(EINVAL);
       return fail(dev_.destroy_cq(ctx, req.handle));
     }
+    case Op::MapContextPage: {
+      ShmRegion* page = nullptr;
+      if (int e = dev_.map_context_page(ctx, &page)) return fail(e);
+      return ok(MapContextPageReply{uint32_t(page->size), 0}, *page);
+    }
     case Op::ResizeCq: {
       ResizeCqReq req;
       if (!decode(body, &req)) return fail(EINVAL);

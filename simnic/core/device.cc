@@ -237,6 +237,7 @@ void Device::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->channels)) destroy_channel(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mws)) dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dereg_mr(ctx, h);
+  release_context_page(ctx);
   for (auto h : std::vector<uint32_t>(ctx->pds)) dealloc_pd(ctx, h);
   log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
   tracer_.event("ctx_close").u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));

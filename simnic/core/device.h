@@ -406,6 +406,16 @@ class Device {
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
   std::unique_ptr<CmAgent> cm_;
+
+ public:
+  // context_page.cc: the page an idle ibv_poll_cq sleeps on (abi::ContextShared). Allocated on
+  // the shim's first request (EALREADY after that); *page's memfd goes to the client.
+  int map_context_page(Context* ctx, ShmRegion** page);
+
+ private:
+  void release_context_page(Context* ctx);
+  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
+  void note_cqe_written(Context* ctx);
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

@@ -1,6 +1,7 @@
 // What the pure NIC core needs from the world, as interfaces. simnic/io implements them with
 // syscalls; tests implement them in memory (a fabric, a fake host memory, a manual clock).
 #pragma once
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,9 @@ class Notifier {
   virtual void async_event(int async_fd, uint32_t event_type, uint32_t handle) = 0;
   // The core is done with a descriptor the I/O layer handed it (a channel socket).
   virtual void release_fd(int fd) = 0;
+  // Wakes every thread of any process asleep on `word` (a futex in shared memory: a context's
+  // ContextShared::cqe_seq). A no-op where nobody can sleep (tests).
+  virtual void wake_sleepers(std::atomic<uint32_t>* word) { (void)word; }
   // One message on an rdma_cm event channel's socket; false if it could not be sent.
   virtual bool send_event(int fd, const void* msg, size_t len) {
     (void)fd, (void)msg, (void)len;

@@ -252,6 +252,8 @@ struct Context {
   std::vector<uint32_t> xrcds;  // XRC domains it opened, once per open
   uint64_t queue_bytes = 0;  // ring memory and per-WQE state of its CQs, SRQs and QPs
   std::deque<std::string> notices;  // what the NIC noticed about its QPs, for the program (TakeNotices)
+  ShmRegion page;                   // its ContextShared page, once the shim asked (context_page.cc)
+  abi::ContextShared* shared = nullptr;
 };
 
 }  // namespace simnic::core

@@ -1,9 +1,12 @@
 #include "simnic/io/fd_notifier.h"
 
+#include <linux/futex.h>
 #include <linux/sockios.h>
+#include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -22,6 +25,12 @@ void FdNotifier::async_event(int async_fd, uint32_t event_type, uint32_t handle)
   abi::AsyncEventMsg m{event_type, handle};
   // Same: a full async socket loses the event (counted), it never stalls the NIC.
   if (::send(async_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) count_drop("async");
+}
+
+void FdNotifier::wake_sleepers(std::atomic<uint32_t>* word) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
+  // Not FUTEX_PRIVATE_FLAG: the word is in memory shared with another process.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 // Counted always (event_drops in `simnic status`); logged the first time and every 1000th,

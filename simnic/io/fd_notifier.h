@@ -12,6 +12,7 @@ class FdNotifier final : public core::Notifier {
   void async_event(int async_fd, uint32_t event_type, uint32_t handle) override;
   void release_fd(int fd) override;
   bool send_event(int fd, const void* msg, size_t len) override;
+  void wake_sleepers(std::atomic<uint32_t>* word) override;
   uint64_t dropped() const { return dropped_; }
 
  private:

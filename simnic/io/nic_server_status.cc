@@ -17,6 +17,10 @@ std::string NicServer::status_text() {
   s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
   s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
   s += "tx_too_big " + std::to_string(port_.tx_too_big()) + "\n";
+  s += "gso " + std::string(port_.gso() ? "1" : "0") + "\n";
+  s += "tx_send_calls " + std::to_string(port_.tx_send_calls()) + "\n";
+  s += "tx_gso_sends " + std::to_string(port_.tx_gso_sends()) + "\n";
+  s += "rx_gro_buffers " + std::to_string(port_.rx_gro_buffers()) + "\n";
   if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
   // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
   s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";

@@ -41,6 +41,12 @@ class UdpPort final : public core::PacketSink {
   void leave_group(uint32_t group_ip) override;
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
+  // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).
+  // Off by default: a capture of the interface then shows what the kernel segments later.
+  void set_gso(bool on) { gso_ = on; }  // before open()
+  bool gso() const { return gso_; }
+  // Sends what this turn of the event loop queued (also done by itself at the end of the turn).
+  void flush();
   core::FaultInjector& faults() { return faults_; }
   uint64_t tx_dropped() const { return tx_dropped_; }
   // Of those, datagrams larger than the interface MTU (EMSGSIZE: DF is set, so the kernel never
@@ -51,6 +57,11 @@ class UdpPort final : public core::PacketSink {
   uint64_t fault_delayed() const { return fault_delayed_; }
   // Datagrams the kernel dropped for want of receive-buffer space (SO_RXQ_OVFL).
   uint64_t rx_overflow_drops() const { return rx_overflow_; }
+  // System calls that sent (sendmmsg), GSO sends among the messages, received GRO buffers that
+  // held more than one datagram: what batching bought (docs/performance.md).
+  uint64_t tx_send_calls() const { return tx_send_calls_; }
+  uint64_t tx_gso_sends() const { return tx_gso_sends_; }
+  uint64_t rx_gro_buffers() const { return rx_gro_buffers_; }
 
  private:
   struct Delayed {
@@ -63,8 +74,20 @@ class UdpPort final : public core::PacketSink {
   void wait_readable(boost::asio::ip::udp::socket& socket, uint32_t dst_ip,
                      std::shared_ptr<boost::asio::ip::udp::socket> keep = nullptr);
   void drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip);
-  void note_overflow(const msghdr& msg);
+  size_t received_segment_size(const msghdr& msg);
+  // Queues a datagram; the queue leaves in batches (sendmmsg, GSO) at the end of the turn.
   void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
+  struct Queued {
+    uint32_t dst_ip;
+    uint16_t dst_port;
+    uint32_t offset, len;  // in tx_bytes_
+  };
+  // How many queued datagrams from `first` leave as one GSO send.
+  size_t gso_run(size_t first) const;
+  // Sets the ICRC of the k-th datagram of a GSO run for the Identification the kernel gives it.
+  void renumber_segment(const Queued& q, uint16_t k);
+  void write_pcap(const Queued& q, uint16_t ip_id);
+  void count_send_error(int err, size_t datagrams);
   void schedule_delayed();
 
   boost::asio::ip::udp::socket socket_;
@@ -77,6 +100,11 @@ class UdpPort final : public core::PacketSink {
   PcapWriter* pcap_ = nullptr;
   core::FaultInjector faults_;
   std::deque<Delayed> delayed_;  // ordered by due time
+  std::vector<Queued> tx_queue_;  // this turn's datagrams, in order
+  std::vector<uint8_t> tx_bytes_;
+  bool flush_posted_ = false;
+  uint64_t tx_send_calls_ = 0, tx_gso_sends_ = 0, rx_gro_buffers_ = 0;
+  bool gso_ = false;
   uint64_t tx_dropped_ = 0, tx_too_big_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
   uint64_t rx_overflow_ = 0;
 };

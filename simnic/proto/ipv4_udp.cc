@@ -9,7 +9,7 @@ void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIp
   h[0] = 0x45;  // IPv4, 5 words
   h[1] = 0;     // TOS (DSCP/ECN)
   store_be16(h + 2, uint16_t(kIpv4UdpBytes + udp_payload_len));
-  store_be16(h + 4, 0);       // identification
+  store_be16(h + 4, ip.ip_id);  // identification
   store_be16(h + 6, 0x4000);  // don't fragment
   h[8] = 64;                  // TTL
   h[9] = 17;                  // UDP

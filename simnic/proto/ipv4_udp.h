@@ -14,9 +14,13 @@ struct IpUdpInfo {
   uint32_t dst_ip = 0;
   uint16_t src_port = kRoceV2Port;
   uint16_t dst_port = kRoceV2Port;
+  // The IPv4 Identification, which the ICRC covers: 0 for simnic's datagrams (DF on an
+  // unconnected socket), j for the j-th segment of a UDP GSO send (the kernel numbers the
+  // segments of one send up from the first one's, as inet_gso_segment does).
+  uint16_t ip_id = 0;
 };
 
-// IPv4 (version 4, IHL 5, TOS 0, id 0, DF, TTL 64, UDP, real checksum) + UDP (checksum 0).
+// IPv4 (version 4, IHL 5, TOS 0, id ip.ip_id, DF, TTL 64, UDP, real checksum) + UDP (checksum 0).
 void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIpv4UdpBytes]);
 
 // The bytes a RoCEv2 packet adds around an MTU-sized payload, at most: IPv4 20 + UDP 8 + BTH 12,

@@ -73,7 +73,9 @@ class RecordingNotifier : public core::Notifier {
   void completion_event(int fd, uint32_t cq) override { events.push_back({fd, cq}); }
   void async_event(int, uint32_t type, uint32_t handle) override { async.push_back({type, handle}); }
   void release_fd(int) override {}
+  void wake_sleepers(std::atomic<uint32_t>* word) override { wakes.push_back(word); }
   std::vector<std::pair<int, uint32_t>> events;
+  std::vector<std::atomic<uint32_t>*> wakes;  // futex words woken (context pages)
   std::vector<std::pair<uint32_t, uint32_t>> async;
 };
 

@@ -2,7 +2,9 @@
 // (the vectors in scapy's test/contrib/roce.uts), then round trips of our own packets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
+#include <zlib.h>
 
 #include "simnic/proto/icrc.h"
 #include "simnic/proto/opcode_table.h"
@@ -44,6 +46,32 @@ TEST(Icrc, CnpCapturedOnConnectX4Lx) {
   std::span<const uint8_t> roce(frame.data() + 28, frame.size() - 28 - 4);
   EXPECT_EQ(compute_icrc(frame.data(), roce), wire_icrc(frame.data() + frame.size() - 4));
   EXPECT_EQ(compute_icrc(frame.data(), roce), 0x2a00fd82u);
+}
+
+// The ICRC spelled out with zlib, byte for byte as the RoCEv2 annex (IBA A17.3.3) defines it:
+// 8 bytes of ones, the IPv4 header with TOS, TTL and checksum masked, the UDP header with its
+// checksum masked, the BTH with its FECN/BECN byte masked, then the rest of the packet.
+uint32_t reference_icrc(const uint8_t* ipv4_udp, std::span<const uint8_t> roce) {
+  std::vector<uint8_t> m(8 + 28 + roce.size(), 0xff);
+  std::copy(ipv4_udp, ipv4_udp + 28, m.begin() + 8);
+  std::copy(roce.begin(), roce.end(), m.begin() + 8 + 28);
+  m[8 + 1] = m[8 + 8] = m[8 + 10] = m[8 + 11] = m[8 + 26] = m[8 + 27] = m[8 + 28 + 4] = 0xff;
+  return uint32_t(crc32(0, m.data(), uInt(m.size())));
+}
+
+// Whichever CRC-32 implementation the build uses (ISA-L's folding one or zlib's table), every
+// length gives zlib's value: the folding code has separate paths for short, aligned and tail
+// bytes, so lengths around its block sizes are all tried.
+TEST(Icrc, SameAsZlibForEveryLength) {
+  std::vector<uint8_t> roce(9000);
+  for (size_t i = 0; i < roce.size(); ++i) roce[i] = uint8_t(i * 131 + 7);
+  uint8_t ipv4_udp[28];
+  for (size_t len : {12u, 13u, 16u, 28u, 31u, 32u, 33u, 63u, 64u, 65u, 127u, 128u, 129u, 255u, 256u,
+                     257u, 1024u, 1500u, 4095u, 4096u, 4097u, 4124u, 8999u, 9000u}) {
+    build_ipv4_udp(IpUdpInfo{0x7f000001, 0x7f000002, 49152, 4791}, len + kIcrcBytes, ipv4_udp);
+    std::span<const uint8_t> r(roce.data(), len);
+    EXPECT_EQ(compute_icrc(ipv4_udp, r), reference_icrc(ipv4_udp, r)) << len;
+  }
 }
 
 // scapy's roce.uts also carries a UC_SEND_ONLY "regression" value; it is not a capture from

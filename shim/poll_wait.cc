@@ -1,0 +1,82 @@
+// What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
+// silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
+// it room. Yielding on every empty poll (what simnic did first) gives the CPU away for a whole
+// scheduler slice whenever anything else is runnable: long latency tails, and 99% of a CPU
+// spent polling. Instead, a thread polls freely for a short while (SIMNIC_POLL_SPIN_US), then
+// sleeps on its context's completion sequence (abi::ContextShared, a futex) until simnicd
+// writes a CQE for the context or SIMNIC_POLL_SLEEP_US passes; the caller's next poll then
+// finds the CQE. docs/performance.md has the figures that chose the defaults.
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "shim/shim.h"
+
+namespace simnic::shim {
+
+namespace {
+
+struct PollTuning {
+  int64_t spin_ns;
+  int64_t sleep_ns;
+};
+
+int64_t env_us(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long long us = std::strtoll(v, &end, 10);
+  return *end || us < 0 ? fallback : us;
+}
+
+const PollTuning& tuning() {
+  static const PollTuning t{env_us("SIMNIC_POLL_SPIN_US", 20) * 1000,
+                            std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 200)) * 1000};
+  return t;
+}
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Since when this thread's polls have found nothing (0: its last poll found a CQE).
+thread_local int64_t empty_since_ns = 0;
+
+}  // namespace
+
+uint32_t completion_sequence(ShimContext* c) {
+  return c->page ? c->page->cqe_seq.load(std::memory_order_seq_cst) : 0;
+}
+
+void note_completions_found() { empty_since_ns = 0; }
+
+void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before) {
+  if (!c->page) {  // a NIC without context pages: the old way
+    sched_yield();
+    return;
+  }
+  const int64_t now = now_ns();
+  if (!empty_since_ns) empty_since_ns = now;
+  if (now - empty_since_ns < tuning().spin_ns) return;
+  // Counted as a sleeper before the sequence is compared, and simnicd bumps the sequence
+  // before it looks for sleepers (both sequentially consistent): either this thread sees the
+  // new sequence, or simnicd sees it asleep and wakes it (context_page.cc).
+  abi::ContextShared& page = *c->page;
+  page.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (page.cqe_seq.load(std::memory_order_seq_cst) == sequence_before) {
+    const int64_t ns = tuning().sleep_ns;
+    timespec limit{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+    // Not FUTEX_PRIVATE_FLAG: simnicd, another process, wakes it.
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&page.cqe_seq), FUTEX_WAIT, sequence_before, &limit,
+              nullptr, 0);
+  }
+  page.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace simnic::shim

@@ -1,0 +1,32 @@
+// A context's page shared with its application (abi::ContextShared): the word an idle
+// ibv_poll_cq sleeps on, so that a polling program leaves the CPUs to the NICs while it waits
+// and still learns of a CQE at once (the shim's half is in shim/cq.cc).
+#include "simnic/core/device.h"
+
+namespace simnic::core {
+
+int Device::map_context_page(Context* ctx, ShmRegion** page) {
+  if (ctx->shared) return EALREADY;  // its memfd went to the client the first time
+  int err = 0;
+  if (!shm_.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
+  ctx->shared = new (ctx->page.addr) abi::ContextShared;
+  *page = &ctx->page;
+  return 0;
+}
+
+void Device::release_context_page(Context* ctx) {
+  if (!ctx->shared) return;
+  ctx->shared = nullptr;
+  shm_.release(ctx->page);
+}
+
+void Device::note_cqe_written(Context* ctx) {
+  if (!ctx || !ctx->shared) return;
+  // Sequentially consistent on both sides (here: bump, then look for sleepers; the shim: count
+  // itself a sleeper, then compare the sequence), so a poller either sees the new sequence or
+  // is seen asleep and woken: no CQE waits out the shim's sleep timeout.
+  ctx->shared->cqe_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (ctx->shared->sleepers.load(std::memory_order_seq_cst)) notifier_.wake_sleepers(&ctx->shared->cqe_seq);
+}
+
+}  // namespace simnic::core

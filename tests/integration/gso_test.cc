@@ -1,0 +1,130 @@
+// UDP GSO and GRO (SIMNIC_GSO=1 in simnicd's environment): a run of same-sized datagrams to one
+// peer leaves in one send, the receiving port takes a whole send in one buffer and cuts it back
+// into datagrams. Every byte must still arrive, and every segment the kernel cuts must carry
+// the ICRC of the IPv4 Identification the kernel gives it (0, 1, 2, ... within a send).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace simnic::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+// SIMNIC_GSO=1 for the NICs this test starts (`simnic up` passes its environment on).
+class GsoOn {
+ public:
+  GsoOn() { ::setenv("SIMNIC_GSO", "1", 1); }
+  ~GsoOn() { ::unsetenv("SIMNIC_GSO"); }
+};
+
+uint64_t number(std::map<std::string, std::string>& st, const char* key) {
+  return st.count(key) ? std::stoull(st[key]) : 0;
+}
+
+TEST(Gso, EveryRcOperationArrivesWithGsoAndGro) {
+  GsoOn gso;
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", "3"},
+                      120s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(" passed, 0 failed"), std::string::npos) << r.output;
+  uint64_t gso_sends = 0, gro_buffers = 0;
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    auto st = nics.status(nic);
+    EXPECT_EQ(st["gso"], "1") << nic;
+    EXPECT_EQ(st["rx_drop_icrc"], "0") << nic;
+    EXPECT_EQ(st["rx_drop_malformed"], "0") << nic;
+    gso_sends += number(st, "tx_gso_sends");
+    gro_buffers += number(st, "rx_gro_buffers");
+  }
+  // 200,000-byte messages are runs of 4 KiB datagrams: GSO sends, received as GRO buffers.
+  EXPECT_GT(gso_sends, 0u);
+  EXPECT_GT(gro_buffers, 0u);
+}
+
+// In a network namespace of its own whose `lo` segments UDP in software (ethtool: no
+// tx-udp-segmentation), a capture of `lo` shows the segments as the kernel made them, and
+// scripts/check_icrc.py (Python's zlib, no simnic code) verifies each one.
+class SegmentingHost {
+ public:
+  SegmentingHost() {
+    ns_ = "simnicgso" + std::to_string(::getpid());
+    char tmpl[] = "/tmp/simnic-gso-XXXXXX";
+    dir_ = ::mkdtemp(tmpl) ? tmpl : "";
+    if (::geteuid() != 0) why_not_ = "creating a network namespace needs root";
+    else if (!have_program("ip")) why_not_ = "`ip` (iproute2) is not installed";
+    else if (!have_program("ethtool")) why_not_ = "ethtool is not installed (scripts/setup.sh installs it)";
+    else if (!have_program("tshark")) why_not_ = "tshark is not installed (scripts/setup.sh installs it)";
+    if (!why_not_.empty()) return;
+    for (const std::vector<std::string>& step :
+         {std::vector<std::string>{"ip", "netns", "add", ns_}, in_ns({"ip", "link", "set", "lo", "up"}),
+          in_ns({"ethtool", "-K", "lo", "tx-udp-segmentation", "off"})})
+      if (Result r = it::run(step, {}, 10s); r.exit_code != 0) {
+        why_not_ = "cannot set up the namespace: " + r.output;
+        return;
+      }
+  }
+  ~SegmentingHost() {
+    it::run(in_ns({bin_dir() + "/simnic", "down"}), env(), 20s);
+    it::run({"ip", "netns", "del", ns_}, {}, 10s);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& why_not() const { return why_not_; }
+  std::vector<std::string> in_ns(const std::vector<std::string>& argv) const {
+    std::vector<std::string> full = {"ip", "netns", "exec", ns_};
+    full.insert(full.end(), argv.begin(), argv.end());
+    return full;
+  }
+  std::map<std::string, std::string> env() const {
+    return {{"SIMNIC_DIR", dir_}, {"HOME", "/tmp"}, {"SIMNIC_GSO", "1"}};
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string ns_, dir_, why_not_;
+};
+
+TEST(Gso, SegmentsOnTheWireCarryTheIcrcOfTheirIdentification) {
+  SegmentingHost host;
+  if (!host.why_not().empty()) GTEST_SKIP() << host.why_not();
+  Result up = it::run(host.in_ns({bin_dir() + "/simnic", "up", "2"}), host.env(), 30s);
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  const std::string pcap = host.dir() + "/lo.pcap";
+  Process capture(host.in_ns({"tshark", "-i", "lo", "-F", "pcap", "-f", "udp port 4791", "-w", pcap}), host.env());
+  bool capturing = false;
+  for (int i = 0; i < 100 && !capturing; ++i) {
+    std::this_thread::sleep_for(100ms);
+    capturing = capture.output().find("Capturing on") != std::string::npos;
+  }
+  if (!capturing) GTEST_SKIP() << "cannot capture on the namespace's lo: " << capture.output();
+  std::this_thread::sleep_for(1s);  // dumpcap reports before packets reach the file
+  Result r = it::run(host.in_ns({bin_dir() + "/simnic", "run", "--", bin_dir() + "/simnic-verbs-check", "-a",
+                                 "simnic0", "-b", "simnic1", "-s", "100000", "-n", "1"}),
+                     host.env(), 120s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::this_thread::sleep_for(500ms);
+  ::kill(capture.pid(), SIGINT);
+  capture.wait(10s);
+  Result check = run({"python3", SIMNIC_TEST_SOURCE_DIR "/scripts/check_icrc.py", pcap}, {}, 60s);
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  // "N passed, 0 failed (RoCEv2 packets in FILE; K with a non-zero IP Identification)"
+  const size_t summary = check.output.find(" passed, 0 failed");
+  ASSERT_NE(summary, std::string::npos) << check.output;
+  const size_t line = check.output.rfind('\n', summary);
+  EXPECT_GT(std::stoul(check.output.substr(line == std::string::npos ? 0 : line + 1)), 100u) << check.output;
+  const size_t numbered = check.output.find("; ", summary);
+  ASSERT_NE(numbered, std::string::npos) << check.output;
+  EXPECT_GT(std::stoul(check.output.substr(numbered + 2)), 0u) << "no GSO segment reached the wire\n" << check.output;
+}
+
+}  // namespace
+}  // namespace simnic::it

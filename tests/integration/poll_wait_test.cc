@@ -1,0 +1,48 @@
+// An empty ibv_poll_cq sleeps on its context's completion sequence (shim/poll_wait.cc) and
+// simnicd wakes it when it writes a CQE (simnic/core/context_page.cc). Here the pollers do not
+// spin at all and sleep up to 10 s per empty poll: a ping-pong of 300 round trips can only end
+// within its limit if every completion wakes the poller that waits for it.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace simnic::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+void sleeping_pingpong(const char* program, const std::vector<std::string>& args) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string port = std::to_string(free_tcp_port());
+  auto side = [&](const char* nic) {
+    std::vector<std::string> v = {"env", "SIMNIC_POLL_SPIN_US=0", "SIMNIC_POLL_SLEEP_US=10000000", program,
+                                  "-d", nic, "-g", "0", "-p", port};
+    v.insert(v.end(), args.begin(), args.end());
+    return v;
+  };
+  auto srv = nics.start(side("simnic0"));
+  ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
+  auto client = side("simnic1");
+  client.push_back("127.0.0.1");
+  Result cl = nics.run(client, 120s);
+  Result sv = srv->wait(30s);
+  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
+  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
+  EXPECT_NE(cl.output.find(" iters in "), std::string::npos) << cl.output;
+  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+}
+
+TEST(PollWait, SleepingRcPollersAreWokenByEveryCompletion) {
+  sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"});
+}
+
+// ibv_ud_pingpong polls one CQ for both its sends and its receives; the SRQ ping-pong polls
+// one CQ for 4 QPs.
+TEST(PollWait, SleepingUdAndSrqPollersAreWokenByEveryCompletion) {
+  sleeping_pingpong("ibv_ud_pingpong", {"-s", "1024", "-n", "300"});
+  sleeping_pingpong("ibv_srq_pingpong", {"-s", "2048", "-n", "200", "-q", "4"});
+}
+
+}  // namespace
+}  // namespace simnic::it
