@@ -5,7 +5,9 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config          # the toolchain
+  python3                                   # scripts/check_layers.py: the layer table, checked at build time
   libboost-dev                              # Boost.Asio, simnicd's event loop
+  libcli11-dev                              # simnicd's command-line flags
   zlib1g-dev libisal-dev                    # CRC-32 for the RoCEv2 ICRC (ISA-L: fast; zlib: fallback, CRC combine)
   libibverbs-dev                            # rdma-core's public headers the shim is built against
   librdmacm-dev                             # rdma_cma.h/rdma_verbs.h that rdmacm/ is built against

@@ -70,6 +70,19 @@ void* map_shared(std::vector<int>& fds, size_t bytes) {
   return p;
 }
 
+// The rings of an object simnicd just created (QP, SRQ), mapped; if they cannot be, the
+// object is destroyed again (`destroy` is its Op) and errno says why.
+void* map_rings_or_destroy(ShimContext* c, std::vector<int>& fds, size_t bytes, abi::Op destroy, uint32_t handle,
+                           ibv_pd* pd, uint64_t resource_type) {
+  void* mem = map_ring(pd, resource_type, fds, bytes);
+  if (!mem) {
+    int e = errno;
+    rpc_status(c, destroy, abi::HandleReq{handle, 0});
+    errno = e;
+  }
+  return mem;
+}
+
 void map_context_page(ShimContext* c) {
   MapContextPageReply rep{};
   std::vector<int> fds;

@@ -1,7 +1,5 @@
 // Device discovery: the devices are the NICs whose control sockets answer in the user's simnic
 // directory, the way rdma-core's are the uverbs devices in sysfs.
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -58,6 +56,12 @@ ShimDevice* find_or_add(const std::string& name, const std::string& path, const 
   return g_devices.back().get();
 }
 
+// debug() and warn(): one line on stderr, prefixed as every message of the shim.
+void say(const char* fmt, va_list ap) {
+  std::fputs("simnic: ", stderr);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+}
 }  // namespace
 
 void debug(const char* fmt, ...) {
@@ -65,18 +69,14 @@ void debug(const char* fmt, ...) {
   if (!on) return;
   va_list ap;
   va_start(ap, fmt);
-  std::fputs("simnic: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
+  say(fmt, ap);
   va_end(ap);
 }
 
 void warn(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  std::fputs("simnic: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
+  say(fmt, ap);
   va_end(ap);
 }
 
@@ -92,16 +92,9 @@ struct ibv_device** ibv_get_device_list(int* num_devices) {
   bool missing = false;
   if (std::string bad = simnic::abi::check_private_dir(dir, &missing); !bad.empty()) {
     if (!missing) warn("%s; no device is used from it", bad.c_str());
-  } else if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      const std::string suffix = simnic::abi::kControlSocketSuffix;
-      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-        names.push_back(n.substr(0, n.size() - suffix.size()));
-    }
-    ::closedir(d);
+  } else {
+    names = simnic::abi::nic_names_in(dir);
   }
-  std::sort(names.begin(), names.end());
 
   std::vector<ibv_device*> found;
   {

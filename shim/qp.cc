@@ -12,6 +12,56 @@ using namespace simnic::abi;
 
 namespace simnic::shim {
 
+// The shim's side of a QP whose rings simnicd mapped at `mem`. An XRC INI QP has no receive
+// side; a TGT QP has no PD and no CQs either (rdma-core: the same).
+ShimQp* new_shim_qp(ibv_context* context, const ibv_qp_init_attr_ex& a, const CreateQpReply& rep, void* mem) {
+  const bool tgt = a.qp_type == IBV_QPT_XRC_RECV, xrc = tgt || a.qp_type == IBV_QPT_XRC_SEND;
+  auto* qp = new ShimQp;
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& q = qp->qpx.qp_base;
+  q.context = context;
+  q.qp_context = a.qp_context;
+  q.pd = tgt ? nullptr : a.pd;
+  q.send_cq = tgt ? nullptr : a.send_cq;
+  q.recv_cq = xrc ? nullptr : a.recv_cq;
+  q.srq = xrc ? nullptr : a.srq;
+  q.handle = rep.handle;
+  q.qp_num = rep.qp_num;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = a.qp_type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  qp->mem = mem;
+  qp->mem_bytes = rep.mem_bytes;
+  qp->shm = static_cast<QpShared*>(mem);
+  qp->sq = reinterpret_cast<SendWqe*>(static_cast<uint8_t*>(mem) + rep.sq_offset);
+  qp->rq = xrc ? nullptr : reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.rq_offset);
+  qp->sq_entries = rep.sq_entries;
+  qp->rq_entries = xrc ? 0 : rep.rq_entries;
+  qp->cap = rep.cap;
+  return qp;
+}
+
+// The shim's side of an SRQ whose ring simnicd mapped at `mem`: ibv_create_srq and XRC SRQs.
+ShimSrq* new_shim_srq(ibv_pd* pd, void* srq_context, const CreateSrqReply& rep, void* mem) {
+  auto* srq = new ShimSrq;
+  std::memset(&srq->srq, 0, sizeof srq->srq);
+  srq->srq.context = pd->context;
+  srq->srq.srq_context = srq_context;
+  srq->srq.pd = pd;
+  srq->srq.handle = rep.handle;
+  pthread_mutex_init(&srq->srq.mutex, nullptr);
+  pthread_cond_init(&srq->srq.cond, nullptr);
+  srq->mem = mem;
+  srq->mem_bytes = rep.mem_bytes;
+  srq->shm = static_cast<SrqShared*>(mem);
+  srq->slots = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.wqe_offset);
+  srq->entries = rep.entries;
+  srq->max_wr = rep.attr.max_wr;
+  srq->max_sge = rep.attr.max_sge;
+  return srq;
+}
+
 // Creates a QP from the attributes both ibv_create_qp and ibv_create_qp_ex carry.
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   // verbs.h's ibv_create_qp_ex comes here when the PD is all it was given: an XRC INI QP.
@@ -32,39 +82,21 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     explain_refusal("ibv_create_qp", st, abi::last_refusal());
     return fail_null<ibv_qp>(st);
   }
-  void* mem = map_ring(pd, kResTypeQp, fds, rep.mem_bytes);  // a parent domain's allocator, if any
-  if (!mem) {
-    int e = errno;
-    rpc_status(c, Op::DestroyQp, HandleReq{rep.handle, 0});
-    return fail_null<ibv_qp>(e);
-  }
-  auto* qp = new ShimQp;
-  std::memset(&qp->qpx, 0, sizeof qp->qpx);
-  ibv_qp& q = qp->qpx.qp_base;
-  q.context = pd->context;
-  q.qp_context = init->qp_context;
-  q.pd = pd;
-  q.send_cq = init->send_cq;
-  q.recv_cq = init->recv_cq;
-  q.srq = init->srq;
-  q.handle = rep.handle;
-  q.qp_num = rep.qp_num;
-  q.state = IBV_QPS_RESET;
-  q.qp_type = init->qp_type;
-  pthread_mutex_init(&q.mutex, nullptr);
-  pthread_cond_init(&q.cond, nullptr);
-  qp->mem = mem;
-  qp->mem_bytes = rep.mem_bytes;
-  qp->shm = static_cast<QpShared*>(mem);
-  qp->sq = reinterpret_cast<SendWqe*>(static_cast<uint8_t*>(mem) + rep.sq_offset);
-  qp->rq = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.rq_offset);
-  qp->sq_entries = rep.sq_entries;
-  qp->rq_entries = rep.rq_entries;
-  qp->cap = rep.cap;
+  // Through a parent domain's allocator, if the PD is one (domains.cc).
+  void* mem = map_rings_or_destroy(c, fds, rep.mem_bytes, Op::DestroyQp, rep.handle, pd, kResTypeQp);
+  if (!mem) return fail_null<ibv_qp>(errno);
+  ibv_qp_init_attr_ex a{};
+  a.qp_context = init->qp_context;
+  a.pd = pd;
+  a.send_cq = init->send_cq;
+  a.recv_cq = init->recv_cq;
+  a.srq = init->srq;
+  a.qp_type = init->qp_type;
+  ShimQp* qp = new_shim_qp(pd->context, a, rep, mem);
   init->cap = rep.cap;  // as rdma-core does: the caller learns what it got
   std::lock_guard lock(c->objs_mu);
   c->qps[rep.handle] = qp;
-  return &q;
+  return &qp->qpx.qp_base;
 }
 
 bool send_ops_supported(uint64_t flags);  // post_ex.cc
@@ -161,27 +193,9 @@ struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init
   CreateSrqReply rep{};
   std::vector<int> fds;
   if (int st = rpc(c, Op::CreateSrq, req, &rep, &fds)) return fail_null<ibv_srq>(st);
-  void* mem = map_ring(pd, kResTypeSrq, fds, rep.mem_bytes);
-  if (!mem) {
-    int e = errno;
-    rpc_status(c, Op::DestroySrq, HandleReq{rep.handle, 0});
-    return fail_null<ibv_srq>(e);
-  }
-  auto* srq = new ShimSrq;
-  std::memset(&srq->srq, 0, sizeof srq->srq);
-  srq->srq.context = pd->context;
-  srq->srq.srq_context = init->srq_context;
-  srq->srq.pd = pd;
-  srq->srq.handle = rep.handle;
-  pthread_mutex_init(&srq->srq.mutex, nullptr);
-  pthread_cond_init(&srq->srq.cond, nullptr);
-  srq->mem = mem;
-  srq->mem_bytes = rep.mem_bytes;
-  srq->shm = static_cast<SrqShared*>(mem);
-  srq->slots = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.wqe_offset);
-  srq->entries = rep.entries;
-  srq->max_wr = rep.attr.max_wr;
-  srq->max_sge = rep.attr.max_sge;
+  void* mem = map_rings_or_destroy(c, fds, rep.mem_bytes, Op::DestroySrq, rep.handle, pd, kResTypeSrq);
+  if (!mem) return fail_null<ibv_srq>(errno);
+  ShimSrq* srq = new_shim_srq(pd, init->srq_context, rep, mem);
   init->attr = rep.attr;
   std::lock_guard lock(c->objs_mu);
   c->srqs[rep.handle] = srq;

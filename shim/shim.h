@@ -193,6 +193,12 @@ void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before);
 // context.cc: maps the context's page (abi::ContextShared); without it empty polls yield.
 void map_context_page(ShimContext* c);
 
+// Maps the rings of a QP or SRQ simnicd just created (through the allocator of `pd` when it
+// is a parent domain: domains.cc); on failure asks simnicd to destroy the object again and
+// returns nullptr with errno set (context.cc).
+void* map_rings_or_destroy(ShimContext* c, std::vector<int>& fds, size_t bytes, abi::Op destroy, uint32_t handle,
+                           ibv_pd* pd = nullptr, uint64_t resource_type = 0);
+
 // Maps a memfd received from simnicd and closes it. Returns nullptr with errno set.
 void* map_shared(std::vector<int>& fds, size_t bytes);
 

@@ -13,6 +13,9 @@ using namespace simnic::abi;
 namespace simnic::shim {
 
 bool send_ops_supported(uint64_t flags);  // post_ex.cc
+ShimSrq* new_shim_srq(ibv_pd* pd, void* srq_context, const abi::CreateSrqReply& rep, void* mem);  // qp.cc
+ShimQp* new_shim_qp(ibv_context* context, const ibv_qp_init_attr_ex& a, const abi::CreateQpReply& rep,
+                    void* mem);  // qp.cc
 void enable_wr_api(ShimQp* q);
 
 namespace {
@@ -53,25 +56,6 @@ int close_xrcd(ibv_xrcd* xrcd) {
 
 uint32_t xrcd_handle(const ibv_xrcd* xrcd) { return reinterpret_cast<const ShimXrcd*>(xrcd)->handle; }
 
-ShimSrq* new_shim_srq(ibv_pd* pd, void* srq_context, const CreateSrqReply& rep, void* mem) {
-  auto* srq = new ShimSrq;
-  std::memset(&srq->srq, 0, sizeof srq->srq);
-  srq->srq.context = pd->context;
-  srq->srq.srq_context = srq_context;
-  srq->srq.pd = pd;
-  srq->srq.handle = rep.handle;
-  pthread_mutex_init(&srq->srq.mutex, nullptr);
-  pthread_cond_init(&srq->srq.cond, nullptr);
-  srq->mem = mem;
-  srq->mem_bytes = rep.mem_bytes;
-  srq->shm = static_cast<SrqShared*>(mem);
-  srq->slots = reinterpret_cast<RecvWqe*>(static_cast<uint8_t*>(mem) + rep.wqe_offset);
-  srq->entries = rep.entries;
-  srq->max_wr = rep.attr.max_wr;
-  srq->max_sge = rep.attr.max_sge;
-  return srq;
-}
-
 // An XRC SRQ needs its domain, the CQ its receives complete on, and a PD for its buffers.
 ibv_srq* create_xrc_srq(ibv_context* context, ibv_srq_init_attr_ex* a) {
   constexpr uint32_t kNeeded = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
@@ -86,12 +70,8 @@ ibv_srq* create_xrc_srq(ibv_context* context, ibv_srq_init_attr_ex* a) {
     explain_refusal("ibv_create_srq_ex", st, last_refusal());
     return fail_null<ibv_srq>(st);
   }
-  void* mem = map_shared(fds, rep.srq.mem_bytes);
-  if (!mem) {
-    int e = errno;
-    rpc_status(c, Op::DestroySrq, HandleReq{rep.srq.handle, 0});
-    return fail_null<ibv_srq>(e);
-  }
+  void* mem = map_rings_or_destroy(c, fds, rep.srq.mem_bytes, Op::DestroySrq, rep.srq.handle);
+  if (!mem) return fail_null<ibv_srq>(errno);
   ShimSrq* srq = new_shim_srq(a->pd, a->srq_context, rep.srq, mem);
   srq->srq_num = rep.srq_num;
   a->attr = rep.srq.attr;
@@ -118,31 +98,6 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
   if (!s->srq_num) return EOPNOTSUPP;  // a basic SRQ has no number (rdma-core: the same)
   *srq_num = s->srq_num;
   return 0;
-}
-
-ShimQp* new_shim_qp(ibv_context* context, const ibv_qp_init_attr_ex& a, const CreateQpReply& rep, void* mem) {
-  auto* qp = new ShimQp;
-  std::memset(&qp->qpx, 0, sizeof qp->qpx);
-  ibv_qp& q = qp->qpx.qp_base;
-  q.context = context;
-  q.qp_context = a.qp_context;
-  const bool ini = a.qp_type == IBV_QPT_XRC_SEND;
-  q.pd = ini ? a.pd : nullptr;          // a TGT QP has no PD and no CQs (rdma-core: the same)
-  q.send_cq = ini ? a.send_cq : nullptr;
-  q.handle = rep.handle;
-  q.qp_num = rep.qp_num;
-  q.state = IBV_QPS_RESET;
-  q.qp_type = a.qp_type;
-  pthread_mutex_init(&q.mutex, nullptr);
-  pthread_cond_init(&q.cond, nullptr);
-  qp->mem = mem;
-  qp->mem_bytes = rep.mem_bytes;
-  qp->shm = static_cast<QpShared*>(mem);
-  qp->sq = reinterpret_cast<SendWqe*>(static_cast<uint8_t*>(mem) + rep.sq_offset);
-  qp->rq = nullptr;
-  qp->sq_entries = rep.sq_entries;
-  qp->cap = rep.cap;
-  return qp;
 }
 
 }  // namespace
@@ -172,12 +127,8 @@ ibv_qp* create_xrc_qp(ibv_context* context, ibv_qp_init_attr_ex* a) {
     explain_refusal("ibv_create_qp_ex", st, last_refusal());
     return fail_null<ibv_qp>(st);
   }
-  void* mem = map_shared(fds, rep.mem_bytes);
-  if (!mem) {
-    int e = errno;
-    rpc_status(c, Op::DestroyQp, HandleReq{rep.handle, 0});
-    return fail_null<ibv_qp>(e);
-  }
+  void* mem = map_rings_or_destroy(c, fds, rep.mem_bytes, Op::DestroyQp, rep.handle);
+  if (!mem) return fail_null<ibv_qp>(errno);
   ShimQp* qp = new_shim_qp(context, *a, rep, mem);
   a->cap = rep.cap;
   if (wr_api) enable_wr_api(qp);

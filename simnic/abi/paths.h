@@ -1,8 +1,12 @@
 // Where simnic's per-user sockets live. Shared by simnicd, the shim and the `simnic` tool.
 #pragma once
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
+#include <vector>
 
 namespace simnic::abi {
 
@@ -24,5 +28,22 @@ inline std::string pid_file_path(const std::string& dir, const std::string& name
 }
 
 constexpr const char* kControlSocketSuffix = ".sock";
+
+// The NICs whose control sockets are in `dir`, sorted by name (whether they answer is the
+// caller's question): ibv_get_device_list, `simnic status`, simnic-viz.
+inline std::vector<std::string> nic_names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  const std::string suffix = kControlSocketSuffix;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+        names.push_back(n.substr(0, n.size() - suffix.size()));
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace simnic::abi

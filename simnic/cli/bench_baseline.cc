@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <regex>
 #include <set>
 
@@ -157,13 +158,24 @@ int connect_pair(const std::string& addr, bool echo, uint64_t size, pid_t* serve
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// `measure` on a connection to a child that echoes (latency) or counts (bandwidth) what it
+// gets, then the child is reaped. NAN when the pair could not be made.
+double measure_over_tcp(const std::string& addr, bool echo, uint64_t size, const std::function<double(int fd)>& measure) {
+  pid_t server = -1;
+  int fd = connect_pair(addr, echo, size, &server);
+  double value = NAN;
+  if (fd >= 0) {
+    value = measure(fd);
+    ::close(fd);
+  }
+  if (server > 0) wait_for(server, 5s);
+  return value;
+}
+
 }  // namespace
 
 double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds) {
-  pid_t server = -1;
-  int fd = connect_pair(addr, false, size, &server);
-  double mbps = NAN;
-  if (fd >= 0) {
+  return measure_over_tcp(addr, false, size, [&](int fd) {
     std::vector<char> buf(size, 'b');
     const auto t0 = Clock::now();
     bool ok = true;
@@ -171,18 +183,13 @@ double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds) {
     ::shutdown(fd, SHUT_WR);
     uint64_t received = 0;  // as the receiver counted it, once it has read everything
     if (ok && read_all(fd, reinterpret_cast<char*>(&received), sizeof received))
-      mbps = double(received) / seconds_since(t0) / 1e6;
-    ::close(fd);
-  }
-  if (server > 0) wait_for(server, 5s);
-  return mbps;
+      return double(received) / seconds_since(t0) / 1e6;
+    return double(NAN);
+  });
 }
 
 double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds) {
-  pid_t server = -1;
-  int fd = connect_pair(addr, true, size, &server);
-  double us = NAN;
-  if (fd >= 0) {
+  return measure_over_tcp(addr, true, size, [&](int fd) {
     std::vector<char> buf(size, 'l');
     long round_trips = 0;
     const auto t0 = Clock::now();
@@ -191,11 +198,9 @@ double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds) {
       ok = write_all(fd, buf.data(), size) && read_all(fd, buf.data(), size);
       round_trips += ok;
     }
-    if (ok && round_trips > 0) us = seconds_since(t0) * 1e6 / double(round_trips) / 2;
-    ::close(fd);
-  }
-  if (server > 0) wait_for(server, 5s);
-  return us;
+    if (ok && round_trips > 0) return seconds_since(t0) * 1e6 / double(round_trips) / 2;
+    return double(NAN);
+  });
 }
 
 std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step) {

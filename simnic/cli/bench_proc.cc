@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "simnic/cli/bench.h"
+#include "simnic/cli/cli.h"
 
 namespace simnic::cli::bench {
 namespace {
@@ -71,12 +72,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
   if (pid < 0) return -1;
   if (pid == 0) {
     prepare_child(log);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "simnic bench: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
+    exec_or_exit(argv, "simnic bench");
   }
   track_pid(pid);
   return pid;

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "simnic/client/nic_client.h"
+
 namespace simnic::cli {
 
 // Where things are, relative to the `simnic` executable (build tree or install prefix).
@@ -16,16 +18,14 @@ std::string find_shim_dir();            // directory holding our libibverbs.so.1
 // directory that does not exist yet is fine (nothing runs there).
 std::string state_dir(bool create);
 
-// The NICs whose control sockets are in `dir`, sorted by name.
-std::vector<std::string> list_nics(const std::string& dir);
+// Finding NICs and asking them one thing: shared with simnic-viz (simnic/client).
+using client::list_nics;
+using client::parse_kv;
+using client::query_nic;
 
-// One request to a running NIC over a query-only control connection. Returns 0 or an errno;
-// `text` receives the reply body.
-int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
-              std::string* text);
-
-// "key value" lines, as simnicd's Status reply has them.
-std::map<std::string, std::string> parse_kv(const std::string& text);
+// In a forked child: runs argv[0] (found on PATH) with `argv`; if it cannot, says so on stderr
+// as `who: cannot run X: why` and exits 127, the shell's code for a command that cannot run.
+[[noreturn]] void exec_or_exit(const std::vector<std::string>& argv, const char* who);
 
 int cmd_up(const std::vector<std::string>& args);
 int cmd_down(const std::vector<std::string>& args);

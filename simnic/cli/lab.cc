@@ -106,12 +106,7 @@ std::string run_capture(const std::vector<std::string>& argv, bool echo, int* rc
     ::dup2(fds[1], 2);
     ::close(fds[0]);
     ::close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "simnic: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
+    exec_or_exit(argv, "simnic");
   }
   ::close(fds[1]);
   std::string out;

@@ -1,18 +1,14 @@
 // Finding simnicd and the shim relative to `simnic` itself, so a build tree (build/bin,
 // build/lib) and an installed prefix (bin, lib/simnic) both work without configuration.
-#include <dirent.h>
 #include <limits.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 #include "simnic/abi/paths.h"
-#include "simnic/abi/seqpacket.h"
 #include "simnic/abi/state_dir.h"
 #include "simnic/cli/cli.h"
 
@@ -52,6 +48,15 @@ std::string find_shim_dir() {
   return "";
 }
 
+void exec_or_exit(const std::vector<std::string>& argv, const char* who) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  std::fprintf(stderr, "%s: cannot run %s: %s\n", who, args[0], std::strerror(errno));
+  ::_exit(127);
+}
+
 std::string state_dir(bool create) {
   const std::string dir = abi::simnic_dir();
   bool missing = false;
@@ -59,54 +64,6 @@ std::string state_dir(bool create) {
   if (bad.empty() || missing) return dir;
   std::fprintf(stderr, "simnic: %s\n", bad.c_str());
   return "";
-}
-
-std::vector<std::string> list_nics(const std::string& dir) {
-  std::vector<std::string> names;
-  const std::string suffix = abi::kControlSocketSuffix;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-        names.push_back(n.substr(0, n.size() - suffix.size()));
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
-              std::string* text) {
-  std::string why;
-  int fd = abi::connect_nic(abi::control_socket_path(dir, name), &why);
-  if (fd < 0) {
-    int e = errno;
-    if (!why.empty()) std::fprintf(stderr, "simnic: %s\n", why.c_str());
-    return e;
-  }
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  abi::HelloReply hello{};
-  int st = abi::call_fixed(fd, abi::Op::Hello, abi::HelloReq{abi::kAbiVersion, 0}, &hello);
-  if (st == 0 && op != unsigned(abi::Op::Hello)) {
-    std::vector<uint8_t> reply;
-    st = abi::call(fd, abi::Op(op), body.data(), body.size(), reply);
-    if (text) text->assign(reply.begin(), reply.end());
-  }
-  ::close(fd);
-  return st;
-}
-
-std::map<std::string, std::string> parse_kv(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto sp = line.find(' ');
-    if (sp != std::string::npos) kv[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  return kv;
 }
 
 }  // namespace simnic::cli

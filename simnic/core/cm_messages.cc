@@ -23,6 +23,17 @@ const uint8_t* user_data(const cm::Message& m) { return m.private_data + cm::kCm
 // Connection requests a listener holds before its program accepts or rejects them: beyond
 // this, new ones are rejected (the kernel bounds them with the listen backlog).
 constexpr size_t kMaxPendingRequests = 1024;
+// An id just created for a request (REQ, SIDR_REQ) that reached `listener`: where the request
+// came from and which of the peer's ids and transactions it answers.
+void take_request(CmId& id, const CmId& listener, uint32_t src_ip, uint16_t src_port, const cm::Message& m) {
+  id.listener = listener.handle;
+  id.local_port = listener.local_port;
+  id.remote_ip = src_ip;
+  id.remote_port = src_port;
+  id.remote_comm_id = m.local_comm_id;
+  id.tid = m.tid;
+}
+
 }  // namespace
 
 size_t CmAgent::pending_requests(const CmId& listener) const {
@@ -164,13 +175,8 @@ void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
     return;
   }
   CmId& id = add_id(listener->client, listener->channel, listener->cookie, listener->ps, IBV_QPT_RC);
-  id.listener = listener->handle;
-  id.local_port = listener->local_port;
-  id.remote_ip = src_ip;
-  id.remote_port = hdr.src_port;
+  take_request(id, *listener, src_ip, hdr.src_port, m);
   id.local_comm_id = keys_.next() | 1;
-  id.remote_comm_id = m.local_comm_id;
-  id.tid = m.tid;
   id.remote_qpn = m.qpn;
   id.remote_psn = m.starting_psn;
   id.responder_resources = m.initiator_depth;  // seen from this side (kernel cma_set_req_event_data)
@@ -312,12 +318,7 @@ void CmAgent::on_sidr_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
     if (other->listener == listener->handle && other->remote_ip == src_ip && other->remote_comm_id == m.local_comm_id)
       return;
   CmId& id = add_id(listener->client, listener->channel, listener->cookie, listener->ps, IBV_QPT_UD);
-  id.listener = listener->handle;
-  id.local_port = listener->local_port;
-  id.remote_ip = src_ip;
-  id.remote_port = hdr.src_port;
-  id.remote_comm_id = m.local_comm_id;
-  id.tid = m.tid;
+  take_request(id, *listener, src_ip, hdr.src_port, m);
   set_state(id, CmState::kSidrReqRcvd, "SIDR_REQ received");
   abi::CmEventMsg ev = event_for(id, abi::kCmConnectRequest);
   ev.new_id = id.handle;

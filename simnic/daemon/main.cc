@@ -1,10 +1,12 @@
 // simnicd: one simulated RoCEv2 NIC. Flags, then the event loop.
 #include <arpa/inet.h>
-#include <getopt.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "simnic/abi/lid_map.h"
 #include "simnic/abi/paths.h"
@@ -84,89 +86,113 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
   return 0;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  simnic::io::NicOptions opt;
-  opt.dir = simnic::abi::simnic_dir();
-  enum { kName = 256, kAddr, kPort, kMtu, kPcap, kDir, kLoss, kDup, kReorder, kDelay, kSeed, kVerbose, kHelp,
-         kTrace, kPaused, kNoHistory, kLinkLayer, kLid, kSmLid, kLidMap, kGidTable };
-  static const option kOptions[] = {
-      {"name", required_argument, nullptr, kName},   {"addr", required_argument, nullptr, kAddr},
-      {"port", required_argument, nullptr, kPort},   {"mtu", required_argument, nullptr, kMtu},
-      {"pcap", required_argument, nullptr, kPcap},   {"dir", required_argument, nullptr, kDir},
-      {"loss", required_argument, nullptr, kLoss},   {"dup", required_argument, nullptr, kDup},
-      {"reorder", required_argument, nullptr, kReorder}, {"delay", required_argument, nullptr, kDelay},
-      {"seed", required_argument, nullptr, kSeed},   {"verbose", no_argument, nullptr, kVerbose},
-      {"help", no_argument, nullptr, kHelp},         {"trace", required_argument, nullptr, kTrace},
-      {"paused", no_argument, nullptr, kPaused},         {"no-history", no_argument, nullptr, kNoHistory},
-      {"link-layer", required_argument, nullptr, kLinkLayer}, {"lid", required_argument, nullptr, kLid},
-      {"sm-lid", required_argument, nullptr, kSmLid},    {"lid-map", required_argument, nullptr, kLidMap},
-      {"gid-table", required_argument, nullptr, kGidTable},
-      {nullptr, 0, nullptr, 0}};
-  int c;
-  bool mtu_given = false;
-  auto bad = [](const char* what, const char* v) {
-    std::fprintf(stderr, "simnicd: bad %s '%s' (see simnicd --help)\n", what, v);
+// The flags as typed: CLI11 collects them, to_nic_options checks each as simnicd always has
+// (strtol-style numbers, the same "bad --flag" message and exit code 2).
+struct Flags {
+  std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
+      gid_table;
+  std::optional<std::string> pcap, trace, dir, lid_map;
+  bool paused = false, no_history = false, verbose = false, help = false;
+  std::vector<std::string> extras;
+};
+
+int bad(const char* what, const std::string& v) {
+  std::fprintf(stderr, "simnicd: bad %s '%s' (see simnicd --help)\n", what, v.c_str());
+  return 2;
+}
+
+// Fills *flags from the command line. Returns -1 to go on, or the exit code (--help: 0).
+int parse_command_line(int argc, char** argv, Flags* f) {
+  CLI::App app("simnicd");
+  app.set_help_flag();  // ours prints kUsage
+  app.allow_extras();
+  using Valued = std::pair<const char*, std::optional<std::string>*>;
+  for (auto [flag, value] : std::initializer_list<Valued>{{"--name", &f->name}, {"--addr", &f->addr}, {"--port", &f->port},
+                             {"--mtu", &f->mtu}, {"--pcap", &f->pcap}, {"--trace", &f->trace}, {"--dir", &f->dir},
+                             {"--loss", &f->loss}, {"--dup", &f->dup}, {"--reorder", &f->reorder},
+                             {"--delay", &f->delay}, {"--seed", &f->seed}, {"--link-layer", &f->link_layer},
+                             {"--lid", &f->lid}, {"--sm-lid", &f->sm_lid}, {"--lid-map", &f->lid_map},
+                             {"--gid-table", &f->gid_table}})
+    app.add_option(flag, *value);
+  app.add_flag("--paused", f->paused);
+  app.add_flag("--no-history", f->no_history);
+  app.add_flag("--verbose", f->verbose);
+  app.add_flag("--help", f->help);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "simnicd: %s\n%s", e.what(), kUsage);
     return 2;
-  };
-  while ((c = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {
-    switch (c) {
-      case kName:
-        if (!*optarg || std::strlen(optarg) > 60 || std::strchr(optarg, '/')) return bad("--name", optarg);
-        opt.device.name = optarg;
-        break;
-      case kAddr: {
-        in_addr a;
-        if (inet_pton(AF_INET, optarg, &a) != 1) return bad("--addr", optarg);
-        opt.device.ipv4 = ntohl(a.s_addr);
-        break;
-      }
-      case kPort: {
-        long v = std::strtol(optarg, nullptr, 10);
-        if (v < 1 || v > 65535) return bad("--port", optarg);
-        opt.device.udp_port = uint16_t(v);
-        break;
-      }
-      case kMtu: {
-        long v = std::strtol(optarg, nullptr, 10);
-        if (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096) return bad("--mtu", optarg);
-        opt.device.mtu_bytes = uint32_t(v);
-        mtu_given = true;
-        break;
-      }
-      case kPcap: opt.pcap_path = optarg; break;
-      case kTrace: opt.trace_path = optarg; break;
-      case kPaused: opt.start_paused = true; break;
-      case kNoHistory: opt.history = false; break;
-      case kDir: opt.dir = optarg; break;
-      case kLoss: if (!parse_prob(optarg, &opt.faults.loss)) return bad("--loss", optarg); break;
-      case kDup: if (!parse_prob(optarg, &opt.faults.dup)) return bad("--dup", optarg); break;
-      case kReorder: if (!parse_prob(optarg, &opt.faults.reorder)) return bad("--reorder", optarg); break;
-      case kDelay: opt.faults.delay_us = uint32_t(std::strtoul(optarg, nullptr, 10)); break;
-      case kSeed: opt.faults.seed = std::strtoull(optarg, nullptr, 10); break;
-      case kVerbose: opt.verbose = true; break;
-      case kLinkLayer:
-        if (std::strcmp(optarg, "ib") && std::strcmp(optarg, "eth")) return bad("--link-layer", optarg);
-        opt.device.infiniband = std::strcmp(optarg, "ib") == 0;
-        break;
-      case kLid:
-      case kSmLid: {
-        char* end;
-        unsigned long v = std::strtoul(optarg, &end, 0);
-        if (*end || !simnic::abi::is_unicast_lid(uint32_t(v))) return bad(c == kLid ? "--lid" : "--sm-lid", optarg);
-        (c == kLid ? opt.device.lid : opt.device.sm_lid) = uint16_t(v);
-        break;
-      }
-      case kLidMap: opt.lid_map = optarg; break;
-      case kGidTable:
-        if (!simnic::core::parse_gid_table_kind(optarg, &opt.device.gid_table)) return bad("--gid-table", optarg);
-        break;
-      case kHelp: std::fputs(kUsage, stdout); return 0;
-      default: std::fputs(kUsage, stderr); return 2;
-    }
   }
-  if (optind < argc) return bad("argument", argv[optind]);
+  f->extras = app.remaining();
+  if (f->help) return std::fputs(kUsage, stdout), 0;
+  if (!f->extras.empty()) return bad("argument", f->extras.front());
+  return -1;
+}
+
+bool parse_port(const std::string& s, uint16_t* port) {
+  long v = std::strtol(s.c_str(), nullptr, 10);
+  if (v < 1 || v > 65535) return false;
+  *port = uint16_t(v);
+  return true;
+}
+
+bool parse_mtu(const std::string& s, uint32_t* mtu) {
+  long v = std::strtol(s.c_str(), nullptr, 10);
+  if (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096) return false;
+  *mtu = uint32_t(v);
+  return true;
+}
+
+bool parse_lid(const std::string& s, uint16_t* lid) {
+  char* end;
+  unsigned long v = std::strtoul(s.c_str(), &end, 0);
+  if (*end || !simnic::abi::is_unicast_lid(uint32_t(v))) return false;
+  *lid = uint16_t(v);
+  return true;
+}
+
+// The NIC's identity and port: name, address, UDP port, MTU, link layer. 0, or the exit code.
+int to_port_options(const Flags& f, simnic::io::NicOptions& opt) {
+  auto& d = opt.device;
+  if (f.name) {
+    if (f.name->empty() || f.name->size() > 60 || f.name->find('/') != std::string::npos) return bad("--name", *f.name);
+    d.name = *f.name;
+  }
+  in_addr a;
+  if (f.addr && inet_pton(AF_INET, f.addr->c_str(), &a) != 1) return bad("--addr", *f.addr);
+  if (f.addr) d.ipv4 = ntohl(a.s_addr);
+  if (f.port && !parse_port(*f.port, &d.udp_port)) return bad("--port", *f.port);
+  if (f.mtu && !parse_mtu(*f.mtu, &d.mtu_bytes)) return bad("--mtu", *f.mtu);
+  if (f.link_layer && *f.link_layer != "ib" && *f.link_layer != "eth") return bad("--link-layer", *f.link_layer);
+  if (f.link_layer) d.infiniband = *f.link_layer == "ib";
+  if (f.lid && !parse_lid(*f.lid, &d.lid)) return bad("--lid", *f.lid);
+  if (f.sm_lid && !parse_lid(*f.sm_lid, &d.sm_lid)) return bad("--sm-lid", *f.sm_lid);
+  if (f.gid_table && !simnic::core::parse_gid_table_kind(f.gid_table->c_str(), &d.gid_table))
+    return bad("--gid-table", *f.gid_table);
+  return 0;
+}
+
+// Faults, outputs and modes. 0, or the exit code.
+int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
+  if (f.loss && !parse_prob(f.loss->c_str(), &opt.faults.loss)) return bad("--loss", *f.loss);
+  if (f.dup && !parse_prob(f.dup->c_str(), &opt.faults.dup)) return bad("--dup", *f.dup);
+  if (f.reorder && !parse_prob(f.reorder->c_str(), &opt.faults.reorder)) return bad("--reorder", *f.reorder);
+  if (f.delay) opt.faults.delay_us = uint32_t(std::strtoul(f.delay->c_str(), nullptr, 10));
+  if (f.seed) opt.faults.seed = std::strtoull(f.seed->c_str(), nullptr, 10);
+  if (f.pcap) opt.pcap_path = *f.pcap;
+  if (f.trace) opt.trace_path = *f.trace;
+  if (f.dir) opt.dir = *f.dir;
+  if (f.lid_map) opt.lid_map = *f.lid_map;
+  opt.start_paused = f.paused;
+  opt.history = !f.no_history;
+  opt.verbose = f.verbose;
+  return 0;
+}
+
+// What one flag cannot say alone about InfiniBand mode. 0, or the exit code.
+int check_link_layer(simnic::io::NicOptions& opt) {
   if (opt.device.infiniband && !opt.device.lid) {
     std::fprintf(stderr, "simnicd: --link-layer ib needs --lid N (simnic up assigns LIDs)\n");
     return 2;
@@ -176,25 +202,42 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (opt.device.infiniband && !opt.device.sm_lid) opt.device.sm_lid = opt.device.lid;
-  if (int rc = fit_port_to_interface(opt, mtu_given)) return rc;
+  return 0;
+}
 
+void say_ready(const simnic::io::NicOptions& opt) {
+  const std::string link = opt.device.infiniband ? "InfiniBand LID " + std::to_string(opt.device.lid)
+                                                 : std::string("RoCE, GID table ") +
+                                                       simnic::core::gid_table_kind_name(opt.device.gid_table);
+  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u; interface %s, MTU %u; %s; control %s)\n",
+               opt.device.name.c_str(), simnic::io::ipv4_string(opt.device.ipv4).c_str(), opt.device.udp_port,
+               opt.device.mtu_bytes, opt.iface.c_str(), opt.link_mtu, link.c_str(),
+               simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
+}
+
+int run_nic(const simnic::io::NicOptions& opt) {
   simnic::io::NicServer server(opt);
   std::string error;
   if (int rc = server.start(&error)) {
     std::fprintf(stderr, "simnicd: %s\n", error.c_str());
     return rc;
   }
-  char addr[INET_ADDRSTRLEN];
-  in_addr a{htonl(opt.device.ipv4)};
-  inet_ntop(AF_INET, &a, addr, sizeof addr);
-  const std::string link = opt.device.infiniband ? "InfiniBand LID " + std::to_string(opt.device.lid)
-                                                 : std::string("RoCE, GID table ") +
-                                                       simnic::core::gid_table_kind_name(opt.device.gid_table);
-  std::fprintf(stderr, "simnicd: %s ready on %s:%u (mtu %u; interface %s, MTU %u; %s; control %s)\n",
-               opt.device.name.c_str(), addr, opt.device.udp_port, opt.device.mtu_bytes, opt.iface.c_str(), opt.link_mtu,
-               link.c_str(),
-               simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
+  say_ready(opt);
   server.run();
   std::fprintf(stderr, "simnicd: %s stopped\n", opt.device.name.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (int rc = parse_command_line(argc, argv, &flags); rc >= 0) return rc;
+  simnic::io::NicOptions opt;
+  opt.dir = simnic::abi::simnic_dir();
+  if (int rc = to_port_options(flags, opt)) return rc;
+  if (int rc = to_run_options(flags, opt)) return rc;
+  if (int rc = check_link_layer(opt)) return rc;
+  if (int rc = fit_port_to_interface(opt, flags.mtu.has_value())) return rc;
+  return run_nic(opt);
 }

@@ -43,6 +43,16 @@ int int_sockopt(int fd, int name) {
   return v;
 }
 
+// An AF_UNIX socket of `type` the client process made itself (its peer credentials name the
+// client, not simnicd): see fd_checks.h for why.
+int check_client_socket(int fd, int type, pid_t client_pid) {
+  if (int_sockopt(fd, SO_DOMAIN) != AF_UNIX || int_sockopt(fd, SO_TYPE) != type) return EINVAL;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return EINVAL;
+  return cred.pid == client_pid && cred.pid != ::getpid() ? 0 : EINVAL;
+}
+
 }  // namespace
 
 int check_doorbell_fd(int fd) {
@@ -50,21 +60,9 @@ int check_doorbell_fd(int fd) {
   return 0;
 }
 
-int check_cm_channel_socket(int fd, pid_t client_pid) {
-  if (int_sockopt(fd, SO_DOMAIN) != AF_UNIX || int_sockopt(fd, SO_TYPE) != SOCK_STREAM) return EINVAL;
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return EINVAL;
-  return cred.pid == client_pid && cred.pid != ::getpid() ? 0 : EINVAL;
-}
+int check_cm_channel_socket(int fd, pid_t client_pid) { return check_client_socket(fd, SOCK_STREAM, client_pid); }
 
-int check_event_socket(int fd, pid_t client_pid) {
-  if (int_sockopt(fd, SO_DOMAIN) != AF_UNIX || int_sockopt(fd, SO_TYPE) != SOCK_SEQPACKET) return EINVAL;
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return EINVAL;
-  return cred.pid == client_pid && cred.pid != ::getpid() ? 0 : EINVAL;
-}
+int check_event_socket(int fd, pid_t client_pid) { return check_client_socket(fd, SOCK_SEQPACKET, client_pid); }
 
 uint64_t drain_doorbell(int fd) {
   uint64_t v = 0;

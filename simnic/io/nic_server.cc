@@ -7,12 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <sys/socket.h>
 #include <linux/kcmp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "simnic/abi/paths.h"
@@ -25,11 +23,9 @@ namespace simnic::io {
 namespace asio = boost::asio;
 
 namespace {
-constexpr size_t kMaxHeld = 200000;  // packets held while paused before we start dropping
-// Control messages served per wake-up of one connection (and connections accepted per turn),
-// so a client that floods its socket takes turns with the others and with packets.
+// Control messages served per wake-up of one connection, so a client that floods its socket
+// takes turns with the others and with packets.
 constexpr int kMaxMessagesPerTurn = 16;
-constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 // ibv_open_xrcd's file, identified as the kernel identifies it: by device and inode.
 int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
@@ -82,12 +78,20 @@ NicServer::NicServer(NicOptions options)
       dispatcher_(device_, ::getpid(),
                   {[this](const std::string& spec, int* st) { return set_faults(spec, st); },
                    [this] { return status_text(); },
-                   [this](const std::string& cmd, int* st) { return step_command(cmd, st); },
+                   [this](const std::string& cmd, int* st) { return step_.command(cmd, st); },
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
                    file_identity, same_file}),
-      accept_backoff_(io_),
+      step_(device_, clock_, opt_.device.name,
+            {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); },
+             [this] { after_event(); },
+             [this] {
+               timer_.cancel();
+               timer_due_ = 0;
+             },
+             [this] { trace_.flush_file(); }}),
+      listener_(io_, logger_),
       viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);
   device_.tracer().set_nic(opt_.device.name);
@@ -114,6 +118,21 @@ int NicServer::start(std::string* error) {
     return 2;
   }
   if (!port_.open(error)) return 2;
+  if (int rc = open_outputs(error)) return rc;
+  if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;
+  start_port();
+  signals_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) stop();
+  });
+  if (opt_.start_paused) {
+    int st;
+    step_.command("on", &st);
+  }
+  return 0;
+}
+
+// The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.
+int NicServer::open_outputs(std::string* error) {
   if (!opt_.pcap_path.empty()) {
     if (!pcap_.open(opt_.pcap_path, error)) return 1;
     port_.set_pcap(&pcap_);
@@ -133,46 +152,17 @@ int NicServer::start(std::string* error) {
   device_.tracer().set_time(now());
   device_.tracer().set_wall_ns(realtime_ns());
   device_.trace_snapshot();  // the file starts with the NIC itself
+  return 0;
+}
 
-  ::unlink(socket_path_.c_str());
-  int ls = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof addr.sun_path) {
-    *error = "control socket path too long: " + socket_path_;
-    ::close(ls);
-    return 1;
-  }
-  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
-  mode_t old = ::umask(0077);  // only this user may talk to the NIC
-  int rc = ::bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::umask(old);
-  if (rc != 0 || ::listen(ls, 64) != 0) {
-    *error = "cannot listen on " + socket_path_ + ": " + std::strerror(errno);
-    ::close(ls);
-    return 1;
-  }
-  listener_ = std::make_unique<asio::posix::stream_descriptor>(io_, ls);
-
+// Packets go to the Device, or wait in step mode's queue while the NIC is paused.
+void NicServer::start_port() {
   port_.start(
       [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes, uint32_t dst) {
-        if (clock_.paused()) {
-          if (held_.size() < kMaxHeld)
-            held_.push_back({HeldAction::kPacket, src, sport, {bytes.begin(), bytes.end()}, 0, dst});
-          return;
-        }
+        if (step_.paused()) return step_.hold_packet(src, sport, bytes, dst);
         device_.on_packet(src, sport, bytes, now(), dst);
       },
       [this] { after_event(); });
-  accept_next();
-  signals_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (!ec) stop();
-  });
-  if (opt_.start_paused) {
-    int st;
-    step_command("on", &st);
-  }
-  return 0;
 }
 
 void NicServer::run() { io_.run(); }
@@ -181,12 +171,7 @@ void NicServer::stop() {
   boost::system::error_code ec;
   signals_.cancel(ec);
   timer_.cancel();
-  accept_backoff_.cancel();
-  if (listener_) {
-    listener_->close(ec);
-    listener_.reset();
-    ::unlink(socket_path_.c_str());
-  }
+  listener_.close();
   while (!sessions_.empty()) close_session(sessions_.begin()->first);
   device_.tracer().set_sink(nullptr);
   trace_.close();
@@ -210,71 +195,16 @@ void NicServer::watch_for_viewer_wqes() {
     viewer_watch_armed_ = false;
     if (ec || trace_.subscribers() == 0) return;
     // A NIC held in step mode changes nothing, its trace included, until it is stepped.
-    if (!clock_.paused()) device_.trace_posted_wqes();
+    if (!step_.paused()) device_.trace_posted_wqes();
     watch_for_viewer_wqes();
   });
 }
 
-void NicServer::accept_next() {
-  listener_->async_wait(asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec || !listener_) return;
-    accept_pending();
-  });
-}
-
-void NicServer::accept_pending() {
-  for (int accepted = 0;;) {
-    if (accepted == kMaxMessagesPerTurn) {  // a connect storm takes turns with everything else
-      asio::post(io_, [this] {
-        if (listener_) accept_pending();
-      });
-      return;
-    }
-    int fd = ::accept4(listener_->native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      add_session(fd);
-      ++accepted;
-      continue;
-    }
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) return pause_accepting(errno);
-    break;  // EAGAIN: all taken
-  }
-  fd_exhaustion_logged_ = false;
-  accept_next();
-}
-
-// Out of descriptors, the pending connection stays readable and an immediate retry would spin
-// the loop at 100% CPU. Leave it in the backlog and try again a little later.
-void NicServer::pause_accepting(int err) {
-  if (!fd_exhaustion_logged_) {
-    fd_exhaustion_logged_ = true;
-    logger_.log(core::LogLevel::kWarn, std::string("cannot accept a control connection: ") + std::strerror(err) +
-                                           "; new contexts wait until descriptors are freed (raise `ulimit -n`?)");
-  }
-  accept_backoff_.expires_after(kAcceptBackoff);
-  accept_backoff_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !listener_) return;
-    accept_pending();
-  });
-}
-
-void NicServer::add_session(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-      (cred.uid != ::geteuid() && cred.uid != 0)) {
-    // The directory and the socket are ours alone, so this takes a leaked descriptor or root
-    // changing modes: still, the NIC serves its own user only.
-    logger_.log(core::LogLevel::kWarn, "refused a control connection from uid " + std::to_string(cred.uid) +
-                                           " (pid " + std::to_string(cred.pid) + "): not this NIC's user");
-    ::close(fd);
-    return;
-  }
+void NicServer::add_session(int fd, const ucred& peer) {
   auto s = std::make_unique<Session>();
   s->id = next_session_id_++;
-  s->state.pid = cred.pid;
-  s->state.uid = cred.uid;
+  s->state.pid = peer.pid;
+  s->state.uid = peer.uid;
   s->control = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
   Session* raw = s.get();
   sessions_[raw] = std::move(s);
@@ -375,10 +305,8 @@ void NicServer::watch_doorbell(Session* s) {
     // not what keeps this from blocking.
     const uint64_t rings = drain_doorbell(s->doorbell->native_handle());
     update_tracing();
-    if (clock_.paused()) {
-      uint32_t id = s->state.ctx->id;
-      if (held_.empty() || held_.back().kind != HeldAction::kDoorbell || held_.back().context_id != id)
-        held_.push_back({HeldAction::kDoorbell, 0, 0, {}, id});
+    if (step_.paused()) {
+      step_.hold_doorbell(s->state.ctx->id);
     } else {
       device_.on_doorbell(s->state.ctx, now(), rings ? rings : 1);
       after_event();
@@ -406,7 +334,7 @@ void NicServer::close_session(Session* s) {
   if (s->state.ctx) {
     int doorbell = s->state.ctx->doorbell_fd, async = s->state.ctx->async_fd;
     uint32_t id = s->state.ctx->id;
-    std::erase_if(held_, [&](const HeldAction& a) { return a.kind == HeldAction::kDoorbell && a.context_id == id; });
+    step_.forget_context(id);
     dispatcher_.close(s->state);
     if (s->doorbell) s->doorbell->close(ec);
     else if (doorbell >= 0) ::close(doorbell);
@@ -422,25 +350,34 @@ void NicServer::close_session(Session* s) {
   sessions_.erase(s);
 }
 
+// A doorbell held in step mode, rung when stepped to: its context may have closed meanwhile.
+void NicServer::ring_held_doorbell(uint32_t context_id, uint64_t t) {
+  for (auto& [p, s] : sessions_)
+    if (s->state.ctx && s->state.ctx->id == context_id) device_.on_doorbell(s->state.ctx, t);
+}
+
 // After any event: let engines continue long work, and re-arm the transport timer.
 void NicServer::after_event() {
-  if (device_.has_pending_work()) {
-    if (clock_.paused()) {
-      if (!pending_held_) {
-        pending_held_ = true;
-        held_.push_back({HeldAction::kPending, 0, 0, {}, 0});
-      }
-    } else if (!pending_posted_) {
-      pending_posted_ = true;
-      asio::post(io_, [this] {
-        pending_posted_ = false;
-        if (clock_.paused()) return after_event();
-        device_.run_pending(now());
-        after_event();
-      });
-    }
-  }
-  uint64_t due = clock_.paused() ? 0 : device_.next_deadline();
+  if (device_.has_pending_work()) continue_pending_work();
+  arm_timer();
+}
+
+// Long work (a large WQE, many QPs) continues in its own turn of the loop, so packets and
+// other clients interleave with it; a paused NIC holds it for the next step.
+void NicServer::continue_pending_work() {
+  if (step_.paused()) return step_.hold_pending_work();
+  if (pending_posted_) return;
+  pending_posted_ = true;
+  asio::post(io_, [this] {
+    pending_posted_ = false;
+    if (step_.paused()) return after_event();
+    device_.run_pending(now());
+    after_event();
+  });
+}
+
+void NicServer::arm_timer() {
+  uint64_t due = step_.paused() ? 0 : device_.next_deadline();
   if (due == timer_due_) return;
   timer_due_ = due;
   if (!due) {
@@ -449,133 +386,11 @@ void NicServer::after_event() {
   }
   timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_.real_time_of(due))));
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || clock_.paused()) return;
+    if (ec || step_.paused()) return;
     timer_due_ = 0;
     device_.on_timer(now());
     after_event();
   });
-}
-
-void NicServer::perform(HeldAction& a) {
-  switch (a.kind) {
-    case HeldAction::kPacket:
-      device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip);
-      break;
-    case HeldAction::kDoorbell:
-      for (auto& [p, s] : sessions_)
-        if (s->state.ctx && s->state.ctx->id == a.context_id) device_.on_doorbell(s->state.ctx, now());
-      break;
-    case HeldAction::kPending:
-      pending_held_ = false;
-      device_.run_pending(now());
-      break;
-  }
-}
-
-// Step mode: "on" holds every input (packets, doorbells, continuing work) and stops simulated
-// time; "next [N]" performs N held inputs, or, with none held, fires the next due timer;
-// "off" performs everything held and resumes.
-std::string NicServer::step_command(const std::string& cmd, int* status) {
-  std::istringstream in(cmd);
-  std::string verb;
-  in >> verb;
-  uint64_t real = monotonic_ns();
-  if (verb == "on") {
-    if (!clock_.paused()) {
-      clock_.pause(real);
-      device_.set_burst(1);
-      timer_.cancel();
-      timer_due_ = 0;
-      device_.tracer().event("step").b("paused", true);
-      if (device_.has_pending_work() && !pending_held_) {
-        pending_held_ = true;
-        held_.push_back({HeldAction::kPending, 0, 0, {}, 0});
-      }
-    }
-  } else if (verb == "off") {
-    if (clock_.paused()) {
-      clock_.resume(real);
-      device_.set_burst(64);
-      device_.tracer().event("step").b("paused", false);
-      while (!held_.empty()) {
-        HeldAction a = std::move(held_.front());
-        held_.pop_front();
-        perform(a);
-      }
-      pending_held_ = false;
-      after_event();
-    }
-  } else if (verb == "next" || verb == "step") {
-    if (!clock_.paused()) {
-      *status = EINVAL;
-      return "not paused: turn step mode on first (simnic step " + opt_.device.name + " on)";
-    }
-    int n = 1;
-    in >> n;
-    for (int i = 0; i < std::max(1, n); ++i) {
-      if (!held_.empty()) {
-        HeldAction a = std::move(held_.front());
-        held_.pop_front();
-        perform(a);
-      } else if (uint64_t due = device_.next_deadline()) {
-        clock_.advance_to(due, monotonic_ns());  // nothing else to do: let the timer fire
-        device_.on_timer(now());
-      } else {
-        break;
-      }
-      after_event();
-    }
-  } else if (verb != "status" && !verb.empty()) {
-    *status = EINVAL;
-    return "unknown step command '" + verb + "' (on, off, next [N], status)";
-  }
-  trace_.flush_file();  // someone stepping may be reading the file: show them every event
-  std::ostringstream out;
-  out << "paused " << (clock_.paused() ? 1 : 0) << "\n";
-  out << "held " << held_.size() << "\n";
-  if (!held_.empty()) {
-    const HeldAction& a = held_.front();
-    out << "next " << (a.kind == HeldAction::kPacket ? "packet" : a.kind == HeldAction::kDoorbell ? "doorbell" : "engine work")
-        << "\n";
-  }
-  out << "next_timer_ns " << device_.next_deadline() << "\n";
-  out << "sim_time_ns " << now() << "\n";
-  out << "trace_seq " << device_.tracer().next_seq() - 1 << "\n";
-  return out.str();
-}
-
-// Lines `simnic status` shows beyond the Device's own.
-std::string NicServer::status_text() {
-  std::string s = "pid " + std::to_string(::getpid()) + "\n";
-  s += "faults " + port_.faults().describe() + "\n";
-  s += "fault_drops " + std::to_string(port_.fault_drops()) + "\n";
-  s += "fault_dups " + std::to_string(port_.fault_dups()) + "\n";
-  s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
-  s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
-  s += "tx_too_big " + std::to_string(port_.tx_too_big()) + "\n";
-  s += "gso " + std::string(port_.gso() ? "1" : "0") + "\n";
-  s += "tx_send_calls " + std::to_string(port_.tx_send_calls()) + "\n";
-  s += "tx_gso_sends " + std::to_string(port_.tx_gso_sends()) + "\n";
-  s += "rx_gro_buffers " + std::to_string(port_.rx_gro_buffers()) + "\n";
-  if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
-  // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
-  s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
-  s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
-  s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
-  s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";
-  if (!opt_.pcap_path.empty()) s += "pcap " + opt_.pcap_path + "\n";
-  if (!opt_.trace_path.empty()) s += "trace " + opt_.trace_path + "\n";
-  return s;
-}
-
-std::string NicServer::set_faults(const std::string& spec, int* status) {
-  std::string err;
-  if (!port_.faults().apply_spec(spec, &err)) {
-    *status = EINVAL;
-    return err;
-  }
-  logger_.log(core::LogLevel::kInfo, "faults now " + port_.faults().describe());
-  return port_.faults().describe();
 }
 
 }  // namespace simnic::io

@@ -1,13 +1,13 @@
 // One simulated NIC as a process: the Asio event loop around the pure Device. It owns the
-// UDP port, the control socket (the uverbs-like slow path), each context's doorbell, the
-// transport timer, pcap and trace output, and step mode. Single-threaded: every Device call
-// is on the loop.
+// UDP port, the control sessions (the uverbs-like slow path; their listening socket is
+// control_listener.h), each context's doorbell, the transport timer, pcap and trace output;
+// step mode is step_controller.h, the status lines nic_server_status.cc. Single-threaded:
+// every Device call is on the loop.
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,12 +15,14 @@
 
 #include "simnic/core/control_dispatch.h"
 #include "simnic/core/device.h"
+#include "simnic/io/control_listener.h"
 #include "simnic/io/fd_notifier.h"
 #include "simnic/io/host_memory_process.h"
 #include "simnic/io/lid_file.h"
 #include "simnic/io/pcap_writer.h"
 #include "simnic/io/shm_memfd.h"
 #include "simnic/io/sim_clock.h"
+#include "simnic/io/step_controller.h"
 #include "simnic/io/trace_hub.h"
 #include "simnic/io/udp_port.h"
 
@@ -63,21 +65,12 @@ class NicServer {
 
  private:
   struct Session;
-  // An input held back while the NIC is paused (step mode).
-  struct HeldAction {
-    enum Kind { kPacket, kDoorbell, kPending } kind;
-    uint32_t src_ip = 0;
-    uint16_t src_port = 0;
-    std::vector<uint8_t> bytes;
-    uint32_t context_id = 0;
-    uint32_t dst_ip = 0;  // a packet's destination: 0 (this NIC) or a multicast group
-  };
 
   uint64_t now() const;
-  void accept_next();
-  void accept_pending();
-  void pause_accepting(int err);
-  void add_session(int fd);
+  int open_outputs(std::string* error);
+  int start_tracing(std::string* error);
+  void start_port();
+  void add_session(int fd, const ucred& peer);
   void on_control_readable(Session* s);
   void serve_control(Session* s);
   void handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
@@ -86,12 +79,13 @@ class NicServer {
   void close_session(Session* s);
   void watch_doorbell(Session* s);
   void watch_process(Session* s);
+  void ring_held_doorbell(uint32_t context_id, uint64_t now);
   int check_client_fd(core::FdRole role, int fd, const core::ControlSession& s);
   void after_event();
+  void continue_pending_work();
+  void arm_timer();
   void update_tracing();
   void watch_for_viewer_wqes();
-  void perform(HeldAction& a);
-  std::string step_command(const std::string& cmd, int* status);
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
 
@@ -102,8 +96,6 @@ class NicServer {
   uint64_t timer_due_ = 0;
   bool pending_posted_ = false;
   SimClock clock_;
-  std::deque<HeldAction> held_;
-  bool pending_held_ = false;
 
   StderrLogger logger_;
   ProcessMemory memory_;
@@ -115,13 +107,12 @@ class NicServer {
   core::Device device_;
   core::ControlDispatcher dispatcher_;
   std::unique_ptr<LidFile> lids_;  // IB mode only
+  StepController step_;
 
   std::string socket_path_;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
-  boost::asio::steady_timer accept_backoff_;  // out of descriptors: accept again later
-  boost::asio::steady_timer viewer_watch_;    // while a viewer is attached: look at the RQs
+  ControlListener listener_;
+  boost::asio::steady_timer viewer_watch_;  // while a viewer is attached: look at the RQs
   bool viewer_watch_armed_ = false;
-  bool fd_exhaustion_logged_ = false;
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   uint64_t next_session_id_ = 1;
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "simnic/io/output_file.h"
+#include "simnic/io/unix_listen.h"
 
 namespace simnic::io {
 
@@ -35,24 +36,8 @@ bool TraceHub::open_file(const std::string& path, std::string* error) {
 bool TraceHub::listen(const std::string& path, std::string* error, std::function<void()> on_subscribe) {
   on_subscribe_ = std::move(on_subscribe);
   socket_path_ = path;
-  ::unlink(path.c_str());
-  int ls = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) {
-    *error = "telemetry socket path too long: " + path;
-    ::close(ls);
-    return false;
-  }
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  mode_t old = ::umask(0077);
-  int rc = ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::umask(old);
-  if (rc != 0 || ::listen(ls, 16) != 0) {
-    *error = "cannot listen on " + path + ": " + std::strerror(errno);
-    ::close(ls);
-    return false;
-  }
+  int ls = listen_private_unix(path, SOCK_STREAM, 16, "telemetry", error);
+  if (ls < 0) return false;
   listener_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ls);
   accept_next();
   return true;

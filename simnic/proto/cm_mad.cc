@@ -3,6 +3,7 @@
 // significant bit, width), the way the spec's tables number them.
 #include "simnic/proto/cm_mad.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "simnic/proto/wire.h"
@@ -46,159 +47,125 @@ const Layout* layout(uint16_t attr) {
   return nullptr;
 }
 
-// IBA Table 106 (REQ).
-void encode_req(const Message& m, uint8_t* d) {
-  store_be32(d + 0, m.local_comm_id);
-  store_be64(d + 8, m.service_id);
-  store_be64(d + 16, m.local_ca_guid);
-  store_be32(d + 28, m.qkey);
-  store_be24(d + 32, m.qpn);
-  d[35] = m.responder_resources;
-  d[39] = m.initiator_depth;
-  put(d, {43, 0, 5}, m.remote_cm_response_timeout);
-  put(d, {43, 5, 2}, m.transport_type);
-  put(d, {43, 7, 1}, m.flow_control);
-  store_be24(d + 44, m.starting_psn);
-  put(d, {47, 0, 5}, m.local_cm_response_timeout);
-  put(d, {47, 5, 3}, m.retry_count);
-  store_be16(d + 48, m.pkey);
-  put(d, {50, 0, 4}, m.path_mtu);
-  put(d, {50, 5, 3}, m.rnr_retry_count);
-  put(d, {51, 0, 4}, m.max_cm_retries);
-  put(d, {51, 4, 1}, m.srq);
-  store_be16(d + 52, 0xffff);  // RoCE: the LIDs are the permissive LID (IBA A16.4.1)
-  store_be16(d + 54, 0xffff);
-  std::memcpy(d + 56, m.local_gid, 16);
-  std::memcpy(d + 72, m.remote_gid, 16);
-  store_be32(d + 88, m.flow_label << 12);
-  put(d, {91, 2, 6}, m.packet_rate);
-  d[92] = m.traffic_class;
-  d[93] = m.hop_limit;
-  put(d, {94, 0, 4}, m.sl);
-  put(d, {94, 4, 1}, m.subnet_local);
-  put(d, {95, 0, 5}, m.local_ack_timeout);
-}
+// Each message's fields are listed once, in a walk that an Encoder (Message -> bytes) or a
+// Decoder (bytes -> Message) follows, so the two directions cannot disagree.
+struct Encoder {
+  const Message& m;
+  uint8_t* d;
+  template <class T> void u8(size_t at, T Message::*f) { d[at] = uint8_t(m.*f); }
+  template <class T> void be16(size_t at, T Message::*f) { store_be16(d + at, uint16_t(m.*f)); }
+  template <class T> void be24(size_t at, T Message::*f) { store_be24(d + at, uint32_t(m.*f)); }
+  template <class T> void be32(size_t at, T Message::*f) { store_be32(d + at, uint32_t(m.*f)); }
+  template <class T> void be64(size_t at, T Message::*f) { store_be64(d + at, uint64_t(m.*f)); }
+  template <class T> void bits(Bits b, T Message::*f, unsigned max = ~0u) { put(d, b, std::min(unsigned(m.*f), max)); }
+  template <size_t N> void bytes(size_t at, uint8_t (Message::*f)[N]) { std::memcpy(d + at, m.*f, N); }
+  // The top 20 bits of a 32-bit word (a flow label).
+  void high20(size_t at, uint32_t Message::*f) { store_be32(d + at, m.*f << 12); }
+  // RoCE: the LIDs are the permissive LID (IBA A16.4.1); nothing to read back.
+  void permissive_lid(size_t at) { store_be16(d + at, 0xffff); }
+};
 
-void decode_req(const uint8_t* d, Message* m) {
-  m->local_comm_id = load_be32(d + 0);
-  m->service_id = load_be64(d + 8);
-  m->local_ca_guid = load_be64(d + 16);
-  m->qkey = load_be32(d + 28);
-  m->qpn = load_be24(d + 32);
-  m->responder_resources = d[35];
-  m->initiator_depth = d[39];
-  m->remote_cm_response_timeout = uint8_t(get(d, {43, 0, 5}));
-  m->transport_type = uint8_t(get(d, {43, 5, 2}));
-  m->flow_control = get(d, {43, 7, 1});
-  m->starting_psn = load_be24(d + 44);
-  m->local_cm_response_timeout = uint8_t(get(d, {47, 0, 5}));
-  m->retry_count = uint8_t(get(d, {47, 5, 3}));
-  m->pkey = load_be16(d + 48);
-  m->path_mtu = uint8_t(get(d, {50, 0, 4}));
-  m->rnr_retry_count = uint8_t(get(d, {50, 5, 3}));
-  m->max_cm_retries = uint8_t(get(d, {51, 0, 4}));
-  m->srq = get(d, {51, 4, 1});
-  std::memcpy(m->local_gid, d + 56, 16);
-  std::memcpy(m->remote_gid, d + 72, 16);
-  m->flow_label = load_be32(d + 88) >> 12;
-  m->packet_rate = uint8_t(get(d, {91, 2, 6}));
-  m->traffic_class = d[92];
-  m->hop_limit = d[93];
-  m->sl = uint8_t(get(d, {94, 0, 4}));
-  m->subnet_local = get(d, {94, 4, 1});
-  m->local_ack_timeout = uint8_t(get(d, {95, 0, 5}));
+struct Decoder {
+  Message& m;
+  const uint8_t* d;
+  template <class T> void u8(size_t at, T Message::*f) { m.*f = T(d[at]); }
+  template <class T> void be16(size_t at, T Message::*f) { m.*f = T(load_be16(d + at)); }
+  template <class T> void be24(size_t at, T Message::*f) { m.*f = T(load_be24(d + at)); }
+  template <class T> void be32(size_t at, T Message::*f) { m.*f = T(load_be32(d + at)); }
+  template <class T> void be64(size_t at, T Message::*f) { m.*f = T(load_be64(d + at)); }
+  template <class T> void bits(Bits b, T Message::*f, unsigned max = ~0u) { m.*f = T(std::min(get(d, b), max)); }
+  template <size_t N> void bytes(size_t at, uint8_t (Message::*f)[N]) { std::memcpy(m.*f, d + at, N); }
+  void high20(size_t at, uint32_t Message::*f) { m.*f = load_be32(d + at) >> 12; }
+  void permissive_lid(size_t) {}
+};
+
+// IBA Table 106 (REQ).
+template <class IO> void req_fields(IO& io) {
+  io.be32(0, &Message::local_comm_id);
+  io.be64(8, &Message::service_id);
+  io.be64(16, &Message::local_ca_guid);
+  io.be32(28, &Message::qkey);
+  io.be24(32, &Message::qpn);
+  io.u8(35, &Message::responder_resources);
+  io.u8(39, &Message::initiator_depth);
+  io.bits({43, 0, 5}, &Message::remote_cm_response_timeout);
+  io.bits({43, 5, 2}, &Message::transport_type);
+  io.bits({43, 7, 1}, &Message::flow_control);
+  io.be24(44, &Message::starting_psn);
+  io.bits({47, 0, 5}, &Message::local_cm_response_timeout);
+  io.bits({47, 5, 3}, &Message::retry_count);
+  io.be16(48, &Message::pkey);
+  io.bits({50, 0, 4}, &Message::path_mtu);
+  io.bits({50, 5, 3}, &Message::rnr_retry_count);
+  io.bits({51, 0, 4}, &Message::max_cm_retries);
+  io.bits({51, 4, 1}, &Message::srq);
+  io.permissive_lid(52);
+  io.permissive_lid(54);
+  io.bytes(56, &Message::local_gid);
+  io.bytes(72, &Message::remote_gid);
+  io.high20(88, &Message::flow_label);
+  io.bits({91, 2, 6}, &Message::packet_rate);
+  io.u8(92, &Message::traffic_class);
+  io.u8(93, &Message::hop_limit);
+  io.bits({94, 0, 4}, &Message::sl);
+  io.bits({94, 4, 1}, &Message::subnet_local);
+  io.bits({95, 0, 5}, &Message::local_ack_timeout);
 }
 
 // IBA Table 110 (REP).
-void encode_rep(const Message& m, uint8_t* d) {
-  store_be32(d + 0, m.local_comm_id);
-  store_be32(d + 4, m.remote_comm_id);
-  store_be32(d + 8, m.qkey);
-  store_be24(d + 12, m.qpn);
-  store_be24(d + 20, m.starting_psn);
-  d[24] = m.responder_resources;
-  d[25] = m.initiator_depth;
-  put(d, {26, 0, 5}, m.target_ack_delay);
-  put(d, {26, 7, 1}, m.flow_control);
-  put(d, {27, 0, 3}, m.rnr_retry_count);
-  put(d, {27, 3, 1}, m.srq);
-  store_be64(d + 28, m.local_ca_guid);
-}
-
-void decode_rep(const uint8_t* d, Message* m) {
-  m->local_comm_id = load_be32(d + 0);
-  m->remote_comm_id = load_be32(d + 4);
-  m->qkey = load_be32(d + 8);
-  m->qpn = load_be24(d + 12);
-  m->starting_psn = load_be24(d + 20);
-  m->responder_resources = d[24];
-  m->initiator_depth = d[25];
-  m->target_ack_delay = uint8_t(get(d, {26, 0, 5}));
-  m->flow_control = get(d, {26, 7, 1});
-  m->rnr_retry_count = uint8_t(get(d, {27, 0, 3}));
-  m->srq = get(d, {27, 3, 1});
-  m->local_ca_guid = load_be64(d + 28);
+template <class IO> void rep_fields(IO& io) {
+  io.be32(0, &Message::local_comm_id);
+  io.be32(4, &Message::remote_comm_id);
+  io.be32(8, &Message::qkey);
+  io.be24(12, &Message::qpn);
+  io.be24(20, &Message::starting_psn);
+  io.u8(24, &Message::responder_resources);
+  io.u8(25, &Message::initiator_depth);
+  io.bits({26, 0, 5}, &Message::target_ack_delay);
+  io.bits({26, 7, 1}, &Message::flow_control);
+  io.bits({27, 0, 3}, &Message::rnr_retry_count);
+  io.bits({27, 3, 1}, &Message::srq);
+  io.be64(28, &Message::local_ca_guid);
 }
 
 // Tables 107 (MRA), 108 (REJ), 111 (RTU), 112 (DREQ), 113 (DREP): the two comm IDs first.
-void encode_pair(const Message& m, uint8_t* d) {
-  store_be32(d + 0, m.local_comm_id);
-  store_be32(d + 4, m.remote_comm_id);
-  if (m.attr_id == kRej) {
-    put(d, {8, 0, 2}, m.msg_ref);
-    put(d, {9, 0, 7}, m.ari_len > 72 ? 72 : m.ari_len);
-    store_be16(d + 10, m.reason);
-    std::memcpy(d + 12, m.ari, sizeof m.ari);
-  } else if (m.attr_id == kMra) {
-    put(d, {8, 0, 2}, m.msg_ref);
-    put(d, {9, 0, 5}, m.service_timeout);
-  } else if (m.attr_id == kDreq) {
-    store_be24(d + 8, m.qpn);
-  }
-}
-
-void decode_pair(const uint8_t* d, Message* m) {
-  m->local_comm_id = load_be32(d + 0);
-  m->remote_comm_id = load_be32(d + 4);
-  if (m->attr_id == kRej) {
-    m->msg_ref = uint8_t(get(d, {8, 0, 2}));
-    m->ari_len = uint8_t(get(d, {9, 0, 7}));
-    if (m->ari_len > 72) m->ari_len = 72;
-    m->reason = load_be16(d + 10);
-    std::memcpy(m->ari, d + 12, sizeof m->ari);
-  } else if (m->attr_id == kMra) {
-    m->msg_ref = uint8_t(get(d, {8, 0, 2}));
-    m->service_timeout = uint8_t(get(d, {9, 0, 5}));
-  } else if (m->attr_id == kDreq) {
-    m->qpn = load_be24(d + 8);
+template <class IO> void pair_fields(IO& io, uint16_t attr) {
+  io.be32(0, &Message::local_comm_id);
+  io.be32(4, &Message::remote_comm_id);
+  if (attr == kRej) {
+    io.bits({8, 0, 2}, &Message::msg_ref);
+    io.bits({9, 0, 7}, &Message::ari_len, 72);
+    io.be16(10, &Message::reason);
+    io.bytes(12, &Message::ari);
+  } else if (attr == kMra) {
+    io.bits({8, 0, 2}, &Message::msg_ref);
+    io.bits({9, 0, 5}, &Message::service_timeout);
+  } else if (attr == kDreq) {
+    io.be24(8, &Message::qpn);
   }
 }
 
 // Tables 119 (SIDR_REQ) and 120 (SIDR_REP).
-void encode_sidr(const Message& m, uint8_t* d) {
-  store_be32(d + 0, m.local_comm_id);
-  if (m.attr_id == kSidrReq) {
-    store_be16(d + 4, m.pkey);
-    store_be64(d + 8, m.service_id);
+template <class IO> void sidr_fields(IO& io, uint16_t attr) {
+  io.be32(0, &Message::local_comm_id);
+  if (attr == kSidrReq) {
+    io.be16(4, &Message::pkey);
+    io.be64(8, &Message::service_id);
     return;
   }
-  d[4] = m.sidr_status;
-  store_be24(d + 8, m.qpn);
-  store_be64(d + 12, m.service_id);
-  store_be32(d + 20, m.qkey);
+  io.u8(4, &Message::sidr_status);
+  io.be24(8, &Message::qpn);
+  io.be64(12, &Message::service_id);
+  io.be32(20, &Message::qkey);
 }
 
-void decode_sidr(const uint8_t* d, Message* m) {
-  m->local_comm_id = load_be32(d + 0);
-  if (m->attr_id == kSidrReq) {
-    m->pkey = load_be16(d + 4);
-    m->service_id = load_be64(d + 8);
-    return;
+template <class IO> void message_fields(IO& io, uint16_t attr) {
+  switch (attr) {
+    case kReq: return req_fields(io);
+    case kRep: return rep_fields(io);
+    case kSidrReq: case kSidrRep: return sidr_fields(io, attr);
+    default: return pair_fields(io, attr);
   }
-  m->sidr_status = d[4];
-  m->qpn = load_be24(d + 8);
-  m->service_id = load_be64(d + 12);
-  m->qkey = load_be32(d + 20);
 }
 
 }  // namespace
@@ -225,12 +192,8 @@ bool encode(const Message& m, std::span<uint8_t, kMadBytes> out) {
   store_be64(h + 8, m.tid);
   store_be16(h + 16, m.attr_id);
   uint8_t* d = h + kMadHeaderBytes;
-  switch (m.attr_id) {
-    case kReq: encode_req(m, d); break;
-    case kRep: encode_rep(m, d); break;
-    case kSidrReq: case kSidrRep: encode_sidr(m, d); break;
-    default: encode_pair(m, d); break;
-  }
+  Encoder io{m, d};
+  message_fields(io, m.attr_id);
   std::memcpy(d + l->private_offset, m.private_data, l->private_size);
   return true;
 }
@@ -256,12 +219,8 @@ DecodeError decode(std::span<const uint8_t> mad, Message* m) {
   const Layout* l = layout(m->attr_id);
   if (!l) return DecodeError::kUnknownAttr;
   const uint8_t* d = h + kMadHeaderBytes;
-  switch (m->attr_id) {
-    case kReq: decode_req(d, m); break;
-    case kRep: decode_rep(d, m); break;
-    case kSidrReq: case kSidrRep: decode_sidr(d, m); break;
-    default: decode_pair(d, m); break;
-  }
+  Decoder io{*m, d};
+  message_fields(io, m->attr_id);
   std::memcpy(m->private_data, d + l->private_offset, l->private_size);
   return DecodeError::kOk;
 }

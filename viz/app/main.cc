@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "simnic/abi/paths.h"
-#include "simnic/cli/cli.h"
+#include "simnic/client/nic_client.h"
 #include "viz/app/viz_app.h"
 
 using simnic::viz::VizApp;
@@ -85,7 +85,7 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
     }
   }
   if (o->simnic_dir.empty()) o->simnic_dir = simnic::abi::simnic_dir();
-  if (!replay && o->live_nics.empty()) o->live_nics = simnic::cli::list_nics(o->simnic_dir);
+  if (!replay && o->live_nics.empty()) o->live_nics = simnic::client::list_nics(o->simnic_dir);
   if (replay && o->trace_files.empty()) return false;
   return true;
 }

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "simnic/abi/control.h"
-#include "simnic/cli/cli.h"
+#include "simnic/client/nic_client.h"
 
 namespace simnic::viz {
 
@@ -59,7 +59,7 @@ const World& VizApp::world() {
 
 std::string VizApp::step(const std::string& nic, const std::string& cmd) {
   std::string text;
-  int st = cli::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), cmd, &text);
+  int st = client::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), cmd, &text);
   step_status_age_ = 1e9;  // refresh soon
   if (st != 0) return nic + ": " + (text.empty() ? std::string(std::strerror(st)) : text);
   return "";
@@ -70,8 +70,8 @@ void VizApp::refresh_step_status() {
   for (const auto& nic : live_->nics()) {
     std::string text;
     StepStatus s;
-    if (cli::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), "status", &text) == 0) {
-      auto kv = cli::parse_kv(text);
+    if (client::query_nic(opt_.simnic_dir, nic, unsigned(abi::Op::Step), "status", &text) == 0) {
+      auto kv = client::parse_kv(text);
       s.paused = kv["paused"] == "1";
       s.held = std::strtoull(kv["held"].c_str(), nullptr, 10);
     }

@@ -163,6 +163,8 @@ std::string explain_kind(const std::string& kind) {
       {"pd_create", "ibv_alloc_pd"}, {"pd_destroy", "ibv_dealloc_pd"},
       {"mr_create", "ibv_reg_mr: memory the NIC may access, with keys and rights"},
       {"mr_destroy", "ibv_dereg_mr"},
+      {"dm_create", "ibv_alloc_dm: device memory held by the NIC, mapped by the program; an MR over it is zero-based"},
+      {"dm_destroy", "ibv_free_dm"},
       {"mw_create", "ibv_alloc_mw: a memory window, a remote key that can open part of an MR"},
       {"mw_destroy", "ibv_dealloc_mw"},
       {"mw_bind", "a BIND_MW work request (or ibv_bind_mw) gave the window a range, rights and a new rkey"},
@@ -175,6 +177,8 @@ std::string explain_kind(const std::string& kind) {
       {"xrcd_close", "ibv_close_xrcd"},
       {"xrc_srq_create", "ibv_create_srq_ex (IBV_SRQT_XRC): an SRQ that XRC TGT QPs of its domain deliver into"},
       {"xrc_srq_destroy", "ibv_destroy_srq of an XRC SRQ"},
+      {"qp_open", "ibv_open_qp: another context of the XRC domain got a handle on this TGT QP"},
+      {"qp_handover", "the TGT QP's creator let go of it; a context that had opened it owns it now"},
       {"doorbell", "the application rang the doorbell: new WQEs to look at"},
       {"wqe_posted", "the NIC picked up a work request from a ring"},
       {"wqe_done", "a ring slot was freed (its work request finished)"},
@@ -192,6 +196,10 @@ std::string explain_kind(const std::string& kind) {
       {"mcast_attach", "ibv_attach_mcast: a UD QP joined a multicast group (the NIC joins its IP group)"},
       {"mcast_detach", "ibv_detach_mcast (or the program died): a UD QP left a multicast group"},
       {"mcast_deliver", "a datagram sent to a multicast group is handed to one attached QP of this NIC"},
+      {"cm_id", "rdma_create_id / rdma_destroy_id: a connection manager id on this NIC"},
+      {"cm_state", "a connection manager id changed state (REQ, REP, RTU, DREQ... exchanged with the peer)"},
+      {"cm_rx", "a connection manager MAD (REQ, REP, RTU, REJ, DREQ...) arrived on QP1"},
+      {"cm_event", "an rdma_cm event was sent to the program's event channel (rdma_get_cm_event wakes up)"},
   };
   auto it = m.find(kind);
   return it == m.end() ? "" : it->second;

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The layer table of docs/architecture.md, enforced.
+
+Every #include in a layer's folder must name a header of that layer or of a layer it may use;
+the build runs this before compiling anything (CMakeLists.txt: target check_layers), so a
+wrong include fails the build, and ctest runs it with --self-test (test "layering").
+
+usage: check_layers.py SOURCE_DIR        check the tree; exit 1 and list what is wrong
+       check_layers.py --self-test       check that a planted wrong include is caught
+"""
+import os
+import re
+import sys
+import tempfile
+
+# Folder -> the folders (or single headers) it may include besides its own. Transitive rules
+# are spelled out: a folder lists everything it includes directly.
+LAYERS = {
+    "simnic/abi": [],
+    "simnic/proto": [],
+    "simnic/core": ["simnic/proto", "simnic/abi"],
+    "simnic/io": ["simnic/core", "simnic/proto", "simnic/abi"],
+    "simnic/daemon": ["simnic/io", "simnic/core", "simnic/proto", "simnic/abi"],
+    "simnic/client": ["simnic/abi"],
+    # netif.h (the host's interfaces) sits with io but has no Asio: `simnic up` needs it too.
+    "simnic/cli": ["simnic/client", "simnic/proto", "simnic/abi", "simnic/io/netif.h"],
+    "shim": ["simnic/abi"],
+    "rdmacm": ["simnic/abi"],
+    "viz/model": [],
+    "viz/app": ["viz/model", "simnic/client", "simnic/abi"],
+}
+# Folders whose sources are not layered (they may include anything).
+FREE = ["tests", "labs", "examples", "tools", "scripts", "build", "docs"]
+# System headers only some layers may include: Asio only in io, ImGui/GLFW only in the viz app.
+SYSTEM_ONLY = {
+    "boost/asio": ["simnic/io"],
+    "imgui": ["viz/app"],
+    "backends/imgui": ["viz/app"],
+    "GLFW/": ["viz/app"],
+}
+PROJECT_ROOTS = ("simnic/", "shim/", "rdmacm/", "viz/", "tests/", "labs/", "examples/")
+SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".c")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
+
+
+def layer_of(rel):
+    best = None
+    for layer in LAYERS:
+        if rel.startswith(layer + "/") and (best is None or len(layer) > len(best)):
+            best = layer
+    return best
+
+
+def allowed(layer, target):
+    for ok in [layer] + LAYERS[layer]:
+        if target == ok or target.startswith(ok + "/"):
+            return True
+    return False
+
+
+def check_file(root, rel, layer):
+    errors = []
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            kind, target = m.groups()
+            where = f"{rel}:{lineno}: {layer} includes {target}"
+            if kind == '"' and target.startswith(PROJECT_ROOTS):
+                if not allowed(layer, target):
+                    errors.append(f"{where}: not in what {layer} may use ({', '.join(LAYERS[layer]) or 'nothing else'})")
+                continue
+            for prefix, layers in SYSTEM_ONLY.items():
+                if target.startswith(prefix) and layer not in layers:
+                    errors.append(f"{where}: only {', '.join(layers)} may include <{prefix}...>")
+    return errors
+
+
+def check_tree(root):
+    errors = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not (rel_dir == "." and d in FREE)]
+        for name in filenames:
+            if not name.endswith(SOURCE_EXT):
+                continue
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            layer = layer_of(rel)
+            if layer is None:
+                if rel.startswith(("simnic/", "viz/")) and rel.count("/") >= 2:
+                    errors.append(f"{rel}: in no layer: add its folder to LAYERS in scripts/check_layers.py "
+                                  "and to the table in docs/architecture.md")
+                continue
+            errors.extend(check_file(root, rel, layer))
+    return errors
+
+
+def write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def self_test():
+    """A clean tree passes; each kind of wrong include is reported, once, at its line."""
+    with tempfile.TemporaryDirectory() as root:
+        write(root, "simnic/core/device.cc", '#include "simnic/core/device.h"\n#include "simnic/proto/psn.h"\n')
+        write(root, "simnic/io/udp_port.cc", '#include <boost/asio/ip/udp.hpp>\n#include "simnic/core/device.h"\n')
+        write(root, "viz/app/main.cc", '#include <imgui.h>\n#include "simnic/client/nic_client.h"\n')
+        write(root, "tests/unit/core/any_test.cc", '#include "simnic/io/udp_port.h"\n')
+        clean = check_tree(root)
+        if clean:
+            return [f"a clean tree was refused: {clean}"]
+        write(root, "simnic/core/bad.cc", '// core must not see io\n#include "simnic/io/udp_port.h"\n')
+        write(root, "viz/model/bad.h", '#include "simnic/cli/cli.h"\n')
+        write(root, "simnic/proto/bad.cc", "#include <boost/asio/post.hpp>\n")
+        write(root, "simnic/newlayer/x.cc", "int x;\n")
+        found = check_tree(root)
+        expected = ["simnic/core/bad.cc:2:", "viz/model/bad.h:1:", "simnic/proto/bad.cc:1:", "simnic/newlayer/x.cc:"]
+        problems = [f"not reported: {e}" for e in expected if not any(f.startswith(e) for f in found)]
+        if len(found) != len(expected):
+            problems.append(f"expected {len(expected)} findings, got {found}")
+        return problems
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        problems = self_test()
+        for p in problems:
+            print(f"check_layers self-test: {p}", file=sys.stderr)
+        if not problems:
+            print("check_layers self-test: every planted wrong include was caught")
+        return 1 if problems else 0
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    errors = check_tree(argv[1])
+    for e in errors:
+        print(f"layering: {e}", file=sys.stderr)
+    if errors:
+        print("layering: see the layer table in docs/architecture.md", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,45 @@
+// The lines NicServer adds to `simnic status` (the I/O side: sockets, fault injector, step
+// mode, outputs) and `simnic fault`'s run-time change of the fault injector.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "simnic/io/nic_server.h"
+
+namespace simnic::io {
+
+// Lines `simnic status` shows beyond the Device's own.
+std::string NicServer::status_text() {
+  std::string s = "pid " + std::to_string(::getpid()) + "\n";
+  s += "faults " + port_.faults().describe() + "\n";
+  s += "fault_drops " + std::to_string(port_.fault_drops()) + "\n";
+  s += "fault_dups " + std::to_string(port_.fault_dups()) + "\n";
+  s += "fault_delayed " + std::to_string(port_.fault_delayed()) + "\n";
+  s += "tx_socket_drops " + std::to_string(port_.tx_dropped()) + "\n";
+  s += "tx_too_big " + std::to_string(port_.tx_too_big()) + "\n";
+  s += "gso " + std::string(port_.gso() ? "1" : "0") + "\n";
+  s += "tx_send_calls " + std::to_string(port_.tx_send_calls()) + "\n";
+  s += "tx_gso_sends " + std::to_string(port_.tx_gso_sends()) + "\n";
+  s += "rx_gro_buffers " + std::to_string(port_.rx_gro_buffers()) + "\n";
+  if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
+  // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
+  s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
+  s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
+  s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
+  s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";
+  if (!opt_.pcap_path.empty()) s += "pcap " + opt_.pcap_path + "\n";
+  if (!opt_.trace_path.empty()) s += "trace " + opt_.trace_path + "\n";
+  return s;
+}
+
+std::string NicServer::set_faults(const std::string& spec, int* status) {
+  std::string err;
+  if (!port_.faults().apply_spec(spec, &err)) {
+    *status = EINVAL;
+    return err;
+  }
+  logger_.log(core::LogLevel::kInfo, "faults now " + port_.faults().describe());
+  return port_.faults().describe();
+}
+
+}  // namespace simnic::io
