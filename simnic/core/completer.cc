@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
@@ -14,19 +16,6 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 namespace {
-
-ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
-  switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
-    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
-    default: return IBV_WC_SEND;
-  }
-}
 
 // RNR NAK timer field -> nanoseconds (IBA Table 45).
 uint64_t rnr_timer_ns(uint32_t t) {
@@ -49,9 +38,10 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   if (signaled) {
     wc.wr_id = w.wr_id;
     wc.status = status;
-    wc.opcode = wc_opcode_for(w.opcode);
+    const abi::WrOpcodeInfo* wr = abi::wr_opcode_info(w.opcode);
+    wc.opcode = wr ? wr->wc_opcode : IBV_WC_SEND;  // a flushed WQE may carry any value
     wc.qp_num = qp.qpn;
-    if (status == IBV_WC_SUCCESS && (w.opcode == IBV_WR_RDMA_READ || st.rd_atomic)) wc.byte_len = st.length;
+    if (status == IBV_WC_SUCCESS && st.rd_atomic) wc.byte_len = st.length;
   }
   if (!started) ++qp.sq_started;
   else if (st.npkts) qp.msn_retired = st.msn;
@@ -68,17 +58,21 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   check_sq_drained(qp);
 }
 
-void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {
+// A send WQE failed (IBA 9.9.2): it completes with the error's status, even unsignaled.
+void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
+  const ErrorInfo& err = error_info(e);
+  const char* status = wc_status_name(err.status);
+  const std::string rule = detail + " (" + err.rule + ", " + err.iba_class + ")";
   char line[96];
-  std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, wc_status_name(status));
-  qp.error_reason = std::string("a send work request failed with ") + wc_status_name(status) + ": " + rule;
+  std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, status);
+  qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
   log(LogLevel::kWarn, line + rule);
-  tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
+  tracer_.event("error").u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
   if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
-    complete_send_wqe(qp, status);
+    complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
   // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
-  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, wc_status_name(status));
+  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
 }
 
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
@@ -178,7 +172,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
         std::string why;
         if (int e = scatter(qp, w.sge, w.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
           (void)e;
-          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+          requester_error(qp, Error::kLocalProtection, why);
           return;
         }
         st.done = true;
@@ -205,7 +199,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       if (!pkt.payload.empty()) {
         std::string why;
         if (scatter(qp, w.sge, w.num_sge, offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
-          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+          requester_error(qp, Error::kLocalProtection, why);
           return;
         }
       }
@@ -244,7 +238,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       if (!qp.sq_running()) return;
       if (qp.attr.rnr_retry != 7) {  // 7 means retry forever
         if (qp.rnr_retry_left == 0) {
-          requester_error(qp, IBV_WC_RNR_RETRY_EXC_ERR,
+          requester_error(qp, Error::kRnrRetryExceeded,
                           "the responder had no receive WQE (RNR NAK) more than rnr_retry=" +
                               std::to_string(qp.attr.rnr_retry) + " times");
           return;
@@ -275,7 +269,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
         // A sequence error costs a retry like a timeout does (rxe counts both); progress
         // acknowledged by this very NAK has already renewed the budget.
         if (qp.retry_left == 0) {
-          requester_error(qp, IBV_WC_RETRY_EXC_ERR,
+          requester_error(qp, Error::kRetryExceeded,
                           "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
                               std::to_string(qp.attr.retry_cnt) + " times without progress");
           return;
@@ -284,22 +278,13 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
         go_back_n(qp, psn, now, "nak_seq");
         return;
       }
-      ibv_wc_status st = code == kNakRemoteAccessError ? IBV_WC_REM_ACCESS_ERR
-                         : code == kNakInvalidRequest  ? IBV_WC_REM_INV_REQ_ERR
-                         : code == kNakInvalidRdRequest ? IBV_WC_REM_INV_RD_REQ_ERR
-                                                        : IBV_WC_REM_OP_ERR;
-      const char* what = code == kNakRemoteAccessError ? "remote access error (a wrong rkey or address, or "
-                                                         "rights the peer's MR or QP was not given)"
-                         : code == kNakInvalidRequest  ? "invalid request (an operation or length the peer's QP "
-                                                         "does not accept)"
-                         : code == kNakInvalidRdRequest ? "invalid RD request"
-                                                        : "remote operational error (the peer could not complete it, "
-                                                          "e.g. its receive buffer was bad)";
+      const NakInfo& nak = nak_info(code);
       const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
                             ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
                             : "";
-      requester_error(qp, st, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
-                                  ", refused it with a NAK: " + what + xrc + "; the peer's NIC log, and its program, say which rule");
+      requester_error(qp, nak.at_requester, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " +
+                                                ip_string(qp.remote_ip) + ", refused it with a NAK: " + nak.meaning +
+                                                xrc + "; the peer's NIC log, and its program, say which rule");
       return;
     }
     default:

@@ -19,6 +19,7 @@
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
@@ -259,8 +260,9 @@ class Device {
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
-  ibv_wc_status check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip,
-                               std::string* why);
+  // Whether the requester can carry the WQE out; if not, *err and *why say why.
+  bool check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
+                      std::string* why);
   bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
@@ -274,8 +276,10 @@ class Device {
   void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
   void responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
-                       const std::string& rule);
+                       const std::string& rule);  // xrc.cc's form, until the merge
+  void complete_recv_in_error(Qp& qp, ibv_wc_status status);  // the receive WQE in progress
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);
   bool can_receive(Qp& qp);  // false (counted, traced) in RESET, INIT and ERR
   bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
@@ -315,7 +319,7 @@ class Device {
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
   void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
-  void requester_error(Qp& qp, ibv_wc_status status, const std::string& rule);
+  void requester_error(Qp& qp, Error e, const std::string& detail);
 
   // completion.cc
   void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);

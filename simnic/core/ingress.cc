@@ -163,7 +163,7 @@ void Device::on_timer(uint64_t now) {
     ++qp->counters.timeouts;
     tracer_.event("timer").u("qp", qp->qpn).s("what", "ack_timeout").s("action", "fired");
     if (qp->retry_left == 0) {
-      requester_error(*qp, IBV_WC_RETRY_EXC_ERR,
+      requester_error(*qp, Error::kRetryExceeded,
                       "no ACK within the local ACK timeout (4.096us * 2^" + std::to_string(qp->attr.timeout) +
                           ") after retry_cnt=" + std::to_string(qp->attr.retry_cnt) + " retries");
       continue;

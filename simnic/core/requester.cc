@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/proto/opcode_table.h"
@@ -17,55 +18,30 @@ namespace {
 constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
-// Memory-window operations: executed by the NIC itself, no packet, no PSN (IBA 10.6.7).
-bool is_local_op(uint32_t opcode) { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
+bool is_local_op(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrLocal); }
+bool is_read_or_atomic(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
 
-bool is_read_or_atomic(uint32_t opcode) {
-  return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-         opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-// The RC packet opcode for packet `i` of `n` of a WQE.
-uint8_t rc_opcode(const abi::SendWqe& w, uint32_t i, uint32_t n) {
-  bool first = i == 0, last = i + 1 == n;
-  switch (w.opcode) {
-    case IBV_WR_SEND:
-      return first && last ? kRcSendOnly : first ? kRcSendFirst : last ? kRcSendLast : kRcSendMiddle;
-    case IBV_WR_SEND_WITH_IMM:
-      return first && last ? kRcSendOnlyImm : first ? kRcSendFirst : last ? kRcSendLastImm : kRcSendMiddle;
-    case IBV_WR_SEND_WITH_INV:
-      return first && last ? kRcSendOnlyInv : first ? kRcSendFirst : last ? kRcSendLastInv : kRcSendMiddle;
-    case IBV_WR_RDMA_WRITE:
-      return first && last ? kRcWriteOnly : first ? kRcWriteFirst : last ? kRcWriteLast : kRcWriteMiddle;
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return first && last ? kRcWriteOnlyImm : first ? kRcWriteFirst : last ? kRcWriteLastImm : kRcWriteMiddle;
-    case IBV_WR_RDMA_READ: return kRcReadRequest;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return kRcCompareSwap;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return kRcFetchAdd;
-  }
-  return 0xff;
-}
-
-// The packet opcode for packet `i` of `n` of a WQE on this transport (IBA Table 39), or 0xff
-// when the transport cannot carry the operation. UC shares RC's SEND/WRITE opcodes at 0x20.
-uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint32_t n) {
+// The transport bits of the packet opcodes a QP type sends (IBA Table 38): the WR opcode
+// table holds RC's, and UC, UD and XRC carry the same operations at these offsets.
+uint8_t transport_bits(ibv_qp_type type) {
   switch (type) {
-    case IBV_QPT_RC:
-      return rc_opcode(w, i, n);
-    case IBV_QPT_UC:
-      if (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE ||
-          w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-        return uint8_t(0x20 | rc_opcode(w, i, n));
-      return 0xff;
-    case IBV_QPT_UD:
-      return w.opcode == IBV_WR_SEND ? kUdSendOnly : w.opcode == IBV_WR_SEND_WITH_IMM ? kUdSendOnlyImm : 0xff;
-    case IBV_QPT_XRC_SEND: {  // XRC mirrors every RC request at 0xa0 (Annex A14)
-      const uint8_t rc = rc_opcode(w, i, n);
-      return rc == 0xff ? rc : xrc_of_rc(rc);
-    }
-    default:
-      return 0xff;
+    case IBV_QPT_RC: return 0x00;
+    case IBV_QPT_UC: return 0x20;
+    case IBV_QPT_UD: return 0x60;
+    case IBV_QPT_XRC_SEND: return kXrcBase;
+    default: return 0xff;
   }
+}
+
+// The packet opcode for packet `i` of `n` of a WQE on this transport, or 0xff when the
+// transport cannot carry the operation.
+uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint32_t n) {
+  const abi::WrOpcodeInfo* wr = abi::wr_opcode_info(w.opcode);
+  if (!wr || !abi::wr_opcode_allowed(type, w.opcode) || (wr->props & abi::kWrLocal)) return 0xff;
+  const bool first = i == 0, last = i + 1 == n;
+  const uint8_t rc = first && last ? wr->only : first ? wr->first : last ? wr->last : wr->middle;
+  const uint8_t op = uint8_t(transport_bits(type) | rc);
+  return (opcode_info(op).mask & kIsValid) ? op : 0xff;
 }
 
 }  // namespace
@@ -110,43 +86,38 @@ const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
   return st.wqe;
 }
 
-// Checks a fetched WQE the first time the requester reaches it; the reason it cannot be
-// carried out, with the status it completes with, or IBV_WC_SUCCESS and its length.
-ibv_wc_status Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total,
-                                     uint32_t* dst_ip, std::string* why) {
+// Checks a fetched WQE the first time the requester reaches it: true with its length, or
+// false with the error it completes with.
+bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
+                            std::string* why) {
   const bool rd_atomic = is_read_or_atomic(w.opcode);
   *total = 0;
-  if (packet_opcode(qp.type, w, 0, 1) == 0xff) {
-    *why = std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP";
-    return IBV_WC_LOC_QP_OP_ERR;
-  }
-  if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return IBV_WC_LOC_QP_OP_ERR;
+  auto fail = [&](Error e, std::string text) {
+    *err = e;
+    *why = std::move(text);
+    return false;
+  };
+  if (packet_opcode(qp.type, w, 0, 1) == 0xff)
+    return fail(Error::kWrNotForQp,
+                std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP");
+  if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return fail(Error::kUdAddressInvalid, *why);
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
-    if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
-      *why = "inline data on an operation that cannot carry it, or longer than max_inline_data";
-      return IBV_WC_LOC_QP_OP_ERR;
-    }
+    if (w.inline_len > abi::kMaxInlineData || rd_atomic)
+      return fail(Error::kWqeMalformed, "inline data on an operation that cannot carry it, or longer than max_inline_data");
   } else if (w.num_sge > abi::kMaxSge) {
-    *why = "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge";
-    return IBV_WC_LOC_QP_OP_ERR;
+    return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
   } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
-    return IBV_WC_LOC_PROT_ERR;
+    return fail(Error::kLocalProtection, *why);
   }
-  if (*total > (1ull << 31)) {
-    *why = "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)";
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if ((w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && *total != 8) {
-    *why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total);
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes) {
-    *why = "a UD message must fit in one packet: " + std::to_string(*total) + " bytes is more than the port MTU " +
-           std::to_string(config_.mtu_bytes);
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  return IBV_WC_SUCCESS;
+  if (*total > (1ull << 31))
+    return fail(Error::kMessageTooLong, "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)");
+  if (abi::wr_has(w.opcode, abi::kWrAtomic) && *total != 8)
+    return fail(Error::kMessageTooLong, "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
+  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes)
+    return fail(Error::kMessageTooLong, "a UD message must fit in one packet: " + std::to_string(*total) +
+                                            " bytes is more than the port MTU " + std::to_string(config_.mtu_bytes));
+  return true;
 }
 
 // First sight of the WQE at sq_next: check it, then give it its PSNs (kBegun). A BIND_MW or
@@ -165,7 +136,8 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   std::string why;
   uint64_t total = 0;
   uint32_t dst_ip = qp.remote_ip;
-  if (ibv_wc_status err = check_send_wqe(qp, w, &total, &dst_ip, &why); err != IBV_WC_SUCCESS) {
+  Error err{};
+  if (!check_send_wqe(qp, w, &total, &dst_ip, &err, &why)) {
     // Complete in order: wait until everything before this WQE has completed.
     if (qp.sq_consumer == qp.sq_next) requester_error(qp, err, why);
     return WqeStart::kWait;
@@ -175,7 +147,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
   // A READ spans the PSNs of its response packets; an atomic one.
-  st.npkts = rd_atomic && w.opcode != IBV_WR_RDMA_READ
+  st.npkts = abi::wr_has(w.opcode, abi::kWrAtomic)
                  ? 1
                  : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.rd_atomic_outstanding;
@@ -192,7 +164,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.sq_next == prod) return false;
   if (prod - qp.sq_consumer > qp.sq_entries) {
-    requester_error(qp, IBV_WC_LOC_QP_OP_ERR, "the SQ producer index ran past the ring (posted more than max_send_wr)");
+    requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
@@ -236,7 +208,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   } else if (info.mask & kIsAtomic) {
     h.atomic.va = w.remote_addr;
     h.atomic.rkey = w.rkey;
-    h.atomic.swap_add = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap : w.compare_add;
+    h.atomic.swap_add = rc_of_xrc(h.bth.opcode) == kRcCompareSwap ? w.swap : w.compare_add;
     h.atomic.compare = w.compare_add;
   } else {
     payload_len = std::min(qp.mtu_bytes, st.length - offset);
@@ -253,7 +225,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     std::string why;
     if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
       if (qp.sq_consumer != qp.sq_next) return false;
-      requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
+      requester_error(qp, Error::kLocalProtection, why);
       return false;
     }
   }
@@ -300,10 +272,9 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
 // last PSN of its predecessor, so the ACK that retires that one retires it too).
 bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
-  ibv_wc_status status = execute_local_wqe(qp, w, &why);
-  if (status != IBV_WC_SUCCESS) {
+  if (execute_local_wqe(qp, w, &why) != IBV_WC_SUCCESS) {  // IBV_WC_MW_BIND_ERR
     if (qp.sq_consumer != qp.sq_next) return false;  // complete in order
-    requester_error(qp, status, why);
+    requester_error(qp, Error::kMwBindFailed, why);
     return false;
   }
   st.begin(qp.next_psn);
@@ -324,7 +295,7 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
     if (d >= 0 && d < int32_t(st.npkts)) {
       qp.sq_next = idx;
       qp.pkt_in_wqe = uint32_t(d);
-      if (st.rd_atomic && st.wqe.opcode == IBV_WR_RDMA_READ) {
+      if (abi::wr_has(st.wqe.opcode, abi::kWrRead)) {
         // Re-request only what has not arrived.
         qp.pkt_in_wqe = st.rcvd_pkts;
         psn = psn_add(st.first_psn, st.rcvd_pkts);
