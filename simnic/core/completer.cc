@@ -17,14 +17,6 @@ using namespace simnic::proto;
 
 namespace {
 
-// RNR NAK timer field -> nanoseconds (IBA Table 45).
-uint64_t rnr_timer_ns(uint32_t t) {
-  static const uint32_t kUs100[32] = {  // in units of 10 ns
-      65536000, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-      1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return uint64_t(kUs100[t & 31]) * 10000;
-}
-
 }  // namespace
 
 void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
@@ -103,9 +95,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     qp.rnr_retry_left = qp.attr.rnr_retry;
   }
   if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started) {
-    if (qp.timer_deadline_ns)
-      tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
-    qp.timer_deadline_ns = 0;
+    stop_ack_timer(qp);
   } else
     arm_ack_timer(qp, now);
 }
@@ -211,7 +201,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       if (psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = psn_add(psn, 1);
       arm_ack_timer(qp, now);
     }
-    requester_run(qp, now);
+    schedule(qp, kWorkRequester);
     return;
   }
 
@@ -245,9 +235,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
         }
         --qp.rnr_retry_left;
       }
-      qp.rnr_wait = true;
-      qp.una_psn = psn;
-      qp.timer_deadline_ns = now + rnr_timer_ns(aeth_value(syndrome));
+      arm_rnr_timer(qp, psn, aeth_value(syndrome), now);
       log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
         return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
                std::to_string(rnr_timer_ns(aeth_value(syndrome)) / 1000) + " us" +
@@ -255,8 +243,6 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
                                        : ", " + std::to_string(qp.rnr_retry_left) + " RNR retries left") +
                ". The peer must post receives before this side sends";
       });
-      tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
-      busy_qps_.erase(qp.qpn);
       return;
     }
     case kAethNak: {
@@ -291,7 +277,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       ++counters_.rx_drop_malformed;
       return;
   }
-  requester_run(qp, now);
+  schedule(qp, kWorkRequester);
 }
 
 }  // namespace simnic::core

@@ -266,7 +266,23 @@ class Device {
   bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
+
+  // engine_events.cc: an engine schedules another on a QP; the event entry points run it.
+  enum WorkBits : uint8_t { kWorkRequester = 1 };
+  void schedule(Qp& qp, uint8_t work);
+  void run_scheduled(uint64_t now);
+  std::vector<uint32_t> scheduled_;  // QPNs whose work flag is set
+
+  // completer_timers.cc: the ACK timeout and the RNR wait
+  static uint64_t rnr_timer_ns(uint32_t timer_field);  // IBA Table 45
   void arm_ack_timer(Qp& qp, uint64_t now);
+  void stop_ack_timer(Qp& qp);
+  void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
+  void completer_timer_fired(Qp& qp, uint64_t now);
+
+  // ingress.cc
+  void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
+                      uint32_t dst_ip);
 
   // responder.cc
   void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);

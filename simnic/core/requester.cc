@@ -16,7 +16,6 @@ using namespace simnic::proto;
 namespace {
 
 constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
-constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
 bool is_local_op(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrLocal); }
 bool is_read_or_atomic(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
@@ -45,18 +44,6 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 }
 
 }  // namespace
-
-void Device::arm_ack_timer(Qp& qp, uint64_t now) {
-  if (qp.attr.timeout == 0) {  // 0 means "wait forever" (IBA 11.2.4.2)
-    qp.timer_deadline_ns = 0;
-    return;
-  }
-  uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
-  bool was_idle = qp.timer_deadline_ns == 0;
-  qp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
-  if (was_idle)
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
-}
 
 void Device::requester_run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.rnr_wait) {
@@ -286,7 +273,8 @@ bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st)
   return true;
 }
 
-// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N).
+// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
+// run from there when the current event ends.
 void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
   for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
@@ -305,14 +293,14 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
       ++counters_.retransmits;
       ++qp.counters.retransmits;
       arm_ack_timer(qp, now);
-      requester_run(qp, now);
+      schedule(qp, kWorkRequester);
       return;
     }
   }
   // Nothing outstanding at that PSN: carry on with new WQEs.
   qp.sq_next = qp.sq_started;
   qp.pkt_in_wqe = 0;
-  requester_run(qp, now);
+  schedule(qp, kWorkRequester);
 }
 
 }  // namespace simnic::core
