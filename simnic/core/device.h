@@ -19,6 +19,7 @@
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/env.h"
+#include "simnic/core/engine_steps.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
@@ -286,8 +287,17 @@ class Device {
 
   // responder.cc
   void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  RespStep resp_check_psn(Qp& qp, const proto::ParsedPacket& pkt);
+  RespStep resp_duplicate(Qp& qp, const proto::ParsedPacket& pkt);
+  RespStep resp_execute(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_begin_send(Qp& qp, const proto::ParsedPacket& pkt);
+  void send_rnr_nak(Qp& qp, uint32_t psn);
+  void complete_send_recv(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_check_write(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_take_write_imm_wqe(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_write_payload(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
@@ -333,6 +343,22 @@ class Device {
   // completer.cc
   bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  struct CompletionWork {  // one response on its way through the completer's steps
+    Qp& qp;
+    const proto::ParsedPacket& pkt;
+    uint64_t now;
+    SendWqeState* wqe = nullptr;  // the READ/atomic it answers
+  };
+  CompStep completer_step(CompletionWork& c, CompStep step);
+  CompStep comp_check_state(CompletionWork& c);
+  CompStep comp_check_psn(CompletionWork& c);
+  CompStep comp_find_wqe(CompletionWork& c);
+  CompStep comp_atomic_ack(CompletionWork& c);
+  CompStep comp_read_data(CompletionWork& c);
+  CompStep comp_read_atomic_done(CompletionWork& c);
+  CompStep comp_check_msn(CompletionWork& c);
+  CompStep comp_rnr_nak(CompletionWork& c);
+  CompStep comp_nak(CompletionWork& c);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
   void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
   void requester_error(Qp& qp, Error e, const std::string& detail);

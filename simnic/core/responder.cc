@@ -168,93 +168,128 @@ bool Device::can_receive(Qp& qp) {
   return false;
 }
 
+const char* resp_step_name(RespStep step) {
+  static constexpr const char* kNames[] = {"CHECK_STATE", "CHECK_PSN", "DUPLICATE", "EXECUTE", "DONE"};
+  return kNames[size_t(step)];
+}
+
+// The responder, as rxe's: a request walks named steps, each returning the next.
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
-  if (!can_receive(qp)) return;
-  if (qp.type == IBV_QPT_UC) {
-    if (!uc_accept(qp, pkt)) return;
-    if (pkt.mask & kIsSend) respond_send(qp, pkt);
-    else respond_write(qp, pkt);
-    return;
+  RespStep step = RespStep::kCheckState;
+  while (step != RespStep::kDone) {
+    switch (step) {
+      case RespStep::kCheckState: step = can_receive(qp) ? RespStep::kCheckPsn : RespStep::kDone; break;
+      case RespStep::kCheckPsn: step = resp_check_psn(qp, pkt); break;
+      case RespStep::kDuplicate: step = resp_duplicate(qp, pkt); break;
+      case RespStep::kExecute: step = resp_execute(qp, pkt); break;
+      case RespStep::kDone: break;
+    }
   }
+}
+
+RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
+  if (qp.type == IBV_QPT_UC) return uc_accept(qp, pkt) ? RespStep::kExecute : RespStep::kDone;
   const uint32_t psn = pkt.h.bth.psn;
   const int32_t d = psn_diff(psn, qp.epsn);
-  if (d > 0) {
-    // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
-    // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
-    ++counters_.rx_drop_out_of_sequence;
-    log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
-             ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
-             "requester goes back";
-    });
-    if (!qp.nak_sent) {
-      qp.nak_sent = true;
-      tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", nak_info(kNakPsnSeqError).name)
-          .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) +
-                         ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
-      send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
-    }
-    return;
+  if (d < 0) return RespStep::kDuplicate;
+  if (d == 0) {
+    qp.nak_sent = false;
+    return RespStep::kExecute;
   }
-  if (d < 0) {
-    // A duplicate (9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
-    ++counters_.duplicates;
-    ++qp.counters.duplicates;
-    if (pkt.mask & kIsReadReq) {
-      respond_read(qp, pkt, true);
-    } else if (pkt.mask & kIsAtomic) {
-      respond_atomic(qp, pkt, true);
-    } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
-      send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
-    }
-    return;
+  // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
+  // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
+  ++counters_.rx_drop_out_of_sequence;
+  log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
+           ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
+           "requester goes back";
+  });
+  if (!qp.nak_sent) {
+    qp.nak_sent = true;
+    tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", nak_info(kNakPsnSeqError).name)
+        .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) +
+                       ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
+    send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
   }
-  qp.nak_sent = false;
+  return RespStep::kDone;
+}
+
+// A duplicate (IBA 9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
+RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
+  ++counters_.duplicates;
+  ++qp.counters.duplicates;
+  if (pkt.mask & kIsReadReq) {
+    respond_read(qp, pkt, true);
+  } else if (pkt.mask & kIsAtomic) {
+    respond_atomic(qp, pkt, true);
+  } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
+    send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
+  }
+  return RespStep::kDone;
+}
+
+RespStep Device::resp_execute(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.mask & kIsSend) respond_send(qp, pkt);
   else if (pkt.mask & kIsWrite) respond_write(qp, pkt);
+  else if (qp.type == IBV_QPT_UC) ++counters_.rx_drop_unexpected;
   else if (pkt.mask & kIsReadReq) respond_read(qp, pkt, false);
   else if (pkt.mask & kIsAtomic) respond_atomic(qp, pkt, false);
   else ++counters_.rx_drop_unexpected;
+  return RespStep::kDone;
+}
+
+// A SEND's first packet takes a receive WQE (or, none posted, is RNR NAKed: IBA 9.7.5.2.8);
+// false when the packet has been dealt with.
+bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
+  const uint32_t psn = pkt.h.bth.psn;
+  if (qp.recv && qp.type == IBV_QPT_UC) {
+    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
+    return true;
+  }
+  if (qp.recv) {
+    responder_error(qp, Error::kSendOutOfSequence, psn, "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
+    return false;
+  }
+  RecvInProgress rip;
+  if (!take_recv_wqe(qp, &rip)) {
+    if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
+      ++counters_.rx_drop_no_wqe;
+      uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
+      return false;
+    }
+    send_rnr_nak(qp, psn);
+    // The requester goes back to this PSN after the RNR wait: the rest of the message, still
+    // in flight, is out of sequence and dropped without a second (sequence) NAK.
+    qp.nak_sent = true;
+    return false;
+  }
+  uint64_t total = 0;
+  std::string why;
+  qp.recv = rip;
+  if (rip.wqe.num_sge > abi::kMaxSge ||
+      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
+    responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
+    return false;
+  }
+  return true;
+}
+
+// No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
+void Device::send_rnr_nak(Qp& qp, uint32_t psn) {
+  tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
+      .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
+  log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
+           "will retry (post receives with ibv_post_recv before the peer sends)";
+  });
+  send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
 }
 
 void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
-  if (pkt.mask & kIsFirst && qp.recv && qp.type == IBV_QPT_UC) {
-    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
-  } else if (pkt.mask & kIsFirst) {
-    if (qp.recv) {
-      responder_error(qp, Error::kSendOutOfSequence, psn, "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
-      return;
-    }
-    RecvInProgress rip;
-    if (!take_recv_wqe(qp, &rip)) {
-      if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
-        ++counters_.rx_drop_no_wqe;
-        uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
-        return;
-      }
-      // No receive WQE: Receiver Not Ready. The requester retries after min_rnr_timer.
-      tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
-          .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
-      log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
-        return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
-               "will retry (post receives with ibv_post_recv before the peer sends)";
-      });
-      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
-      // The requester goes back to this PSN after the RNR wait: the rest of the message, still
-      // in flight, is out of sequence and dropped without a second (sequence) NAK.
-      qp.nak_sent = true;
-      return;
-    }
-    uint64_t total = 0;
-    std::string why;
-    qp.recv = rip;
-    if (rip.wqe.num_sge > abi::kMaxSge ||
-        !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
-      responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
-      return;
-    }
+  if (pkt.mask & kIsFirst) {
+    if (!resp_begin_send(qp, pkt)) return;
   } else if (!qp.recv) {
     responder_error(qp, Error::kSendMissingFirst, psn, "a SEND MIDDLE/LAST arrived with no SEND in progress");
     return;
@@ -262,15 +297,12 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   RecvInProgress& r = *qp.recv;
   std::string why;
   if (!pkt.payload.empty()) {
-    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(),
-                    uint32_t(pkt.payload.size()), &why);
-    if (e == EMSGSIZE) {
-      responder_error(qp, Error::kRecvTooShort, psn,
-                      "the SEND is longer than the receive WQE's buffers (" + why + ")");
-      return;
-    }
+    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why);
     if (e) {
-      responder_error(qp, Error::kRecvDmaFailed, psn, why);
+      if (e == EMSGSIZE)
+        responder_error(qp, Error::kRecvTooShort, psn, "the SEND is longer than the receive WQE's buffers (" + why + ")");
+      else
+        responder_error(qp, Error::kRecvDmaFailed, psn, why);
       return;
     }
   }
@@ -281,36 +313,41 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     return;
   }
   qp.epsn = psn_add(qp.epsn, 1);
-  if (pkt.mask & kIsLast) {
-    ibv_wc wc{};
-    wc.wr_id = r.wqe.wr_id;
-    wc.status = IBV_WC_SUCCESS;
-    wc.opcode = IBV_WC_RECV;
-    wc.byte_len = r.offset;
-    wc.qp_num = qp.qpn;
-    wc.src_qp = qp.attr.dest_qp_num;
-    if (pkt.mask & kHasImm) {
-      wc.wc_flags |= IBV_WC_WITH_IMM;
-      wc.imm_data = pkt.h.imm_be;
-    }
-    if (pkt.mask & kHasIeth) {
-      wc.wc_flags |= IBV_WC_WITH_INV;
-      wc.invalidated_rkey = pkt.h.ieth_rkey;
-    }
-    qp.recv.reset();
-    ++qp.msn;
-    push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
-  }
+  if (pkt.mask & kIsLast) complete_send_recv(qp, pkt);
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
 }
 
-void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+// The SEND's last packet is in: its receive WQE completes.
+void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
+  ibv_wc wc{};
+  wc.wr_id = qp.recv->wqe.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = qp.recv->offset;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  if (pkt.mask & kHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = pkt.h.imm_be;
+  }
+  if (pkt.mask & kHasIeth) {
+    wc.wc_flags |= IBV_WC_WITH_INV;
+    wc.invalidated_rkey = pkt.h.ieth_rkey;
+  }
+  qp.recv.reset();
+  ++qp.msn;
+  push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+}
+
+// A WRITE's first packet checks its RETH's rkey (a zero-length WRITE needs none); every packet
+// must fit what the RETH announced. False when the packet has been refused.
+bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   std::string why;
   if (pkt.mask & kIsFirst) {
     if (qp.write_left) {
       responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
-      return;
+      return false;
     }
     const Reth& r = pkt.h.reth;
     qp.write_mr = nullptr;
@@ -319,7 +356,7 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
       if (!qp.write_mr) {
         responder_error(qp, Error::kRkeyViolation, psn, why);
-        return;
+        return false;
       }
     }
     qp.write_va = mr_va;
@@ -327,45 +364,58 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
     qp.write_len = r.dma_len;
   } else if (!qp.write_mr && qp.write_left == 0 && !pkt.payload.empty()) {
     responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE MIDDLE/LAST arrived with no WRITE in progress");
-    return;
+    return false;
   }
-  if (pkt.payload.size() > qp.write_left ||
-      ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
+  if (pkt.payload.size() > qp.write_left || ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
     responder_error(qp, Error::kWriteLength, psn,
                     "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.write_len) + " bytes)");
-    return;
+    return false;
   }
-  bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
-  // WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
-  // error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
-  // SEND left behind.
+  return true;
+}
+
+// WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
+// error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
+// SEND left behind. False when there is none (RNR NAK; UC: the message is dropped).
+bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
+  if (qp.recv) return true;
   RecvInProgress rip;
-  if (with_imm && !qp.recv) {
-    if (!take_recv_wqe(qp, &rip)) {
-      if (qp.type == IBV_QPT_UC) {
-        ++counters_.rx_drop_no_wqe;
-        uc_discard(qp, psn, "a WRITE with immediate arrived and no receive WQE was posted");
-        return;
-      }
-      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
-      return;
+  if (!take_recv_wqe(qp, &rip)) {
+    if (qp.type == IBV_QPT_UC) {
+      ++counters_.rx_drop_no_wqe;
+      uc_discard(qp, pkt.h.bth.psn, "a WRITE with immediate arrived and no receive WQE was posted");
+      return false;
     }
-    qp.recv = rip;
+    send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), pkt.h.bth.psn);
+    return false;
   }
-  if (!pkt.payload.empty()) {
-    if (!qp.write_mr) {
-      responder_error(qp, Error::kRkeyViolation, psn, "the MR of this WRITE was deregistered");
-      return;
-    }
-    const Mr& mr = *qp.write_mr;
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
-    if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
-      ++counters_.dma_errors;
-      responder_error(qp, Error::kRemoteDmaFailed, psn,
-                      "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
-      return;
-    }
+  qp.recv = rip;
+  return true;
+}
+
+// The payload into the MR the first packet's rkey named, at the next VA.
+bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
+  if (pkt.payload.empty()) return true;
+  if (!qp.write_mr) {
+    responder_error(qp, Error::kRkeyViolation, pkt.h.bth.psn, "the MR of this WRITE was deregistered");
+    return false;
   }
+  const Mr& mr = *qp.write_mr;
+  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
+  if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+    ++counters_.dma_errors;
+    responder_error(qp, Error::kRemoteDmaFailed, pkt.h.bth.psn,
+                    "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
+    return false;
+  }
+  return true;
+}
+
+void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+  if (!resp_check_write(qp, pkt)) return;
+  const bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
+  if (with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
+  if (!resp_write_payload(qp, pkt)) return;
   qp.write_va += pkt.payload.size();
   qp.write_left -= uint32_t(pkt.payload.size());
   qp.epsn = psn_add(qp.epsn, 1);
@@ -386,7 +436,7 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
     }
   }
-  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
+  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);
 }
 
 void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
