@@ -247,6 +247,7 @@ class Device {
   // memory_window.cc
   // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
   ibv_wc_status execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why);
+  void bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr);  // checked: binds it
   // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
   bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
@@ -259,6 +260,9 @@ class Device {
   enum class WqeStart { kWait, kDoneLocally, kBegun };
   void requester_run(Qp& qp, uint64_t now);
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  bool requester_may_send(Qp& qp);
+  uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
+  bool requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
   // Whether the requester can carry the WQE out; if not, *err and *why say why.

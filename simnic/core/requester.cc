@@ -146,7 +146,8 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   return WqeStart::kBegun;
 }
 
-bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+// Whether the requester may send now: there is a WQE, the ring is sane, the window is open.
+bool Device::requester_may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.sq_next == prod) return false;
@@ -155,27 +156,16 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     return false;
   }
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
-  if (qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
+  return !(qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window));
+}
 
-  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
-  if (qp.sq_next == qp.sq_started) {
-    const WqeStart r = requester_start_wqe(qp, st);
-    if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
-  }
+// The transport headers of packet `i` of the WQE; the bytes of payload it carries.
+uint32_t Device::request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, PacketHeaders& h) {
   const abi::SendWqe& w = st.wqe;
-
-  if (st.npkts == 0) {  // a local operation met again while going back N: already done
-    ++qp.sq_next;
-    qp.pkt_in_wqe = 0;
-    return true;
-  }
-  const uint32_t i = qp.pkt_in_wqe;
-  const uint32_t psn = psn_add(st.first_psn, i);
-  PacketHeaders h{};
   h.bth.opcode = packet_opcode(qp.type, w, i, st.npkts);
   h.bth.pkey = 0xffff;
   h.bth.dest_qp = qp.attr.dest_qp_num;
-  h.bth.psn = psn;
+  h.bth.psn = psn_add(st.first_psn, i);
   if (qp.type == IBV_QPT_UD) {
     // To a group, DestQP is the multicast QPN whatever the WR's remote_qpn (IBA 9.2 BTH, 10.5).
     h.bth.dest_qp = is_multicast_ipv4(st.dst_ip) ? kMulticastQpn : w.remote_qpn & kPsnMask;
@@ -184,48 +174,63 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     h.deth.src_qp = qp.qpn;
   }
   if (qp.type == IBV_QPT_XRC_SEND) h.xrc_srqn = w.remote_srqn & kPsnMask;  // the XRCETH (24 bits)
-  const OpcodeInfo& info = opcode_info(h.bth.opcode);
-  uint32_t payload_len = 0;
-  uint32_t offset = i * qp.mtu_bytes;
-
-  if (info.mask & kIsReadReq) {
-    h.reth.va = w.remote_addr + offset;
-    h.reth.rkey = w.rkey;
-    h.reth.dma_len = st.length - offset;
-  } else if (info.mask & kIsAtomic) {
-    h.atomic.va = w.remote_addr;
-    h.atomic.rkey = w.rkey;
-    h.atomic.swap_add = rc_of_xrc(h.bth.opcode) == kRcCompareSwap ? w.swap : w.compare_add;
-    h.atomic.compare = w.compare_add;
-  } else {
-    payload_len = std::min(qp.mtu_bytes, st.length - offset);
-    if (info.mask & kHasReth) {
-      h.reth.va = w.remote_addr;
-      h.reth.rkey = w.rkey;
-      h.reth.dma_len = st.length;
-    }
-    if (info.mask & kHasImm) h.imm_be = w.imm_data;
-    if (info.mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
-    // SE only means something where the responder completes a receive WQE (as rxe).
-    const bool completes_recv = (info.mask & kIsSend) || (info.mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
-    if ((info.mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
-    std::string why;
-    if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
-      if (qp.sq_consumer != qp.sq_next) return false;
-      requester_error(qp, Error::kLocalProtection, why);
-      return false;
-    }
+  const uint32_t mask = opcode_info(h.bth.opcode).mask, offset = i * qp.mtu_bytes;
+  if (mask & kIsReadReq) {
+    h.reth = {w.remote_addr + offset, w.rkey, st.length - offset};
+    return 0;
   }
-  bool last_pkt = (info.mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
+  if (mask & kIsAtomic) {
+    h.atomic = {w.remote_addr, w.rkey, rc_of_xrc(h.bth.opcode) == kRcCompareSwap ? w.swap : w.compare_add,
+                w.compare_add};
+    return 0;
+  }
+  if (mask & kHasReth) h.reth = {w.remote_addr, w.rkey, st.length};
+  if (mask & kHasImm) h.imm_be = w.imm_data;
+  if (mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
+  // SE only means something where the responder completes a receive WQE (as rxe).
+  const bool completes_recv = (mask & kIsSend) || (mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
+  if ((mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
+  return std::min(qp.mtu_bytes, st.length - offset);
+}
+
+// Sends the next packet of the WQE at sq_next, first checking and starting the WQE; false
+// when nothing more may go now.
+bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+  if (!requester_may_send(qp)) return false;
+  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
+  if (qp.sq_next == qp.sq_started) {
+    const WqeStart r = requester_start_wqe(qp, st);
+    if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
+  }
+  if (st.npkts == 0) {  // a local operation met again while going back N: already done
+    ++qp.sq_next;
+    qp.pkt_in_wqe = 0;
+    return true;
+  }
+  const uint32_t i = qp.pkt_in_wqe;
+  PacketHeaders h{};
+  const uint32_t payload_len = request_headers(qp, st, i, h);
+  std::string why;
+  if (payload_len && gather(qp, st.wqe, i * qp.mtu_bytes, payload_buffer_.data(), payload_len, &why)) {
+    if (qp.sq_consumer != qp.sq_next) return false;
+    requester_error(qp, Error::kLocalProtection, why);
+    return false;
+  }
+  const uint32_t mask = opcode_info(h.bth.opcode).mask;
+  const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = qp.acked() && (last_pkt || (i + 1) % kAckEvery == 0);
   emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
+  return requester_packet_sent(qp, st, mask, now);
+}
 
-  if (info.mask & kIsReadReq) {
+// Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.
+bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
+  if (mask & kIsReadReq) {
     qp.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
     qp.next_psn = psn_add(st.first_psn, st.npkts);
   } else {
-    qp.pkt_in_wqe = i + 1;
-    qp.next_psn = psn_add(psn, 1);
+    qp.next_psn = psn_add(st.first_psn, qp.pkt_in_wqe + 1);
+    ++qp.pkt_in_wqe;
   }
   if (qp.pkt_in_wqe >= st.npkts) {
     ++qp.sq_next;
