@@ -17,6 +17,19 @@ using namespace simnic::proto;
 
 constexpr uint32_t kGrhBytes = 40;
 
+// The first 40 bytes of a UD receive buffer: 20 zero bytes, then the datagram's IPv4 header.
+// InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
+// are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
+// untouched and IBV_WC_GRH is clear (docs/link-layer.md).
+int Device::scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+                           std::string* why) {
+  uint8_t grh[kGrhBytes] = {};
+  uint8_t ip_udp[kIpv4UdpBytes];
+  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+  std::memcpy(grh + 20, ip_udp, 20);
+  return scatter(qp, wqe.sge, wqe.num_sge, 0, grh, kGrhBytes, why);
+}
+
 // `dst_ip` is where the datagram was sent: this NIC, or the multicast group; the GRH area shows it.
 void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
   if (!can_receive(qp)) return;
@@ -57,16 +70,8 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     return fail(Error::kRecvTooShort, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
                                         std::to_string(pkt.payload.size()) + " of payload), the receive WQE has " +
                                         std::to_string(room));
-  // InfiniBand mode: the datagram came with no GRH, as on an IB subnet where peers are
-  // addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes reserved for a
-  // GRH are left untouched and IBV_WC_GRH is clear (docs/link-layer.md).
-  if (!config_.infiniband) {
-    uint8_t grh[kGrhBytes] = {};
-    uint8_t ip_udp[kIpv4UdpBytes];
-    build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
-    std::memcpy(grh + 20, ip_udp, 20);
-    if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(Error::kRecvDmaFailed, why);
-  }
+  if (!config_.infiniband && scatter_ud_grh(qp, rip.wqe, src_ip, dst_ip, udp_len, &why))
+    return fail(Error::kRecvDmaFailed, why);
   if (!pkt.payload.empty()) {
     if (int e = scatter(qp, rip.wqe.sge, rip.wqe.num_sge, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
       return fail(e == EMSGSIZE ? Error::kRecvTooShort : Error::kRecvDmaFailed, why);

@@ -288,6 +288,7 @@ class Device {
   // ingress.cc
   void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
                       uint32_t dst_ip);
+  bool qp_accepts(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip);  // false: dropped, counted
 
   // responder.cc
   void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
@@ -330,6 +331,8 @@ class Device {
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
+  int scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+                     std::string* why);
 
   // multicast.cc
   struct McastGroup {
@@ -400,6 +403,8 @@ class Device {
   void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
   int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
              std::string* why);
+  int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
+                bool to_memory, std::string* why);
   int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
               const uint8_t* src, uint32_t len, std::string* why);
   bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,

@@ -20,6 +20,39 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
   run_scheduled(now);
 }
 
+// The checks a packet for one of our QPs passes before it is routed: its transport is the
+// QP's, and a connected QP hears only its peer.
+bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
+  const bool transport_ok = (qp.type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
+                            (qp.type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
+                            (qp.type == IBV_QPT_UD && (pkt.mask & kIsUd)) ||
+                            (qp.is_xrc() && (pkt.mask & kIsXrc));
+  if (!transport_ok) {
+    ++counters_.rx_drop_unexpected;
+    tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp.qpn);
+    log_limited(LogLevel::kWarn, "transport", qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " (" + qp_type_name(qp.type) + ") dropped " +
+             opcode_info(pkt.h.bth.opcode).name + " from " + ip_string(src_ip) +
+             ": an opcode of another transport (both QPs of a connection must have the same type)";
+    });
+    return false;
+  }
+  // A connected QP only hears its peer (IBA 9.6.1.5.1: source address check). Before RTR it
+  // has no peer yet: the state check further on says why the packet is dropped.
+  const bool connected = qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT;
+  if (qp.type != IBV_QPT_UD && connected && src_ip != qp.remote_ip) {
+    ++counters_.rx_drop_wrong_source;
+    tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp.qpn);
+    log_limited(LogLevel::kWarn, "source", qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
+             ip_string(qp.remote_ip) + (qp.attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
+             ", and hears only that peer";
+    });
+    return false;
+  }
+  return true;
+}
+
 void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
                             uint32_t dst_ip) {
   ++counters_.rx_packets;
@@ -54,33 +87,7 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
     });
     return;
   }
-  const bool transport_ok = (qp->type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
-                            (qp->type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
-                            (qp->type == IBV_QPT_UD && (pkt.mask & kIsUd)) ||
-                            (qp->is_xrc() && (pkt.mask & kIsXrc));
-  if (!transport_ok) {
-    ++counters_.rx_drop_unexpected;
-    tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp->qpn);
-    log_limited(LogLevel::kWarn, "transport", qp->qpn, [&] {
-      return "QP " + hex(qp->qpn) + " (" + qp_type_name(qp->type) + ") dropped " +
-             opcode_info(pkt.h.bth.opcode).name + " from " + ip_string(src_ip) +
-             ": an opcode of another transport (both QPs of a connection must have the same type)";
-    });
-    return;
-  }
-  // A connected QP only hears its peer (IBA 9.6.1.5.1: source address check). Before RTR it
-  // has no peer yet: the state check further on says why the packet is dropped.
-  const bool connected = qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT;
-  if (qp->type != IBV_QPT_UD && connected && src_ip != qp->remote_ip) {
-    ++counters_.rx_drop_wrong_source;
-    tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp->qpn);
-    log_limited(LogLevel::kWarn, "source", qp->qpn, [&] {
-      return "QP " + hex(qp->qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
-             ip_string(qp->remote_ip) + (qp->attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
-             ", and hears only that peer";
-    });
-    return;
-  }
+  if (!qp_accepts(*qp, pkt, src_ip)) return;
   ++qp->counters.rx_packets;
   // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
   if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
