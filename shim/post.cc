@@ -8,28 +8,13 @@
 #include <string>
 
 #include "shim/shim.h"
+#include "simnic/abi/wr_opcodes.h"
 
 using namespace simnic::abi;
 
 namespace simnic::shim {
-// The opcodes each transport can carry (IBA 9.4 / Table 39); also used by the wr_* API.
-bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
-  switch (type) {
-    case IBV_QPT_RC:
-    case IBV_QPT_XRC_SEND:  // an XRC INI QP sends what an RC QP sends (Annex A14)
-      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-             op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-             op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_BIND_MW ||
-             op == IBV_WR_LOCAL_INV;
-    case IBV_QPT_UC:
-      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-             op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
-    case IBV_QPT_UD:
-      return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
-    default:
-      return false;
-  }
-}
+// The opcodes each transport can carry (simnic/abi/wr_opcodes.h); also used by the wr_* API.
+bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) { return wr_opcode_allowed(type, op); }
 
 // BIND_MW, for ibv_post_send and ibv_wr_bind_mw alike: the errno a bad request gets at post
 // time (EINVAL/EPERM, as ibv_bind_mw's checks in verbs.h), then the WQE's window part.
@@ -50,20 +35,9 @@ void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, Se
 
 namespace {
 
-const char* wr_opcode_text(ibv_wr_opcode op) {
-  switch (op) {
-    case IBV_WR_RDMA_WRITE: return "IBV_WR_RDMA_WRITE";
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return "IBV_WR_RDMA_WRITE_WITH_IMM";
-    case IBV_WR_SEND: return "IBV_WR_SEND";
-    case IBV_WR_SEND_WITH_IMM: return "IBV_WR_SEND_WITH_IMM";
-    case IBV_WR_RDMA_READ: return "IBV_WR_RDMA_READ";
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return "IBV_WR_ATOMIC_CMP_AND_SWP";
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "IBV_WR_ATOMIC_FETCH_AND_ADD";
-    case IBV_WR_LOCAL_INV: return "IBV_WR_LOCAL_INV";
-    case IBV_WR_BIND_MW: return "IBV_WR_BIND_MW";
-    case IBV_WR_SEND_WITH_INV: return "IBV_WR_SEND_WITH_INV";
-    default: return "(an opcode simnic does not know)";
-  }
+std::string wr_opcode_text(ibv_wr_opcode op) {
+  const WrOpcodeInfo* w = wr_opcode_info(op);
+  return w ? std::string("IBV_WR_") + w->name : "(an opcode simnic does not know)";
 }
 
 const char* qp_state_text(ibv_qp_state s) {
@@ -90,8 +64,8 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;
-  const bool invalidates = wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV;
-  w.imm_data = invalidates ? wr.invalidate_rkey : wr.imm_data;
+  const uint32_t props = wr_opcode_info(wr.opcode)->props;  // opcode_allowed found its row
+  w.imm_data = (props & kWrInv) ? wr.invalidate_rkey : wr.imm_data;
   w.rkey = 0;
   w.remote_addr = 0;
   w.compare_add = w.swap = 0;
@@ -99,7 +73,7 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
   w.remote_srqn = q.qp_type == IBV_QPT_XRC_SEND ? wr.qp_type.xrc.remote_srqn : 0;
   w.bind_mw = w.bind_lkey = w.bind_access = 0;
   w.bind_length = 0;
-  if (wr.opcode == IBV_WR_BIND_MW || wr.opcode == IBV_WR_LOCAL_INV) {
+  if (props & kWrLocal) {
     // Memory-window operations carry no data: their scatter/gather list is ignored.
     if (wr.opcode == IBV_WR_BIND_MW) {
       if (int e = bind_mw_error(q.context, wr.bind_mw.mw, wr.bind_mw.bind_info)) return e;
@@ -115,22 +89,14 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
            std::to_string(qp->cap.max_send_sge);
     return EINVAL;
   }
-  switch (wr.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-      w.remote_addr = wr.wr.rdma.remote_addr;
-      w.rkey = wr.wr.rdma.rkey;
-      break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      w.remote_addr = wr.wr.atomic.remote_addr;
-      w.rkey = wr.wr.atomic.rkey;
-      w.compare_add = wr.wr.atomic.compare_add;
-      w.swap = wr.wr.atomic.swap;
-      break;
-    default:
-      break;
+  if (props & kWrAtomic) {
+    w.remote_addr = wr.wr.atomic.remote_addr;
+    w.rkey = wr.wr.atomic.rkey;
+    w.compare_add = wr.wr.atomic.compare_add;
+    w.swap = wr.wr.atomic.swap;
+  } else if (props & kWrRemoteAddr) {
+    w.remote_addr = wr.wr.rdma.remote_addr;
+    w.rkey = wr.wr.rdma.rkey;
   }
   if (q.qp_type == IBV_QPT_UD) {
     if (!wr.wr.ud.ah) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "shim/shim.h"
+#include "simnic/abi/wc_status.h"
 
 namespace {
 
@@ -39,17 +40,7 @@ const char* lookup(const char* const (&names)[N], int i) {
 
 extern "C" {
 
-const char* ibv_wc_status_str(enum ibv_wc_status status) {
-  static const char* const kNames[] = {
-      "success", "local length error", "local QP operation error", "local EE context operation error",
-      "local protection error", "Work Request Flushed Error", "memory management operation error",
-      "bad response error", "local access error", "remote invalid request error", "remote access error",
-      "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-      "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-      "invalid EE context state", "fatal error", "response timeout error", "general error",
-      "TM error", "TM rendezvous error"};
-  return lookup(kNames, status);
-}
+const char* ibv_wc_status_str(enum ibv_wc_status status) { return simnic::abi::wc_status_str(status); }
 
 const char* ibv_node_type_str(enum ibv_node_type node_type) {
   static const char* const kNames[] = {nullptr, "InfiniBand channel adapter", "InfiniBand switch",

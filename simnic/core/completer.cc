@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
@@ -14,27 +16,6 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 namespace {
-
-ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
-  switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
-    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
-    default: return IBV_WC_SEND;
-  }
-}
-
-// RNR NAK timer field -> nanoseconds (IBA Table 45).
-uint64_t rnr_timer_ns(uint32_t t) {
-  static const uint32_t kUs100[32] = {  // in units of 10 ns
-      65536000, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-      1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return uint64_t(kUs100[t & 31]) * 10000;
-}
 
 }  // namespace
 
@@ -49,9 +30,10 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   if (signaled) {
     wc.wr_id = w.wr_id;
     wc.status = status;
-    wc.opcode = wc_opcode_for(w.opcode);
+    const abi::WrOpcodeInfo* wr = abi::wr_opcode_info(w.opcode);
+    wc.opcode = wr ? wr->wc_opcode : IBV_WC_SEND;  // a flushed WQE may carry any value
     wc.qp_num = qp.qpn;
-    if (status == IBV_WC_SUCCESS && (w.opcode == IBV_WR_RDMA_READ || st.rd_atomic)) wc.byte_len = st.length;
+    if (status == IBV_WC_SUCCESS && st.rd_atomic) wc.byte_len = st.length;
   }
   if (!started) ++qp.sq_started;
   else if (st.npkts) qp.msn_retired = st.msn;
@@ -68,17 +50,21 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   check_sq_drained(qp);
 }
 
-void Device::requester_error(Qp& qp, ibv_wc_status status, const std::string& rule) {
+// A send WQE failed (IBA 9.9.2): it completes with the error's status, even unsignaled.
+void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
+  const ErrorInfo& err = error_info(e);
+  const char* status = wc_status_name(err.status);
+  const std::string rule = detail + " (" + err.rule + ", " + err.iba_class + ")";
   char line[96];
-  std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, wc_status_name(status));
-  qp.error_reason = std::string("a send work request failed with ") + wc_status_name(status) + ": " + rule;
+  std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, status);
+  qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
   log(LogLevel::kWarn, line + rule);
-  tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
+  tracer_.event("error").u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
   if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
-    complete_send_wqe(qp, status);
+    complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
   // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
-  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, wc_status_name(status));
+  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
 }
 
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
@@ -109,9 +95,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     qp.rnr_retry_left = qp.attr.rnr_retry;
   }
   if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started) {
-    if (qp.timer_deadline_ns)
-      tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
-    qp.timer_deadline_ns = 0;
+    stop_ack_timer(qp);
   } else
     arm_ack_timer(qp, now);
 }
@@ -133,180 +117,226 @@ bool Device::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is
   return psn_diff(msn, least) >= 0 && psn_diff(qp.msn_started, msn) >= 0;
 }
 
+const char* comp_step_name(CompStep step) {
+  static constexpr const char* kNames[] = {"CHECK_STATE", "CHECK_PSN",  "FIND_WQE", "ATOMIC_ACK", "READ_DATA",
+                                           "READ_ATOMIC_DONE", "CHECK_MSN", "ACK", "RNR_NAK", "NAK",
+                                           "RUN_REQUESTER", "DONE"};
+  return kNames[size_t(step)];
+}
+
+// The completer, as rxe's: a packet walks named steps, each returning the next, from the
+// cheap checks to retiring WQEs (IBA 9.7.5.1).
 void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
-  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) {
-    ++counters_.rx_drop_qp_state;
-    tracer_.event("pkt_drop").s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
-    log_limited(LogLevel::kInfo, "resp_state", qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
-    });
-    return;
+  CompletionWork c{qp, pkt, now};
+  CompStep step = CompStep::kCheckState;
+  while (step != CompStep::kDone) step = completer_step(c, step);
+}
+
+CompStep Device::completer_step(CompletionWork& c, CompStep step) {
+  switch (step) {
+    case CompStep::kCheckState: return comp_check_state(c);
+    case CompStep::kCheckPsn: return comp_check_psn(c);
+    case CompStep::kFindWqe: return comp_find_wqe(c);
+    case CompStep::kAtomicAck: return comp_atomic_ack(c);
+    case CompStep::kReadData: return comp_read_data(c);
+    case CompStep::kReadAtomicDone: return comp_read_atomic_done(c);
+    case CompStep::kCheckMsn: return comp_check_msn(c);
+    case CompStep::kAck:
+      complete_acked(c.qp, c.pkt.h.bth.psn, c.now);
+      return CompStep::kRunRequester;
+    case CompStep::kRnrNak: return comp_rnr_nak(c);
+    case CompStep::kNak: return comp_nak(c);
+    case CompStep::kRunRequester:
+      schedule(c.qp, kWorkRequester);
+      return CompStep::kDone;
+    case CompStep::kDone: break;
   }
-  const uint32_t psn = pkt.h.bth.psn;
-  const uint32_t mask = qp.sq_entries - 1;
-  // A response must be for a PSN we have sent and not yet retired.
-  if (psn_diff(psn, qp.una_psn) < 0 || psn_diff(psn, qp.next_psn) >= 0) {
-    if (pkt.mask & kIsAck) ++counters_.duplicates;  // a late or repeated ACK
+  return CompStep::kDone;
+}
+
+// Only a QP that sends hears responses.
+CompStep Device::comp_check_state(CompletionWork& c) {
+  Qp& qp = c.qp;
+  if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE) return CompStep::kCheckPsn;
+  ++counters_.rx_drop_qp_state;
+  tracer_.event("pkt_drop").s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
+  log_limited(LogLevel::kInfo, "resp_state", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
+  });
+  return CompStep::kDone;
+}
+
+// A response must be for a PSN we have sent and not yet retired.
+CompStep Device::comp_check_psn(CompletionWork& c) {
+  const uint32_t psn = c.pkt.h.bth.psn;
+  if (psn_diff(psn, c.qp.una_psn) < 0 || psn_diff(psn, c.qp.next_psn) >= 0) {
+    if (c.pkt.mask & kIsAck) ++counters_.duplicates;  // a late or repeated ACK
     else ++counters_.rx_drop_unexpected;
-    return;
+    return CompStep::kDone;
   }
+  return (c.pkt.mask & (kIsReadResp | kHasAtomicAckEth)) ? CompStep::kFindWqe : CompStep::kCheckMsn;
+}
 
-  if (pkt.mask & (kIsReadResp | kHasAtomicAckEth)) {
-    // Find the READ/atomic WQE this response belongs to.
-    uint32_t idx = qp.sq_consumer;
-    for (; idx != qp.sq_started; ++idx) {
-      const SendWqeState& st = qp.sq_state[idx & mask];
-      int32_t d = psn_diff(psn, st.first_psn);
-      if (d >= 0 && d < int32_t(st.npkts)) break;
+// The READ/atomic WQE a response belongs to; everything before it is implicitly acknowledged.
+CompStep Device::comp_find_wqe(CompletionWork& c) {
+  Qp& qp = c.qp;
+  const uint32_t psn = c.pkt.h.bth.psn, mask = qp.sq_entries - 1;
+  uint32_t idx = qp.sq_consumer;
+  for (; idx != qp.sq_started; ++idx) {
+    const SendWqeState& st = qp.sq_state[idx & mask];
+    int32_t d = psn_diff(psn, st.first_psn);
+    if (d >= 0 && d < int32_t(st.npkts)) break;
+  }
+  if (idx == qp.sq_started || !qp.sq_state[idx & mask].rd_atomic) {
+    ++counters_.rx_drop_unexpected;
+    return CompStep::kDone;
+  }
+  c.wqe = &qp.sq_state[idx & mask];
+  complete_acked(qp, psn_add(c.wqe->first_psn, uint32_t(-1) & kPsnMask), c.now);
+  if (!qp.sq_running()) return CompStep::kDone;
+  return (c.pkt.mask & kHasAtomicAckEth) ? CompStep::kAtomicAck : CompStep::kReadData;
+}
+
+// The original value lands in the WQE's buffer (the NIC's copy of the WQE: the ring may have
+// been rewritten since); a duplicate ACK changes nothing.
+CompStep Device::comp_atomic_ack(CompletionWork& c) {
+  SendWqeState& st = *c.wqe;
+  if (!st.done) {
+    uint64_t orig = c.pkt.h.atomic_ack.orig;
+    std::string why;
+    if (scatter(c.qp, st.wqe.sge, st.wqe.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
+      requester_error(c.qp, Error::kLocalProtection, why);
+      return CompStep::kDone;
     }
-    if (idx == qp.sq_started) {
-      ++counters_.rx_drop_unexpected;
-      return;
-    }
-    SendWqeState& st = qp.sq_state[idx & mask];
-    const abi::SendWqe& w = st.wqe;  // the NIC's copy: the ring may have been rewritten since
-    if (!st.rd_atomic) {
-      ++counters_.rx_drop_unexpected;
-      return;
-    }
-    // Everything before this response's request is implicitly acknowledged.
-    complete_acked(qp, psn_add(st.first_psn, uint32_t(-1) & kPsnMask), now);
-    if (!qp.sq_running()) return;
-    if (pkt.mask & kHasAtomicAckEth) {
-      if (!st.done) {
-        uint64_t orig = pkt.h.atomic_ack.orig;
-        std::string why;
-        if (int e = scatter(qp, w.sge, w.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
-          (void)e;
-          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
-          return;
-        }
-        st.done = true;
-        st.rcvd_pkts = 1;
-      }
+    st.done = true;
+    st.rcvd_pkts = 1;
+  }
+  return CompStep::kReadAtomicDone;
+}
+
+// READ response data, in order: a gap is re-requested once from the first missing packet;
+// the rest of the old stream still in flight is dropped, not re-requested again (the ACK
+// timeout covers a lost re-request).
+CompStep Device::comp_read_data(CompletionWork& c) {
+  Qp& qp = c.qp;
+  SendWqeState& st = *c.wqe;
+  const uint32_t psn = c.pkt.h.bth.psn, expect = psn_add(st.first_psn, st.rcvd_pkts);
+  if (psn != expect) {
+    if (psn_diff(psn, expect) <= 0) {
+      ++counters_.duplicates;
+    } else if (qp.read_gap_asked != expect) {
+      qp.read_gap_asked = expect;
+      go_back_n(qp, expect, c.now, "read_gap");
     } else {
-      uint32_t expect = psn_add(st.first_psn, st.rcvd_pkts);
-      if (psn != expect) {
-        if (psn_diff(psn, expect) <= 0) {
-          ++counters_.duplicates;
-        } else if (qp.read_gap_asked != expect) {
-          // A gap in the response stream: re-request from the first missing packet, once;
-          // the rest of the old stream still in flight is dropped, not re-requested again
-          // (the ACK timeout covers a lost re-request).
-          qp.read_gap_asked = expect;
-          go_back_n(qp, expect, now, "read_gap");
-        } else {
-          ++counters_.rx_drop_unexpected;
-        }
-        return;
-      }
-      qp.read_gap_asked.reset();
-      uint32_t offset = st.rcvd_pkts * qp.mtu_bytes;
-      if (!pkt.payload.empty()) {
-        std::string why;
-        if (scatter(qp, w.sge, w.num_sge, offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
-          requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
-          return;
-        }
-      }
-      ++st.rcvd_pkts;
-      if (st.rcvd_pkts == st.npkts) st.done = true;
+      ++counters_.rx_drop_unexpected;
     }
-    if (st.done) complete_acked(qp, psn_add(st.first_psn, st.npkts - 1), now);
-    else {
-      if (psn_diff(psn, qp.una_psn) >= 0) qp.una_psn = psn_add(psn, 1);
-      arm_ack_timer(qp, now);
-    }
-    requester_run(qp, now);
-    return;
+    return CompStep::kDone;
   }
+  qp.read_gap_asked.reset();
+  if (!c.pkt.payload.empty()) {
+    std::string why;
+    if (scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
+                uint32_t(c.pkt.payload.size()), &why)) {
+      requester_error(qp, Error::kLocalProtection, why);
+      return CompStep::kDone;
+    }
+  }
+  if (++st.rcvd_pkts == st.npkts) st.done = true;
+  return CompStep::kReadAtomicDone;
+}
 
-  // ACK / NAK.
-  const uint8_t syndrome = pkt.h.aeth.syndrome;
-  if (!ack_msn_plausible(qp, psn, pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
+CompStep Device::comp_read_atomic_done(CompletionWork& c) {
+  SendWqeState& st = *c.wqe;
+  if (st.done) {
+    complete_acked(c.qp, psn_add(st.first_psn, st.npkts - 1), c.now);
+  } else {
+    if (psn_diff(c.pkt.h.bth.psn, c.qp.una_psn) >= 0) c.qp.una_psn = psn_add(c.pkt.h.bth.psn, 1);
+    arm_ack_timer(c.qp, c.now);
+  }
+  return CompStep::kRunRequester;
+}
+
+// An ACK or NAK must carry an MSN our responder could have sent (ack_msn_plausible).
+CompStep Device::comp_check_msn(CompletionWork& c) {
+  Qp& qp = c.qp;
+  const uint32_t psn = c.pkt.h.bth.psn;
+  const uint8_t syndrome = c.pkt.h.aeth.syndrome;
+  if (!ack_msn_plausible(qp, psn, c.pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
     ++counters_.rx_drop_bad_msn;
     tracer_.event("pkt_drop").s("reason", "an ACK whose MSN counts messages never sent").u("qp", qp.qpn);
     log_limited(LogLevel::kInfo, "bad_msn", qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(pkt.h.aeth.msn) +
+      return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(c.pkt.h.aeth.msn) +
              ": it counts messages this QP never sent (forged, or from an old connection)";
     });
-    return;
+    return CompStep::kDone;
   }
   ++counters_.acks_received;
   switch (aeth_class(syndrome)) {
-    case kAethAck:
-      complete_acked(qp, psn, now);
-      break;
-    case kAethRnrNak: {
-      ++counters_.rnr_naks_received;
-      ++qp.counters.rnr_naks_received;
-      complete_acked(qp, psn_add(psn, kPsnMask), now);  // everything before psn is done
-      if (!qp.sq_running()) return;
-      if (qp.attr.rnr_retry != 7) {  // 7 means retry forever
-        if (qp.rnr_retry_left == 0) {
-          requester_error(qp, IBV_WC_RNR_RETRY_EXC_ERR,
-                          "the responder had no receive WQE (RNR NAK) more than rnr_retry=" +
-                              std::to_string(qp.attr.rnr_retry) + " times");
-          return;
-        }
-        --qp.rnr_retry_left;
-      }
-      qp.rnr_wait = true;
-      qp.una_psn = psn;
-      qp.timer_deadline_ns = now + rnr_timer_ns(aeth_value(syndrome));
-      log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
-        return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
-               std::to_string(rnr_timer_ns(aeth_value(syndrome)) / 1000) + " us" +
-               (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")
-                                       : ", " + std::to_string(qp.rnr_retry_left) + " RNR retries left") +
-               ". The peer must post receives before this side sends";
-      });
-      tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
-      busy_qps_.erase(qp.qpn);
-      return;
-    }
-    case kAethNak: {
-      ++counters_.naks_received;
-      ++qp.counters.naks_received;
-      complete_acked(qp, psn_add(psn, kPsnMask), now);
-      if (!qp.sq_running()) return;
-      uint32_t code = aeth_value(syndrome);
-      if (code == kNakPsnSeqError) {
-        // A sequence error costs a retry like a timeout does (rxe counts both); progress
-        // acknowledged by this very NAK has already renewed the budget.
-        if (qp.retry_left == 0) {
-          requester_error(qp, IBV_WC_RETRY_EXC_ERR,
-                          "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
-                              std::to_string(qp.attr.retry_cnt) + " times without progress");
-          return;
-        }
-        --qp.retry_left;
-        go_back_n(qp, psn, now, "nak_seq");
-        return;
-      }
-      ibv_wc_status st = code == kNakRemoteAccessError ? IBV_WC_REM_ACCESS_ERR
-                         : code == kNakInvalidRequest  ? IBV_WC_REM_INV_REQ_ERR
-                         : code == kNakInvalidRdRequest ? IBV_WC_REM_INV_RD_REQ_ERR
-                                                        : IBV_WC_REM_OP_ERR;
-      const char* what = code == kNakRemoteAccessError ? "remote access error (a wrong rkey or address, or "
-                                                         "rights the peer's MR or QP was not given)"
-                         : code == kNakInvalidRequest  ? "invalid request (an operation or length the peer's QP "
-                                                         "does not accept)"
-                         : code == kNakInvalidRdRequest ? "invalid RD request"
-                                                        : "remote operational error (the peer could not complete it, "
-                                                          "e.g. its receive buffer was bad)";
-      const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
-                            ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
-                            : "";
-      requester_error(qp, st, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
-                                  ", refused it with a NAK: " + what + xrc + "; the peer's NIC log, and its program, say which rule");
-      return;
-    }
-    default:
-      ++counters_.rx_drop_malformed;
-      return;
+    case kAethAck: return CompStep::kAck;
+    case kAethRnrNak: return CompStep::kRnrNak;
+    case kAethNak: return CompStep::kNak;
+    default: ++counters_.rx_drop_malformed; return CompStep::kDone;
   }
-  requester_run(qp, now);
+}
+
+// Receiver not ready: everything before the PSN is done; wait out the NAK's timer, then go back
+// to it, at most rnr_retry times (7: forever).
+CompStep Device::comp_rnr_nak(CompletionWork& c) {
+  Qp& qp = c.qp;
+  const uint32_t psn = c.pkt.h.bth.psn, timer = aeth_value(c.pkt.h.aeth.syndrome);
+  ++counters_.rnr_naks_received;
+  ++qp.counters.rnr_naks_received;
+  complete_acked(qp, psn_add(psn, kPsnMask), c.now);
+  if (!qp.sq_running()) return CompStep::kDone;
+  if (qp.attr.rnr_retry != 7) {
+    if (qp.rnr_retry_left == 0) {
+      requester_error(qp, Error::kRnrRetryExceeded,
+                      "the responder had no receive WQE (RNR NAK) more than rnr_retry=" +
+                          std::to_string(qp.attr.rnr_retry) + " times");
+      return CompStep::kDone;
+    }
+    --qp.rnr_retry_left;
+  }
+  arm_rnr_timer(qp, psn, timer, c.now);
+  log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
+           std::to_string(rnr_timer_ns(timer) / 1000) + " us" +
+           (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")
+                                   : ", " + std::to_string(qp.rnr_retry_left) + " RNR retries left") +
+           ". The peer must post receives before this side sends";
+  });
+  return CompStep::kDone;
+}
+
+// A NAK: a sequence error goes back N (costing a retry, as a timeout does: rxe counts both;
+// progress acknowledged by this very NAK has already renewed the budget); any other code
+// fails the WQE with the status the NAK table gives it.
+CompStep Device::comp_nak(CompletionWork& c) {
+  Qp& qp = c.qp;
+  const uint32_t psn = c.pkt.h.bth.psn, code = aeth_value(c.pkt.h.aeth.syndrome);
+  ++counters_.naks_received;
+  ++qp.counters.naks_received;
+  complete_acked(qp, psn_add(psn, kPsnMask), c.now);
+  if (!qp.sq_running()) return CompStep::kDone;
+  if (code == kNakPsnSeqError) {
+    if (qp.retry_left == 0) {
+      requester_error(qp, Error::kRetryExceeded,
+                      "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
+                          std::to_string(qp.attr.retry_cnt) + " times without progress");
+      return CompStep::kDone;
+    }
+    --qp.retry_left;
+    go_back_n(qp, psn, c.now, "nak_seq");
+    return CompStep::kDone;
+  }
+  const NakInfo& nak = nak_info(code);
+  const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
+                        ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
+                        : "";
+  requester_error(qp, nak.at_requester, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " +
+                                            ip_string(qp.remote_ip) + ", refused it with a NAK: " + nak.meaning + xrc +
+                                            "; the peer's NIC log, and its program, say which rule");
+  return CompStep::kDone;
 }
 
 }  // namespace simnic::core

@@ -1,20 +1,10 @@
 // CQEs, completion events, and the flush that the ERROR state implies (IBA 10.8, 11.4.2).
+#include "simnic/abi/wc_status.h"
 #include "simnic/core/device.h"
 
 namespace simnic::core {
 
-const char* wc_status_name(ibv_wc_status status) {
-  static const char* const kNames[] = {
-      "success", "local length error", "local QP operation error", "local EE context operation error",
-      "local protection error", "Work Request Flushed Error", "memory management operation error",
-      "bad response error", "local access error", "remote invalid request error", "remote access error",
-      "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-      "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-      "invalid EE context state", "fatal error", "response timeout error", "general error",
-      "TM error", "TM rendezvous error"};
-  unsigned i = status;
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
-}
+const char* wc_status_name(ibv_wc_status status) { return abi::wc_status_str(status); }
 
 void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
   auto& ring = cq.shm->ring;

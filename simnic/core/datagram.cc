@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/ipv4_udp.h"
 #include "simnic/proto/opcode_table.h"
@@ -15,6 +16,19 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 constexpr uint32_t kGrhBytes = 40;
+
+// The first 40 bytes of a UD receive buffer: 20 zero bytes, then the datagram's IPv4 header.
+// InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
+// are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
+// untouched and IBV_WC_GRH is clear (docs/link-layer.md).
+int Device::scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+                           std::string* why) {
+  uint8_t grh[kGrhBytes] = {};
+  uint8_t ip_udp[kIpv4UdpBytes];
+  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+  std::memcpy(grh + 20, ip_udp, 20);
+  return scatter(qp, wqe.sge, wqe.num_sge, 0, grh, kGrhBytes, why);
+}
 
 // `dst_ip` is where the datagram was sent: this NIC, or the multicast group; the GRH area shows it.
 void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
@@ -36,36 +50,31 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = qp.qpn;
   wc.src_qp = pkt.h.deth.src_qp;
-  auto fail = [&](ibv_wc_status status, const std::string& why) {
-    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(status) + ": " + why);
-    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", why);
-    wc.status = status;
+  // The receive WQE completes in error and the QP goes to ERR (the error map's receive rows).
+  auto fail = [&](Error e, const std::string& why) {
+    const ErrorInfo& err = error_info(e);
+    const std::string rule = why + " (" + err.rule + ")";
+    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
+    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
+    wc.status = err.status;
     push_cqe(*qp.recv_cq, wc, false);
-    set_qp_state(qp, IBV_QPS_ERR, wc_status_name(status));
+    set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
   };
   uint64_t room = 0;
   std::string why;
   if (rip.wqe.num_sge > abi::kMaxSge ||
       !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &room, &why))
-    return fail(IBV_WC_LOC_PROT_ERR, "receive WQE: " + why);
+    return fail(Error::kRecvWqeInvalid, "receive WQE: " + why);
   const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
   if (room < len)
-    return fail(IBV_WC_LOC_LEN_ERR, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
+    return fail(Error::kRecvTooShort, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
                                         std::to_string(pkt.payload.size()) + " of payload), the receive WQE has " +
                                         std::to_string(room));
-  // InfiniBand mode: the datagram came with no GRH, as on an IB subnet where peers are
-  // addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes reserved for a
-  // GRH are left untouched and IBV_WC_GRH is clear (docs/link-layer.md).
-  if (!config_.infiniband) {
-    uint8_t grh[kGrhBytes] = {};
-    uint8_t ip_udp[kIpv4UdpBytes];
-    build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
-    std::memcpy(grh + 20, ip_udp, 20);
-    if (scatter(qp, rip.wqe.sge, rip.wqe.num_sge, 0, grh, kGrhBytes, &why)) return fail(IBV_WC_LOC_PROT_ERR, why);
-  }
+  if (!config_.infiniband && scatter_ud_grh(qp, rip.wqe, src_ip, dst_ip, udp_len, &why))
+    return fail(Error::kRecvDmaFailed, why);
   if (!pkt.payload.empty()) {
     if (int e = scatter(qp, rip.wqe.sge, rip.wqe.num_sge, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
-      return fail(e == EMSGSIZE ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR, why);
+      return fail(e == EMSGSIZE ? Error::kRecvTooShort : Error::kRecvDmaFailed, why);
   }
   wc.status = IBV_WC_SUCCESS;
   wc.byte_len = len;

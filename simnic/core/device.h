@@ -26,6 +26,8 @@
 #include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
 #include "simnic/core/env.h"
+#include "simnic/core/engine_steps.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
@@ -273,6 +275,7 @@ class Device : private ObjectTables {
   // memory_window.cc
   // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
   ibv_wc_status execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why);
+  void bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr);  // checked: binds it
   // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
   bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
@@ -285,25 +288,55 @@ class Device : private ObjectTables {
   enum class WqeStart { kWait, kDoneLocally, kBegun };
   void requester_run(Qp& qp, uint64_t now);
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  bool requester_may_send(Qp& qp);
+  uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
+  bool requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
-  ibv_wc_status check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip,
-                               std::string* why);
+  // Whether the requester can carry the WQE out; if not, *err and *why say why.
+  bool check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
+                      std::string* why);
   bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
+
+  // engine_events.cc: an engine schedules another on a QP; the event entry points run it.
+  enum WorkBits : uint8_t { kWorkRequester = 1 };
+  void schedule(Qp& qp, uint8_t work);
+  void run_scheduled(uint64_t now);
+  std::vector<uint32_t> scheduled_;  // QPNs whose work flag is set
+
+  // completer_timers.cc: the ACK timeout and the RNR wait
+  static uint64_t rnr_timer_ns(uint32_t timer_field);  // IBA Table 45
   void arm_ack_timer(Qp& qp, uint64_t now);
+  void stop_ack_timer(Qp& qp);
+  void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
+  void completer_timer_fired(Qp& qp, uint64_t now);
+
+  // ingress.cc
+  void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
+                      uint32_t dst_ip);
+  bool qp_accepts(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip);  // false: dropped, counted
 
   // responder.cc
   void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  RespStep resp_check_psn(Qp& qp, const proto::ParsedPacket& pkt);
+  RespStep resp_duplicate(Qp& qp, const proto::ParsedPacket& pkt);
+  RespStep resp_execute(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_begin_send(Qp& qp, const proto::ParsedPacket& pkt);
+  void send_rnr_nak(Qp& qp, uint32_t psn);
+  void complete_send_recv(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_check_write(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_take_write_imm_wqe(Qp& qp, const proto::ParsedPacket& pkt);
+  bool resp_write_payload(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
-  void responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
-                       const std::string& rule);
+  void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
+  void complete_recv_in_error(Qp& qp, ibv_wc_status status);  // the receive WQE in progress
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);
   bool can_receive(Qp& qp);  // false (counted, traced) in RESET, INIT and ERR
   bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
@@ -324,6 +357,8 @@ class Device : private ObjectTables {
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
+  int scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+                     std::string* why);
 
   // multicast.cc (McastGroup: device_objects.h)
   int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
@@ -336,9 +371,25 @@ class Device : private ObjectTables {
   // completer.cc
   bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
   void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  struct CompletionWork {  // one response on its way through the completer's steps
+    Qp& qp;
+    const proto::ParsedPacket& pkt;
+    uint64_t now;
+    SendWqeState* wqe = nullptr;  // the READ/atomic it answers
+  };
+  CompStep completer_step(CompletionWork& c, CompStep step);
+  CompStep comp_check_state(CompletionWork& c);
+  CompStep comp_check_psn(CompletionWork& c);
+  CompStep comp_find_wqe(CompletionWork& c);
+  CompStep comp_atomic_ack(CompletionWork& c);
+  CompStep comp_read_data(CompletionWork& c);
+  CompStep comp_read_atomic_done(CompletionWork& c);
+  CompStep comp_check_msn(CompletionWork& c);
+  CompStep comp_rnr_nak(CompletionWork& c);
+  CompStep comp_nak(CompletionWork& c);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
   void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
-  void requester_error(Qp& qp, ibv_wc_status status, const std::string& rule);
+  void requester_error(Qp& qp, Error e, const std::string& detail);
 
   // completion.cc
   void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
@@ -373,6 +424,8 @@ class Device : private ObjectTables {
   void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
   int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
              std::string* why);
+  int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
+                bool to_memory, std::string* why);
   int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
               const uint8_t* src, uint32_t len, std::string* why);
   bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,

@@ -101,33 +101,45 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
   return mr;
 }
 
-int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst,
-                   uint32_t len, std::string* why) {
-  if (wqe.send_flags & IBV_SEND_INLINE) {
-    if (wqe.inline_len > abi::kMaxInlineData || offset + len > wqe.inline_len) return EINVAL;
-    std::memcpy(dst, wqe.inline_data + offset, len);
-    return 0;
-  }
-  for (uint32_t i = 0; i < std::min(wqe.num_sge, abi::kMaxSge) && len; ++i) {
-    const ibv_sge& s = wqe.sge[i];
+// Copies `len` bytes between a buffer and the memory an SGE list describes, from byte `offset`
+// of the list on: the one loop gather (send data out) and scatter (data in) share. Every SGE
+// piece is checked again (local_mr) at the DMA, and traced.
+int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                      uint32_t len, bool to_memory, std::string* why) {
+  const char* dir = to_memory ? "write" : "read";
+  for (uint32_t i = 0; i < num_sge && len; ++i) {
+    const ibv_sge& s = sge[i];
     if (offset >= s.length) {
       offset -= s.length;
       continue;
     }
     uint32_t n = std::min(len, s.length - offset);
-    const Mr* mr = local_mr(qp, s, offset, n, 0, why);
+    const Mr* mr = local_mr(qp, s, offset, n, to_memory ? IBV_ACCESS_LOCAL_WRITE : 0, why);
     if (!mr) return EINVAL;
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
-    if (int e = memory_.read(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, dst, n)) {
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+    const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
+    if (int e = to_memory ? memory_.write(mr->ctx->pid, addr, buf, n) : memory_.read(mr->ctx->pid, addr, buf, n)) {
       ++counters_.dma_errors;
-      *why = "DMA read of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);
+      *why = std::string("DMA ") + dir + " of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) +
+             " failed: " + std::strerror(e);
       return e;
     }
-    dst += n;
+    buf += n;
     len -= n;
     offset = 0;
   }
-  return len ? EINVAL : 0;
+  if (len && to_memory) *why = "message longer than the receive buffers";
+  return len ? (to_memory ? EMSGSIZE : EINVAL) : 0;
+}
+
+int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
+                   std::string* why) {
+  if (wqe.send_flags & IBV_SEND_INLINE) {
+    if (wqe.inline_len > abi::kMaxInlineData || offset + len > wqe.inline_len) return EINVAL;
+    std::memcpy(dst, wqe.inline_data + offset, len);
+    return 0;
+  }
+  return copy_sges(qp, wqe.sge, std::min(wqe.num_sge, abi::kMaxSge), offset, dst, len, false, why);
 }
 
 // Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
@@ -137,30 +149,8 @@ int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
     *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
     return EINVAL;
   }
-  for (uint32_t i = 0; i < num_sge && len; ++i) {
-    const ibv_sge& s = sge[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    uint32_t n = std::min(len, s.length - offset);
-    const Mr* mr = local_mr(qp, s, offset, n, IBV_ACCESS_LOCAL_WRITE, why);
-    if (!mr) return EINVAL;
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
-    if (int e = memory_.write(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, src, n)) {
-      ++counters_.dma_errors;
-      *why = "DMA write of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) + " failed: " + std::strerror(e);
-      return e;
-    }
-    src += n;
-    len -= n;
-    offset = 0;
-  }
-  if (len) {
-    *why = "message longer than the receive buffers";
-    return EMSGSIZE;
-  }
-  return 0;
+  // copy_sges only reads from the buffer when it writes to memory.
+  return copy_sges(qp, sge, num_sge, offset, const_cast<uint8_t*>(src), len, true, why);
 }
 
 }  // namespace simnic::core

@@ -138,32 +138,53 @@ bool Device::invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* w
   return true;
 }
 
+namespace {
+
+// The window side of BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also
+// makes): "" when `mw` may be bound by `w` through `qp`, else why not.
+std::string bind_window_error(const Qp& qp, const abi::SendWqe& w, const Mw& mw) {
+  if ((w.rkey >> 8) != (mw.rkey >> 8))
+    return "the new rkey " + hex(w.rkey) + " may change only the key byte (the low 8 bits)";
+  if (mw.pd != qp.pd) return "the window and QP " + hex(qp.qpn) + " are in different PDs (IBA C10-72)";
+  if (mw.type == IBV_MW_TYPE_1 && (w.bind_access & IBV_ACCESS_ZERO_BASED))
+    return "a type 1 window cannot be zero based (IBA o10-36.2.2)";
+  if (mw.type == IBV_MW_TYPE_2 && mw.mr)
+    return "a type 2 window must be free to be bound; invalidate it first (IBA o10-37.2.30)";
+  return "";
+}
+
+// The MR side: "" when `mr` (nullptr: an unbind) may back the window.
+std::string bind_mr_error(const Qp& qp, const abi::SendWqe& w, const Mw& mw, const Mr* mr) {
+  if (mw.type == IBV_MW_TYPE_2 && (!mr || w.bind_length == 0))
+    return "a type 2 window needs an MR and a length > 0 (IBA o10-37.2.40)";
+  if (!mr) return "";
+  if (mr->pd != qp.pd) return "MR lkey " + hex(mr->lkey) + " is in another PD than the QP and window";
+  if (mr->access & IBV_ACCESS_ZERO_BASED)
+    return "MR lkey " + hex(mr->lkey) + " is zero based; windows bind to virtually addressed MRs";
+  if (!(mr->access & IBV_ACCESS_MW_BIND))
+    return "MR lkey " + hex(mr->lkey) + " was registered without IBV_ACCESS_MW_BIND (IBA C10-73)";
+  if ((w.bind_access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+    return "remote write or atomic rights need an MR with LOCAL_WRITE (IBA C10-74)";
+  const uint64_t start = (w.bind_access & IBV_ACCESS_ZERO_BASED) ? mr->iova : w.remote_addr;
+  if (start < mr->iova || w.bind_length > mr->length || start - mr->iova > mr->length - w.bind_length)
+    return "[" + hex(start) + ", +" + std::to_string(w.bind_length) + ") is outside MR lkey " + hex(mr->lkey) + " [" +
+           hex(mr->iova) + ", +" + std::to_string(mr->length) + ") (IBA C10-75)";
+  return "";
+}
+
+}  // namespace
+
 ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why) {
   if (w.opcode == IBV_WR_LOCAL_INV)  // invalidate_rkey travels in imm_data
     return invalidate_mw(qp, w.imm_data, "LOCAL_INV", why) ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
-
-  // BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also makes).
   Mw* mw = owned(mws_, qp.ctx, w.bind_mw);
   if (!mw) {
     *why = "BIND_MW: handle " + std::to_string(w.bind_mw) + " names no memory window of this context";
     return IBV_WC_MW_BIND_ERR;
   }
   const std::string name = "BIND_MW of " + mw_name(*mw) + ": ";
-  if ((w.rkey >> 8) != (mw->rkey >> 8)) {
-    *why = name + "the new rkey " + hex(w.rkey) + " may change only the key byte (the low 8 bits)";
-    return IBV_WC_MW_BIND_ERR;
-  }
-  if (mw->pd != qp.pd) {
-    *why = name + "the window and QP " + hex(qp.qpn) + " are in different PDs (IBA C10-72)";
-    return IBV_WC_MW_BIND_ERR;
-  }
-  const uint32_t access = w.bind_access;
-  if (mw->type == IBV_MW_TYPE_1 && (access & IBV_ACCESS_ZERO_BASED)) {
-    *why = name + "a type 1 window cannot be zero based (IBA o10-36.2.2)";
-    return IBV_WC_MW_BIND_ERR;
-  }
-  if (mw->type == IBV_MW_TYPE_2 && mw->mr) {
-    *why = name + "a type 2 window must be free to be bound; invalidate it first (IBA o10-37.2.30)";
+  if (std::string e = bind_window_error(qp, w, *mw); !e.empty()) {
+    *why = name + e;
     return IBV_WC_MW_BIND_ERR;
   }
   const Mr* mr = nullptr;
@@ -174,51 +195,30 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
       return IBV_WC_MW_BIND_ERR;
     }
   }
-  if (mw->type == IBV_MW_TYPE_2 && (!mr || w.bind_length == 0)) {
-    *why = name + "a type 2 window needs an MR and a length > 0 (IBA o10-37.2.40)";
+  if (std::string e = bind_mr_error(qp, w, *mw, mr); !e.empty()) {
+    *why = name + e;
     return IBV_WC_MW_BIND_ERR;
   }
-  if (mr) {
-    if (mr->pd != qp.pd) {
-      *why = name + "MR lkey " + hex(mr->lkey) + " is in another PD than the QP and window";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (mr->access & IBV_ACCESS_ZERO_BASED) {
-      *why = name + "MR lkey " + hex(mr->lkey) + " is zero based; windows bind to virtually addressed MRs";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if (!(mr->access & IBV_ACCESS_MW_BIND)) {
-      *why = name + "MR lkey " + hex(mr->lkey) + " was registered without IBV_ACCESS_MW_BIND (IBA C10-73)";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) {
-      *why = name + "remote write or atomic rights need an MR with LOCAL_WRITE (IBA C10-74)";
-      return IBV_WC_MW_BIND_ERR;
-    }
-    const bool zero_based = access & IBV_ACCESS_ZERO_BASED;
-    const uint64_t start = zero_based ? mr->iova : w.remote_addr;
-    if (start < mr->iova || w.bind_length > mr->length || start - mr->iova > mr->length - w.bind_length) {
-      *why = name + "[" + hex(start) + ", +" + std::to_string(w.bind_length) + ") is outside MR lkey " +
-             hex(mr->lkey) + " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ") (IBA C10-75)";
-      return IBV_WC_MW_BIND_ERR;
-    }
-  }
-  unbind_mw(*mw);  // a type 1 window may be re-bound while bound
-  mw->rkey = w.rkey;
+  bind_mw(qp, w, *mw, mr);
+  return IBV_WC_SUCCESS;
+}
+
+void Device::bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr) {
+  unbind_mw(mw);  // a type 1 window may be re-bound while bound
+  mw.rkey = w.rkey;
   if (mr && w.bind_length) {
-    mw->mr = mr;
+    mw.mr = mr;
     mr->bound_mws++;
-    mw->qp = mw->type == IBV_MW_TYPE_2 ? &qp : nullptr;
-    mw->addr = (access & IBV_ACCESS_ZERO_BASED) ? mr->iova : w.remote_addr;
-    mw->length = w.bind_length;
-    mw->access = access & (kRemoteAccess | IBV_ACCESS_ZERO_BASED);
+    mw.qp = mw.type == IBV_MW_TYPE_2 ? &qp : nullptr;
+    mw.addr = (w.bind_access & IBV_ACCESS_ZERO_BASED) ? mr->iova : w.remote_addr;
+    mw.length = w.bind_length;
+    mw.access = w.bind_access & (kRemoteAccess | IBV_ACCESS_ZERO_BASED);
   }
   if (tracer_.on()) {
-    tracer_.event("mw_bind").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", mw->rkey)
-        .u("mr", mr ? mr->handle : 0).hex("addr", mw->addr).u("length", mw->length)
-        .s("access", access_string(mw->access));
+    tracer_.event("mw_bind").u("qp", qp.qpn).u("mw", mw.handle).u("rkey", mw.rkey)
+        .u("mr", mr ? mr->handle : 0).hex("addr", mw.addr).u("length", mw.length)
+        .s("access", access_string(mw.access));
   }
-  return IBV_WC_SUCCESS;
 }
 
 }  // namespace simnic::core

@@ -229,6 +229,7 @@ struct Qp {
   std::deque<ReadResponse> read_responses;
   std::deque<AtomicResult> atomic_results;
 
+  uint8_t work = 0;           // engines scheduled to run when the current event ends (Device::schedule)
   QpCounters counters;
   std::vector<std::array<uint8_t, 16>> mcast_gids;  // multicast groups it is attached to (MGIDs)
   std::string error_reason;  // why it last went to ERR/SQE (the rule), for ExplainQp; "" after RESET

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/proto/opcode_table.h"
@@ -15,72 +16,34 @@ using namespace simnic::proto;
 namespace {
 
 constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
-constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
-// Memory-window operations: executed by the NIC itself, no packet, no PSN (IBA 10.6.7).
-bool is_local_op(uint32_t opcode) { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
+bool is_local_op(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrLocal); }
+bool is_read_or_atomic(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
 
-bool is_read_or_atomic(uint32_t opcode) {
-  return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-         opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-// The RC packet opcode for packet `i` of `n` of a WQE.
-uint8_t rc_opcode(const abi::SendWqe& w, uint32_t i, uint32_t n) {
-  bool first = i == 0, last = i + 1 == n;
-  switch (w.opcode) {
-    case IBV_WR_SEND:
-      return first && last ? kRcSendOnly : first ? kRcSendFirst : last ? kRcSendLast : kRcSendMiddle;
-    case IBV_WR_SEND_WITH_IMM:
-      return first && last ? kRcSendOnlyImm : first ? kRcSendFirst : last ? kRcSendLastImm : kRcSendMiddle;
-    case IBV_WR_SEND_WITH_INV:
-      return first && last ? kRcSendOnlyInv : first ? kRcSendFirst : last ? kRcSendLastInv : kRcSendMiddle;
-    case IBV_WR_RDMA_WRITE:
-      return first && last ? kRcWriteOnly : first ? kRcWriteFirst : last ? kRcWriteLast : kRcWriteMiddle;
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return first && last ? kRcWriteOnlyImm : first ? kRcWriteFirst : last ? kRcWriteLastImm : kRcWriteMiddle;
-    case IBV_WR_RDMA_READ: return kRcReadRequest;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return kRcCompareSwap;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return kRcFetchAdd;
-  }
-  return 0xff;
-}
-
-// The packet opcode for packet `i` of `n` of a WQE on this transport (IBA Table 39), or 0xff
-// when the transport cannot carry the operation. UC shares RC's SEND/WRITE opcodes at 0x20.
-uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint32_t n) {
+// The transport bits of the packet opcodes a QP type sends (IBA Table 38): the WR opcode
+// table holds RC's, and UC, UD and XRC carry the same operations at these offsets.
+uint8_t transport_bits(ibv_qp_type type) {
   switch (type) {
-    case IBV_QPT_RC:
-      return rc_opcode(w, i, n);
-    case IBV_QPT_UC:
-      if (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE ||
-          w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-        return uint8_t(0x20 | rc_opcode(w, i, n));
-      return 0xff;
-    case IBV_QPT_UD:
-      return w.opcode == IBV_WR_SEND ? kUdSendOnly : w.opcode == IBV_WR_SEND_WITH_IMM ? kUdSendOnlyImm : 0xff;
-    case IBV_QPT_XRC_SEND: {  // XRC mirrors every RC request at 0xa0 (Annex A14)
-      const uint8_t rc = rc_opcode(w, i, n);
-      return rc == 0xff ? rc : xrc_of_rc(rc);
-    }
-    default:
-      return 0xff;
+    case IBV_QPT_RC: return 0x00;
+    case IBV_QPT_UC: return 0x20;
+    case IBV_QPT_UD: return 0x60;
+    case IBV_QPT_XRC_SEND: return kXrcBase;
+    default: return 0xff;
   }
+}
+
+// The packet opcode for packet `i` of `n` of a WQE on this transport, or 0xff when the
+// transport cannot carry the operation.
+uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint32_t n) {
+  const abi::WrOpcodeInfo* wr = abi::wr_opcode_info(w.opcode);
+  if (!wr || !abi::wr_opcode_allowed(type, w.opcode) || (wr->props & abi::kWrLocal)) return 0xff;
+  const bool first = i == 0, last = i + 1 == n;
+  const uint8_t rc = first && last ? wr->only : first ? wr->first : last ? wr->last : wr->middle;
+  const uint8_t op = uint8_t(transport_bits(type) | rc);
+  return (opcode_info(op).mask & kIsValid) ? op : 0xff;
 }
 
 }  // namespace
-
-void Device::arm_ack_timer(Qp& qp, uint64_t now) {
-  if (qp.attr.timeout == 0) {  // 0 means "wait forever" (IBA 11.2.4.2)
-    qp.timer_deadline_ns = 0;
-    return;
-  }
-  uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
-  bool was_idle = qp.timer_deadline_ns == 0;
-  qp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
-  if (was_idle)
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
-}
 
 void Device::requester_run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.rnr_wait) {
@@ -110,43 +73,38 @@ const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
   return st.wqe;
 }
 
-// Checks a fetched WQE the first time the requester reaches it; the reason it cannot be
-// carried out, with the status it completes with, or IBV_WC_SUCCESS and its length.
-ibv_wc_status Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total,
-                                     uint32_t* dst_ip, std::string* why) {
+// Checks a fetched WQE the first time the requester reaches it: true with its length, or
+// false with the error it completes with.
+bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
+                            std::string* why) {
   const bool rd_atomic = is_read_or_atomic(w.opcode);
   *total = 0;
-  if (packet_opcode(qp.type, w, 0, 1) == 0xff) {
-    *why = std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP";
-    return IBV_WC_LOC_QP_OP_ERR;
-  }
-  if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return IBV_WC_LOC_QP_OP_ERR;
+  auto fail = [&](Error e, std::string text) {
+    *err = e;
+    *why = std::move(text);
+    return false;
+  };
+  if (packet_opcode(qp.type, w, 0, 1) == 0xff)
+    return fail(Error::kWrNotForQp,
+                std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP");
+  if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return fail(Error::kUdAddressInvalid, *why);
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
-    if (w.inline_len > abi::kMaxInlineData || rd_atomic) {
-      *why = "inline data on an operation that cannot carry it, or longer than max_inline_data";
-      return IBV_WC_LOC_QP_OP_ERR;
-    }
+    if (w.inline_len > abi::kMaxInlineData || rd_atomic)
+      return fail(Error::kWqeMalformed, "inline data on an operation that cannot carry it, or longer than max_inline_data");
   } else if (w.num_sge > abi::kMaxSge) {
-    *why = "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge";
-    return IBV_WC_LOC_QP_OP_ERR;
+    return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
   } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
-    return IBV_WC_LOC_PROT_ERR;
+    return fail(Error::kLocalProtection, *why);
   }
-  if (*total > (1ull << 31)) {
-    *why = "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)";
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if ((w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) && *total != 8) {
-    *why = "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total);
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes) {
-    *why = "a UD message must fit in one packet: " + std::to_string(*total) + " bytes is more than the port MTU " +
-           std::to_string(config_.mtu_bytes);
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  return IBV_WC_SUCCESS;
+  if (*total > (1ull << 31))
+    return fail(Error::kMessageTooLong, "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)");
+  if (abi::wr_has(w.opcode, abi::kWrAtomic) && *total != 8)
+    return fail(Error::kMessageTooLong, "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
+  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes)
+    return fail(Error::kMessageTooLong, "a UD message must fit in one packet: " + std::to_string(*total) +
+                                            " bytes is more than the port MTU " + std::to_string(config_.mtu_bytes));
+  return true;
 }
 
 // First sight of the WQE at sq_next: check it, then give it its PSNs (kBegun). A BIND_MW or
@@ -165,7 +123,8 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   std::string why;
   uint64_t total = 0;
   uint32_t dst_ip = qp.remote_ip;
-  if (ibv_wc_status err = check_send_wqe(qp, w, &total, &dst_ip, &why); err != IBV_WC_SUCCESS) {
+  Error err{};
+  if (!check_send_wqe(qp, w, &total, &dst_ip, &err, &why)) {
     // Complete in order: wait until everything before this WQE has completed.
     if (qp.sq_consumer == qp.sq_next) requester_error(qp, err, why);
     return WqeStart::kWait;
@@ -175,7 +134,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
   // A READ spans the PSNs of its response packets; an atomic one.
-  st.npkts = rd_atomic && w.opcode != IBV_WR_RDMA_READ
+  st.npkts = abi::wr_has(w.opcode, abi::kWrAtomic)
                  ? 1
                  : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.rd_atomic_outstanding;
@@ -187,36 +146,26 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   return WqeStart::kBegun;
 }
 
-bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+// Whether the requester may send now: there is a WQE, the ring is sane, the window is open.
+bool Device::requester_may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.sq_next == prod) return false;
   if (prod - qp.sq_consumer > qp.sq_entries) {
-    requester_error(qp, IBV_WC_LOC_QP_OP_ERR, "the SQ producer index ran past the ring (posted more than max_send_wr)");
+    requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
-  if (qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window)) return false;
+  return !(qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window));
+}
 
-  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
-  if (qp.sq_next == qp.sq_started) {
-    const WqeStart r = requester_start_wqe(qp, st);
-    if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
-  }
+// The transport headers of packet `i` of the WQE; the bytes of payload it carries.
+uint32_t Device::request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, PacketHeaders& h) {
   const abi::SendWqe& w = st.wqe;
-
-  if (st.npkts == 0) {  // a local operation met again while going back N: already done
-    ++qp.sq_next;
-    qp.pkt_in_wqe = 0;
-    return true;
-  }
-  const uint32_t i = qp.pkt_in_wqe;
-  const uint32_t psn = psn_add(st.first_psn, i);
-  PacketHeaders h{};
   h.bth.opcode = packet_opcode(qp.type, w, i, st.npkts);
   h.bth.pkey = 0xffff;
   h.bth.dest_qp = qp.attr.dest_qp_num;
-  h.bth.psn = psn;
+  h.bth.psn = psn_add(st.first_psn, i);
   if (qp.type == IBV_QPT_UD) {
     // To a group, DestQP is the multicast QPN whatever the WR's remote_qpn (IBA 9.2 BTH, 10.5).
     h.bth.dest_qp = is_multicast_ipv4(st.dst_ip) ? kMulticastQpn : w.remote_qpn & kPsnMask;
@@ -225,48 +174,63 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
     h.deth.src_qp = qp.qpn;
   }
   if (qp.type == IBV_QPT_XRC_SEND) h.xrc_srqn = w.remote_srqn & kPsnMask;  // the XRCETH (24 bits)
-  const OpcodeInfo& info = opcode_info(h.bth.opcode);
-  uint32_t payload_len = 0;
-  uint32_t offset = i * qp.mtu_bytes;
-
-  if (info.mask & kIsReadReq) {
-    h.reth.va = w.remote_addr + offset;
-    h.reth.rkey = w.rkey;
-    h.reth.dma_len = st.length - offset;
-  } else if (info.mask & kIsAtomic) {
-    h.atomic.va = w.remote_addr;
-    h.atomic.rkey = w.rkey;
-    h.atomic.swap_add = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap : w.compare_add;
-    h.atomic.compare = w.compare_add;
-  } else {
-    payload_len = std::min(qp.mtu_bytes, st.length - offset);
-    if (info.mask & kHasReth) {
-      h.reth.va = w.remote_addr;
-      h.reth.rkey = w.rkey;
-      h.reth.dma_len = st.length;
-    }
-    if (info.mask & kHasImm) h.imm_be = w.imm_data;
-    if (info.mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
-    // SE only means something where the responder completes a receive WQE (as rxe).
-    const bool completes_recv = (info.mask & kIsSend) || (info.mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
-    if ((info.mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
-    std::string why;
-    if (payload_len && gather(qp, w, offset, payload_buffer_.data(), payload_len, &why)) {
-      if (qp.sq_consumer != qp.sq_next) return false;
-      requester_error(qp, IBV_WC_LOC_PROT_ERR, why);
-      return false;
-    }
+  const uint32_t mask = opcode_info(h.bth.opcode).mask, offset = i * qp.mtu_bytes;
+  if (mask & kIsReadReq) {
+    h.reth = {w.remote_addr + offset, w.rkey, st.length - offset};
+    return 0;
   }
-  bool last_pkt = (info.mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
+  if (mask & kIsAtomic) {
+    h.atomic = {w.remote_addr, w.rkey, rc_of_xrc(h.bth.opcode) == kRcCompareSwap ? w.swap : w.compare_add,
+                w.compare_add};
+    return 0;
+  }
+  if (mask & kHasReth) h.reth = {w.remote_addr, w.rkey, st.length};
+  if (mask & kHasImm) h.imm_be = w.imm_data;
+  if (mask & kHasIeth) h.ieth_rkey = w.imm_data;  // invalidate_rkey shares the field
+  // SE only means something where the responder completes a receive WQE (as rxe).
+  const bool completes_recv = (mask & kIsSend) || (mask & (kIsWrite | kHasImm)) == (kIsWrite | kHasImm);
+  if ((mask & kIsLast) && completes_recv && (w.send_flags & IBV_SEND_SOLICITED)) h.bth.solicited = true;
+  return std::min(qp.mtu_bytes, st.length - offset);
+}
+
+// Sends the next packet of the WQE at sq_next, first checking and starting the WQE; false
+// when nothing more may go now.
+bool Device::requester_send_packet(Qp& qp, uint64_t now) {
+  if (!requester_may_send(qp)) return false;
+  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
+  if (qp.sq_next == qp.sq_started) {
+    const WqeStart r = requester_start_wqe(qp, st);
+    if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
+  }
+  if (st.npkts == 0) {  // a local operation met again while going back N: already done
+    ++qp.sq_next;
+    qp.pkt_in_wqe = 0;
+    return true;
+  }
+  const uint32_t i = qp.pkt_in_wqe;
+  PacketHeaders h{};
+  const uint32_t payload_len = request_headers(qp, st, i, h);
+  std::string why;
+  if (payload_len && gather(qp, st.wqe, i * qp.mtu_bytes, payload_buffer_.data(), payload_len, &why)) {
+    if (qp.sq_consumer != qp.sq_next) return false;
+    requester_error(qp, Error::kLocalProtection, why);
+    return false;
+  }
+  const uint32_t mask = opcode_info(h.bth.opcode).mask;
+  const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = qp.acked() && (last_pkt || (i + 1) % kAckEvery == 0);
   emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
+  return requester_packet_sent(qp, st, mask, now);
+}
 
-  if (info.mask & kIsReadReq) {
+// Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.
+bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
+  if (mask & kIsReadReq) {
     qp.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
     qp.next_psn = psn_add(st.first_psn, st.npkts);
   } else {
-    qp.pkt_in_wqe = i + 1;
-    qp.next_psn = psn_add(psn, 1);
+    qp.next_psn = psn_add(st.first_psn, qp.pkt_in_wqe + 1);
+    ++qp.pkt_in_wqe;
   }
   if (qp.pkt_in_wqe >= st.npkts) {
     ++qp.sq_next;
@@ -300,10 +264,9 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
 // last PSN of its predecessor, so the ACK that retires that one retires it too).
 bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
-  ibv_wc_status status = execute_local_wqe(qp, w, &why);
-  if (status != IBV_WC_SUCCESS) {
+  if (execute_local_wqe(qp, w, &why) != IBV_WC_SUCCESS) {  // IBV_WC_MW_BIND_ERR
     if (qp.sq_consumer != qp.sq_next) return false;  // complete in order
-    requester_error(qp, status, why);
+    requester_error(qp, Error::kMwBindFailed, why);
     return false;
   }
   st.begin(qp.next_psn);
@@ -315,7 +278,8 @@ bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st)
   return true;
 }
 
-// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N).
+// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
+// run from there when the current event ends.
 void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
   for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
@@ -324,7 +288,7 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
     if (d >= 0 && d < int32_t(st.npkts)) {
       qp.sq_next = idx;
       qp.pkt_in_wqe = uint32_t(d);
-      if (st.rd_atomic && st.wqe.opcode == IBV_WR_RDMA_READ) {
+      if (abi::wr_has(st.wqe.opcode, abi::kWrRead)) {
         // Re-request only what has not arrived.
         qp.pkt_in_wqe = st.rcvd_pkts;
         psn = psn_add(st.first_psn, st.rcvd_pkts);
@@ -334,14 +298,14 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
       ++counters_.retransmits;
       ++qp.counters.retransmits;
       arm_ack_timer(qp, now);
-      requester_run(qp, now);
+      schedule(qp, kWorkRequester);
       return;
     }
   }
   // Nothing outstanding at that PSN: carry on with new WQEs.
   qp.sq_next = qp.sq_started;
   qp.pkt_in_wqe = 0;
-  requester_run(qp, now);
+  schedule(qp, kWorkRequester);
 }
 
 }  // namespace simnic::core

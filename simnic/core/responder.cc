@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
@@ -39,45 +40,44 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   }
 }
 
-void Device::responder_error(Qp& qp, uint8_t nak_code, uint32_t psn, ibv_wc_status status,
-                             const std::string& rule) {
-  if (qp.type == IBV_QPT_UC && status == IBV_WC_SUCCESS) {
+// A request the responder cannot execute (IBA 9.9.3.1): RC and XRC NAK it and go to ERR; UC
+// drops the message quietly unless a receive WQE completes in error.
+void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail) {
+  const ErrorInfo& err = error_info(e);
+  if (qp.type == IBV_QPT_UC && !err.completes_recv) {
     // UC has no NAKs: a request it cannot execute is silently discarded, with the rest of
     // its message, and the QP carries on (IBA 9.8.3.2).
-    uc_discard(qp, psn, rule);
+    uc_discard(qp, psn, detail);
     return;
   }
+  const std::string rule = detail + " (" + err.rule + ", " + err.iba_class + ")";
   char line[128];
   if (qp.acked()) {
-    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn,
-                  nak_code == kNakRemoteAccessError ? "remote access error"
-                  : nak_code == kNakInvalidRequest  ? "invalid request"
-                                                    : "remote operational error");
-    tracer_.event("nak").u("qp", qp.qpn).u("psn", psn)
-        .s("code", nak_code == kNakRemoteAccessError ? "REMOTE_ACCESS_ERR"
-                   : nak_code == kNakInvalidRequest  ? "INVALID_REQUEST"
-                                                     : "REMOTE_OP_ERR")
-        .s("rule", rule);
+    const NakInfo& nak = nak_info(uint32_t(err.nak));
+    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn, nak.text);
+    tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", nak.name).s("error", err.name).s("rule", rule);
   } else {
-    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn, wc_status_name(status));
-    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(status)).s("rule", rule);
+    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn, wc_status_name(err.status));
+    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
   }
   log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
                     (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
-  if (qp.recv && status != IBV_WC_SUCCESS) {
-    ibv_wc wc{};
-    wc.wr_id = qp.recv->wqe.wr_id;
-    wc.status = status;
-    wc.opcode = IBV_WC_RECV;
-    wc.qp_num = qp.qpn;
-    wc.src_qp = qp.attr.dest_qp_num;
-    push_cqe(*qp.recv_cq, wc, false);
-    qp.recv.reset();
-  }
-  send_ack(qp, aeth_nak(nak_code), psn);
-  // Class B/C/D errors take the responder's QP to ERROR too (IBA 9.9.3.1).
+  if (qp.recv && err.completes_recv) complete_recv_in_error(qp, err.status);
+  send_ack(qp, aeth_nak(uint32_t(err.nak)), psn);
+  // Class A and C errors take the responder's QP to ERROR too (IBA 9.9.3.1).
   set_qp_state(qp, IBV_QPS_ERR, "responder error");
+}
+
+void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
+  ibv_wc wc{};
+  wc.wr_id = qp.recv->wqe.wr_id;
+  wc.status = status;
+  wc.opcode = IBV_WC_RECV;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  push_cqe(*qp.recv_cq, wc, false);
+  qp.recv.reset();
 }
 
 bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
@@ -159,151 +159,186 @@ bool Device::can_receive(Qp& qp) {
   return false;
 }
 
+const char* resp_step_name(RespStep step) {
+  static constexpr const char* kNames[] = {"CHECK_STATE", "CHECK_PSN", "DUPLICATE", "EXECUTE", "DONE"};
+  return kNames[size_t(step)];
+}
+
+// The responder, as rxe's: a request walks named steps, each returning the next.
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
-  if (!can_receive(qp)) return;
-  if (qp.type == IBV_QPT_UC) {
-    if (!uc_accept(qp, pkt)) return;
-    if (pkt.mask & kIsSend) respond_send(qp, pkt);
-    else respond_write(qp, pkt);
-    return;
+  RespStep step = RespStep::kCheckState;
+  while (step != RespStep::kDone) {
+    switch (step) {
+      case RespStep::kCheckState: step = can_receive(qp) ? RespStep::kCheckPsn : RespStep::kDone; break;
+      case RespStep::kCheckPsn: step = resp_check_psn(qp, pkt); break;
+      case RespStep::kDuplicate: step = resp_duplicate(qp, pkt); break;
+      case RespStep::kExecute: step = resp_execute(qp, pkt); break;
+      case RespStep::kDone: break;
+    }
   }
+}
+
+RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
+  if (qp.type == IBV_QPT_UC) return uc_accept(qp, pkt) ? RespStep::kExecute : RespStep::kDone;
   const uint32_t psn = pkt.h.bth.psn;
   const int32_t d = psn_diff(psn, qp.epsn);
-  if (d > 0) {
-    // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
-    // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
-    ++counters_.rx_drop_out_of_sequence;
-    log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
-             ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
-             "requester goes back";
-    });
-    if (!qp.nak_sent) {
-      qp.nak_sent = true;
-      tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", "PSN_SEQ_ERR")
-          .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) + ": a packet was lost or reordered");
-      send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
-    }
-    return;
+  if (d < 0) return RespStep::kDuplicate;
+  if (d == 0) {
+    qp.nak_sent = false;
+    return RespStep::kExecute;
   }
-  if (d < 0) {
-    // A duplicate (9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
-    ++counters_.duplicates;
-    ++qp.counters.duplicates;
-    if (pkt.mask & kIsReadReq) {
-      respond_read(qp, pkt, true);
-    } else if (pkt.mask & kIsAtomic) {
-      respond_atomic(qp, pkt, true);
-    } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
-      send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
-    }
-    return;
+  // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
+  // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
+  ++counters_.rx_drop_out_of_sequence;
+  log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
+           ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
+           "requester goes back";
+  });
+  if (!qp.nak_sent) {
+    qp.nak_sent = true;
+    tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", nak_info(kNakPsnSeqError).name)
+        .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) +
+                       ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
+    send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
   }
-  qp.nak_sent = false;
+  return RespStep::kDone;
+}
+
+// A duplicate (IBA 9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
+RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
+  ++counters_.duplicates;
+  ++qp.counters.duplicates;
+  if (pkt.mask & kIsReadReq) {
+    respond_read(qp, pkt, true);
+  } else if (pkt.mask & kIsAtomic) {
+    respond_atomic(qp, pkt, true);
+  } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
+    send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
+  }
+  return RespStep::kDone;
+}
+
+RespStep Device::resp_execute(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.mask & kIsSend) respond_send(qp, pkt);
   else if (pkt.mask & kIsWrite) respond_write(qp, pkt);
+  else if (qp.type == IBV_QPT_UC) ++counters_.rx_drop_unexpected;
   else if (pkt.mask & kIsReadReq) respond_read(qp, pkt, false);
   else if (pkt.mask & kIsAtomic) respond_atomic(qp, pkt, false);
   else ++counters_.rx_drop_unexpected;
+  return RespStep::kDone;
+}
+
+// A SEND's first packet takes a receive WQE (or, none posted, is RNR NAKed: IBA 9.7.5.2.8);
+// false when the packet has been dealt with.
+bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
+  const uint32_t psn = pkt.h.bth.psn;
+  if (qp.recv && qp.type == IBV_QPT_UC) {
+    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
+    return true;
+  }
+  if (qp.recv) {
+    responder_error(qp, Error::kSendOutOfSequence, psn, "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
+    return false;
+  }
+  RecvInProgress rip;
+  if (!take_recv_wqe(qp, &rip)) {
+    if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
+      ++counters_.rx_drop_no_wqe;
+      uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
+      return false;
+    }
+    send_rnr_nak(qp, psn);
+    // The requester goes back to this PSN after the RNR wait: the rest of the message, still
+    // in flight, is out of sequence and dropped without a second (sequence) NAK.
+    qp.nak_sent = true;
+    return false;
+  }
+  uint64_t total = 0;
+  std::string why;
+  qp.recv = rip;
+  if (rip.wqe.num_sge > abi::kMaxSge ||
+      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
+    responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
+    return false;
+  }
+  return true;
+}
+
+// No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
+void Device::send_rnr_nak(Qp& qp, uint32_t psn) {
+  tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
+      .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
+  log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
+           "will retry (post receives with ibv_post_recv before the peer sends)";
+  });
+  send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
 }
 
 void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
-  if (pkt.mask & kIsFirst && qp.recv && qp.type == IBV_QPT_UC) {
-    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
-  } else if (pkt.mask & kIsFirst) {
-    if (qp.recv) {
-      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR,
-                      "a SEND FIRST/ONLY arrived while the previous SEND was unfinished (C9-?? opcode sequence)");
-      return;
-    }
-    RecvInProgress rip;
-    if (!take_recv_wqe(qp, &rip)) {
-      if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
-        ++counters_.rx_drop_no_wqe;
-        uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
-        return;
-      }
-      // No receive WQE: Receiver Not Ready. The requester retries after min_rnr_timer.
-      tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
-          .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
-      log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
-        return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
-               "will retry (post receives with ibv_post_recv before the peer sends)";
-      });
-      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
-      // The requester goes back to this PSN after the RNR wait: the rest of the message, still
-      // in flight, is out of sequence and dropped without a second (sequence) NAK.
-      qp.nak_sent = true;
-      return;
-    }
-    uint64_t total = 0;
-    std::string why;
-    qp.recv = rip;
-    if (rip.wqe.num_sge > abi::kMaxSge ||
-        !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
-      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_LOC_PROT_ERR, "receive WQE: " + why);
-      return;
-    }
+  if (pkt.mask & kIsFirst) {
+    if (!resp_begin_send(qp, pkt)) return;
   } else if (!qp.recv) {
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
-                    "a SEND MIDDLE/LAST arrived with no SEND in progress (opcode sequence error)");
+    responder_error(qp, Error::kSendMissingFirst, psn, "a SEND MIDDLE/LAST arrived with no SEND in progress");
     return;
   }
   RecvInProgress& r = *qp.recv;
   std::string why;
   if (!pkt.payload.empty()) {
-    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(),
-                    uint32_t(pkt.payload.size()), &why);
-    if (e == EMSGSIZE) {
-      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_LOC_LEN_ERR,
-                      "the SEND is longer than the receive WQE's buffers (" + why + ")");
-      return;
-    }
+    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why);
     if (e) {
-      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_LOC_PROT_ERR, why);
+      if (e == EMSGSIZE)
+        responder_error(qp, Error::kRecvTooShort, psn, "the SEND is longer than the receive WQE's buffers (" + why + ")");
+      else
+        responder_error(qp, Error::kRecvDmaFailed, psn, why);
       return;
     }
   }
   r.offset += uint32_t(pkt.payload.size());
   if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
     // The receive completes in error and the requester hears NAK invalid request (IBA 9.9.3.1.2).
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_REM_INV_REQ_ERR, why);
+    responder_error(qp, Error::kInvalidateFailed, psn, why);
     return;
   }
   qp.epsn = psn_add(qp.epsn, 1);
-  if (pkt.mask & kIsLast) {
-    ibv_wc wc{};
-    wc.wr_id = r.wqe.wr_id;
-    wc.status = IBV_WC_SUCCESS;
-    wc.opcode = IBV_WC_RECV;
-    wc.byte_len = r.offset;
-    wc.qp_num = qp.qpn;
-    wc.src_qp = qp.attr.dest_qp_num;
-    if (pkt.mask & kHasImm) {
-      wc.wc_flags |= IBV_WC_WITH_IMM;
-      wc.imm_data = pkt.h.imm_be;
-    }
-    if (pkt.mask & kHasIeth) {
-      wc.wc_flags |= IBV_WC_WITH_INV;
-      wc.invalidated_rkey = pkt.h.ieth_rkey;
-    }
-    qp.recv.reset();
-    ++qp.msn;
-    push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
-  }
+  if (pkt.mask & kIsLast) complete_send_recv(qp, pkt);
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
 }
 
-void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+// The SEND's last packet is in: its receive WQE completes.
+void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
+  ibv_wc wc{};
+  wc.wr_id = qp.recv->wqe.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = qp.recv->offset;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  if (pkt.mask & kHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = pkt.h.imm_be;
+  }
+  if (pkt.mask & kHasIeth) {
+    wc.wc_flags |= IBV_WC_WITH_INV;
+    wc.invalidated_rkey = pkt.h.ieth_rkey;
+  }
+  qp.recv.reset();
+  ++qp.msn;
+  push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+}
+
+// A WRITE's first packet checks its RETH's rkey (a zero-length WRITE needs none); every packet
+// must fit what the RETH announced. False when the packet has been refused.
+bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   std::string why;
   if (pkt.mask & kIsFirst) {
     if (qp.write_left) {
-      responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
-                      "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
-      return;
+      responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
+      return false;
     }
     const Reth& r = pkt.h.reth;
     qp.write_mr = nullptr;
@@ -311,55 +346,67 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
     if (r.dma_len) {
       qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
       if (!qp.write_mr) {
-        responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
-        return;
+        responder_error(qp, Error::kRkeyViolation, psn, why);
+        return false;
       }
     }
     qp.write_va = mr_va;
     qp.write_left = r.dma_len;
     qp.write_len = r.dma_len;
   } else if (!qp.write_mr && qp.write_left == 0 && !pkt.payload.empty()) {
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
-                    "a WRITE MIDDLE/LAST arrived with no WRITE in progress (opcode sequence error)");
-    return;
+    responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE MIDDLE/LAST arrived with no WRITE in progress");
+    return false;
   }
-  if (pkt.payload.size() > qp.write_left ||
-      ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+  if (pkt.payload.size() > qp.write_left || ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
+    responder_error(qp, Error::kWriteLength, psn,
                     "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.write_len) + " bytes)");
-    return;
+    return false;
   }
-  bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
-  // WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
-  // error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
-  // SEND left behind.
+  return true;
+}
+
+// WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
+// error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
+// SEND left behind. False when there is none (RNR NAK; UC: the message is dropped).
+bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
+  if (qp.recv) return true;
   RecvInProgress rip;
-  if (with_imm && !qp.recv) {
-    if (!take_recv_wqe(qp, &rip)) {
-      if (qp.type == IBV_QPT_UC) {
-        ++counters_.rx_drop_no_wqe;
-        uc_discard(qp, psn, "a WRITE with immediate arrived and no receive WQE was posted");
-        return;
-      }
-      send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);  // WRITE with immediate needs a receive WQE
-      return;
+  if (!take_recv_wqe(qp, &rip)) {
+    if (qp.type == IBV_QPT_UC) {
+      ++counters_.rx_drop_no_wqe;
+      uc_discard(qp, pkt.h.bth.psn, "a WRITE with immediate arrived and no receive WQE was posted");
+      return false;
     }
-    qp.recv = rip;
+    send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), pkt.h.bth.psn);
+    return false;
   }
-  if (!pkt.payload.empty()) {
-    if (!qp.write_mr) {
-      responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, "the MR of this WRITE was deregistered");
-      return;
-    }
-    const Mr& mr = *qp.write_mr;
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
-    if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
-      ++counters_.dma_errors;
-      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS,
-                      "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
-      return;
-    }
+  qp.recv = rip;
+  return true;
+}
+
+// The payload into the MR the first packet's rkey named, at the next VA.
+bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
+  if (pkt.payload.empty()) return true;
+  if (!qp.write_mr) {
+    responder_error(qp, Error::kRkeyViolation, pkt.h.bth.psn, "the MR of this WRITE was deregistered");
+    return false;
   }
+  const Mr& mr = *qp.write_mr;
+  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
+  if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+    ++counters_.dma_errors;
+    responder_error(qp, Error::kRemoteDmaFailed, pkt.h.bth.psn,
+                    "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
+    return false;
+  }
+  return true;
+}
+
+void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+  if (!resp_check_write(qp, pkt)) return;
+  const bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
+  if (with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
+  if (!resp_write_payload(qp, pkt)) return;
   qp.write_va += pkt.payload.size();
   qp.write_left -= uint32_t(pkt.payload.size());
   qp.epsn = psn_add(qp.epsn, 1);
@@ -380,7 +427,7 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
     }
   }
-  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
+  if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);
 }
 
 void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
@@ -392,12 +439,12 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   if (r.dma_len) {
     mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &mr_va, &why);
     if (!mr) {
-      if (!duplicate) responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
+      if (!duplicate) responder_error(qp, Error::kRkeyViolation, psn, why);
       return;
     }
   }
   if (!duplicate && qp.read_responses.size() >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
+    responder_error(qp, Error::kTooManyRdAtomic, psn,
                     "more READ/atomic requests outstanding than max_dest_rd_atomic=" +
                         std::to_string(qp.attr.max_dest_rd_atomic));
     return;
@@ -442,7 +489,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       if (n) {
         if (!rr.mr) {
           qp.read_responses.pop_front();
-          responder_error(qp, kNakRemoteAccessError, h.bth.psn, IBV_WC_SUCCESS, "the MR of this READ was deregistered");
+          responder_error(qp, Error::kRkeyViolation, h.bth.psn, "the MR of this READ was deregistered");
           return true;
         }
         const Mr& mr = *rr.mr;
@@ -450,7 +497,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
         if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
           ++counters_.dma_errors;
           qp.read_responses.pop_front();
-          responder_error(qp, kNakRemoteOperationalError, h.bth.psn, IBV_WC_SUCCESS,
+          responder_error(qp, Error::kRemoteDmaFailed, h.bth.psn,
                           std::string("DMA read for a READ response failed: ") + std::strerror(e));
           return true;
         }
@@ -478,22 +525,21 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     emit(qp, h, {});
   };
   if (duplicate) {
-    // Never apply an atomic twice: answer from the result we kept (C9-38... 9.7.5.2.1).
+    // Never apply an atomic twice: answer from the result we kept (IBA 9.7.5.2.1).
     for (const AtomicResult& a : qp.atomic_results)
       if (a.psn == psn) return reply(a.orig);
     return;  // too old to replay; the requester will time out
   }
   const AtomicEth& a = pkt.h.atomic;
   if (a.va % 8) {
-    responder_error(qp, kNakInvalidRequest, psn, IBV_WC_SUCCESS,
-                    "atomic target " + hex(a.va) + " is not 8-byte aligned (C9-?? atomics must be naturally aligned)");
+    responder_error(qp, Error::kMisalignedAtomic, psn, "atomic target " + hex(a.va) + " is not 8-byte aligned");
     return;
   }
   std::string why;
   uint64_t mr_va = a.va;
   const Mr* mr = check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr_va, &why);
   if (!mr) {
-    responder_error(qp, kNakRemoteAccessError, psn, IBV_WC_SUCCESS, why);
+    responder_error(qp, Error::kRkeyViolation, psn, why);
     return;
   }
   uint64_t addr = mr->addr + (mr_va - mr->iova);
@@ -502,7 +548,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = memory_.read(mr->ctx->pid, addr, &orig, 8)) {
-    responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA read failed: ") + std::strerror(e));
+    responder_error(qp, Error::kRemoteDmaFailed, psn, std::string("atomic DMA read failed: ") + std::strerror(e));
     return;
   }
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
@@ -510,7 +556,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   if (next != orig) {
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
     if (int e = memory_.write(mr->ctx->pid, addr, &next, 8)) {
-      responder_error(qp, kNakRemoteOperationalError, psn, IBV_WC_SUCCESS, std::string("atomic DMA write failed: ") + std::strerror(e));
+      responder_error(qp, Error::kRemoteDmaFailed, psn, std::string("atomic DMA write failed: ") + std::strerror(e));
       return;
     }
   }

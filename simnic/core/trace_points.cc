@@ -1,7 +1,9 @@
 // Trace helpers shared by the engines: how packets, WQEs and objects are described in events.
 #include <arpa/inet.h>
 
+#include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
+#include "simnic/core/errors.h"
 #include "simnic/core/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
@@ -56,21 +58,7 @@ const char* wc_opcode_name(ibv_wc_opcode op) {
   }
 }
 
-const char* wr_opcode_name(uint32_t op) {
-  switch (op) {
-    case IBV_WR_SEND: return "SEND";
-    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
-    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
-    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
-    case IBV_WR_RDMA_READ: return "RDMA_READ";
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
-    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
-    case IBV_WR_BIND_MW: return "BIND_MW";
-    default: return "UNKNOWN";
-  }
-}
+const char* wr_opcode_name(uint32_t op) { return abi::wr_opcode_name(op); }
 
 // The shim writes WQEs without telling simnicd which; at a doorbell we report the new ones.
 void Device::trace_new_wqes(Qp& qp) {
@@ -108,7 +96,7 @@ void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t
                       ",\"len\":" + std::to_string(h.reth.dma_len) + "}");
   if (mask & kHasAeth) {
     uint32_t cls = aeth_class(h.aeth.syndrome);
-    const char* name = cls == kAethAck ? "ACK" : cls == kAethRnrNak ? "RNR_NAK" : cls == kAethNak ? "NAK" : "RESERVED";
+    const char* name = aeth_class_name(cls);
     e.raw("aeth", "{\"syndrome\":" + std::to_string(h.aeth.syndrome) + ",\"class\":\"" + name +
                       "\",\"value\":" + std::to_string(aeth_value(h.aeth.syndrome)) +
                       ",\"msn\":" + std::to_string(h.aeth.msn) + "}");

@@ -272,7 +272,7 @@ bool Device::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
   else if (tgt.recv && tgt.srq != srq)
     rule = "a packet of a message in progress names XRC SRQ " + hex(srqn) + ", not the SRQ the message began in";
   if (!rule.empty()) {
-    responder_error(tgt, kNakInvalidRequest, pkt.h.bth.psn, IBV_WC_SUCCESS, rule);
+    responder_error(tgt, Error::kXrcSrqInvalid, pkt.h.bth.psn, rule);
     return false;
   }
   tgt.srq = srq;

@@ -3,23 +3,15 @@
 #include <array>
 #include <cstdio>
 
-#include "simnic/proto/headers.h"
+#include "simnic/proto/header_layout.h"
 
 namespace simnic::proto {
 
 namespace {
 
-// Extension headers in the order they follow the BTH (IBA 9.2, Figure 39).
-constexpr struct {
-  OpMask bit;
-  uint32_t bytes;
-} kHeaderOrder[] = {{kHasDeth, kDethBytes},           {kHasXrceth, kXrcethBytes}, {kHasReth, kRethBytes}, {kHasAtomicEth, kAtomicEthBytes},
-                    {kHasAeth, kAethBytes},           {kHasAtomicAckEth, kAtomicAckEthBytes},
-                    {kHasImm, kImmBytes},             {kHasIeth, kIethBytes}};
-
 constexpr uint8_t header_len_of(uint32_t mask) {
   uint32_t n = kBthBytes;
-  for (auto h : kHeaderOrder)
+  for (const ExtHeader& h : kHeaderLayout)
     if (mask & h.bit) n += h.bytes;
   return uint8_t(n);
 }
@@ -105,7 +97,7 @@ const OpcodeInfo& opcode_info(uint8_t opcode) { return table().info[opcode]; }
 
 uint32_t header_offset(uint8_t opcode, OpMask header) {
   uint32_t mask = opcode_info(opcode).mask, off = kBthBytes;
-  for (auto h : kHeaderOrder) {
+  for (const ExtHeader& h : kHeaderLayout) {
     if (h.bit == header) return off;
     if (mask & h.bit) off += h.bytes;
   }

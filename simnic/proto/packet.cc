@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "simnic/proto/header_layout.h"
 #include "simnic/proto/icrc.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/wire.h"
@@ -39,14 +40,11 @@ size_t build_packet(const PacketHeaders& h, std::span<const uint8_t> payload, co
   bth.tver = 0;
   encode_bth(bth, p);
   size_t off = kBthBytes;
-  if (info.mask & kHasDeth) encode_deth(h.deth, p + off), off += kDethBytes;
-  if (info.mask & kHasXrceth) store_be32(p + off, h.xrc_srqn & 0xffffff), off += kXrcethBytes;
-  if (info.mask & kHasReth) encode_reth(h.reth, p + off), off += kRethBytes;
-  if (info.mask & kHasAtomicEth) encode_atomic_eth(h.atomic, p + off), off += kAtomicEthBytes;
-  if (info.mask & kHasAeth) encode_aeth(h.aeth, p + off), off += kAethBytes;
-  if (info.mask & kHasAtomicAckEth) encode_atomic_ack_eth(h.atomic_ack, p + off), off += kAtomicAckEthBytes;
-  if (info.mask & kHasImm) std::memcpy(p + off, &h.imm_be, 4), off += kImmBytes;
-  if (info.mask & kHasIeth) store_be32(p + off, h.ieth_rkey), off += kIethBytes;
+  for (const ExtHeader& x : kHeaderLayout) {
+    if (!(info.mask & x.bit)) continue;
+    x.encode(h, p + off);
+    off += x.bytes;
+  }
   if (!payload.empty()) std::memcpy(p + off, payload.data(), payload.size());
   off += payload.size();
   std::memset(p + off, 0, bth.pad_count);
@@ -78,14 +76,11 @@ ParseError parse_packet(std::span<const uint8_t> b, const IpUdpInfo& ip, ParsedP
   h.bth = decode_bth(p);
   if (h.bth.tver != 0) return ParseError::kBadVersion;
   size_t off = kBthBytes;
-  if (info.mask & kHasDeth) h.deth = decode_deth(p + off), off += kDethBytes;
-  if (info.mask & kHasXrceth) h.xrc_srqn = load_be32(p + off) & 0xffffff, off += kXrcethBytes;
-  if (info.mask & kHasReth) h.reth = decode_reth(p + off), off += kRethBytes;
-  if (info.mask & kHasAtomicEth) h.atomic = decode_atomic_eth(p + off), off += kAtomicEthBytes;
-  if (info.mask & kHasAeth) h.aeth = decode_aeth(p + off), off += kAethBytes;
-  if (info.mask & kHasAtomicAckEth) h.atomic_ack = decode_atomic_ack_eth(p + off), off += kAtomicAckEthBytes;
-  if (info.mask & kHasImm) std::memcpy(&h.imm_be, p + off, 4), off += kImmBytes;
-  if (info.mask & kHasIeth) h.ieth_rkey = load_be32(p + off), off += kIethBytes;
+  for (const ExtHeader& x : kHeaderLayout) {
+    if (!(info.mask & x.bit)) continue;
+    x.decode(p + off, h);
+    off += x.bytes;
+  }
   const size_t rest = end - off;
   if (h.bth.pad_count > rest) return ParseError::kBadPadding;
   if (rest && !(info.mask & kHasPayload)) return ParseError::kBadLength;

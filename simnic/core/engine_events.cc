@@ -1,0 +1,59 @@
+// The event entry points that start the engines (a doorbell, a turn of pending work; a packet
+// is in ingress.cc, a timer in completer_timers.cc), and how the engines schedule each other.
+// As in rxe, an engine never runs another directly: the completer or a fired timer that wants
+// the requester to send sets the QP's work flag, and the entry point that is handling the
+// event runs what was scheduled before it returns.
+#include "simnic/core/device.h"
+
+namespace simnic::core {
+
+void Device::schedule(Qp& qp, uint8_t work) {
+  if (!qp.work) scheduled_.push_back(qp.qpn);
+  qp.work |= work;
+}
+
+void Device::run_scheduled(uint64_t now) {
+  while (!scheduled_.empty()) {
+    std::vector<uint32_t> qpns;
+    qpns.swap(scheduled_);
+    for (uint32_t qpn : qpns) {
+      Qp* qp = find_qp_by_qpn(qpn);  // it may have been destroyed meanwhile
+      if (!qp) continue;
+      const uint8_t work = qp->work;
+      qp->work = 0;
+      if (work & kWorkRequester) requester_run(*qp, now);
+    }
+  }
+}
+
+void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
+  set_time(now);
+  tracer_.event("doorbell").u("ctx", ctx->id).u("rings", rings);
+  for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
+    auto it = qps_.find(h);
+    if (it == qps_.end()) continue;
+    Qp& qp = *it->second;
+    if (tracer_.on()) trace_new_wqes(qp);
+    if (qp.state == IBV_QPS_ERR) flush_qp(qp);
+    else if (qp.state == IBV_QPS_SQE) flush_sq(qp);
+    else if (qp.state == IBV_QPS_RTS) schedule(qp, kWorkRequester);
+  }
+  run_scheduled(now);
+}
+
+// A turn for the QPs that stopped early to let the event loop breathe (busy_qps_).
+void Device::run_pending(uint64_t now) {
+  set_time(now);
+  std::vector<Qp*> busy;
+  for (auto& [qpn, qp] : busy_qps_) busy.push_back(qp);
+  for (Qp* qp : busy) {
+    if (!find_qp_by_qpn(qp->qpn)) continue;
+    bool reads_done = send_read_responses(*qp, burst_);
+    if (qp->sq_running()) requester_run(*qp, now);
+    if (reads_done && qp->read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
+    if (!reads_done) busy_qps_[qp->qpn] = qp;
+  }
+  run_scheduled(now);
+}
+
+}  // namespace simnic::core

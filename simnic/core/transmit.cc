@@ -1,0 +1,41 @@
+// The one transmit path: every packet an engine sends is built, counted, traced and handed to
+// the wire here.
+#include "simnic/core/device.h"
+#include "simnic/proto/opcode_table.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload) {
+  // An XRC TGT QP answers with the XRC twins of the RC responses the responder builds.
+  PacketHeaders xrc_h;
+  const bool xrc_response = qp.type == IBV_QPT_XRC_RECV && (opcode_info(rc_h.bth.opcode).mask & kIsRc);
+  if (xrc_response) {
+    xrc_h = rc_h;
+    xrc_h.bth.opcode = xrc_of_rc(rc_h.bth.opcode);
+  }
+  const PacketHeaders& h = xrc_response ? xrc_h : rc_h;
+  IpUdpInfo ip{config_.ipv4, dst_ip, config_.udp_port, config_.udp_port};
+  size_t need = packet_size(h.bth.opcode, payload.size());
+  if (tx_buffer_.size() < need) tx_buffer_.resize(need);
+  size_t n = build_packet(h, payload, ip, tx_buffer_);
+  if (n == 0) {
+    log(LogLevel::kError, "internal: could not build a packet for opcode " + std::to_string(h.bth.opcode));
+    return;
+  }
+  ++counters_.tx_packets;
+  counters_.tx_bytes += n;
+  if (is_multicast_ipv4(dst_ip)) ++counters_.mcast_tx_packets;
+  ++qp.counters.tx_packets;
+  SendOutcome out = wire_.send(dst_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
+  if (tracer_.on()) {
+    const char* fault = out == SendOutcome::kDropped      ? "drop"
+                        : out == SendOutcome::kDuplicated ? "dup"
+                        : out == SendOutcome::kDelayed    ? "delay"
+                                                          : nullptr;
+    trace_packet("pkt_tx", &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
+  }
+}
+
+}  // namespace simnic::core
