@@ -37,7 +37,7 @@ constexpr uint64_t kMs = 1'000'000;
 // Where the MRs sit in each process's space (offsets from CheckedMemory::kBase).
 constexpr size_t kDataOff = 0, kDataLen = 16384;         // full rights; every WQE points here
 constexpr size_t kReadOnlyOff = 20480, kReadOnlyLen = 4096;  // REMOTE_READ only
-constexpr size_t kLocalOff = 28672, kLocalLen = 4096;    // LOCAL_WRITE only: no WQE uses it
+constexpr size_t kLocalOff = 28672, kLocalLen = 4096;    // LOCAL_WRITE only: no WQE is posted with it
 constexpr size_t kDoomedOff = 40960, kDoomedLen = 8192;  // full rights, deregistered by an action
 
 ibv_gid gid_of(uint32_t ip) {
@@ -70,11 +70,16 @@ class World {
                          IBV_ACCESS_REMOTE_ATOMIC;
     data_ = reg(ctx_, pd_, kPid, kDataOff, kDataLen, all);
     reg(ctx_, pd_, kPid, kReadOnlyOff, kReadOnlyLen, IBV_ACCESS_REMOTE_READ);
-    reg(ctx_, pd_, kPid, kLocalOff, kLocalLen, IBV_ACCESS_LOCAL_WRITE);
+    Mr* local = reg(ctx_, pd_, kPid, kLocalOff, kLocalLen, IBV_ACCESS_LOCAL_WRITE);
     doomed_ = reg(ctx_, pd_, kPid, kDoomedOff, kDoomedLen, all);
     reg(other_, other_pd_, kOtherPid, kDataOff, kDataLen, all);  // another process's full-rights MR
     mem_.allow_writes(kPid, data_->addr, data_->length);
     mem_.allow_writes(kPid, doomed_->addr, doomed_->length);
+    // A receive WQE the program rewrites before the NIC fetched it is a new receive, and one
+    // naming this MR's lkey may be scattered into (local write is all a receive needs): so
+    // with ring rewrites on, only the peers' writes must stay out of it, which the responder's
+    // rkey checks (and the unit tests) cover. Found by this fuzzer: a UD receive's GRH landed here.
+    if (ring_rewrites()) mem_.allow_writes(kPid, local->addr, local->length);
     core::Cq* cq = nullptr;
     dev_.create_cq(ctx_, 1024, 0, &cq);
     cq_ = cq ? cq->handle : 0;
