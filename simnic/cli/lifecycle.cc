@@ -114,6 +114,8 @@ const char kUpUsage[] =
     "  --paused            start in step mode (see `simnic step`)\n"
     "  --no-history        keep no recent events for a viewer that attaches later (faster; for\n"
     "                      benchmarks)\n"
+    "  --gso               send runs of same-sized packets to one peer as one UDP GSO send\n"
+    "                      (faster; see docs/performance.md for what a capture then shows)\n"
     "  --verbose           verbose NIC logs\n";
 
 // Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up
@@ -189,7 +191,7 @@ int cmd_up(const std::vector<std::string>& args) {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);
-    } else if (a == "--paused" || a == "--verbose" || a == "--no-history") {
+    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso") {
       common.push_back(a);
     } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
       count = std::atoi(a.c_str());

@@ -34,6 +34,9 @@ const char kUsage[] =
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
     "  --no-history     keep no recent events for viewers that attach later (tracing then costs\n"
     "                   nothing until a viewer attaches or --trace is given)\n"
+    "  --gso            send runs of same-sized packets to one peer as one UDP GSO send (faster;\n"
+    "                   a capture of the interface then shows the sends before the kernel cuts\n"
+    "                   them; docs/performance.md). Also SIMNIC_GSO=1 in the environment\n"
     "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
     "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
     "  --loss P         drop outgoing packets with probability P (0..1)\n"
@@ -93,7 +96,7 @@ struct Flags {
   std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
       gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map;
-  bool paused = false, no_history = false, verbose = false, help = false;
+  bool paused = false, no_history = false, verbose = false, help = false, gso = false;
   std::vector<std::string> extras;
 };
 
@@ -117,6 +120,7 @@ int parse_command_line(int argc, char** argv, Flags* f) {
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
+  app.add_flag("--gso", f->gso);
   app.add_flag("--verbose", f->verbose);
   app.add_flag("--help", f->help);
   try {
@@ -187,6 +191,7 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.lid_map) opt.lid_map = *f.lid_map;
   opt.start_paused = f.paused;
   opt.history = !f.no_history;
+  if (f.gso) opt.gso = true;
   opt.verbose = f.verbose;
   return 0;
 }

@@ -117,6 +117,7 @@ int NicServer::start(std::string* error) {
     *error = "a simnicd named " + opt_.device.name + " is already running (" + socket_path_ + ")";
     return 2;
   }
+  if (opt_.gso) port_.set_gso(true);
   if (!port_.open(error)) return 2;
   if (int rc = open_outputs(error)) return rc;
   if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;

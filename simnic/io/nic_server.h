@@ -36,6 +36,7 @@ struct NicOptions {
   core::FaultConfig faults;
   bool verbose = false;
   bool start_paused = false;
+  bool gso = false;           // UDP GSO sends (UdpPort::set_gso); SIMNIC_GSO=1 also turns it on
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)
   std::string lid_map;       // IB mode: the LID registry (default <dir>/lids)
   std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)

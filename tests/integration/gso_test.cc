@@ -17,20 +17,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// SIMNIC_GSO=1 for the NICs this test starts (`simnic up` passes its environment on).
-class GsoOn {
- public:
-  GsoOn() { ::setenv("SIMNIC_GSO", "1", 1); }
-  ~GsoOn() { ::unsetenv("SIMNIC_GSO"); }
-};
-
 uint64_t number(std::map<std::string, std::string>& st, const char* key) {
   return st.count(key) ? std::stoull(st[key]) : 0;
 }
 
+// `simnic up --gso`.
 TEST(Gso, EveryRcOperationArrivesWithGsoAndGro) {
-  GsoOn gso;
-  Nics nics(2);
+  Nics nics(2, {"--gso"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", "3"},
                       120s);
@@ -50,7 +43,7 @@ TEST(Gso, EveryRcOperationArrivesWithGsoAndGro) {
   EXPECT_GT(gro_buffers, 0u);
 }
 
-// In a network namespace of its own whose `lo` segments UDP in software (ethtool: no
+// SIMNIC_GSO=1 in the environment (here), in a network namespace of its own whose `lo` segments UDP in software (ethtool: no
 // tx-udp-segmentation), a capture of `lo` shows the segments as the kernel made them, and
 // scripts/check_icrc.py (Python's zlib, no simnic code) verifies each one.
 class SegmentingHost {
