@@ -184,6 +184,7 @@ bool client(int fd, const char* dev) {
     me.gid = s.gid;
     CHECK(send_msg(fd, me), "send qpn");
     CHECK(connect_rc(qp, srv.qpn, srv.gid), "connect");
+    CHECK(recv_msg(fd, &srv), "server ready");  // its QP is in RTR: the first packet is not lost
     ibv_wc_status st = IBV_WC_GENERAL_ERR;
     if (!client_case(c, qp, s, srv, &st)) return false;
     CHECK(st == kExpect[c], "%s: %s, expected %s", kCaseNames[c], ibv_wc_status_str(st), ibv_wc_status_str(kExpect[c]));
@@ -227,7 +228,7 @@ bool server(int fd, const char* dev) {
            ro_mr->rkey, 0};
     Msg cl{};
     CHECK(send_msg(fd, me) && recv_msg(fd, &cl), "exchange");
-    CHECK(connect_rc(qp, cl.qpn, cl.gid), "connect");
+    CHECK(connect_rc(qp, cl.qpn, cl.gid) && send_msg(fd, me), "connect");
     CHECK(recv_msg(fd, &cl), "client status");
     if (!server_check(c, s.buf, ro)) return false;
     ibv_destroy_qp(qp);
