@@ -1,13 +1,12 @@
 // What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
 // silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
-// it room. While a thread's polls have found nothing for less than SIMNIC_POLL_SPIN_US (default
-// 2 ms), each empty poll yields the CPU, as simnic always did: under load, completions come
-// well within that, and the NICs keep the CPUs they need. A thread whose CQs stay empty longer
-// is idle: it then sleeps on its context's completion sequence (abi::ContextShared, a futex)
-// until simnicd writes a CQE for the context or SIMNIC_POLL_SLEEP_US (default 1 ms) passes, so
-// a program waiting for a slow peer no longer burns a CPU. Sleeping sooner (a shorter
-// SIMNIC_POLL_SPIN_US) answers small messages faster on busy CPUs but, with many polling
-// threads, took the CPUs from the NICs: docs/performance.md has both measurements.
+// it room: an empty poll yields the CPU, as simnic always did. With SIMNIC_POLL_SPIN_US=N set,
+// a thread whose polls have found nothing for N microseconds instead sleeps on its context's
+// completion sequence (abi::ContextShared, a futex) until simnicd writes a CQE for the context
+// or SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program then costs no CPU, and with a
+// small N one ping-pong answers faster on busy CPUs. It is not the default because the soak
+// (6 polling threads, 96 QPs, loss) fails with transport retry errors when its pollers sleep,
+// even after 2 ms of idleness, and passes when they yield: docs/performance.md.
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -36,7 +35,8 @@ int64_t env_us(const char* name, int64_t fallback) {
 }
 
 const PollTuning& tuning() {
-  static const PollTuning t{env_us("SIMNIC_POLL_SPIN_US", 2000) * 1000,
+  // Unset: never sleep (spin_ns beyond any wait).
+  static const PollTuning t{std::getenv("SIMNIC_POLL_SPIN_US") ? env_us("SIMNIC_POLL_SPIN_US", 0) * 1000 : INT64_MAX,
                             std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000};
   return t;
 }
