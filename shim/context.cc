@@ -362,6 +362,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   ex.hca_core_clock = simnic::abi::kNicClockKhz;
   ex.max_dm_size = simnic::abi::kMaxDmSize;  // ibv_alloc_dm (issue 17)
   ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+  fill_odp_caps(&ex);  // on-demand paging (issue 17)
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));
   return 0;
@@ -393,13 +394,14 @@ void fill_context_ops(ShimContext* c) {
   ops.dealloc_mw = dealloc_mw;
   ops.bind_mw = bind_mw;
   // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
-  // EOPNOTSUPP (WQs, flows, counters, ODP advice, ...).
+  // EOPNOTSUPP (WQs, flows, counters, ...).
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   fill_xrc_ops(c);
   fill_verbs_ext_ops(c);  // rereg, DM, clock, TD and parent domains (issue 17)
+  fill_odp_ops(c);        // ibv_advise_mr (issue 17)
 }
 
 }  // namespace simnic::shim
