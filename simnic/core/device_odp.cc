@@ -66,7 +66,7 @@ void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, 
   }
   note_odp_fault(qp, mr, va, len, true);
   responder_error(qp, Error::kOdpPageFault, psn,
-                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of ODP MR rkey " + hex(mr.rkey) +
+                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of an ODP MR (lkey " + hex(mr.lkey) + ")" +
                       ", a page the program has not mapped");
 }
 
