@@ -214,6 +214,25 @@ TEST_F(Odp, SendFromAndIntoMappedOdpPagesWorks) {
   EXPECT_TRUE(same(*a, kMappedFarOff, *b, 8192, 3000));
 }
 
+// --- ibv_rereg_mr keeps an MR pinned or on demand ---
+
+TEST_F(Odp, ReregKeepsOdpAndRefusesToAddOrRemoveIt) {
+  core::Mr* mr = odp_mr(*b);
+  core::Mr* pinned = b->mr;
+  abi::ReregMrReq r{mr->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE, 0, 0};
+  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL) << "dropping ON_DEMAND";
+  r = {pinned->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, 0, 0};
+  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &pinned), EINVAL) << "adding ON_DEMAND";
+  // A new translation over unmapped memory is fine for an ODP MR, and faults as before.
+  const uint64_t at = mem.addr(b->pid, kUnmappedOff);
+  r = {mr->handle, IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, at, 1 << 20};
+  ASSERT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), 0);
+  EXPECT_TRUE(core::is_odp_mr(*mr));
+  post_send(*a, to_b(IBV_WR_RDMA_WRITE, 1, 0, 64, mr, 0));
+  fabric.deliver_all(now);
+  EXPECT_EQ(one_completion(*a).status, IBV_WC_REM_ACCESS_ERR);
+}
+
 // --- ibv_advise_mr ---
 
 TEST_F(Odp, AdviseMrChecksAdviceFlagsAndEverySge) {
