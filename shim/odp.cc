@@ -29,8 +29,8 @@ constexpr uint32_t kXrcOdp = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_
 // ibv_advise_mr(3). The NIC checks the advice, the flags and each SGE; the list goes in pieces
 // of kMaxAdviseSge (the verb itself has no limit).
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge) {
-  if (!pd || (num_sge && !sg_list)) return EINVAL;
-  if (num_sge == 0) return EINVAL;  // the kernel's SGE list attribute needs at least one entry
+  // The kernel's SGE list attribute needs at least one entry.
+  if (!pd || !num_sge || !sg_list) return EINVAL;
   if (ibv_pd* inner = parent_domain_protection(pd)) pd = inner;
   for (uint32_t done = 0; done < num_sge;) {
     AdviseMrReq req{pd->handle, uint32_t(advice), flags, std::min(num_sge - done, kMaxAdviseSge), {}};

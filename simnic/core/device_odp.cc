@@ -25,6 +25,20 @@ bool in_mr(const Mr& mr, uint64_t va, uint64_t len) {
   return va >= mr.iova && len <= mr.length && va - mr.iova <= mr.length - len;
 }
 
+// One request probes at most this many pages (256 MiB), a read each: simnicd's event loop must
+// not stall on an advice (a scatter list can name 32 x 4 GiB). Pages past it are not checked;
+// they fault at access as any ODP page does.
+constexpr uint64_t kMaxProbedPages = 65536;
+
+// IBV_ADVISE_MR_FLAG_FLUSH: the prefetch is synchronous, and fails if a page is not there.
+// `budget` counts down the pages this request may still probe.
+int probe_pages(HostMemory& memory, pid_t pid, uint64_t addr, uint64_t len, uint64_t* budget) {
+  uint8_t byte;
+  for (uint64_t at = addr; at - addr < len && *budget; at = (at | (kPage - 1)) + 1, --*budget)
+    if (memory.read(pid, at, &byte, 1)) return EFAULT;
+  return 0;
+}
+
 }  // namespace
 
 bool is_odp_mr(const Mr& mr) { return mr.access & IBV_ACCESS_ON_DEMAND; }
@@ -70,14 +84,6 @@ void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, 
                       ", a page the program has not mapped");
 }
 
-// IBV_ADVISE_MR_FLAG_FLUSH: the prefetch is synchronous, and fails if a page is not there.
-static int probe_pages(HostMemory& memory, pid_t pid, uint64_t addr, uint64_t len) {
-  uint8_t byte;
-  for (uint64_t at = addr; at < addr + len; at = (at | (kPage - 1)) + 1)
-    if (memory.read(pid, at, &byte, 1)) return EFAULT;
-  return 0;
-}
-
 // ibv_advise_mr(3)'s errors: EINVAL for a bad PD or flags, EOPNOTSUPP for an unknown advice,
 // EFAULT for an lkey that is invalid, not ODP, without LOCAL_WRITE for PREFETCH_WRITE, or a
 // range outside its MR or not mapped (FLUSH), EPERM for another program's lkey.
@@ -89,6 +95,7 @@ int Device::advise_mr(Context* ctx, const abi::AdviseMrReq& req) {
   if (req.flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH))
     return refuse(EINVAL, "ibv_advise_mr: flags " + hex(req.flags) + " include bits other than IBV_ADVISE_MR_FLAG_FLUSH");
   if (req.num_sge == 0 || req.num_sge > abi::kMaxAdviseSge) return refuse(EINVAL, "ibv_advise_mr: num_sge is 0");
+  uint64_t budget = kMaxProbedPages;
   for (uint32_t i = 0; i < req.num_sge; ++i) {
     const ibv_sge& s = req.sge[i];
     const Mr* mr = find_mr_by_key(s.lkey);
@@ -102,7 +109,7 @@ int Device::advise_mr(Context* ctx, const abi::AdviseMrReq& req) {
       return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") is outside the MR");
     // PREFETCH_NO_FAULT maps only what is present: it never fails on a missing page.
     const bool must_exist = (req.flags & IBV_ADVISE_MR_FLAG_FLUSH) && req.advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
-    if (must_exist && s.length && probe_pages(memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length))
+    if (must_exist && s.length && probe_pages(memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
       return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") has pages the program has not mapped");
   }
   return 0;
