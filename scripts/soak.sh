@@ -97,6 +97,7 @@ echo "soak: $minutes min, 3 processes x 2 threads x 8 RC QP pairs, loss $loss du
 echo "soak: operations $ops, bytes verified $bytes, errors $errors"
 grep -h '^soak: per opcode' "$SIMNIC_DIR"/client*.out | sed 's/^/  /'
 "$simnic" status | sed 's/^/  /'
+for n in simnic0 simnic1; do "$simnic" status "$n" --raw | grep -E "^(rx_drop|fault_drops|tx_socket_drops|retransmits|timeouts|naks)" | grep -v " 0$" | tr "\n" " " | sed "s/^/  $n: /"; echo; done
 echo "soak: simnicd VmRSS KiB (after ${warmup}s / at the end / after the clients left):" \
   "simnic0 $rss0_start / $rss0_end / $rss0_after, simnic1 $rss1_start / $rss1_end / $rss1_after: $memory"
 ((errors == 0)) || status=1

@@ -19,6 +19,7 @@
 #include "shim/shim.h"
 #include "shim/verbs_ext.h"
 #include "simnic/abi/state_dir.h"
+#include "simnic/abi/wr_opcodes.h"
 
 namespace simnic::shim {
 
@@ -362,6 +363,10 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   ex.hca_core_clock = simnic::abi::kNicClockKhz;
   ex.max_dm_size = simnic::abi::kMaxDmSize;  // ibv_alloc_dm (issue 17)
   ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+  // The kernel's 64-bit capability word: the 32 of ibv_query_device, and IBTA 1.5 RDMA ATOMIC
+  // WRITE (IB_UVERBS_DEVICE_ATOMIC_WRITE, 1 << 40 in the kernel's ib_user_verbs.h; rdma-core
+  // 44's copy predates it), which librpma and rdma-core's tests look for.
+  ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags | simnic::abi::kDeviceCapAtomicWrite;
   fill_odp_caps(&ex);  // on-demand paging (issue 17)
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));

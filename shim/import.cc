@@ -66,14 +66,7 @@ void ibv_unimport_pd(struct ibv_pd* pd) { delete pd; }
 struct ibv_mr* ibv_import_mr(struct ibv_pd* pd, uint32_t mr_handle) {
   ImportMrReply rep{};
   if (int st = rpc(to_shim(pd->context), Op::ImportMr, HandleReq{mr_handle, 0}, &rep)) return fail_null<ibv_mr>(st);
-  auto* mr = new ibv_mr{};
-  mr->context = pd->context;
-  mr->pd = pd;
-  mr->addr = nullptr;
-  mr->length = rep.length;
-  mr->handle = rep.handle;
-  mr->lkey = rep.lkey;
-  mr->rkey = rep.rkey;
+  ibv_mr* mr = new_ibv_mr(pd, nullptr, rep.length, rep.handle, rep.lkey, rep.rkey);
   set_imported_mr(mr, true);
   return mr;
 }

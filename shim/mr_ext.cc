@@ -96,15 +96,7 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsi
     explain_refusal("ibv_reg_dm_mr", st, last_refusal());
     return fail_null<ibv_mr>(st);
   }
-  auto* mr = new ibv_mr{};  // released by ibv_dereg_mr, as any MR
-  mr->context = pd->context;
-  mr->pd = pd;
-  mr->addr = nullptr;
-  mr->length = length;
-  mr->handle = rep.handle;
-  mr->lkey = rep.lkey;
-  mr->rkey = rep.rkey;
-  return mr;
+  return new_ibv_mr(pd, nullptr, length, rep.handle, rep.lkey, rep.rkey);
 }
 
 // IBV_VALUES_MASK_RAW_CLOCK: the NIC's clock in cycles of hca_core_clock (1 GHz), as mlx5

@@ -1,11 +1,13 @@
 // What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
 // silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
-// it room. Yielding on every empty poll (what simnic did first) gives the CPU away for a whole
-// scheduler slice whenever anything else is runnable: long latency tails, and 99% of a CPU
-// spent polling. Instead, a thread polls freely for a short while (SIMNIC_POLL_SPIN_US), then
-// sleeps on its context's completion sequence (abi::ContextShared, a futex) until simnicd
-// writes a CQE for the context or SIMNIC_POLL_SLEEP_US passes; the caller's next poll then
-// finds the CQE. docs/performance.md has the figures that chose the defaults.
+// it room. While a thread's polls have found nothing for less than SIMNIC_POLL_SPIN_US (default
+// 2 ms), each empty poll yields the CPU, as simnic always did: under load, completions come
+// well within that, and the NICs keep the CPUs they need. A thread whose CQs stay empty longer
+// is idle: it then sleeps on its context's completion sequence (abi::ContextShared, a futex)
+// until simnicd writes a CQE for the context or SIMNIC_POLL_SLEEP_US (default 1 ms) passes, so
+// a program waiting for a slow peer no longer burns a CPU. Sleeping sooner (a shorter
+// SIMNIC_POLL_SPIN_US) answers small messages faster on busy CPUs but, with many polling
+// threads, took the CPUs from the NICs: docs/performance.md has both measurements.
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -34,8 +36,8 @@ int64_t env_us(const char* name, int64_t fallback) {
 }
 
 const PollTuning& tuning() {
-  static const PollTuning t{env_us("SIMNIC_POLL_SPIN_US", 20) * 1000,
-                            std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 200)) * 1000};
+  static const PollTuning t{env_us("SIMNIC_POLL_SPIN_US", 2000) * 1000,
+                            std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000};
   return t;
 }
 
@@ -57,13 +59,12 @@ uint32_t completion_sequence(ShimContext* c) {
 void note_completions_found() { empty_since_ns = 0; }
 
 void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before) {
-  if (!c->page) {  // a NIC without context pages: the old way
+  const int64_t now = now_ns();
+  if (!empty_since_ns) empty_since_ns = now;
+  if (!c->page || now - empty_since_ns < tuning().spin_ns) {  // busy, or a NIC without pages
     sched_yield();
     return;
   }
-  const int64_t now = now_ns();
-  if (!empty_since_ns) empty_since_ns = now;
-  if (now - empty_since_ns < tuning().spin_ns) return;
   // Counted as a sleeper before the sequence is compared, and simnicd bumps the sequence
   // before it looks for sleepers (both sequentially consistent): either this thread sees the
   // new sequence, or simnicd sees it asleep and wakes it (context_page.cc).

@@ -64,6 +64,18 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   to_shim_ex(q)->wr_cur->compare_add = add;
 }
 
+// RDMA ATOMIC WRITE (IBA Annex A19): the 8 bytes at atomic_wr are copied into the WQE now, as
+// inline data (as rdma-core's rxe provider copies them), so no setter follows.
+void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  if (!atomic_wr) return fail(to_shim_ex(q), EINVAL);
+  rdma(q, IBV_WR_ATOMIC_WRITE, rkey, addr);
+  SendWqe* w = to_shim_ex(q)->wr_cur;
+  std::memcpy(w->inline_data, atomic_wr, 8);
+  w->inline_len = 8;
+  w->num_sge = 0;
+  w->send_flags |= IBV_SEND_INLINE;
+}
+
 void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   SendWqe* w = to_shim_ex(q)->wr_cur;
   if (!w || !ah) return fail(to_shim_ex(q), EINVAL);
@@ -120,7 +132,6 @@ void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t remote_srqn) {
 
 // Operations simnic does not offer: the batch fails at wr_complete with EOPNOTSUPP.
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { fail(to_shim_ex(q), EOPNOTSUPP); }
-void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { fail(to_shim_ex(q), EOPNOTSUPP); }
 
 void wr_start(ibv_qp_ex* q) {
   ShimQp* s = to_shim_ex(q);
@@ -156,7 +167,7 @@ constexpr uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_LOCAL_INV |
-    IBV_QP_EX_WITH_BIND_MW;
+    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 bool send_ops_supported(uint64_t flags) { return (flags & ~kSupportedSendOps) == 0; }
 

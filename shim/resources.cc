@@ -7,6 +7,22 @@
 using namespace simnic::shim;
 using namespace simnic::abi;
 
+namespace simnic::shim {
+
+ibv_mr* new_ibv_mr(ibv_pd* pd, void* addr, size_t length, uint32_t handle, uint32_t lkey, uint32_t rkey) {
+  auto* mr = new ibv_mr{};
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->handle = handle;
+  mr->lkey = lkey;
+  mr->rkey = rkey;
+  return mr;
+}
+
+}  // namespace simnic::shim
+
 namespace {
 
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
@@ -17,15 +33,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
     explain_refusal("ibv_reg_mr", st, simnic::abi::last_refusal());
     return fail_null<ibv_mr>(st);
   }
-  auto* mr = new ibv_mr{};
-  mr->context = pd->context;
-  mr->pd = pd;
-  mr->addr = addr;
-  mr->length = length;
-  mr->handle = rep.handle;
-  mr->lkey = rep.lkey;
-  mr->rkey = rep.rkey;
-  return mr;
+  return new_ibv_mr(pd, addr, length, rep.handle, rep.lkey, rep.rkey);
 }
 
 }  // namespace

@@ -199,6 +199,10 @@ void map_context_page(ShimContext* c);
 void* map_rings_or_destroy(ShimContext* c, std::vector<int>& fds, size_t bytes, abi::Op destroy, uint32_t handle,
                            ibv_pd* pd = nullptr, uint64_t resource_type = 0);
 
+// The ibv_mr an application gets for an MR simnicd registered (ibv_reg_mr, ibv_reg_dm_mr,
+// ibv_import_mr; released by ibv_dereg_mr or ibv_unimport_mr). resources.cc.
+ibv_mr* new_ibv_mr(ibv_pd* pd, void* addr, size_t length, uint32_t handle, uint32_t lkey, uint32_t rkey);
+
 // Maps a memfd received from simnicd and closes it. Returns nullptr with errno set.
 void* map_shared(std::vector<int>& fds, size_t bytes);
 

@@ -26,6 +26,7 @@ enum WrProps : uint32_t {
   kWrImm = 1u << 5,       // carries ImmDt (the WR's imm_data)
   kWrInv = 1u << 6,       // carries a key to invalidate (the WR's invalidate_rkey)
   kWrRemoteAddr = 1u << 7,// uses remote_addr and rkey
+  kWrAtomicWrite = 1u << 8,// RDMA ATOMIC WRITE: a RETH and 8 bytes out, answered like a READ (IBA Annex A19)
 };
 
 struct WrOpcodeInfo {
@@ -56,9 +57,16 @@ inline constexpr WrOpcodeInfo kWrOpcodes[] = {
      0x14, 0x14, 0x14, 0x14},
     {IBV_WR_LOCAL_INV, "LOCAL_INV", kOnAllButUd, kWrLocal | kWrInv, IBV_WC_LOCAL_INV, 0xff, 0xff, 0xff, 0xff},
     {IBV_WR_BIND_MW, "BIND_MW", kOnAllButUd, kWrLocal, IBV_WC_BIND_MW, 0xff, 0xff, 0xff, 0xff},
+    // IBTA 1.5 RDMA ATOMIC WRITE (Annex A19): one packet, 0x1D, as Soft-RoCE sends it.
+    {IBV_WR_ATOMIC_WRITE, "ATOMIC_WRITE", kOnConnected, kWrAtomicWrite | kWrRemoteAddr, IBV_WC_ATOMIC_WRITE, 0x1d, 0x1d,
+     0x1d, 0x1d},
     // SEND with invalidate is RC's (IBA Table 39 has no UC opcode for it).
     {IBV_WR_SEND_WITH_INV, "SEND_WITH_INV", kOnConnected, kWrSend | kWrInv, IBV_WC_SEND, 0x17, 0x00, 0x01, 0x16},
 };
+
+// ibv_device_attr_ex.device_cap_flags_ex bit for RDMA ATOMIC WRITE (the kernel's
+// IB_UVERBS_DEVICE_ATOMIC_WRITE; rdma-core 44's headers do not name it yet).
+inline constexpr uint64_t kDeviceCapAtomicWrite = 1ull << 40;
 
 // The row of `opcode`, nullptr for one simnic does not implement.
 constexpr const WrOpcodeInfo* wr_opcode_info(uint32_t opcode) {

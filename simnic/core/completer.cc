@@ -17,6 +17,15 @@ using namespace simnic::proto;
 
 namespace {
 
+// An ATOMIC WRITE is answered by a READ RESPONSE ONLY with no payload (IBA Annex A19), and
+// only by that; a READ never by an atomic ACK, an atomic never by READ data: a response that
+// does not fit its WQE is dropped, never scattered into the WQE's buffer.
+bool response_fits_wqe(uint32_t wr_opcode, const ParsedPacket& pkt) {
+  if (abi::wr_has(wr_opcode, abi::kWrAtomicWrite))
+    return rc_of_xrc(pkt.h.bth.opcode) == kRcReadResponseOnly && pkt.payload.empty();
+  return (pkt.mask & kHasAtomicAckEth) ? abi::wr_has(wr_opcode, abi::kWrAtomic) : abi::wr_has(wr_opcode, abi::kWrRead);
+}
+
 }  // namespace
 
 void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
@@ -192,6 +201,10 @@ CompStep Device::comp_find_wqe(CompletionWork& c) {
     return CompStep::kDone;
   }
   c.wqe = &qp.sq_state[idx & mask];
+  if (!response_fits_wqe(c.wqe->wqe.opcode, c.pkt)) {
+    ++counters_.rx_drop_unexpected;
+    return CompStep::kDone;
+  }
   complete_acked(qp, psn_add(c.wqe->first_psn, uint32_t(-1) & kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   return (c.pkt.mask & kHasAtomicAckEth) ? CompStep::kAtomicAck : CompStep::kReadData;

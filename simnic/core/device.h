@@ -333,6 +333,10 @@ class Device : private ObjectTables {
   bool resp_write_payload(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
+  // RDMA ATOMIC WRITE (IBA Annex A19), responder.cc.
+  void respond_atomic_write(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
+  const Mr* resp_check_atomic_write(Qp& qp, const proto::ParsedPacket& pkt, uint64_t* mr_va);
+  void send_atomic_write_ack(Qp& qp, uint32_t psn);
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);

@@ -29,6 +29,7 @@ constexpr std::array<ErrorInfo, size_t(Error::kCount)> kErrors = {{
     {"WRITE_LENGTH", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA 9.9.3.1"},
     {"TOO_MANY_RD_ATOMIC", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA 9.9.3.1"},
     {"MISALIGNED_ATOMIC", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA 9.9.3.1"},
+    {"ATOMIC_WRITE_LENGTH", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA Annex A19, IBA 9.9.3.1"},
     {"XRC_SRQ_INVALID", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA Annex A14, IBA 9.9.3.1"},
     {"RKEY_VIOLATION", kAccess, IBV_WC_SUCCESS, false, kClassC, "IBA 10.6.3, IBA 9.9.3.1"},
     {"REMOTE_DMA_FAILED", kOp, IBV_WC_SUCCESS, false, kClassA, "IBA 9.9.3.1"},

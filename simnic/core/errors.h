@@ -20,7 +20,8 @@ enum class Error : uint8_t {
   kWriteOutOfSequence,  // the same for WRITEs
   kWriteLength,         // a WRITE's payload does not add up to its RETH's DMA length
   kTooManyRdAtomic,     // more READs/atomics outstanding than max_dest_rd_atomic
-  kMisalignedAtomic,    // an atomic's target is not 8-byte aligned
+  kMisalignedAtomic,    // an atomic's (or ATOMIC WRITE's) target is not 8-byte aligned
+  kAtomicWriteLength,   // an ATOMIC WRITE whose RETH length or payload is not 8 bytes
   kXrcSrqInvalid,       // an XRCETH naming no XRC SRQ of the TGT QP's domain
   kRkeyViolation,       // the rkey, range or rights of a remote access
   kRemoteDmaFailed,     // the NIC's own DMA into or out of an MR failed
@@ -35,7 +36,7 @@ enum class Error : uint8_t {
   kUdAddressInvalid,    // a UD WR's AH is not the QP's
   kWqeMalformed,        // inline data, num_sge or the SQ producer index out of bounds
   kLocalProtection,     // an lkey, its range or rights, or the DMA through it
-  kMessageTooLong,      // longer than the port allows, or an atomic not 8 bytes
+  kMessageTooLong,      // longer than the port allows, or an atomic (ATOMIC WRITE) not 8 bytes
   kMwBindFailed,        // a BIND_MW or LOCAL_INV that could not be carried out
   kRetryExceeded,       // no ACK (or sequence NAKs) beyond retry_cnt
   kRnrRetryExceeded,    // RNR NAKs beyond rnr_retry

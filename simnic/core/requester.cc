@@ -18,7 +18,15 @@ namespace {
 constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
 
 bool is_local_op(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrLocal); }
-bool is_read_or_atomic(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
+// READs, atomics and ATOMIC WRITEs are answered by a response, not an ACK, and count against
+// max_rd_atomic (the responder keeps a resource for each: IBA 9.4.4, Annex A19).
+bool is_read_or_atomic(uint32_t opcode) {
+  return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic | abi::kWrAtomicWrite);
+}
+// READs and atomics bring data back into the local buffer: it needs LOCAL_WRITE, and it cannot
+// be inline. An ATOMIC WRITE's 8 bytes go out, from an SGE or inline, as a WRITE's do.
+bool lands_locally(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
+bool is_eight_bytes(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrAtomic | abi::kWrAtomicWrite); }
 
 // The transport bits of the packet opcodes a QP type sends (IBA Table 38): the WR opcode
 // table holds RC's, and UC, UD and XRC carry the same operations at these offsets.
@@ -77,7 +85,7 @@ const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
 // false with the error it completes with.
 bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
                             std::string* why) {
-  const bool rd_atomic = is_read_or_atomic(w.opcode);
+  const bool lands = lands_locally(w.opcode);
   *total = 0;
   auto fail = [&](Error e, std::string text) {
     *err = e;
@@ -90,17 +98,18 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
   if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return fail(Error::kUdAddressInvalid, *why);
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
-    if (w.inline_len > abi::kMaxInlineData || rd_atomic)
+    if (w.inline_len > abi::kMaxInlineData || lands)
       return fail(Error::kWqeMalformed, "inline data on an operation that cannot carry it, or longer than max_inline_data");
   } else if (w.num_sge > abi::kMaxSge) {
     return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
-  } else if (!check_sges(qp, w.sge, w.num_sge, rd_atomic ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
+  } else if (!check_sges(qp, w.sge, w.num_sge, lands ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
     return fail(Error::kLocalProtection, *why);
   }
   if (*total > (1ull << 31))
     return fail(Error::kMessageTooLong, "message of " + std::to_string(*total) + " bytes exceeds max_msg_sz (2^31)");
-  if (abi::wr_has(w.opcode, abi::kWrAtomic) && *total != 8)
-    return fail(Error::kMessageTooLong, "an atomic needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
+  if (is_eight_bytes(w.opcode) && *total != 8)
+    return fail(Error::kMessageTooLong, std::string(wr_opcode_name(w.opcode)) +
+                                            " needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
   if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes)
     return fail(Error::kMessageTooLong, "a UD message must fit in one packet: " + std::to_string(*total) +
                                             " bytes is more than the port MTU " + std::to_string(config_.mtu_bytes));
@@ -134,7 +143,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
   // A READ spans the PSNs of its response packets; an atomic one.
-  st.npkts = abi::wr_has(w.opcode, abi::kWrAtomic)
+  st.npkts = is_eight_bytes(w.opcode)
                  ? 1
                  : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.rd_atomic_outstanding;

@@ -206,7 +206,8 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   return RespStep::kDone;
 }
 
-// A duplicate (IBA 9.7.5.2.1): re-ACK SENDs and WRITEs, re-execute READs, replay atomics.
+// A duplicate (IBA 9.7.5.2.1): re-ACK SENDs, WRITEs and ATOMIC WRITEs, re-execute READs,
+// replay atomics.
 RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
   ++counters_.duplicates;
   ++qp.counters.duplicates;
@@ -214,6 +215,8 @@ RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
     respond_read(qp, pkt, true);
   } else if (pkt.mask & kIsAtomic) {
     respond_atomic(qp, pkt, true);
+  } else if (pkt.mask & kIsAtomicWrite) {
+    respond_atomic_write(qp, pkt, true);
   } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
     send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
   }
@@ -226,6 +229,7 @@ RespStep Device::resp_execute(Qp& qp, const ParsedPacket& pkt) {
   else if (qp.type == IBV_QPT_UC) ++counters_.rx_drop_unexpected;
   else if (pkt.mask & kIsReadReq) respond_read(qp, pkt, false);
   else if (pkt.mask & kIsAtomic) respond_atomic(qp, pkt, false);
+  else if (pkt.mask & kIsAtomicWrite) respond_atomic_write(qp, pkt, false);
   else ++counters_.rx_drop_unexpected;
   return RespStep::kDone;
 }
@@ -562,6 +566,73 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   qp.epsn = psn_add(qp.epsn, 1);
   ++qp.msn;
   reply(orig);
+}
+
+// RDMA ATOMIC WRITE (IBA Annex A19; rxe's atomic_write_reply): the 8-byte payload lands at the
+// RETH's address in one 8-byte store, after every request before it (the responder executes
+// in PSN order, so it is ordered as an atomic is), and the answer is an RDMA READ RESPONSE
+// ONLY with no payload. A duplicate is answered again and never written again: a later
+// request may have changed the word since.
+void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+  const uint32_t psn = pkt.h.bth.psn;
+  if (duplicate) return send_atomic_write_ack(qp, psn);
+  uint64_t mr_va = 0;
+  const Mr* mr = resp_check_atomic_write(qp, pkt, &mr_va);
+  if (!mr) return;
+  uint64_t value;
+  std::memcpy(&value, pkt.payload.data(), 8);  // as on the wire: the requester's 8 bytes, unchanged
+  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", pkt.h.reth.rkey).hex("addr", pkt.h.reth.va).u("length", 8);
+  // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
+  // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
+  if (int e = memory_.write(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
+    remote_dma_failed(qp, *mr, mr_va, 8, psn, "ATOMIC WRITE DMA", e);
+    return;
+  }
+  qp.epsn = psn_add(qp.epsn, 1);
+  ++qp.msn;
+  send_atomic_write_ack(qp, psn);
+}
+
+// The checks of IBA Annex A19 and rxe, in rxe's order: a responder resource, 8 bytes (RETH
+// and payload), the rkey with REMOTE_WRITE on the QP and the MR (as rxe's check_qp_attr_access
+// and check_rkey), and an 8-byte aligned target. On failure the NAK is sent here.
+const Mr* Device::resp_check_atomic_write(Qp& qp, const ParsedPacket& pkt, uint64_t* mr_va) {
+  const uint32_t psn = pkt.h.bth.psn;
+  const Reth& r = pkt.h.reth;
+  if (qp.attr.max_dest_rd_atomic == 0) {
+    responder_error(qp, Error::kTooManyRdAtomic, psn, "an ATOMIC WRITE arrived and max_dest_rd_atomic is 0");
+    return nullptr;
+  }
+  if (r.dma_len != 8 || pkt.payload.size() != 8) {
+    responder_error(qp, Error::kAtomicWriteLength, psn,
+                    "an ATOMIC WRITE carries exactly 8 bytes; its RETH says " + std::to_string(r.dma_len) +
+                        " and its payload has " + std::to_string(pkt.payload.size()));
+    return nullptr;
+  }
+  std::string why;
+  *mr_va = r.va;
+  const Mr* mr = check_rkey(qp, r.rkey, r.va, 8, IBV_ACCESS_REMOTE_WRITE, mr_va, &why);
+  if (!mr) {
+    responder_error(qp, Error::kRkeyViolation, psn, "ATOMIC WRITE: " + why);
+    return nullptr;
+  }
+  if (r.va % 8 || (mr->addr + (*mr_va - mr->iova)) % 8) {  // the address asked for, and where it lands
+    responder_error(qp, Error::kMisalignedAtomic, psn,
+                    "ATOMIC WRITE target " + hex(r.va) + " is not 8-byte aligned (IBA A19.4.2)");
+    return nullptr;
+  }
+  return mr;
+}
+
+void Device::send_atomic_write_ack(Qp& qp, uint32_t psn) {
+  PacketHeaders h{};
+  h.bth.opcode = kRcReadResponseOnly;  // with no payload: the ATOMIC WRITE's response (Annex A19)
+  h.bth.pkey = 0xffff;
+  h.bth.dest_qp = qp.attr.dest_qp_num;
+  h.bth.psn = psn;
+  h.aeth.syndrome = aeth_ack(kAckCredits);
+  h.aeth.msn = qp.msn & kPsnMask;
+  emit(qp, h, {});
 }
 
 }  // namespace simnic::core

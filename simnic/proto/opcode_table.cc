@@ -54,6 +54,7 @@ constexpr Row kRcOnly[] = {
     {0x14, "FETCH_ADD", kIsAtomic | kIsRequest | kOnly | kHasAtomicEth},
     {0x16, "SEND_LAST_WITH_INVALIDATE", kSend | kIsLast | kHasIeth},
     {0x17, "SEND_ONLY_WITH_INVALIDATE", kSend | kOnly | kHasIeth},
+    {0x1d, "RDMA_ATOMIC_WRITE", kIsAtomicWrite | kIsRequest | kOnly | kHasReth | kHasPayload},
 };
 
 constexpr Row kUd[] = {

@@ -12,7 +12,7 @@ enum Opcode : uint8_t {
   kRcReadRequest = 0x0c, kRcReadResponseFirst = 0x0d, kRcReadResponseMiddle = 0x0e,
   kRcReadResponseLast = 0x0f, kRcReadResponseOnly = 0x10, kRcAcknowledge = 0x11,
   kRcAtomicAcknowledge = 0x12, kRcCompareSwap = 0x13, kRcFetchAdd = 0x14,
-  kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17,
+  kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17, kRcAtomicWrite = 0x1d,
   kUcSendFirst = 0x20, kUcSendMiddle = 0x21, kUcSendLast = 0x22, kUcSendLastImm = 0x23,
   kUcSendOnly = 0x24, kUcSendOnlyImm = 0x25, kUcWriteFirst = 0x26, kUcWriteMiddle = 0x27,
   kUcWriteLast = 0x28, kUcWriteLastImm = 0x29, kUcWriteOnly = 0x2a, kUcWriteOnlyImm = 0x2b,
@@ -47,6 +47,7 @@ enum OpMask : uint32_t {
   kIsValid = 1u << 22,
   kHasXrceth = 1u << 23,  // XRC requests: the XRC SRQ number follows the BTH (and any DETH)
   kIsXrc = 1u << 24,
+  kIsAtomicWrite = 1u << 25,  // RDMA ATOMIC WRITE (IBA Annex A19): RETH + 8 bytes, a READ RESPONSE back
 };
 
 // The RC opcode an XRC opcode mirrors (0xa4 -> 0x04), and back.

@@ -46,7 +46,7 @@ void legend_packets() {
   swatch(packet_colour(PacketClass::kWrite), "WRITE", "RDMA WRITE: data put straight into the peer's memory (its rkey)");
   swatch(packet_colour(PacketClass::kReadRequest), "READ req", "RDMA READ request: asks the peer for its memory");
   swatch(packet_colour(PacketClass::kReadResponse), "READ resp / RESP", "the data a READ asked for, coming back");
-  swatch(packet_colour(PacketClass::kAtomic), "ATOMIC", "compare-and-swap or fetch-and-add on 8 bytes of the peer's memory");
+  swatch(packet_colour(PacketClass::kAtomic), "ATOMIC", "compare-and-swap, fetch-and-add or ATOMIC WRITE on 8 bytes of the peer's memory");
   swatch(packet_colour(PacketClass::kAck), "ACK", "the responder confirms every packet up to this PSN");
   swatch(packet_colour(PacketClass::kNak), "NAK / RNR", "negative ACK (PSN out of sequence, bad rkey, ...); RNR = receiver not ready (no RECV posted)");
   swatch(packet_colour(PacketClass::kOther), "grey", "a burst that mixes several kinds");

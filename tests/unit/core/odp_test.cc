@@ -169,6 +169,14 @@ TEST_F(Odp, AtomicOnAnUnmappedPageNaksRemoteAccessError) {
   EXPECT_EQ(trace.count("\"side\":\"remote\""), 1);
 }
 
+TEST_F(Odp, AtomicWriteToAnUnmappedPageNaksRemoteAccessError) {
+  core::Mr* mr = odp_mr(*b);
+  post_send(*a, to_b(IBV_WR_ATOMIC_WRITE, 3, 0, 8, mr, kUnmappedOff + 128));
+  fabric.deliver_all(now);
+  EXPECT_EQ(one_completion(*a).status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(trace.count("\"side\":\"remote\""), 1);
+}
+
 TEST_F(Odp, APinnedMrWhosePageVanishedStillNaksRemoteOperationalError) {
   // The non-ODP path is unchanged: a DMA failure there is the NIC's own (IBA 9.9.3.1 class A).
   mem.poisoned = mem.addr(b->pid, 4096 + 10);

@@ -25,6 +25,7 @@ TEST(WrOpcodeTable, EveryOpcodeCompletesWithTheWcOpcodeRdmaCoreReports) {
       {IBV_WR_RDMA_READ, IBV_WC_RDMA_READ},          {IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WC_COMP_SWAP},
       {IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WC_FETCH_ADD}, {IBV_WR_LOCAL_INV, IBV_WC_LOCAL_INV},
       {IBV_WR_BIND_MW, IBV_WC_BIND_MW},              {IBV_WR_SEND_WITH_INV, IBV_WC_SEND},
+      {IBV_WR_ATOMIC_WRITE, IBV_WC_ATOMIC_WRITE},
   };
   EXPECT_EQ(std::size(kWrOpcodes), std::size(expect));
   for (auto [wr, wc] : expect) {
@@ -58,7 +59,7 @@ TEST(WrOpcodeTable, PacketOpcodesAreTheRequestsOfTheSameOperation) {
       continue;
     }
     const uint32_t kind = (w.props & kWrSend) ? kIsSend : (w.props & kWrWrite) ? kIsWrite
-                          : (w.props & kWrRead) ? kIsReadReq : kIsAtomic;
+                          : (w.props & kWrRead) ? kIsReadReq : (w.props & kWrAtomicWrite) ? kIsAtomicWrite : kIsAtomic;
     for (uint8_t op : {w.only, w.first, w.middle, w.last}) {
       const OpcodeInfo& info = opcode_info(op);
       EXPECT_TRUE(info.mask & kIsRc) << w.name;

@@ -76,7 +76,7 @@ TEST(HeaderLayout, EveryOpcodeBuildsAndParsesItsHeadersAtTheirOffsets) {
       EXPECT_EQ(p.h.xrc_srqn, h.xrc_srqn) << info.name;
     }
   }
-  EXPECT_EQ(valid, 2 * 23 + 12 + 2);  // RC and XRC 23 each, UC 12, UD 2
+  EXPECT_EQ(valid, 2 * 24 + 12 + 2);  // RC and XRC 24 each (with RDMA ATOMIC WRITE), UC 12, UD 2
 }
 
 }  // namespace

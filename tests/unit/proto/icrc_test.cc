@@ -156,7 +156,7 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     // Every header has its length: the table's header_len is what was written.
     EXPECT_EQ(buf.size(), info.header_len + ((pl.size() + 3) & ~size_t(3)) + 4) << info.name;
   }
-  EXPECT_EQ(valid, 11 + 12 + 12 + 2 + 23);  // RC-only, RC send/write, UC send/write, UD, XRC (RC's twins)
+  EXPECT_EQ(valid, 12 + 12 + 12 + 2 + 24);  // RC-only (with ATOMIC WRITE), RC send/write, UC send/write, UD, XRC (RC's twins)
 }
 
 TEST(Packet, AnyFlippedBitFailsTheIcrc) {

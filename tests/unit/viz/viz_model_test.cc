@@ -339,6 +339,9 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
   EXPECT_EQ(classify_packet(pkt("RC_RDMA_READ_RESPONSE_MIDDLE")), PacketClass::kReadResponse);
   EXPECT_EQ(classify_packet(pkt("RC_RDMA_READ_RESPONSE_LAST", "ACK")), PacketClass::kReadResponse);
   EXPECT_EQ(classify_packet(pkt("RC_COMPARE_SWAP")), PacketClass::kAtomic);
+  // IBTA 1.5 RDMA ATOMIC WRITE (0x1D) is drawn as an atomic, though its name says WRITE.
+  EXPECT_EQ(classify_packet(pkt("RC_RDMA_ATOMIC_WRITE")), PacketClass::kAtomic);
+  EXPECT_EQ(packet_label(pkt("RC_RDMA_ATOMIC_WRITE")), "ATOMIC");
   EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "ACK")), PacketClass::kAck);
   EXPECT_EQ(classify_packet(pkt("RC_ACKNOWLEDGE", "NAK")), PacketClass::kNak);
   EXPECT_EQ(packet_label(pkt("RC_ACKNOWLEDGE", "RNR_NAK")), "RNR");
