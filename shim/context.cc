@@ -367,6 +367,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   // WRITE (IB_UVERBS_DEVICE_ATOMIC_WRITE, 1 << 40 in the kernel's ib_user_verbs.h; rdma-core
   // 44's copy predates it), which librpma and rdma-core's tests look for.
   ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags | simnic::abi::kDeviceCapAtomicWrite;
+  fill_odp_caps(&ex);  // on-demand paging (issue 17)
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &ex, std::min(attr_size, sizeof ex));
   return 0;
@@ -398,13 +399,14 @@ void fill_context_ops(ShimContext* c) {
   ops.dealloc_mw = dealloc_mw;
   ops.bind_mw = bind_mw;
   // Left NULL, as for a provider without them: verbs.h's inline wrappers then fail with
-  // EOPNOTSUPP (WQs, flows, counters, ODP advice, ...).
+  // EOPNOTSUPP (WQs, flows, counters, ...).
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   fill_xrc_ops(c);
   fill_verbs_ext_ops(c);  // rereg, DM, clock, TD and parent domains (issue 17)
+  fill_odp_ops(c);        // ibv_advise_mr (issue 17)
 }
 
 }  // namespace simnic::shim

@@ -81,6 +81,7 @@ enum class Op : uint32_t {
   ImportPd,         // HandleReq{pd handle} -> HandleReply (the same handle)
   ImportMr,         // HandleReq{mr handle} -> ImportMrReply
   JoinContext,      // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
+  AdviseMr,         // AdviseMrReq (ibv_advise_mr: on-demand paging, device_odp.cc)
   Count_
 };
 
@@ -365,6 +366,17 @@ struct ImportMrReply {
   uint32_t is_dm;     // 1: an MR over device memory (ibv_reg_dm_mr)
 };
 
+// ibv_advise_mr: prefetch advice on ranges of on-demand-paging MRs. The shim sends a longer
+// scatter list in pieces of kMaxAdviseSge.
+constexpr uint32_t kMaxAdviseSge = 32;
+struct AdviseMrReq {
+  uint32_t pd;
+  uint32_t advice;   // enum ibv_advise_mr_advice
+  uint32_t flags;    // IBV_ADVISE_MR_FLAG_FLUSH
+  uint32_t num_sge;  // 1..kMaxAdviseSge
+  ibv_sge sge[kMaxAdviseSge];
+};
+
 // Sent by simnicd on a completion channel's socket, one message per event.
 struct CqEventMsg {
   uint32_t cq;  // the CQ handle
@@ -441,6 +453,7 @@ inline const char* op_name(Op op) {
     case Op::ImportPd: return "ImportPd";
     case Op::ImportMr: return "ImportMr";
     case Op::JoinContext: return "JoinContext";
+    case Op::AdviseMr: return "AdviseMr";
     case Op::Count_: break;
   }
   return "?";

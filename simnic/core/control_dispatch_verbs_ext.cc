@@ -29,6 +29,8 @@ ControlReply reg_dm_mr(Request& r, const RegDmMrReq& q) {
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
+ControlReply advise_mr(Request& r, const AdviseMrReq& q) { return fail(r.dev.advise_mr(r.ctx, q)); }
+
 ControlReply import_pd(Request& r, const HandleReq& q) {
   if (int e = r.dev.import_pd(r.ctx, q.handle)) return fail(e);
   return ok(HandleReply{q.handle, 0});

@@ -40,6 +40,7 @@ constexpr OpRule kOpTable[] = {
     entry<import_pd>(Op::ImportPd, "ImportPd", N::kContext),
     entry<import_mr>(Op::ImportMr, "ImportMr", N::kContext),
     entry<join_context>(Op::JoinContext, "JoinContext", N::kContext),
+    entry<advise_mr>(Op::AdviseMr, "AdviseMr", N::kContext),
     entry<handle_verb<&Device::destroy_cq>>(Op::DestroyCq, "DestroyCq", N::kContext),
     entry<create_qp>(Op::CreateQp, "CreateQp", N::kContext),
     entry<modify_qp>(Op::ModifyQp, "ModifyQp", N::kContext),

@@ -125,6 +125,7 @@ ControlReply reg_dm_mr(Request& r, const abi::RegDmMrReq& q);
 ControlReply import_pd(Request& r, const abi::HandleReq& q);
 ControlReply import_mr(Request& r, const abi::HandleReq& q);
 ControlReply join_context(Request& r);
+ControlReply advise_mr(Request& r, const abi::AdviseMrReq& q);  // on-demand paging
 ControlReply create_qp(Request& r, const abi::CreateQpReq& q);
 ControlReply modify_qp(Request& r, const abi::ModifyQpReq& q);
 ControlReply query_qp(Request& r, const abi::QueryQpReq& q);

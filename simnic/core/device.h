@@ -514,12 +514,31 @@ class Device : private ObjectTables {
   uint64_t dm_bytes_ = 0;                // pages of device memory allocated, all contexts
   std::map<const Context*, int> ctl_fd_number_;
   std::map<const Context*, uint32_t> group_of_;  // contexts that share PDs and MRs: same group
+
+  // --- On-demand paging (issue 17): device_odp.cc ---
+ public:
+  // ibv_advise_mr: checks the advice, flags and every SGE; with IBV_ADVISE_MR_FLAG_FLUSH a
+  // prefetch also checks that every page exists now. Nothing is pinned: there is nothing to fetch.
+  int advise_mr(Context* ctx, const abi::AdviseMrReq& req);
+
+ private:
+  // ibv_reg_mr's range rules for an IBV_ACCESS_ON_DEMAND MR (explicit, or implicit: NULL, SIZE_MAX).
+  int check_odp_range(uint64_t addr, uint64_t length, uint64_t iova);
+  // A DMA through an ODP MR met a page with no mapping: the odp_fault trace event.
+  void note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote);
+  // The responder's DMA into or out of `mr` failed with `err`: NAK remote access error for an
+  // ODP page fault, remote operational error otherwise.
+  void remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
+                         int err);
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).
 const char* wc_status_name(ibv_wc_status status);
 const char* wc_opcode_name(ibv_wc_opcode opcode);
 std::string access_string(uint32_t ibv_access_flags);  // "LOCAL_WRITE|REMOTE_READ"
+// IBV_ACCESS_ON_DEMAND MRs: nothing pinned, a page is looked for at each access (device_odp.cc).
+bool is_odp_mr(const Mr& mr);
+bool is_implicit_odp_mr(const Mr& mr);  // over the whole address space: ibv_reg_mr(pd, NULL, SIZE_MAX, ...)
 const char* wr_opcode_name(uint32_t opcode);
 
 // Bytes of an ibv_mtu enum (0 if invalid) and back.

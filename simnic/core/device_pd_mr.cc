@@ -11,7 +11,7 @@ namespace {
 constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                   IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                                  IBV_ACCESS_RELAXED_ORDERING;
+                                  IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
 
 }  // namespace
 
@@ -41,15 +41,21 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
-  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
+  // ODP (device_odp.cc): the range is checked, its pages are not.
+  if (access & IBV_ACCESS_ON_DEMAND) {
+    if (int e = check_odp_range(addr, length, iova)) return e;
+  } else if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr) {
     return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  }
   if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr)
     return refuse(ENOMEM, "too many MRs: " + std::to_string(ctx->mrs.size()) + " in this program (at most " +
                               std::to_string(ContextLimits::kMaxMr) + " per program)");
-  // The kernel pins the pages at registration: an unmapped range fails here, not later.
+  // The kernel pins the pages at registration: an unmapped range fails here, not later (an
+  // ODP MR's pages are looked for at each access instead).
   uint8_t probe;
+  const bool pinned = !(access & IBV_ACCESS_ON_DEMAND);
   for (uint64_t at : {addr, addr + length - 1})
-    if (int e = memory_.read(ctx->pid, at, &probe, 1))
+    if (int e = pinned ? memory_.read(ctx->pid, at, &probe, 1) : 0)
       return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
                                                      ") is not all mapped in the program (" + hex(at) + " is not)");
 

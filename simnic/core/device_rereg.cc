@@ -19,7 +19,7 @@ constexpr uint32_t kReregFlags =
 int Device::check_mr_access(uint32_t access) {
   constexpr uint32_t kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                              IBV_ACCESS_RELAXED_ORDERING;
+                              IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
   if (access & ~kKnown) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
@@ -52,8 +52,12 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, 
   }
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
     if (int e = check_mr_access(req.access)) return e;
+  // An MR stays pinned or on-demand (device_odp.cc): that is how it was registered.
+  const bool odp = ((req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access) & IBV_ACCESS_ON_DEMAND;
+  if (odp != is_odp_mr(mr)) return refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-    if (int e = check_mr_range(ctx, req.addr, req.length)) return e;
+    if (int e = odp ? check_odp_range(req.addr, req.length, req.addr) : check_mr_range(ctx, req.addr, req.length))
+      return e;
   return 0;
 }
 

@@ -33,6 +33,9 @@ constexpr std::array<ErrorInfo, size_t(Error::kCount)> kErrors = {{
     {"XRC_SRQ_INVALID", kInvReq, IBV_WC_SUCCESS, false, kClassC, "IBA Annex A14, IBA 9.9.3.1"},
     {"RKEY_VIOLATION", kAccess, IBV_WC_SUCCESS, false, kClassC, "IBA 10.6.3, IBA 9.9.3.1"},
     {"REMOTE_DMA_FAILED", kOp, IBV_WC_SUCCESS, false, kClassA, "IBA 9.9.3.1"},
+    // ODP is outside the IBA: an unresolvable fault is an access outside what the MR can give,
+    // NAKed as an R_Key violation (class C), as rxe's and mlx5's ODP do.
+    {"ODP_PAGE_FAULT", kAccess, IBV_WC_SUCCESS, false, kClassC, "IBA 10.6.3, IBA 9.9.3.1"},
     {"RECV_WQE_INVALID", kOp, IBV_WC_LOC_PROT_ERR, true, kClassA, "IBA 10.6.3.1, IBA 9.9.3.1"},
     {"RECV_TOO_SHORT", kInvReq, IBV_WC_LOC_LEN_ERR, true, kClassC, "IBA 9.9.3.1"},
     {"RECV_DMA_FAILED", kOp, IBV_WC_LOC_PROT_ERR, true, kClassA, "IBA 9.9.3.1"},

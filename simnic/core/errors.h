@@ -25,6 +25,7 @@ enum class Error : uint8_t {
   kXrcSrqInvalid,       // an XRCETH naming no XRC SRQ of the TGT QP's domain
   kRkeyViolation,       // the rkey, range or rights of a remote access
   kRemoteDmaFailed,     // the NIC's own DMA into or out of an MR failed
+  kOdpPageFault,        // a remote access to a page of an on-demand-paging MR with no mapping
   kRecvWqeInvalid,      // the receive WQE's scatter list is bad
   kRecvTooShort,        // the message is longer than the receive WQE's buffers
   kRecvDmaFailed,       // writing into the receive WQE's buffers failed

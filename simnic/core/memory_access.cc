@@ -120,6 +120,7 @@ int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32
     const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
     if (int e = to_memory ? memory_.write(mr->ctx->pid, addr, buf, n) : memory_.read(mr->ctx->pid, addr, buf, n)) {
       ++counters_.dma_errors;
+      if (is_odp_mr(*mr) && e == EFAULT) note_odp_fault(qp, *mr, s.addr + offset, n, false);
       *why = std::string("DMA ") + dir + " of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) +
              " failed: " + std::strerror(e);
       return e;

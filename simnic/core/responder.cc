@@ -398,9 +398,7 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   const Mr& mr = *qp.write_mr;
   tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
   if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
-    ++counters_.dma_errors;
-    responder_error(qp, Error::kRemoteDmaFailed, pkt.h.bth.psn,
-                    "DMA write into MR rkey " + hex(mr.rkey) + " failed: " + std::strerror(e));
+    remote_dma_failed(qp, mr, qp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
   }
   return true;
@@ -499,10 +497,9 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
         const Mr& mr = *rr.mr;
         tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + offset).u("length", n);
         if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
-          ++counters_.dma_errors;
+          const uint64_t va = rr.va + offset;
           qp.read_responses.pop_front();
-          responder_error(qp, Error::kRemoteDmaFailed, h.bth.psn,
-                          std::string("DMA read for a READ response failed: ") + std::strerror(e));
+          remote_dma_failed(qp, mr, va, n, h.bth.psn, "DMA read for a READ response", e);
           return true;
         }
       }
@@ -552,7 +549,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = memory_.read(mr->ctx->pid, addr, &orig, 8)) {
-    responder_error(qp, Error::kRemoteDmaFailed, psn, std::string("atomic DMA read failed: ") + std::strerror(e));
+    remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA read", e);
     return;
   }
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
@@ -560,7 +557,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   if (next != orig) {
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
     if (int e = memory_.write(mr->ctx->pid, addr, &next, 8)) {
-      responder_error(qp, Error::kRemoteDmaFailed, psn, std::string("atomic DMA write failed: ") + std::strerror(e));
+      remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
     }
   }
@@ -588,8 +585,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
   if (int e = memory_.write(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
-    ++counters_.dma_errors;
-    responder_error(qp, Error::kRemoteDmaFailed, psn, std::string("ATOMIC WRITE DMA failed: ") + std::strerror(e));
+    remote_dma_failed(qp, *mr, mr_va, 8, psn, "ATOMIC WRITE DMA", e);
     return;
   }
   qp.epsn = psn_add(qp.epsn, 1);

@@ -38,7 +38,8 @@ std::string access_string(uint32_t access) {
   std::string acc;
   for (auto [bit, name] : {std::pair{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
                            {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
-                           {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"}})
+                           {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
+                           {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}})
     if (access & bit) acc += (acc.empty() ? "" : "|") + std::string(name);
   return acc;
 }

@@ -123,6 +123,11 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
        {{"dir", "read = the NIC reads host memory (to send), write = the NIC writes host memory (received data)"},
         {"key", "the lkey or rkey the access was checked against"}, {"addr", "host virtual address"},
         {"length", "bytes moved"}}},
+      {"odp_fault",
+       {{"mr", "the ODP MR's handle"}, {"key", "the rkey (remote access) or lkey (local) the access named"},
+        {"addr", "the first byte asked for (iova)"}, {"length", "bytes asked for"},
+        {"side", "remote = a peer's WRITE, READ or atomic (NAK remote access error); local = this NIC's own "
+                 "gather or scatter (IBV_WC_LOC_PROT_ERR)"}}},
       {"error", {{"status", "the completion status this error produces"}, {"rule", "the rule that was broken"}}},
       {"pkt_drop", {{"reason", "why the NIC discarded an incoming packet (counted, never fatal)"}}},
       {"mcast_attach", {{"mgid", "the group's multicast GID (MGID)"},
@@ -189,6 +194,8 @@ std::string explain_kind(const std::string& kind) {
       {"retransmit", "the requester sends again from a PSN"},
       {"timer", "a transport timer changed"},
       {"dma", "the NIC read or wrote application memory"},
+      {"odp_fault", "a DMA through an on-demand-paging MR met a page the program has not mapped: a peer's "
+                    "access is NAKed (remote access error), a local one completes with local protection error"},
       {"cqe", "a completion was written to a CQ"},
       {"cq_event", "a completion event was sent to the CQ's channel (ibv_get_cq_event wakes up)"},
       {"error", "a rule was broken: this is what and where"},

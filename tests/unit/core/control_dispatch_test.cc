@@ -207,7 +207,7 @@ TEST(ControlDispatch, EveryOpRefusesABodyOfTheWrongSizeWithEinvalAndCreatesNothi
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 4 * 46);  // the 46 ops with a request struct
+  EXPECT_EQ(checked, 4 * 47);  // the 47 ops with a request struct
   EXPECT_EQ(s.cm_client, 0u);  // a malformed rdma_cm request does not make the connection a CM client
   EXPECT_EQ(nic.snapshot(), before);
   nic.dispatcher.close(s);
@@ -235,6 +235,7 @@ TEST(ControlDispatch, GarbageOfTheRightSizeIsRefusedWithTheExactErrno) {
       {Op::CmReject, EINVAL},         {Op::CmDisconnect, EINVAL}, {Op::CmInitQpAttr, EINVAL},
       {Op::ReregMr, EINVAL},          {Op::AllocDm, EINVAL},      {Op::FreeDm, EINVAL},  // AllocDm: comp_mask
       {Op::RegDmMr, EINVAL},          {Op::ImportPd, EINVAL},     {Op::ImportMr, EINVAL},
+      {Op::AdviseMr, EINVAL},  // no such PD
   };
   Nic nic;
   core::ControlSession s = nic.connect(4001, true);
@@ -336,7 +337,7 @@ TEST(ControlDispatch, AQueryOnlyConnectionCannotCreateOrUseObjects) {
     EXPECT_EQ(fds[0], kForeignFd) << rule.name;
     ++refused;
   }
-  EXPECT_EQ(refused, 39);
+  EXPECT_EQ(refused, 40);
   EXPECT_EQ(nic.call(s, Op(0xffff), std::span<const uint8_t>{}).status, EPROTO);
   EXPECT_EQ(nic.snapshot(), before);
   EXPECT_EQ(s.ctx, nullptr);

@@ -1,0 +1,301 @@
+// simnic-odp-check: on-demand paging between two processes, as a plain verbs program (linked
+// against the system libibverbs). The server (device -b) reserves 1 GiB, unmaps all of it but
+// three pages far apart, and registers the whole GiB with IBV_ACCESS_ON_DEMAND (a pinned
+// registration of it must fail with EFAULT); it also registers an implicit ODP MR (NULL,
+// SIZE_MAX). The client (device -a, a child process) WRITEs and READs the mapped pages through
+// both (bytes compared on both sides), and each time WRITEs to an unmapped page: that must
+// complete with IBV_WC_REM_ACCESS_ERR. A WRITE from an unmapped page of the client's own ODP MR
+// must complete with IBV_WC_LOC_PROT_ERR. Run it with `simnic run -- ...`.
+//
+//   simnic-odp-check [-a DEV_A] [-b DEV_B]
+#include <infiniband/verbs.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <getopt.h>
+#include <vector>
+
+namespace {
+
+#define CHECK(cond, ...)                                                        \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      std::fprintf(stderr, "FAIL %s:%d (errno %d): ", __FILE__, __LINE__, errno); \
+      std::fprintf(stderr, __VA_ARGS__);                                        \
+      std::fprintf(stderr, "\n");                                               \
+      return false;                                                             \
+    }                                                                           \
+  } while (0)
+
+constexpr size_t kPage = 4096;
+constexpr size_t kSpan = 1ull << 30;  // the ODP registration
+// The pages of the GiB that stay mapped, and one that does not.
+constexpr size_t kKept[3] = {0, 333ull << 20, kSpan - kPage};
+constexpr size_t kHole = 700ull << 20;
+constexpr int kQps = 3;  // explicit ODP, implicit ODP, local fault: an error leaves a QP in ERR
+
+struct Msg {
+  uint32_t qpn[kQps];
+  ibv_gid gid;
+  uint64_t base;       // the 1 GiB reservation (its iova)
+  uint32_t rkey;       // of the explicit ODP MR
+  uint32_t implicit_rkey;
+  uint64_t small;      // a mapped buffer of the server's, reached through the implicit MR
+  int32_t status[4];   // client: the error completions it saw
+};
+
+bool send_msg(int fd, const Msg& m) { return ::send(fd, &m, sizeof m, 0) == ssize_t(sizeof m); }
+bool recv_msg(int fd, Msg* m) { return ::recv(fd, m, sizeof *m, MSG_WAITALL) == ssize_t(sizeof *m); }
+
+void fill(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = uint8_t(seed * 31 + i * 7 + (i >> 8));
+}
+bool filled(const uint8_t* p, size_t n, uint32_t seed) {
+  std::vector<uint8_t> want(n);
+  fill(want.data(), n, seed);
+  return std::memcmp(p, want.data(), n) == 0;
+}
+
+ibv_context* open_dev(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; list && i < n && !ctx; ++i)
+    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  return ctx;
+}
+
+bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
+
+bool connect_rc(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer_gid;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 1;
+  a.max_rd_atomic = 1;
+  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[kQps] = {};
+  ibv_gid gid{};
+};
+
+bool open_side(const char* dev, Side* s) {
+  s->ctx = open_dev(dev);
+  CHECK(s->ctx, "open %s", dev);
+  s->pd = ibv_alloc_pd(s->ctx);
+  s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
+  CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  for (ibv_qp*& q : s->qp) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = s->cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap = {16, 16, 1, 1, 0};
+    q = ibv_create_qp(s->pd, &a);
+    CHECK(q, "create_qp");
+  }
+  return true;
+}
+
+// One RDMA WRITE or READ, waited for; its completion status.
+int rdma(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, void* local, uint32_t len, uint32_t lkey, uint64_t raddr,
+         uint32_t rkey) {
+  ibv_sge sge{uint64_t(uintptr_t(local)), len, lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.opcode = op;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  if (ibv_post_send(qp, &wr, &bad)) return -1;
+  ibv_wc wc{};
+  int n = 0;
+  for (long spins = 0; n == 0 && spins < 200'000'000; ++spins) n = ibv_poll_cq(cq, 1, &wc);
+  return n == 1 ? int(wc.status) : -2;
+}
+
+// The server's GiB: reserved, then unmapped but for kKept; every hole checked unmapped (mincore
+// fails with ENOMEM on a range with no mapping), since a later mmap could have filled one.
+uint8_t* reserve_sparse() {
+  void* p = mmap(nullptr, kSpan, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* base = static_cast<uint8_t*>(p);
+  for (size_t i = 0; i + 1 < 3; ++i) munmap(base + kKept[i] + kPage, kKept[i + 1] - kKept[i] - kPage);
+  return base;
+}
+
+bool hole_is_unmapped(uint8_t* base) {
+  unsigned char v = 0;
+  return mincore(base + kHole, kPage, &v) == -1 && errno == ENOMEM;
+}
+
+bool check_caps(ibv_context* ctx) {
+  ibv_device_attr_ex ex{};
+  CHECK(ibv_query_device_ex(ctx, nullptr, &ex) == 0, "ibv_query_device_ex");
+  const uint32_t rc = ex.odp_caps.per_transport_caps.rc_odp_caps;
+  CHECK((ex.odp_caps.general_caps & (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT)) ==
+            (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT), "general_odp_caps %#llx",
+        (unsigned long long)ex.odp_caps.general_caps);
+  CHECK((rc & (IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV)) ==
+            (IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV),
+        "rc_odp_caps %#x", rc);
+  std::printf("caps: ODP_SUPPORT and ODP_SUPPORT_IMPLICIT, rc_odp_caps %#x\n", rc);
+  return true;
+}
+
+bool run_server(const char* dev, int sock) {
+  Side s;
+  if (!open_side(dev, &s) || !check_caps(s.ctx)) return false;
+  uint8_t* base = reserve_sparse();
+  CHECK(base, "reserve 1 GiB");
+  for (int i = 0; i < 3; ++i) fill(base + kKept[i], kPage, 10 + i);
+  const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  errno = 0;
+  CHECK(!ibv_reg_mr(s.pd, base, kHole + kPage, rw) && errno == EFAULT, "a pinned MR up to the hole fails with EFAULT");
+  ibv_mr* mr = ibv_reg_mr(s.pd, base, kSpan, rw | IBV_ACCESS_ON_DEMAND);
+  CHECK(mr, "ibv_reg_mr(1 GiB, IBV_ACCESS_ON_DEMAND)");
+  ibv_mr* implicit = ibv_reg_mr(s.pd, nullptr, SIZE_MAX, rw | IBV_ACCESS_ON_DEMAND);
+  CHECK(implicit, "ibv_reg_mr(NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND): implicit ODP");
+  // Prefetch: a mapped page is fine; a hole fails when asked to finish now (FLUSH).
+  ibv_sge kept{uint64_t(uintptr_t(base + kKept[1])), kPage, mr->lkey}, hole{uint64_t(uintptr_t(base + kHole)), kPage, mr->lkey};
+  CHECK(ibv_advise_mr(s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &kept, 1) == 0, "advise kept");
+  int e = ibv_advise_mr(s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &hole, 1);
+  CHECK(e == EFAULT, "advise on a hole with FLUSH: %d", e);
+  std::printf("advise: prefetch of a mapped page 0, of an unmapped one with FLUSH EFAULT\n");
+  std::vector<uint8_t> small(8192);
+  fill(small.data(), small.size(), 20);
+  CHECK(hole_is_unmapped(base), "the hole at +700 MiB is unmapped");
+  Msg m{};
+  for (int i = 0; i < kQps; ++i) m.qpn[i] = s.qp[i]->qp_num;
+  m.gid = s.gid, m.base = uint64_t(uintptr_t(base)), m.rkey = mr->rkey, m.implicit_rkey = implicit->rkey;
+  m.small = uint64_t(uintptr_t(small.data()));
+  Msg peer{};
+  CHECK(send_msg(sock, m) && recv_msg(sock, &peer), "exchange");
+  for (int i = 0; i < kQps; ++i) CHECK(connect_rc(s.qp[i], peer.qpn[i], peer.gid), "connect %d", i);
+  CHECK(send_msg(sock, m) && recv_msg(sock, &peer), "the client finished");
+  // The client wrote seeds 30 and 31 into the first and last kept pages, 32 into small[4096..].
+  CHECK(filled(base + kKept[0], kPage, 30) && filled(base + kKept[2], kPage, 31), "WRITEs landed in the GiB");
+  CHECK(filled(small.data() + 4096, 4096, 32) && filled(small.data(), 4096, 20), "WRITE through the implicit MR");
+  CHECK(hole_is_unmapped(base), "the hole is still unmapped");
+  std::printf("server: the peer's WRITEs landed 333 MiB and 1 GiB apart; the hole stayed unmapped\n");
+  CHECK(ibv_dereg_mr(implicit) == 0 && ibv_dereg_mr(mr) == 0, "dereg");
+  for (ibv_qp* q : s.qp) ibv_destroy_qp(q);
+  CHECK(ibv_destroy_cq(s.cq) == 0 && ibv_dealloc_pd(s.pd) == 0 && ibv_close_device(s.ctx) == 0, "teardown");
+  munmap(base, kPage), munmap(base + kKept[1], kPage), munmap(base + kKept[2], kPage);
+  return true;
+}
+
+bool client_steps(Side& s, const Msg& m, Msg* out) {
+  // The client's own buffer is ODP too: 4 pages, the last one unmapped.
+  auto* buf = static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  CHECK(buf != MAP_FAILED && munmap(buf + 3 * kPage, kPage) == 0, "client buffer");
+  ibv_mr* mr = ibv_reg_mr(s.pd, buf, 4 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  CHECK(mr, "client ODP MR");
+  ibv_cq* cq = s.cq;
+  fill(buf, kPage, 30);
+  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[0], m.rkey) == IBV_WC_SUCCESS, "write 0");
+  fill(buf, kPage, 31);
+  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[2], m.rkey) == IBV_WC_SUCCESS, "write 2");
+  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_READ, buf + kPage, kPage, mr->lkey, m.base + kKept[1], m.rkey) == IBV_WC_SUCCESS &&
+            filled(buf + kPage, kPage, 11), "read the page at +333 MiB");
+  std::printf("explicit ODP: 2 pages written and 1 read, 333 MiB and 1 GiB apart, bytes compared\n");
+  out->status[0] = rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, m.base + kHole, m.rkey);
+  CHECK(out->status[0] == IBV_WC_REM_ACCESS_ERR, "WRITE to the hole: status %d", out->status[0]);
+  std::printf("explicit ODP: a WRITE to an unmapped page completed with %s\n", ibv_wc_status_str(ibv_wc_status(out->status[0])));
+  // Implicit ODP: the server's own addresses, any of them.
+  CHECK(rdma(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 4096, mr->lkey, m.small, m.implicit_rkey) == IBV_WC_SUCCESS &&
+            filled(buf, 4096, 20), "read through the implicit MR");
+  fill(buf, kPage, 32);
+  CHECK(rdma(s.qp[1], cq, IBV_WR_RDMA_WRITE, buf, 4096, mr->lkey, m.small + 4096, m.implicit_rkey) == IBV_WC_SUCCESS,
+        "write through the implicit MR");
+  out->status[1] = rdma(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 64, mr->lkey, m.base + kHole, m.implicit_rkey);
+  CHECK(out->status[1] == IBV_WC_REM_ACCESS_ERR, "READ of the hole via implicit: status %d", out->status[1]);
+  std::printf("implicit ODP: 4096 bytes read and 4096 written, a READ of an unmapped page completed with %s\n",
+              ibv_wc_status_str(ibv_wc_status(out->status[1])));
+  // A local page fault: the WRITE's source is the unmapped page of our own ODP MR.
+  out->status[2] = rdma(s.qp[2], cq, IBV_WR_RDMA_WRITE, buf + 3 * kPage, 64, mr->lkey, m.base + kKept[1], m.rkey);
+  CHECK(out->status[2] == IBV_WC_LOC_PROT_ERR, "WRITE from our own hole: status %d", out->status[2]);
+  std::printf("local ODP fault: a WRITE from an unmapped page completed with %s\n",
+              ibv_wc_status_str(ibv_wc_status(out->status[2])));
+  CHECK(ibv_dereg_mr(mr) == 0, "dereg");
+  munmap(buf, 3 * kPage);
+  return true;
+}
+
+bool run_client(const char* dev, int sock) {
+  Side s;
+  Msg m{}, me{};
+  if (!open_side(dev, &s)) return false;
+  CHECK(recv_msg(sock, &m), "the server's set-up");
+  for (int i = 0; i < kQps; ++i) me.qpn[i] = s.qp[i]->qp_num;
+  me.gid = s.gid;
+  for (int i = 0; i < kQps; ++i) CHECK(connect_rc(s.qp[i], m.qpn[i], m.gid), "connect %d", i);
+  CHECK(send_msg(sock, me) && recv_msg(sock, &m), "the server connected");
+  bool ok = client_steps(s, m, &me);
+  CHECK(send_msg(sock, me), "report");
+  for (ibv_qp* q : s.qp) ibv_destroy_qp(q);
+  ibv_destroy_cq(s.cq), ibv_dealloc_pd(s.pd), ibv_close_device(s.ctx);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* a = "simnic0";
+  const char* b = "simnic1";
+  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
+    if (o == 'a') a = optarg;
+    else if (o == 'b') b = optarg;
+    else return 2;
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return 1;
+  pid_t child = fork();
+  if (child == 0) {
+    ::close(sv[0]);
+    _exit(run_client(a, sv[1]) ? 0 : 1);
+  }
+  ::close(sv[1]);
+  bool ok = run_server(b, sv[0]);
+  ::close(sv[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
