@@ -15,8 +15,10 @@ inline constexpr const char* kWcStatusNames[] = {
     "invalid EE context state", "fatal error", "response timeout error", "general error",
     "TM error", "TM rendezvous error"};
 
-constexpr const char* wc_status_str(ibv_wc_status status) {
-  const unsigned i = unsigned(status);
+// Takes the raw number: a status from a program (or a test) may be outside the enum, and
+// loading such a value as an ibv_wc_status is undefined behaviour (UBSan: -fsanitize=enum).
+constexpr const char* wc_status_str(unsigned status) {
+  const unsigned i = status;
   return i < sizeof(kWcStatusNames) / sizeof(kWcStatusNames[0]) ? kWcStatusNames[i] : "unknown";
 }
 

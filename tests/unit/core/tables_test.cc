@@ -123,7 +123,7 @@ TEST(WcStatusNames, AreRdmaCoresStrings) {
   EXPECT_STREQ(wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error");
   EXPECT_STREQ(wc_status_str(IBV_WC_REM_ACCESS_ERR), "remote access error");
   EXPECT_STREQ(wc_status_str(IBV_WC_TM_RNDV_INCOMPLETE), "TM rendezvous error");
-  EXPECT_STREQ(wc_status_str(ibv_wc_status(999)), "unknown");
+  EXPECT_STREQ(wc_status_str(999), "unknown");
 }
 
 }  // namespace
