@@ -29,10 +29,10 @@ bool response_fits_wqe(uint32_t wr_opcode, const ParsedPacket& pkt) {
 }  // namespace
 
 void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
-  const abi::SendWqe& w = fetch_send_wqe(qp, qp.sq_consumer);  // a flushed WQE may be unfetched
-  SendWqeState& st = qp.sq_state[qp.sq_consumer & (qp.sq_entries - 1)];
-  bool started = qp.sq_consumer != qp.sq_started;
-  if (started && st.rd_atomic && qp.rd_atomic_outstanding) --qp.rd_atomic_outstanding;
+  const abi::SendWqe& w = fetch_send_wqe(qp, qp.comp.sq_consumer);  // a flushed WQE may be unfetched
+  SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
+  bool started = qp.comp.sq_consumer != qp.req.sq_started;
+  if (started && st.rd_atomic && qp.req.rd_atomic_outstanding) --qp.req.rd_atomic_outstanding;
   // Errors complete even when unsignaled (IBA 10.7.3.1).
   const bool signaled = status != IBV_WC_SUCCESS || qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
   ibv_wc wc{};
@@ -44,16 +44,16 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
     wc.qp_num = qp.qpn;
     if (status == IBV_WC_SUCCESS && st.rd_atomic) wc.byte_len = st.length;
   }
-  if (!started) ++qp.sq_started;
-  else if (st.npkts) qp.msn_retired = st.msn;
-  if (qp.sq_next == qp.sq_consumer) {
-    ++qp.sq_next;
-    qp.pkt_in_wqe = 0;
+  if (!started) ++qp.req.sq_started;
+  else if (st.npkts) qp.comp.msn_retired = st.msn;
+  if (qp.req.sq_next == qp.comp.sq_consumer) {
+    ++qp.req.sq_next;
+    qp.req.pkt_in_wqe = 0;
   }
-  const uint32_t index = qp.sq_consumer++;
+  const uint32_t index = qp.comp.sq_consumer++;
   // Free the slot before the CQE is visible: an application that polls the completion may post
   // into the slot at once (perftest's latency tests run with a send queue of one).
-  qp.shm->sq.consumer.value.store(qp.sq_consumer, std::memory_order_release);
+  qp.shm->sq.consumer.value.store(qp.comp.sq_consumer, std::memory_order_release);
   if (signaled && qp.send_cq) push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
   tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
   check_sq_drained(qp);
@@ -69,7 +69,7 @@ void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
   qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
   log(LogLevel::kWarn, line + rule);
   tracer_.event("error").u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
-  if (qp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
+  if (qp.comp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
     complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
   // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
@@ -79,20 +79,20 @@ void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
 void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
   const uint32_t mask = qp.sq_entries - 1;
-  const bool progress = psn_diff(psn, qp.una_psn) >= 0;
-  if (progress) qp.una_psn = psn_add(psn, 1);
-  while (qp.sq_consumer != qp.sq_started) {
-    SendWqeState& st = qp.sq_state[qp.sq_consumer & mask];
+  const bool progress = psn_diff(psn, qp.comp.una_psn) >= 0;
+  if (progress) qp.comp.una_psn = psn_add(psn, 1);
+  while (qp.comp.sq_consumer != qp.req.sq_started) {
+    SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & mask];
     uint32_t last = psn_add(st.first_psn, st.npkts - 1);
     if (psn_diff(last, psn) > 0) break;
-    if (qp.sq_consumer == qp.sq_next) break;  // not fully sent yet (being resent)
+    if (qp.comp.sq_consumer == qp.req.sq_next) break;  // not fully sent yet (being resent)
     if (st.rd_atomic && !st.done) {
       // Later requests were acknowledged but this READ/atomic has no answer: its responses
       // were lost (IBA 9.7.5.1.1, implied NAK). Ask again, and keep expecting the responses
       // from the first missing one: the ACK must not carry una_psn past them, or the
       // re-requested responses would be dropped as old and a lost re-request never retried.
       const uint32_t missing = psn_add(st.first_psn, st.rcvd_pkts);
-      qp.una_psn = missing;
+      qp.comp.una_psn = missing;
       go_back_n(qp, missing, now, "implied_nak");
       return;
     }
@@ -100,10 +100,10 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     if (!qp.sq_running()) return;
   }
   if (progress) {  // only progress resets the retry budgets: a NAK for the oldest PSN is none
-    qp.retry_left = qp.attr.retry_cnt;
-    qp.rnr_retry_left = qp.attr.rnr_retry;
+    qp.comp.retry_left = qp.attr.retry_cnt;
+    qp.comp.rnr_retry_left = qp.attr.rnr_retry;
   }
-  if (qp.sq_consumer == qp.sq_started && qp.sq_next == qp.sq_started) {
+  if (qp.comp.sq_consumer == qp.req.sq_started && qp.req.sq_next == qp.req.sq_started) {
     stop_ack_timer(qp);
   } else
     arm_ack_timer(qp, now);
@@ -116,14 +116,14 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
 bool Device::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const {
   const uint32_t mask = qp.sq_entries - 1;
   const uint32_t covered = is_nak ? psn_add(psn, kPsnMask) : psn;
-  uint32_t least = qp.msn_retired;
-  for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
+  uint32_t least = qp.comp.msn_retired;
+  for (uint32_t idx = qp.comp.sq_consumer; idx != qp.req.sq_started; ++idx) {
     const SendWqeState& st = qp.sq_state[idx & mask];
     if (st.npkts == 0) continue;  // a local operation: no message
     if (psn_diff(psn_add(st.first_psn, st.npkts - 1), covered) > 0) break;
     least = st.msn;
   }
-  return psn_diff(msn, least) >= 0 && psn_diff(qp.msn_started, msn) >= 0;
+  return psn_diff(msn, least) >= 0 && psn_diff(qp.req.msn_started, msn) >= 0;
 }
 
 const char* comp_step_name(CompStep step) {
@@ -178,7 +178,7 @@ CompStep Device::comp_check_state(CompletionWork& c) {
 // A response must be for a PSN we have sent and not yet retired.
 CompStep Device::comp_check_psn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
-  if (psn_diff(psn, c.qp.una_psn) < 0 || psn_diff(psn, c.qp.next_psn) >= 0) {
+  if (psn_diff(psn, c.qp.comp.una_psn) < 0 || psn_diff(psn, c.qp.req.next_psn) >= 0) {
     if (c.pkt.mask & kIsAck) ++counters_.duplicates;  // a late or repeated ACK
     else ++counters_.rx_drop_unexpected;
     return CompStep::kDone;
@@ -190,13 +190,13 @@ CompStep Device::comp_check_psn(CompletionWork& c) {
 CompStep Device::comp_find_wqe(CompletionWork& c) {
   Qp& qp = c.qp;
   const uint32_t psn = c.pkt.h.bth.psn, mask = qp.sq_entries - 1;
-  uint32_t idx = qp.sq_consumer;
-  for (; idx != qp.sq_started; ++idx) {
+  uint32_t idx = qp.comp.sq_consumer;
+  for (; idx != qp.req.sq_started; ++idx) {
     const SendWqeState& st = qp.sq_state[idx & mask];
     int32_t d = psn_diff(psn, st.first_psn);
     if (d >= 0 && d < int32_t(st.npkts)) break;
   }
-  if (idx == qp.sq_started || !qp.sq_state[idx & mask].rd_atomic) {
+  if (idx == qp.req.sq_started || !qp.sq_state[idx & mask].rd_atomic) {
     ++counters_.rx_drop_unexpected;
     return CompStep::kDone;
   }
@@ -237,15 +237,15 @@ CompStep Device::comp_read_data(CompletionWork& c) {
   if (psn != expect) {
     if (psn_diff(psn, expect) <= 0) {
       ++counters_.duplicates;
-    } else if (qp.read_gap_asked != expect) {
-      qp.read_gap_asked = expect;
+    } else if (qp.comp.read_gap_asked != expect) {
+      qp.comp.read_gap_asked = expect;
       go_back_n(qp, expect, c.now, "read_gap");
     } else {
       ++counters_.rx_drop_unexpected;
     }
     return CompStep::kDone;
   }
-  qp.read_gap_asked.reset();
+  qp.comp.read_gap_asked.reset();
   if (!c.pkt.payload.empty()) {
     std::string why;
     if (scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
@@ -263,7 +263,7 @@ CompStep Device::comp_read_atomic_done(CompletionWork& c) {
   if (st.done) {
     complete_acked(c.qp, psn_add(st.first_psn, st.npkts - 1), c.now);
   } else {
-    if (psn_diff(c.pkt.h.bth.psn, c.qp.una_psn) >= 0) c.qp.una_psn = psn_add(c.pkt.h.bth.psn, 1);
+    if (psn_diff(c.pkt.h.bth.psn, c.qp.comp.una_psn) >= 0) c.qp.comp.una_psn = psn_add(c.pkt.h.bth.psn, 1);
     arm_ack_timer(c.qp, c.now);
   }
   return CompStep::kRunRequester;
@@ -302,20 +302,20 @@ CompStep Device::comp_rnr_nak(CompletionWork& c) {
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   if (qp.attr.rnr_retry != 7) {
-    if (qp.rnr_retry_left == 0) {
+    if (qp.comp.rnr_retry_left == 0) {
       requester_error(qp, Error::kRnrRetryExceeded,
                       "the responder had no receive WQE (RNR NAK) more than rnr_retry=" +
                           std::to_string(qp.attr.rnr_retry) + " times");
       return CompStep::kDone;
     }
-    --qp.rnr_retry_left;
+    --qp.comp.rnr_retry_left;
   }
   arm_rnr_timer(qp, psn, timer, c.now);
   log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
            std::to_string(rnr_timer_ns(timer) / 1000) + " us" +
            (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")
-                                   : ", " + std::to_string(qp.rnr_retry_left) + " RNR retries left") +
+                                   : ", " + std::to_string(qp.comp.rnr_retry_left) + " RNR retries left") +
            ". The peer must post receives before this side sends";
   });
   return CompStep::kDone;
@@ -332,13 +332,13 @@ CompStep Device::comp_nak(CompletionWork& c) {
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   if (code == kNakPsnSeqError) {
-    if (qp.retry_left == 0) {
+    if (qp.comp.retry_left == 0) {
       requester_error(qp, Error::kRetryExceeded,
                       "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
                           std::to_string(qp.attr.retry_cnt) + " times without progress");
       return CompStep::kDone;
     }
-    --qp.retry_left;
+    --qp.comp.retry_left;
     go_back_n(qp, psn, c.now, "nak_seq");
     return CompStep::kDone;
   }

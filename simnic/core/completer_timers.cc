@@ -26,35 +26,35 @@ uint64_t Device::rnr_timer_ns(uint32_t t) {
 
 void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   if (qp.attr.timeout == 0) {  // 0 means "wait forever" (IBA 11.2.4.2)
-    qp.timer_deadline_ns = 0;
+    qp.comp.timer_deadline_ns = 0;
     return;
   }
   uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
-  bool was_idle = qp.timer_deadline_ns == 0;
-  qp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+  bool was_idle = qp.comp.timer_deadline_ns == 0;
+  qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
   if (was_idle)
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
+    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
 
 void Device::stop_ack_timer(Qp& qp) {
-  if (qp.timer_deadline_ns)
+  if (qp.comp.timer_deadline_ns)
     tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
-  qp.timer_deadline_ns = 0;
+  qp.comp.timer_deadline_ns = 0;
 }
 
 // The requester waits out an RNR NAK's timer, then resends from `psn`.
 void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now) {
-  qp.rnr_wait = true;
-  qp.una_psn = psn;
-  qp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
-  tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.timer_deadline_ns);
+  qp.comp.rnr_wait = true;
+  qp.comp.una_psn = psn;
+  qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
+  tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
   busy_qps_.erase(qp.qpn);
 }
 
 uint64_t Device::next_deadline() const {
   uint64_t best = cm_->next_deadline();
   for (const auto& [h, qp] : qps_)
-    if (qp->timer_deadline_ns && (!best || qp->timer_deadline_ns < best)) best = qp->timer_deadline_ns;
+    if (qp->comp.timer_deadline_ns && (!best || qp->comp.timer_deadline_ns < best)) best = qp->comp.timer_deadline_ns;
   return best;
 }
 
@@ -63,25 +63,25 @@ void Device::on_timer(uint64_t now) {
   cm_->on_timer(now);
   std::vector<Qp*> due;
   for (auto& [h, qp] : qps_)
-    if (qp->timer_deadline_ns && qp->timer_deadline_ns <= now) due.push_back(qp.get());
+    if (qp->comp.timer_deadline_ns && qp->comp.timer_deadline_ns <= now) due.push_back(qp.get());
   for (Qp* qp : due) completer_timer_fired(*qp, now);
   run_scheduled(now);
 }
 
 void Device::completer_timer_fired(Qp& qp, uint64_t now) {
-  qp.timer_deadline_ns = 0;
+  qp.comp.timer_deadline_ns = 0;
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
-  if (qp.rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
-    qp.rnr_wait = false;
+  if (qp.comp.rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
+    qp.comp.rnr_wait = false;
     tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
-    go_back_n(qp, qp.una_psn, now, "rnr");
+    go_back_n(qp, qp.comp.una_psn, now, "rnr");
     return;
   }
-  if (qp.sq_consumer == qp.sq_started) return;  // everything was acknowledged meanwhile
+  if (qp.comp.sq_consumer == qp.req.sq_started) return;  // everything was acknowledged meanwhile
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
-    return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.una_psn) +
+    return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
-           (qp.retry_left ? "retransmitting (" + std::to_string(qp.retry_left) + " of retry_cnt=" +
+           (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
                                 std::to_string(qp.attr.retry_cnt) + " retries left)"
                           : std::string("no retries left")) +
            ". Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
@@ -89,14 +89,14 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   ++counters_.timeouts;
   ++qp.counters.timeouts;
   tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
-  if (qp.retry_left == 0) {
+  if (qp.comp.retry_left == 0) {
     requester_error(qp, Error::kRetryExceeded,
                     "no ACK within the local ACK timeout (4.096us * 2^" + std::to_string(qp.attr.timeout) +
                         ") after retry_cnt=" + std::to_string(qp.attr.retry_cnt) + " retries");
     return;
   }
-  --qp.retry_left;
-  go_back_n(qp, qp.una_psn, now, "timeout");
+  --qp.comp.retry_left;
+  go_back_n(qp, qp.comp.una_psn, now, "timeout");
 }
 
 }  // namespace simnic::core

@@ -49,12 +49,12 @@ void Device::send_async_event(Context* ctx, ibv_event_type type, uint32_t handle
 void Device::flush_sq(Qp& qp) {
   // Every outstanding and later send WQE completes with WR_FLUSH_ERR, signaled or not.
   uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
-  if (sq_prod - qp.sq_consumer > qp.sq_entries) sq_prod = qp.sq_consumer + qp.sq_entries;  // a confused app
-  while (qp.sq_consumer != sq_prod) complete_send_wqe(qp, IBV_WC_WR_FLUSH_ERR);
-  qp.sq_next = qp.sq_consumer;
-  qp.pkt_in_wqe = 0;
-  qp.rd_atomic_outstanding = 0;
-  qp.timer_deadline_ns = 0;
+  if (sq_prod - qp.comp.sq_consumer > qp.sq_entries) sq_prod = qp.comp.sq_consumer + qp.sq_entries;  // a confused app
+  while (qp.comp.sq_consumer != sq_prod) complete_send_wqe(qp, IBV_WC_WR_FLUSH_ERR);
+  qp.req.sq_next = qp.comp.sq_consumer;
+  qp.req.pkt_in_wqe = 0;
+  qp.req.rd_atomic_outstanding = 0;
+  qp.comp.timer_deadline_ns = 0;
 }
 
 void Device::flush_qp(Qp& qp) {
@@ -68,9 +68,9 @@ void Device::flush_qp(Qp& qp) {
     wc.qp_num = qp.qpn;
     push_cqe(*qp.recv_cq, wc, false);
   };
-  if (qp.recv) {
-    flush_recv(qp.recv->wqe.wr_id);
-    qp.recv.reset();
+  if (qp.resp.recv) {
+    flush_recv(qp.resp.recv->wqe.wr_id);
+    qp.resp.recv.reset();
   }
   if (qp.rq_entries) {  // WQEs on an SRQ belong to the SRQ and are not flushed
     auto& ring = qp.shm->rq;

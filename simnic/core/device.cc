@@ -276,8 +276,8 @@ std::string Device::status_text() const {
   for (const auto& [h, qp] : qps_) {
     s << "qp." << hex(qp->qpn) << " " << qp_type_name(qp->type) << " " << qp_state_name(qp->state);
     if (qp->type != IBV_QPT_UD && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT)
-      s << " peer=" << ip_string(qp->remote_ip) << "/" << hex(qp->attr.dest_qp_num) << " next_psn=" << hex(qp->next_psn)
-        << " una_psn=" << hex(qp->una_psn) << " expected_psn=" << hex(qp->epsn);
+      s << " peer=" << ip_string(qp->remote_ip) << "/" << hex(qp->attr.dest_qp_num) << " next_psn=" << hex(qp->req.next_psn)
+        << " una_psn=" << hex(qp->comp.una_psn) << " expected_psn=" << hex(qp->resp.epsn);
     s << " retransmits=" << qp->counters.retransmits << " rnr_naks=" << qp->counters.rnr_naks_received << "\n";
   }
   return s.str();

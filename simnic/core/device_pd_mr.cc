@@ -80,8 +80,8 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
   if (mr->bound_mws) return EINVAL;  // windows still bound to it (rxe refuses the same way)
   // An engine may still point at this MR mid-message; drop those references.
   for (auto& [h, qp] : qps_) {
-    if (qp->write_mr == mr) qp->write_mr = nullptr, qp->write_left = 0;
-    for (auto& rr : qp->read_responses)
+    if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
+    for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
   tracer_.event("mr_destroy").u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)

@@ -88,8 +88,8 @@ int Device::rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out) {
 
 void Device::forget_mr_in_engines(const Mr* mr) {
   for (auto& [h, qp] : qps_) {
-    if (qp->write_mr == mr) qp->write_mr = nullptr, qp->write_left = 0;
-    for (auto& rr : qp->read_responses)
+    if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
+    for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
 }

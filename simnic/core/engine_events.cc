@@ -50,7 +50,7 @@ void Device::run_pending(uint64_t now) {
     if (!find_qp_by_qpn(qp->qpn)) continue;
     bool reads_done = send_read_responses(*qp, burst_);
     if (qp->sq_running()) requester_run(*qp, now);
-    if (reads_done && qp->read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
+    if (reads_done && qp->resp.read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
     if (!reads_done) busy_qps_[qp->qpn] = qp;
   }
   run_scheduled(now);

@@ -169,6 +169,49 @@ struct QpCounters {
            rnr_naks_sent = 0, rnr_naks_received = 0, duplicates = 0, timeouts = 0;
 };
 
+// The requester's state (rxe's qp->req): which WQE is being sent and the PSNs it has used.
+struct QpRequester {
+  uint32_t sq_next = 0;       // the WQE being transmitted
+  uint32_t sq_started = 0;    // WQEs before this one were checked and given PSNs
+  uint32_t sq_fetched = 0;    // WQEs before this one were copied into sq_state (>= sq_started)
+  uint32_t sq_seen = 0;       // trace: WQEs already reported as posted
+  uint32_t pkt_in_wqe = 0;    // next packet index within sq_next
+  uint32_t next_psn = 0;      // PSN of the next new packet
+  uint32_t rd_atomic_outstanding = 0;
+  uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
+};
+
+// The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
+// the one timer (ACK timeout or RNR wait) that drives retransmission.
+struct QpCompleter {
+  uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
+  uint32_t una_psn = 0;       // oldest unacknowledged PSN
+  uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
+  bool rnr_wait = false;
+  uint32_t retry_left = 0;
+  uint32_t rnr_retry_left = 0;
+  uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
+  uint32_t read_offset = 0;   // bytes of the current READ already scattered
+  std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
+  uint32_t msn_retired = 0;   // the MSN of the last message retired
+};
+
+// The responder's state (rxe's qp->resp): the PSN it expects and the message in progress.
+struct QpResponder {
+  uint32_t rq_seen = 0;       // trace: receive WQEs already reported as posted
+  uint32_t epsn = 0;          // expected PSN
+  uint32_t msn = 0;           // message sequence number (count of completed requests)
+  bool nak_sent = false;      // a PSN sequence NAK is out; don't repeat it until in order
+  bool uc_dropping = false;   // UC: the message in progress is being discarded (IBA 9.8.3)
+  std::optional<RecvInProgress> recv;
+  uint64_t write_va = 0;      // next VA of the WRITE in progress
+  uint32_t write_left = 0;    // bytes the RETH announced and not yet written
+  const Mr* write_mr = nullptr;
+  uint32_t write_len = 0;     // RETH dma_len of the WRITE in progress
+  std::deque<ReadResponse> read_responses;
+  std::deque<AtomicResult> atomic_results;
+};
+
 struct Qp {
   uint32_t handle = 0;
   uint32_t qpn = 0;
@@ -195,39 +238,12 @@ struct Qp {
   uint32_t rq_entries = 0;
   std::vector<SendWqeState> sq_state;  // one per SQ slot
 
-  // Requester: WQEs in [sq_consumer, sq_next) have packets on the wire.
-  uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
-  uint32_t sq_next = 0;       // the WQE being transmitted
-  uint32_t sq_started = 0;    // WQEs before this one were checked and given PSNs
-  uint32_t sq_fetched = 0;    // WQEs before this one were copied into sq_state (>= sq_started)
-  uint32_t sq_seen = 0;       // trace: WQEs already reported as posted
-  uint32_t rq_seen = 0;
-  uint32_t pkt_in_wqe = 0;    // next packet index within sq_next
-  uint32_t next_psn = 0;      // PSN of the next new packet
-  uint32_t una_psn = 0;       // oldest unacknowledged PSN
-  uint32_t rd_atomic_outstanding = 0;
-  uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
-  bool rnr_wait = false;
-  uint32_t retry_left = 0;
-  uint32_t rnr_retry_left = 0;
-  uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
-  uint32_t read_offset = 0;   // bytes of the current READ already scattered
-  std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
-  uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
-  uint32_t msn_retired = 0;   // the MSN of the last message retired
-
-  // Responder.
-  uint32_t epsn = 0;          // expected PSN
-  uint32_t msn = 0;           // message sequence number (count of completed requests)
-  bool nak_sent = false;      // a PSN sequence NAK is out; don't repeat it until in order
-  bool uc_dropping = false;   // UC: the message in progress is being discarded (IBA 9.8.3)
-  std::optional<RecvInProgress> recv;
-  uint64_t write_va = 0;      // next VA of the WRITE in progress
-  uint32_t write_left = 0;    // bytes the RETH announced and not yet written
-  const Mr* write_mr = nullptr;
-  uint32_t write_len = 0;     // RETH dma_len of the WRITE in progress
-  std::deque<ReadResponse> read_responses;
-  std::deque<AtomicResult> atomic_results;
+  // Each engine's own state, nested as rxe nests qp->req, qp->resp and qp->comp, so a reader
+  // sees which engine owns a field. WQEs in [comp.sq_consumer, req.sq_next) have packets on
+  // the wire.
+  QpRequester req;
+  QpCompleter comp;
+  QpResponder resp;
 
   uint8_t work = 0;           // engines scheduled to run when the current event ends (Device::schedule)
   QpCounters counters;

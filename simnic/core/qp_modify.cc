@@ -98,17 +98,17 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   if ((mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_SQD && qp.state == IBV_QPS_RTS)
     q.en_sqd_async_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) ? a.en_sqd_async_notify : 0;
   if (mask & IBV_QP_SQ_PSN) {
-    qp.next_psn = qp.una_psn = qp.rd_psn = q.sq_psn;
+    qp.req.next_psn = qp.comp.una_psn = qp.comp.rd_psn = q.sq_psn;
   }
-  if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
+  if (mask & IBV_QP_RQ_PSN) qp.resp.epsn = q.rq_psn;
   if (mask & IBV_QP_AV) {
     std::string unused;  // check_qp_attr_values resolved it a moment ago
     resolve_av(q.ah_attr, &qp.remote_ip, &unused);
   }
   if (mask & IBV_QP_PATH_MTU)
     qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
-  if (mask & IBV_QP_RETRY_CNT) qp.retry_left = q.retry_cnt;
-  if (mask & IBV_QP_RNR_RETRY) qp.rnr_retry_left = q.rnr_retry;
+  if (mask & IBV_QP_RETRY_CNT) qp.comp.retry_left = q.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) qp.comp.rnr_retry_left = q.rnr_retry;
 
   if (!(mask & IBV_QP_STATE) && tracer_.on()) {
     // Attributes changed within a state (IBA 11.2.4.2 allows some in RTS and SQD): traced as a
@@ -149,17 +149,17 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       break;
     case IBV_QPS_RTR:
       if (from == IBV_QPS_INIT) {
-        qp.msn = 0;
-        qp.nak_sent = false;
-        qp.recv.reset();
+        qp.resp.msn = 0;
+        qp.resp.nak_sent = false;
+        qp.resp.recv.reset();
       }
       break;
     case IBV_QPS_RTS:
       if (from == IBV_QPS_RTR) {
-        qp.una_psn = qp.next_psn = qp.rd_psn = qp.attr.sq_psn;
-        qp.msn_started = qp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
-        qp.retry_left = qp.attr.retry_cnt;
-        qp.rnr_retry_left = qp.attr.rnr_retry;
+        qp.comp.una_psn = qp.req.next_psn = qp.comp.rd_psn = qp.attr.sq_psn;
+        qp.req.msn_started = qp.comp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
+        qp.comp.retry_left = qp.attr.retry_cnt;
+        qp.comp.rnr_retry_left = qp.attr.rnr_retry;
       }
       busy_qps_[qp.qpn] = &qp;  // WQEs may have been posted before RTS
       break;
@@ -170,7 +170,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       }
       break;
     case IBV_QPS_ERR:
-      qp.timer_deadline_ns = 0;
+      qp.comp.timer_deadline_ns = 0;
       busy_qps_.erase(qp.qpn);
       flush_qp(qp);
       break;
@@ -186,7 +186,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
 // SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained
 // affiliated event goes out if the RTS->SQD modify asked for it (IBV_QP_EN_SQD_ASYNC_NOTIFY).
 void Device::check_sq_drained(Qp& qp) {
-  if (qp.state != IBV_QPS_SQD || !qp.sq_draining || qp.sq_consumer != qp.sq_started) return;
+  if (qp.state != IBV_QPS_SQD || !qp.sq_draining || qp.comp.sq_consumer != qp.req.sq_started) return;
   qp.sq_draining = false;
   char line[96];
   std::snprintf(line, sizeof line, "QP 0x%x SQ drained%s", qp.qpn,
@@ -199,25 +199,18 @@ void Device::check_sq_drained(Qp& qp) {
 void Device::reset_qp(Qp& qp) {
   uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   qp.shm->sq.consumer.value.store(sq_prod, std::memory_order_release);
-  qp.sq_consumer = qp.sq_next = sq_prod;
-  qp.pkt_in_wqe = 0;
   if (qp.rq_entries) {
     uint32_t rq_prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
     qp.shm->rq.consumer.value.store(rq_prod, std::memory_order_release);
   }
   for (auto& s : qp.sq_state) s = SendWqeState{};
-  qp.sq_started = qp.sq_fetched = qp.sq_seen = sq_prod;
-  qp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
-  qp.rd_atomic_outstanding = 0;
-  qp.timer_deadline_ns = 0;
-  qp.rnr_wait = false;
-  qp.read_gap_asked.reset();
-  qp.recv.reset();
-  qp.write_left = 0;
-  qp.write_mr = nullptr;
-  qp.read_responses.clear();
-  qp.atomic_results.clear();
-  qp.nak_sent = false;
+  // Every engine starts over; RTR and RTS set the PSNs and retry counts again.
+  qp.req = QpRequester{};
+  qp.comp = QpCompleter{};
+  qp.resp = QpResponder{};
+  qp.comp.sq_consumer = qp.req.sq_next = sq_prod;
+  qp.req.sq_started = qp.req.sq_fetched = qp.req.sq_seen = sq_prod;
+  qp.resp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
   busy_qps_.erase(qp.qpn);
   ibv_qp_cap cap = qp.cap;
   qp.attr = ibv_qp_attr{};

@@ -54,7 +54,7 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 }  // namespace
 
 void Device::requester_run(Qp& qp, uint64_t now) {
-  if (!qp.sq_running() || qp.rnr_wait) {
+  if (!qp.sq_running() || qp.comp.rnr_wait) {
     busy_qps_.erase(qp.qpn);
     return;
   }
@@ -66,7 +66,7 @@ void Device::requester_run(Qp& qp, uint64_t now) {
   while (budget && (more = requester_send_packet(qp, now))) --budget;
   if (more && qp.sq_running())
     busy_qps_[qp.qpn] = &qp;
-  else if (qp.read_responses.empty())
+  else if (qp.resp.read_responses.empty())
     busy_qps_.erase(qp.qpn);
 }
 
@@ -74,9 +74,9 @@ void Device::requester_run(Qp& qp, uint64_t now) {
 // for. Fetches happen in SQ order, so every WQE before sq_fetched has its copy in sq_state.
 const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
   SendWqeState& st = qp.sq_state[index & (qp.sq_entries - 1)];
-  if (index == qp.sq_fetched) {
+  if (index == qp.req.sq_fetched) {
     st.wqe = qp.sq[index & (qp.sq_entries - 1)];
-    ++qp.sq_fetched;
+    ++qp.req.sq_fetched;
   }
   return st.wqe;
 }
@@ -122,11 +122,11 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
 Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
   if (qp.state == IBV_QPS_SQD) return WqeStart::kWait;
-  const abi::SendWqe& w = fetch_send_wqe(qp, qp.sq_next);
+  const abi::SendWqe& w = fetch_send_wqe(qp, qp.req.sq_next);
   const bool rd_atomic = is_read_or_atomic(w.opcode);
-  if (rd_atomic && qp.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return WqeStart::kWait;
+  if (rd_atomic && qp.req.rd_atomic_outstanding >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return WqeStart::kWait;
   // A fenced WQE waits until every READ and atomic before it has completed.
-  if ((w.send_flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding) return WqeStart::kWait;
+  if ((w.send_flags & IBV_SEND_FENCE) && qp.req.rd_atomic_outstanding) return WqeStart::kWait;
   if (qp.type != IBV_QPT_UD && is_local_op(w.opcode))  // RC, UC (as rxe)
     return requester_local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
   std::string why;
@@ -135,10 +135,10 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   Error err{};
   if (!check_send_wqe(qp, w, &total, &dst_ip, &err, &why)) {
     // Complete in order: wait until everything before this WQE has completed.
-    if (qp.sq_consumer == qp.sq_next) requester_error(qp, err, why);
+    if (qp.comp.sq_consumer == qp.req.sq_next) requester_error(qp, err, why);
     return WqeStart::kWait;
   }
-  st.begin(qp.next_psn);
+  st.begin(qp.req.next_psn);
   st.length = uint32_t(total);
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
@@ -146,12 +146,12 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.npkts = is_eight_bytes(w.opcode)
                  ? 1
                  : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
-  if (rd_atomic) ++qp.rd_atomic_outstanding;
+  if (rd_atomic) ++qp.req.rd_atomic_outstanding;
   // Every request message counts once in the responder's MSN (IBA 9.7.7.1), retransmitted or not.
-  qp.msn_started = psn_add(qp.msn_started, 1);
-  st.msn = qp.msn_started;
-  ++qp.sq_started;
-  qp.pkt_in_wqe = 0;
+  qp.req.msn_started = psn_add(qp.req.msn_started, 1);
+  st.msn = qp.req.msn_started;
+  ++qp.req.sq_started;
+  qp.req.pkt_in_wqe = 0;
   return WqeStart::kBegun;
 }
 
@@ -159,13 +159,13 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
 bool Device::requester_may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
-  if (qp.sq_next == prod) return false;
-  if (prod - qp.sq_consumer > qp.sq_entries) {
+  if (qp.req.sq_next == prod) return false;
+  if (prod - qp.comp.sq_consumer > qp.sq_entries) {
     requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
   uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
-  return !(qp.acked() && psn_diff(qp.next_psn, qp.una_psn) >= int32_t(window));
+  return !(qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window));
 }
 
 // The transport headers of packet `i` of the WQE; the bytes of payload it carries.
@@ -206,22 +206,22 @@ uint32_t Device::request_headers(const Qp& qp, const SendWqeState& st, uint32_t 
 // when nothing more may go now.
 bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   if (!requester_may_send(qp)) return false;
-  SendWqeState& st = qp.sq_state[qp.sq_next & (qp.sq_entries - 1)];
-  if (qp.sq_next == qp.sq_started) {
+  SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
+  if (qp.req.sq_next == qp.req.sq_started) {
     const WqeStart r = requester_start_wqe(qp, st);
     if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
   }
   if (st.npkts == 0) {  // a local operation met again while going back N: already done
-    ++qp.sq_next;
-    qp.pkt_in_wqe = 0;
+    ++qp.req.sq_next;
+    qp.req.pkt_in_wqe = 0;
     return true;
   }
-  const uint32_t i = qp.pkt_in_wqe;
+  const uint32_t i = qp.req.pkt_in_wqe;
   PacketHeaders h{};
   const uint32_t payload_len = request_headers(qp, st, i, h);
   std::string why;
   if (payload_len && gather(qp, st.wqe, i * qp.mtu_bytes, payload_buffer_.data(), payload_len, &why)) {
-    if (qp.sq_consumer != qp.sq_next) return false;
+    if (qp.comp.sq_consumer != qp.req.sq_next) return false;
     requester_error(qp, Error::kLocalProtection, why);
     return false;
   }
@@ -235,22 +235,22 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
 // Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.
 bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
   if (mask & kIsReadReq) {
-    qp.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
-    qp.next_psn = psn_add(st.first_psn, st.npkts);
+    qp.req.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
+    qp.req.next_psn = psn_add(st.first_psn, st.npkts);
   } else {
-    qp.next_psn = psn_add(st.first_psn, qp.pkt_in_wqe + 1);
-    ++qp.pkt_in_wqe;
+    qp.req.next_psn = psn_add(st.first_psn, qp.req.pkt_in_wqe + 1);
+    ++qp.req.pkt_in_wqe;
   }
-  if (qp.pkt_in_wqe >= st.npkts) {
-    ++qp.sq_next;
-    qp.pkt_in_wqe = 0;
+  if (qp.req.pkt_in_wqe >= st.npkts) {
+    ++qp.req.sq_next;
+    qp.req.pkt_in_wqe = 0;
     if (!qp.acked()) {  // UC/UD: done once on the wire
-      qp.una_psn = qp.next_psn;
+      qp.comp.una_psn = qp.req.next_psn;
       complete_send_wqe(qp, IBV_WC_SUCCESS);
       return qp.sq_running();
     }
   }
-  if (!qp.timer_deadline_ns) arm_ack_timer(qp, now);
+  if (!qp.comp.timer_deadline_ns) arm_ack_timer(qp, now);
   return true;
 }
 
@@ -274,16 +274,16 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
 bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
   if (execute_local_wqe(qp, w, &why) != IBV_WC_SUCCESS) {  // IBV_WC_MW_BIND_ERR
-    if (qp.sq_consumer != qp.sq_next) return false;  // complete in order
+    if (qp.comp.sq_consumer != qp.req.sq_next) return false;  // complete in order
     requester_error(qp, Error::kMwBindFailed, why);
     return false;
   }
-  st.begin(qp.next_psn);
+  st.begin(qp.req.next_psn);
   st.npkts = 0;
-  ++qp.sq_started;
-  ++qp.sq_next;
-  qp.pkt_in_wqe = 0;
-  if (qp.sq_consumer + 1 == qp.sq_next) complete_send_wqe(qp, IBV_WC_SUCCESS);
+  ++qp.req.sq_started;
+  ++qp.req.sq_next;
+  qp.req.pkt_in_wqe = 0;
+  if (qp.comp.sq_consumer + 1 == qp.req.sq_next) complete_send_wqe(qp, IBV_WC_SUCCESS);
   return true;
 }
 
@@ -291,18 +291,18 @@ bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st)
 // run from there when the current event ends.
 void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
-  for (uint32_t idx = qp.sq_consumer; idx != qp.sq_started; ++idx) {
+  for (uint32_t idx = qp.comp.sq_consumer; idx != qp.req.sq_started; ++idx) {
     const SendWqeState& st = qp.sq_state[idx & mask];
     int32_t d = psn_diff(psn, st.first_psn);
     if (d >= 0 && d < int32_t(st.npkts)) {
-      qp.sq_next = idx;
-      qp.pkt_in_wqe = uint32_t(d);
+      qp.req.sq_next = idx;
+      qp.req.pkt_in_wqe = uint32_t(d);
       if (abi::wr_has(st.wqe.opcode, abi::kWrRead)) {
         // Re-request only what has not arrived.
-        qp.pkt_in_wqe = st.rcvd_pkts;
+        qp.req.pkt_in_wqe = st.rcvd_pkts;
         psn = psn_add(st.first_psn, st.rcvd_pkts);
       }
-      qp.next_psn = psn;
+      qp.req.next_psn = psn;
       tracer_.event("retransmit").u("qp", qp.qpn).u("psn", psn).s("cause", cause);
       ++counters_.retransmits;
       ++qp.counters.retransmits;
@@ -312,8 +312,8 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
     }
   }
   // Nothing outstanding at that PSN: carry on with new WQEs.
-  qp.sq_next = qp.sq_started;
-  qp.pkt_in_wqe = 0;
+  qp.req.sq_next = qp.req.sq_started;
+  qp.req.pkt_in_wqe = 0;
   schedule(qp, kWorkRequester);
 }
 

@@ -31,7 +31,7 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   h.bth.dest_qp = qp.attr.dest_qp_num;
   h.bth.psn = psn;
   h.aeth.syndrome = syndrome;
-  h.aeth.msn = qp.msn & kPsnMask;
+  h.aeth.msn = qp.resp.msn & kPsnMask;
   emit(qp, h, {});
   switch (aeth_class(syndrome)) {
     case kAethAck: ++counters_.acks_sent; break;
@@ -63,7 +63,7 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
                     (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
-  if (qp.recv && err.completes_recv) complete_recv_in_error(qp, err.status);
+  if (qp.resp.recv && err.completes_recv) complete_recv_in_error(qp, err.status);
   send_ack(qp, aeth_nak(uint32_t(err.nak)), psn);
   // Class A and C errors take the responder's QP to ERROR too (IBA 9.9.3.1).
   set_qp_state(qp, IBV_QPS_ERR, "responder error");
@@ -71,13 +71,13 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
 
 void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
   ibv_wc wc{};
-  wc.wr_id = qp.recv->wqe.wr_id;
+  wc.wr_id = qp.resp.recv->wqe.wr_id;
   wc.status = status;
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;
   push_cqe(*qp.recv_cq, wc, false);
-  qp.recv.reset();
+  qp.resp.recv.reset();
 }
 
 bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
@@ -113,36 +113,36 @@ bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
 }
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
-  if (!qp.uc_dropping) {
+  if (!qp.resp.uc_dropping) {
     ++counters_.rx_drop_uc_message;
     log_limited(LogLevel::kWarn, "uc_discard", qp.qpn,
                 [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; });
     tracer_.event("pkt_drop").s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
   }
-  qp.uc_dropping = true;
+  qp.resp.uc_dropping = true;
   uc_abandon_message(qp);
 }
 
 // A SEND cut short keeps its receive WQE for the next message (as rxe); a WRITE cut short
 // leaves what it wrote.
 void Device::uc_abandon_message(Qp& qp) {
-  if (qp.recv) qp.recv->offset = 0;
-  qp.write_left = 0;
-  qp.write_mr = nullptr;
+  if (qp.resp.recv) qp.resp.recv->offset = 0;
+  qp.resp.write_left = 0;
+  qp.resp.write_mr = nullptr;
 }
 
 // UC PSN rules (IBA 9.8.3.1): in-order packets are executed; a gap discards the message in
 // progress; the first packet of a new message resynchronises, whatever its PSN.
 bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
-  if (psn == qp.epsn && !qp.uc_dropping) return true;
+  if (psn == qp.resp.epsn && !qp.resp.uc_dropping) return true;
   if (pkt.mask & kIsFirst) {
     uc_abandon_message(qp);
-    qp.uc_dropping = false;
-    qp.epsn = psn;
+    qp.resp.uc_dropping = false;
+    qp.resp.epsn = psn;
     return true;
   }
-  uc_discard(qp, psn, "PSN " + std::to_string(psn) + " is not the expected " + std::to_string(qp.epsn) +
+  uc_discard(qp, psn, "PSN " + std::to_string(psn) + " is not the expected " + std::to_string(qp.resp.epsn) +
                           " and not the start of a message (a packet was lost)");
   return false;
 }
@@ -182,26 +182,26 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
 RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   if (qp.type == IBV_QPT_UC) return uc_accept(qp, pkt) ? RespStep::kExecute : RespStep::kDone;
   const uint32_t psn = pkt.h.bth.psn;
-  const int32_t d = psn_diff(psn, qp.epsn);
+  const int32_t d = psn_diff(psn, qp.resp.epsn);
   if (d < 0) return RespStep::kDuplicate;
   if (d == 0) {
-    qp.nak_sent = false;
+    qp.resp.nak_sent = false;
     return RespStep::kExecute;
   }
   // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
   // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
   ++counters_.rx_drop_out_of_sequence;
   log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
-    return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.epsn) + ", got " + hex(psn) +
+    return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.resp.epsn) + ", got " + hex(psn) +
            ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
            "requester goes back";
   });
-  if (!qp.nak_sent) {
-    qp.nak_sent = true;
-    tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.epsn).s("code", nak_info(kNakPsnSeqError).name)
-        .s("rule", "expected PSN " + std::to_string(qp.epsn) + ", got " + std::to_string(psn) +
+  if (!qp.resp.nak_sent) {
+    qp.resp.nak_sent = true;
+    tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.resp.epsn).s("code", nak_info(kNakPsnSeqError).name)
+        .s("rule", "expected PSN " + std::to_string(qp.resp.epsn) + ", got " + std::to_string(psn) +
                        ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
-    send_ack(qp, aeth_nak(kNakPsnSeqError), qp.epsn);
+    send_ack(qp, aeth_nak(kNakPsnSeqError), qp.resp.epsn);
   }
   return RespStep::kDone;
 }
@@ -218,7 +218,7 @@ RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
   } else if (pkt.mask & kIsAtomicWrite) {
     respond_atomic_write(qp, pkt, true);
   } else if (pkt.h.bth.ack_req || (pkt.mask & kIsLast)) {
-    send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.epsn, kPsnMask));
+    send_ack(qp, aeth_ack(kAckCredits), psn_add(qp.resp.epsn, kPsnMask));
   }
   return RespStep::kDone;
 }
@@ -238,11 +238,11 @@ RespStep Device::resp_execute(Qp& qp, const ParsedPacket& pkt) {
 // false when the packet has been dealt with.
 bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
-  if (qp.recv && qp.type == IBV_QPT_UC) {
-    qp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
+  if (qp.resp.recv && qp.type == IBV_QPT_UC) {
+    qp.resp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
     return true;
   }
-  if (qp.recv) {
+  if (qp.resp.recv) {
     responder_error(qp, Error::kSendOutOfSequence, psn, "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
     return false;
   }
@@ -256,12 +256,12 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
     send_rnr_nak(qp, psn);
     // The requester goes back to this PSN after the RNR wait: the rest of the message, still
     // in flight, is out of sequence and dropped without a second (sequence) NAK.
-    qp.nak_sent = true;
+    qp.resp.nak_sent = true;
     return false;
   }
   uint64_t total = 0;
   std::string why;
-  qp.recv = rip;
+  qp.resp.recv = rip;
   if (rip.wqe.num_sge > abi::kMaxSge ||
       !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
     responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
@@ -285,11 +285,11 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   if (pkt.mask & kIsFirst) {
     if (!resp_begin_send(qp, pkt)) return;
-  } else if (!qp.recv) {
+  } else if (!qp.resp.recv) {
     responder_error(qp, Error::kSendMissingFirst, psn, "a SEND MIDDLE/LAST arrived with no SEND in progress");
     return;
   }
-  RecvInProgress& r = *qp.recv;
+  RecvInProgress& r = *qp.resp.recv;
   std::string why;
   if (!pkt.payload.empty()) {
     int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why);
@@ -307,7 +307,7 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     responder_error(qp, Error::kInvalidateFailed, psn, why);
     return;
   }
-  qp.epsn = psn_add(qp.epsn, 1);
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (pkt.mask & kIsLast) complete_send_recv(qp, pkt);
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
 }
@@ -315,10 +315,10 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
 // The SEND's last packet is in: its receive WQE completes.
 void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
   ibv_wc wc{};
-  wc.wr_id = qp.recv->wqe.wr_id;
+  wc.wr_id = qp.resp.recv->wqe.wr_id;
   wc.status = IBV_WC_SUCCESS;
   wc.opcode = IBV_WC_RECV;
-  wc.byte_len = qp.recv->offset;
+  wc.byte_len = qp.resp.recv->offset;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;
   if (pkt.mask & kHasImm) {
@@ -329,8 +329,8 @@ void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
     wc.wc_flags |= IBV_WC_WITH_INV;
     wc.invalidated_rkey = pkt.h.ieth_rkey;
   }
-  qp.recv.reset();
-  ++qp.msn;
+  qp.resp.recv.reset();
+  ++qp.resp.msn;
   push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
@@ -340,40 +340,40 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   std::string why;
   if (pkt.mask & kIsFirst) {
-    if (qp.write_left) {
+    if (qp.resp.write_left) {
       responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
       return false;
     }
     const Reth& r = pkt.h.reth;
-    qp.write_mr = nullptr;
+    qp.resp.write_mr = nullptr;
     uint64_t mr_va = r.va;
     if (r.dma_len) {
-      qp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
-      if (!qp.write_mr) {
+      qp.resp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
+      if (!qp.resp.write_mr) {
         responder_error(qp, Error::kRkeyViolation, psn, why);
         return false;
       }
     }
-    qp.write_va = mr_va;
-    qp.write_left = r.dma_len;
-    qp.write_len = r.dma_len;
-  } else if (!qp.write_mr && qp.write_left == 0 && !pkt.payload.empty()) {
+    qp.resp.write_va = mr_va;
+    qp.resp.write_left = r.dma_len;
+    qp.resp.write_len = r.dma_len;
+  } else if (!qp.resp.write_mr && qp.resp.write_left == 0 && !pkt.payload.empty()) {
     responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE MIDDLE/LAST arrived with no WRITE in progress");
     return false;
   }
-  if (pkt.payload.size() > qp.write_left || ((pkt.mask & kIsLast) && pkt.payload.size() != qp.write_left)) {
+  if (pkt.payload.size() > qp.resp.write_left || ((pkt.mask & kIsLast) && pkt.payload.size() != qp.resp.write_left)) {
     responder_error(qp, Error::kWriteLength, psn,
-                    "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.write_len) + " bytes)");
+                    "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.resp.write_len) + " bytes)");
     return false;
   }
   return true;
 }
 
-// WRITE with immediate consumes a receive WQE. It is held in qp.recv until the CQE, so an
+// WRITE with immediate consumes a receive WQE. It is held in qp.resp.recv until the CQE, so an
 // error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
 // SEND left behind. False when there is none (RNR NAK; UC: the message is dropped).
 bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
-  if (qp.recv) return true;
+  if (qp.resp.recv) return true;
   RecvInProgress rip;
   if (!take_recv_wqe(qp, &rip)) {
     if (qp.type == IBV_QPT_UC) {
@@ -384,21 +384,21 @@ bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
     send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), pkt.h.bth.psn);
     return false;
   }
-  qp.recv = rip;
+  qp.resp.recv = rip;
   return true;
 }
 
 // The payload into the MR the first packet's rkey named, at the next VA.
 bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.payload.empty()) return true;
-  if (!qp.write_mr) {
+  if (!qp.resp.write_mr) {
     responder_error(qp, Error::kRkeyViolation, pkt.h.bth.psn, "the MR of this WRITE was deregistered");
     return false;
   }
-  const Mr& mr = *qp.write_mr;
-  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.write_va).u("length", pkt.payload.size());
-  if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
-    remote_dma_failed(qp, mr, qp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
+  const Mr& mr = *qp.resp.write_mr;
+  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.resp.write_va).u("length", pkt.payload.size());
+  if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+    remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
   }
   return true;
@@ -409,19 +409,19 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
   const bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
   if (with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
   if (!resp_write_payload(qp, pkt)) return;
-  qp.write_va += pkt.payload.size();
-  qp.write_left -= uint32_t(pkt.payload.size());
-  qp.epsn = psn_add(qp.epsn, 1);
+  qp.resp.write_va += pkt.payload.size();
+  qp.resp.write_left -= uint32_t(pkt.payload.size());
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (pkt.mask & kIsLast) {
-    qp.write_mr = nullptr;
-    ++qp.msn;
+    qp.resp.write_mr = nullptr;
+    ++qp.resp.msn;
     if (with_imm) {
       ibv_wc wc{};
-      wc.wr_id = qp.recv->wqe.wr_id;
-      qp.recv.reset();
+      wc.wr_id = qp.resp.recv->wqe.wr_id;
+      qp.resp.recv.reset();
       wc.status = IBV_WC_SUCCESS;
       wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-      wc.byte_len = qp.write_len;
+      wc.byte_len = qp.resp.write_len;
       wc.qp_num = qp.qpn;
       wc.src_qp = qp.attr.dest_qp_num;
       wc.wc_flags = IBV_WC_WITH_IMM;
@@ -445,7 +445,7 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
       return;
     }
   }
-  if (!duplicate && qp.read_responses.size() >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
+  if (!duplicate && qp.resp.read_responses.size() >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
     responder_error(qp, Error::kTooManyRdAtomic, psn,
                     "more READ/atomic requests outstanding than max_dest_rd_atomic=" +
                         std::to_string(qp.attr.max_dest_rd_atomic));
@@ -459,21 +459,21 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   rr.mr = mr;
   if (duplicate) {
     // Re-execute (9.7.5.2.1): drop any older stream of the same READ still being sent.
-    std::erase_if(qp.read_responses, [&](const ReadResponse& x) {
+    std::erase_if(qp.resp.read_responses, [&](const ReadResponse& x) {
       return psn_diff(psn, x.first_psn) >= 0 && psn_diff(psn, psn_add(x.first_psn, x.npkts)) < 0;
     });
   } else {
-    qp.epsn = psn_add(qp.epsn, rr.npkts);
-    ++qp.msn;
+    qp.resp.epsn = psn_add(qp.resp.epsn, rr.npkts);
+    ++qp.resp.msn;
   }
-  rr.msn = qp.msn;
-  qp.read_responses.push_back(rr);
+  rr.msn = qp.resp.msn;
+  qp.resp.read_responses.push_back(rr);
   if (!send_read_responses(qp, burst_)) busy_qps_[qp.qpn] = &qp;
 }
 
 bool Device::send_read_responses(Qp& qp, uint32_t budget) {
-  while (!qp.read_responses.empty() && budget) {
-    ReadResponse& rr = qp.read_responses.front();
+  while (!qp.resp.read_responses.empty() && budget) {
+    ReadResponse& rr = qp.resp.read_responses.front();
     while (rr.sent < rr.npkts && budget) {
       uint32_t k = rr.sent;
       uint32_t offset = k * qp.mtu_bytes;
@@ -490,7 +490,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       h.aeth.msn = rr.msn & kPsnMask;
       if (n) {
         if (!rr.mr) {
-          qp.read_responses.pop_front();
+          qp.resp.read_responses.pop_front();
           responder_error(qp, Error::kRkeyViolation, h.bth.psn, "the MR of this READ was deregistered");
           return true;
         }
@@ -498,7 +498,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
         tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + offset).u("length", n);
         if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
           const uint64_t va = rr.va + offset;
-          qp.read_responses.pop_front();
+          qp.resp.read_responses.pop_front();
           remote_dma_failed(qp, mr, va, n, h.bth.psn, "DMA read for a READ response", e);
           return true;
         }
@@ -507,9 +507,9 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       ++rr.sent;
       --budget;
     }
-    if (rr.sent == rr.npkts) qp.read_responses.pop_front();
+    if (rr.sent == rr.npkts) qp.resp.read_responses.pop_front();
   }
-  return qp.read_responses.empty();
+  return qp.resp.read_responses.empty();
 }
 
 void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
@@ -521,13 +521,13 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth.syndrome = aeth_ack(kAckCredits);
-    h.aeth.msn = qp.msn & kPsnMask;
+    h.aeth.msn = qp.resp.msn & kPsnMask;
     h.atomic_ack.orig = orig;
     emit(qp, h, {});
   };
   if (duplicate) {
     // Never apply an atomic twice: answer from the result we kept (IBA 9.7.5.2.1).
-    for (const AtomicResult& a : qp.atomic_results)
+    for (const AtomicResult& a : qp.resp.atomic_results)
       if (a.psn == psn) return reply(a.orig);
     return;  // too old to replay; the requester will time out
   }
@@ -561,10 +561,10 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
       return;
     }
   }
-  qp.atomic_results.push_back({psn, orig});
-  if (qp.atomic_results.size() > kAtomicReplayDepth) qp.atomic_results.pop_front();
-  qp.epsn = psn_add(qp.epsn, 1);
-  ++qp.msn;
+  qp.resp.atomic_results.push_back({psn, orig});
+  if (qp.resp.atomic_results.size() > kAtomicReplayDepth) qp.resp.atomic_results.pop_front();
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
+  ++qp.resp.msn;
   reply(orig);
 }
 
@@ -588,8 +588,8 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
     remote_dma_failed(qp, *mr, mr_va, 8, psn, "ATOMIC WRITE DMA", e);
     return;
   }
-  qp.epsn = psn_add(qp.epsn, 1);
-  ++qp.msn;
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
+  ++qp.resp.msn;
   send_atomic_write_ack(qp, psn);
 }
 
@@ -631,7 +631,7 @@ void Device::send_atomic_write_ack(Qp& qp, uint32_t psn) {
   h.bth.dest_qp = qp.attr.dest_qp_num;
   h.bth.psn = psn;
   h.aeth.syndrome = aeth_ack(kAckCredits);
-  h.aeth.msn = qp.msn & kPsnMask;
+  h.aeth.msn = qp.resp.msn & kPsnMask;
   emit(qp, h, {});
 }
 

@@ -65,25 +65,25 @@ const char* wr_opcode_name(uint32_t op) { return abi::wr_opcode_name(op); }
 // The shim writes WQEs without telling simnicd which; at a doorbell we report the new ones.
 void Device::trace_new_wqes(Qp& qp) {
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
-  for (int guard = 0; qp.sq_seen != prod && guard < int(qp.sq_entries); ++qp.sq_seen, ++guard) {
-    const abi::SendWqe& w = qp.sq[qp.sq_seen & (qp.sq_entries - 1)];
+  for (int guard = 0; qp.req.sq_seen != prod && guard < int(qp.sq_entries); ++qp.req.sq_seen, ++guard) {
+    const abi::SendWqe& w = qp.sq[qp.req.sq_seen & (qp.sq_entries - 1)];
     uint64_t len = w.opcode == IBV_WR_BIND_MW ? w.bind_length : w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
     if (!(w.send_flags & IBV_SEND_INLINE) && w.opcode != IBV_WR_BIND_MW)
       for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "sq").u("index", qp.sq_seen).u("wr_id", w.wr_id)
+    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "sq").u("index", qp.req.sq_seen).u("wr_id", w.wr_id)
         .s("opcode", wr_opcode_name(w.opcode)).u("length", len).s("flags", send_flags_string(w.send_flags));
   }
-  qp.sq_seen = prod;
+  qp.req.sq_seen = prod;
   if (!qp.rq_entries) return;
   prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
-  for (int guard = 0; qp.rq_seen != prod && guard < int(qp.rq_entries); ++qp.rq_seen, ++guard) {
-    const abi::RecvWqe& w = qp.rq[qp.rq_seen & (qp.rq_entries - 1)];
+  for (int guard = 0; qp.resp.rq_seen != prod && guard < int(qp.rq_entries); ++qp.resp.rq_seen, ++guard) {
+    const abi::RecvWqe& w = qp.rq[qp.resp.rq_seen & (qp.rq_entries - 1)];
     uint64_t len = 0;
     for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "rq").u("index", qp.rq_seen).u("wr_id", w.wr_id)
+    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "rq").u("index", qp.resp.rq_seen).u("wr_id", w.wr_id)
         .s("opcode", "RECV").u("length", len).s("flags", "");
   }
-  qp.rq_seen = prod;
+  qp.resp.rq_seen = prod;
 }
 
 void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,

@@ -119,7 +119,7 @@ int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq
 void Device::xrc_release_srq(Srq& srq) {
   for (auto& [h, qp] : qps_) {
     if (qp->srq != &srq || qp->type != IBV_QPT_XRC_RECV) continue;
-    qp->recv.reset();
+    qp->resp.recv.reset();
     qp->srq = nullptr;
     qp->pd = nullptr;
     qp->recv_cq = nullptr;
@@ -247,7 +247,7 @@ void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     if (!can_receive(qp)) return;
     // The request the responder expects next goes to the SRQ its XRCETH names; duplicates and
     // gaps are answered from their PSN alone, as on RC.
-    if (pkt.h.bth.psn == qp.epsn && !xrc_route(qp, pkt)) return;
+    if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
     return responder_receive(qp, pkt, now);
   }
   ++counters_.rx_drop_unexpected;
@@ -269,7 +269,7 @@ bool Device::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
   else if (srq->xrcd != tgt.xrcd)
     rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", which belongs to another XRC domain than TGT QP " +
            hex(tgt.qpn) + "'s (Annex A14: a TGT QP delivers only to SRQs of its own domain)";
-  else if (tgt.recv && tgt.srq != srq)
+  else if (tgt.resp.recv && tgt.srq != srq)
     rule = "a packet of a message in progress names XRC SRQ " + hex(srqn) + ", not the SRQ the message began in";
   if (!rule.empty()) {
     responder_error(tgt, Error::kXrcSrqInvalid, pkt.h.bth.psn, rule);

@@ -265,11 +265,11 @@ class World {
     h.bth.becn = flags & 8;
     h.bth.dest_qp = (flags & 16) ? in.ConsumeIntegral<uint32_t>() & 0xffffff : qp.qpn;
     h.bth.pkey = (flags & 32) ? in.ConsumeIntegral<uint16_t>() : 0xffff;
-    const uint32_t base = (mask & proto::kIsResponse) ? qp.una_psn : qp.epsn;
+    const uint32_t base = (mask & proto::kIsResponse) ? qp.comp.una_psn : qp.resp.epsn;
     h.bth.psn = (base + uint32_t(in.ConsumeIntegralInRange<int32_t>(-40, 40))) & 0xffffff;
     h.reth = {pick_va(in), pick_key(in), in.ConsumeIntegralInRange<uint32_t>(0, 20000)};
     h.atomic = {pick_va(in), pick_key(in), in.ConsumeIntegral<uint64_t>(), in.ConsumeIntegral<uint64_t>()};
-    h.aeth = {in.ConsumeIntegral<uint8_t>(), (qp.msn_started + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
+    h.aeth = {in.ConsumeIntegral<uint8_t>(), (qp.req.msn_started + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
     h.atomic_ack.orig = in.ConsumeIntegral<uint64_t>();
     h.deth = {(flags & 64) ? in.ConsumeIntegral<uint32_t>() : kQkey, in.ConsumeIntegral<uint32_t>() & 0xffffff};
     h.imm_be = in.ConsumeIntegral<uint32_t>();

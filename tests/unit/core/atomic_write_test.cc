@@ -92,7 +92,7 @@ TEST_F(AtomicWrite, WireFormatBytesAndCompletion) {
   EXPECT_EQ(wcs[0].opcode, IBV_WC_ATOMIC_WRITE);
   EXPECT_EQ(wcs[0].wr_id, 7u);
   EXPECT_TRUE(poll(*b).empty());  // no receive WQE is consumed
-  EXPECT_EQ(a->qp->rd_atomic_outstanding, 0u);
+  EXPECT_EQ(a->qp->req.rd_atomic_outstanding, 0u);
 }
 
 // ibv_wr_atomic_write hands the 8 bytes, not an SGE: the shim puts them inline in the WQE.

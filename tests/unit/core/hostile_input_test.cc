@@ -29,7 +29,7 @@ class HostileInput : public QpPair, public ::testing::WithParamInterface<ibv_qp_
                                                 : uint8_t(0x64 + pick(2)))
                            : uint8_t(rng());
     h.bth.dest_qp = pick(8) ? b->qp->qpn : uint32_t(rng()) & proto::kPsnMask;
-    h.bth.psn = (b->qp->epsn + uint32_t(pick(8)) - 4) & proto::kPsnMask;
+    h.bth.psn = (b->qp->resp.epsn + uint32_t(pick(8)) - 4) & proto::kPsnMask;
     h.bth.ack_req = pick(2);
     h.bth.solicited = pick(2);
     h.bth.pkey = 0xffff;

@@ -376,6 +376,48 @@ TEST_F(RcProtocol, ErrorStateFlushesPostedReceives) {
   EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 }
 
+TEST_F(RcProtocol, ResetForgetsTransportStateSoTheQpConnectsAgain) {
+  connect();
+  fill(*a, 0, 64, 5);
+  for (uint64_t i = 0; i < 3; ++i) {
+    post_recv(*b, i, 4096, 64);
+    post_send(*a, wqe(*a, IBV_WR_SEND, i, 0, 64));
+    fabric.deliver_all(now);
+  }
+  ASSERT_EQ(poll(*a).size(), 3u);
+  ASSERT_EQ(poll(*b).size(), 3u);
+  ASSERT_EQ(b->qp->resp.msn, 3u);
+  // Both sides go through RESET and connect again at another PSN (IBA 10.3.1.1: RESET
+  // returns the QP to the state it had when created).
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RESET;
+  for (Host* h : {a.get(), b.get()}) ASSERT_EQ(h->dev.modify_qp(h->ctx, h->qp->handle, at, IBV_QP_STATE, now), 0);
+  EXPECT_EQ(a->qp->req.msn_started, 0u);
+  EXPECT_EQ(b->qp->resp.msn, 0u);
+  connect(500);
+  post_recv(*b, 9, 4096, 64);
+  post_send(*a, wqe(*a, IBV_WR_SEND, 10, 0, 64));
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(parse(fabric.queue.front()).h.bth.psn, 500u);
+  WirePacket p = fabric.queue.front();
+  fabric.queue.pop_front();
+  b->dev.on_packet(p.src_ip, 4791, p.bytes, now);
+  // The ACK counts the first message since the reset: MSN 1 (IBA 9.7.5.1.3), not 4.
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  auto ack = parse(fabric.queue.front());
+  EXPECT_EQ(ack.h.bth.opcode, proto::kRcAcknowledge);
+  EXPECT_EQ(ack.h.aeth.msn, 1u);
+  fabric.deliver_all(now);
+  auto swc = poll(*a);
+  ASSERT_EQ(swc.size(), 1u);
+  EXPECT_EQ(swc[0].wr_id, 10u);
+  EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
+  auto rwc = poll(*b);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].wr_id, 9u);
+  EXPECT_EQ(std::memcmp(mem.ptr(kPidA, 0), mem.ptr(kPidB, 4096), 64), 0);
+}
+
 TEST_F(RcProtocol, CorruptedPacketIsCountedAndDropped) {
   connect();
   post_recv(*b, 1, 65536, 4096);

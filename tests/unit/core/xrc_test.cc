@@ -311,7 +311,7 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
     proto::PacketHeaders h{};
     h.bth.opcode = pick(4) ? uint8_t(kXrcBase + pick(0x18)) : uint8_t(rng());
     h.bth.dest_qp = pick(6) ? tgt->qpn : pick(2) ? ini->qpn : uint32_t(rng()) & 0xffffff;
-    h.bth.psn = (tgt->epsn + uint32_t(pick(8)) - 4) & 0xffffff;
+    h.bth.psn = (tgt->resp.epsn + uint32_t(pick(8)) - 4) & 0xffffff;
     h.bth.ack_req = pick(2);
     const uint32_t srqns[] = {srq1.srq->srqn, srq2.srq->srqn, foreign.srq->srqn, uint32_t(rng())};
     h.xrc_srqn = srqns[pick(4)];
