@@ -22,21 +22,17 @@
 #include <cstring>
 #include <getopt.h>
 
+#include "check_util.h"
+
 namespace {
 
-#define CHECK(cond, ...)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "FAIL %s:%d (errno %d): ", __FILE__, __LINE__, errno); \
-      std::fprintf(stderr, __VA_ARGS__);                                          \
-      std::fprintf(stderr, "\n");                                                 \
-      return false;                                                               \
-    }                                                                             \
-  } while (0)
+using namespace check;
 
 constexpr size_t kBuf = 4096;
 constexpr uint64_t kCapAtomicWrite = 1ull << 40;  // the kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE
 constexpr int kCases = 4;
+// REMOTE_WRITE is what rxe checks for an ATOMIC WRITE.
+constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE;
 constexpr uint64_t kV1 = 0x0123456789abcdefull, kV2 = 0xfedcba9876543210ull;
 const ibv_wc_status kExpect[kCases] = {IBV_WC_SUCCESS, IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_ACCESS_ERR,
                                        IBV_WC_LOC_LEN_ERR};
@@ -51,50 +47,7 @@ struct Msg {
   int32_t status;          // client: the case's completion status
 };
 
-bool send_msg(int fd, const Msg& m) { return ::send(fd, &m, sizeof m, 0) == ssize_t(sizeof m); }
-bool recv_msg(int fd, Msg* m) { return ::recv(fd, m, sizeof *m, MSG_WAITALL) == ssize_t(sizeof *m); }
 
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; list && i < n && !ctx; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  return ctx;
-}
-
-bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
-
-// INIT with REMOTE_WRITE (what rxe checks for an ATOMIC WRITE), RTR, RTS.
-bool connect_rc(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer_qpn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer_gid;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC);
-}
 
 ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
   ibv_qp_init_attr_ex a{};
@@ -105,15 +58,6 @@ ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
   a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_RDMA_WRITE;
   return ibv_create_qp_ex(ctx, &a);
-}
-
-bool poll_one(ibv_cq* cq, ibv_wc* wc) {
-  for (long spins = 0; spins < 200'000'000; ++spins) {
-    int n = ibv_poll_cq(cq, 1, wc);
-    CHECK(n >= 0, "ibv_poll_cq: %d", n);
-    if (n == 1) return true;
-  }
-  CHECK(false, "no completion");
 }
 
 struct Side {
@@ -183,7 +127,7 @@ bool client(int fd, const char* dev) {
     me.qpn = qp->qp_num;
     me.gid = s.gid;
     CHECK(send_msg(fd, me), "send qpn");
-    CHECK(connect_rc(qp, srv.qpn, srv.gid), "connect");
+    CHECK(connect_qp(qp, srv.qpn, srv.gid, kAccess), "connect");
     CHECK(recv_msg(fd, &srv), "server ready");  // its QP is in RTR: the first packet is not lost
     ibv_wc_status st = IBV_WC_GENERAL_ERR;
     if (!client_case(c, qp, s, srv, &st)) return false;
@@ -228,7 +172,7 @@ bool server(int fd, const char* dev) {
            ro_mr->rkey, 0};
     Msg cl{};
     CHECK(send_msg(fd, me) && recv_msg(fd, &cl), "exchange");
-    CHECK(connect_rc(qp, cl.qpn, cl.gid) && send_msg(fd, me), "connect");
+    CHECK(connect_qp(qp, cl.qpn, cl.gid, kAccess) && send_msg(fd, me), "connect");
     CHECK(recv_msg(fd, &cl), "client status");
     if (!server_check(c, s.buf, ro)) return false;
     ibv_destroy_qp(qp);

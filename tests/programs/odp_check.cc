@@ -21,23 +21,18 @@
 #include <getopt.h>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
 
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::fprintf(stderr, "FAIL %s:%d (errno %d): ", __FILE__, __LINE__, errno); \
-      std::fprintf(stderr, __VA_ARGS__);                                        \
-      std::fprintf(stderr, "\n");                                               \
-      return false;                                                             \
-    }                                                                           \
-  } while (0)
+using namespace check;
 
 constexpr size_t kPage = 4096;
 constexpr size_t kSpan = 1ull << 30;  // the ODP registration
 // The pages of the GiB that stay mapped, and one that does not.
 constexpr size_t kKept[3] = {0, 333ull << 20, kSpan - kPage};
 constexpr size_t kHole = 700ull << 20;
+constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr int kQps = 3;  // explicit ODP, implicit ODP, local fault: an error leaves a QP in ERR
 
 struct Msg {
@@ -50,60 +45,7 @@ struct Msg {
   int32_t status[4];   // client: the error completions it saw
 };
 
-bool send_msg(int fd, const Msg& m) { return ::send(fd, &m, sizeof m, 0) == ssize_t(sizeof m); }
-bool recv_msg(int fd, Msg* m) { return ::recv(fd, m, sizeof *m, MSG_WAITALL) == ssize_t(sizeof *m); }
 
-void fill(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = uint8_t(seed * 31 + i * 7 + (i >> 8));
-}
-bool filled(const uint8_t* p, size_t n, uint32_t seed) {
-  std::vector<uint8_t> want(n);
-  fill(want.data(), n, seed);
-  return std::memcmp(p, want.data(), n) == 0;
-}
-
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; list && i < n && !ctx; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  return ctx;
-}
-
-bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
-
-bool connect_rc(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer_gid;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 1;
-  a.max_rd_atomic = 1;
-  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC);
-}
 
 struct Side {
   ibv_context* ctx = nullptr;
@@ -205,7 +147,7 @@ bool run_server(const char* dev, int sock) {
   m.small = uint64_t(uintptr_t(small.data()));
   Msg peer{};
   CHECK(send_msg(sock, m) && recv_msg(sock, &peer), "exchange");
-  for (int i = 0; i < kQps; ++i) CHECK(connect_rc(s.qp[i], peer.qpn[i], peer.gid), "connect %d", i);
+  for (int i = 0; i < kQps; ++i) CHECK(connect_qp(s.qp[i], peer.qpn[i], peer.gid, kAccess), "connect %d", i);
   CHECK(send_msg(sock, m) && recv_msg(sock, &peer), "the client finished");
   // The client wrote seeds 30 and 31 into the first and last kept pages, 32 into small[4096..].
   CHECK(filled(base + kKept[0], kPage, 30) && filled(base + kKept[2], kPage, 31), "WRITEs landed in the GiB");
@@ -263,7 +205,7 @@ bool run_client(const char* dev, int sock) {
   CHECK(recv_msg(sock, &m), "the server's set-up");
   for (int i = 0; i < kQps; ++i) me.qpn[i] = s.qp[i]->qp_num;
   me.gid = s.gid;
-  for (int i = 0; i < kQps; ++i) CHECK(connect_rc(s.qp[i], m.qpn[i], m.gid), "connect %d", i);
+  for (int i = 0; i < kQps; ++i) CHECK(connect_qp(s.qp[i], m.qpn[i], m.gid, kAccess), "connect %d", i);
   CHECK(send_msg(sock, me) && recv_msg(sock, &m), "the server connected");
   bool ok = client_steps(s, m, &me);
   CHECK(send_msg(sock, me), "report");

@@ -23,19 +23,14 @@
 #include <map>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
 
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::fprintf(stderr, "FAIL %s:%d (errno %d): ", __FILE__, __LINE__, errno); \
-      std::fprintf(stderr, __VA_ARGS__);                                        \
-      std::fprintf(stderr, "\n");                                               \
-      return false;                                                             \
-    }                                                                           \
-  } while (0)
+using namespace check;
 
 constexpr size_t kBuf = 16384;
+constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr size_t kDm = 8192;
 constexpr uint64_t kRecvMagic = 0x5ec0de0000000000ull;
 
@@ -51,55 +46,7 @@ struct Msg {
   uint32_t seed;
 };
 
-bool send_msg(int fd, const Msg& m) { return ::send(fd, &m, sizeof m, 0) == ssize_t(sizeof m); }
-bool recv_msg(int fd, Msg* m) { return ::recv(fd, m, sizeof *m, MSG_WAITALL) == ssize_t(sizeof *m); }
 
-void fill(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = uint8_t(seed * 31 + i * 7 + (i >> 8));
-}
-
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; list && i < n && !ctx; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  return ctx;
-}
-
-bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
-
-bool connect_rc(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer_gid;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 1;
-  a.max_rd_atomic = 1;
-  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC);
-}
 
 int64_t realtime_ns() {
   timespec t{};
@@ -377,7 +324,7 @@ bool run_server(const char* dev, int fd) {
   CHECK(ibv_query_gid(s.ctx, 1, 0, &m.gid) == 0, "gid");
   Msg hello{};
   CHECK(send_msg(fd, m) && recv_msg(fd, &hello), "exchange");
-  CHECK(connect_rc(s.qp, hello.qpn, hello.gid), "connect");
+  CHECK(connect_qp(s.qp, hello.qpn, hello.gid, kAccess), "connect");
   for (uint32_t i = 1; i <= 3; ++i)
     CHECK(post_recv(s.qp, kRecvMagic | i, s.rx.data(), 4096, s.rx_mr->lkey), "post_recv");
   CHECK(allocations_hold(kRecvMagic | 1), "the receive WQE is in our allocation");
@@ -463,7 +410,7 @@ bool run_client(const char* dev, int fd) {
   Msg srv{}, m{1, c.qp->qp_num, {}, 0, 0, 0, 0, 0};
   CHECK(ibv_query_gid(c.ctx, 1, 0, &m.gid) == 0, "gid");
   CHECK(recv_msg(fd, &srv) && send_msg(fd, m), "exchange");
-  CHECK(connect_rc(c.qp, srv.qpn, srv.gid), "connect");
+  CHECK(connect_qp(c.qp, srv.qpn, srv.gid, kAccess), "connect");
   CHECK(recv_msg(fd, &m), "ready");
   return client_steps(c, fd, srv);
 }
@@ -518,7 +465,7 @@ bool make_loop(ibv_context* ctx, ibv_pd* pd, Loop* l) {
   l->q2 = l->q1 ? make_qp(ctx, pd, l->cq) : nullptr;
   ibv_gid gid{};
   CHECK(l->q2 && ibv_query_gid(ctx, 1, 0, &gid) == 0, "loop QPs on the imported PD");
-  return connect_rc(l->q1, l->q2->qp_num, gid) && connect_rc(l->q2, l->q1->qp_num, gid);
+  return connect_qp(l->q1, l->q2->qp_num, gid, kAccess) && connect_qp(l->q2, l->q1->qp_num, gid, kAccess);
 }
 
 ibv_wc_status loop_write(Loop& l, uint64_t wr_id, uint64_t local, uint32_t len, uint32_t lkey, uint64_t raddr,

@@ -19,30 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
 
-#define CHECK(cond, ...)                                        \
-  do {                                                          \
-    if (!(cond)) {                                              \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                        \
-      std::fprintf(stderr, "\n");                               \
-      return false;                                             \
-    }                                                           \
-  } while (0)
+using namespace check;
 
 constexpr size_t kBuf = 1 << 16;
-
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && !ctx; ++i)
-    if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  return ctx;
-}
 
 // One context's PD, registered buffer and CQ.
 struct Host {
@@ -84,48 +67,6 @@ bool post_srq(Host& h, ibv_srq* srq, uint64_t wr_id, size_t off, uint32_t len) {
   return ibv_post_srq_recv(srq, &wr, &bad) == 0;
 }
 
-bool poll_one(ibv_cq* cq, ibv_wc* wc) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < end) {
-    int n = ibv_poll_cq(cq, 1, wc);
-    if (n < 0) return false;
-    if (n == 1) return true;
-  }
-  return false;
-}
-
-bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
-
-// The XRC columns of the QP state table: INI takes no responder attributes, TGT no requester ones.
-bool connect(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid, bool tgt) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 1;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer_gid;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  int resp = tgt ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
-  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | resp)) return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.sq_psn = 1;
-  a.max_rd_atomic = 1;
-  int req = tgt ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | req);
-}
 
 struct World {
   Host a, b1, b2;                 // b1 and b2: two contexts of device B, as two processes
@@ -180,7 +121,8 @@ bool setup(World& w, const char* dev_a, const char* dev_b, const char* file) {
   CHECK(w.ini && w.tgt, "ibv_create_qp_ex(XRC_SEND / XRC_RECV): errno %d", errno);
   ibv_gid ga{}, gb{};
   CHECK(ibv_query_gid(w.a.ctx, 1, 0, &ga) == 0 && ibv_query_gid(w.b1.ctx, 1, 0, &gb) == 0, "ibv_query_gid");
-  CHECK(connect(w.ini, w.tgt->qp_num, gb, false) && connect(w.tgt, w.ini->qp_num, ga, true), "connect INI <-> TGT");
+  CHECK(connect_qp(w.ini, w.tgt->qp_num, gb, 0, Role::kXrcIni) &&
+            connect_qp(w.tgt, w.ini->qp_num, ga, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, Role::kXrcTgt), "connect INI <-> TGT");
   return true;
 }
 

@@ -1,0 +1,113 @@
+// What the two-process verbs checks (atomic_write_check, odp_check, verbs_ext_check, xrc_check)
+// share: a CHECK that reports and fails the step, opening a device by name, walking an RC or XRC
+// QP to RTS, the fixed-size message their processes exchange over a socket, and a byte pattern.
+// Plain verbs only: these programs also run, unchanged, on a real RDMA NIC.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+// Fails the enclosing bool function with the file, line, errno and a message.
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      std::fprintf(stderr, "FAIL %s:%d (errno %d): ", __FILE__, __LINE__, errno); \
+      std::fprintf(stderr, __VA_ARGS__);                                          \
+      std::fprintf(stderr, "\n");                                                 \
+      return false;                                                               \
+    }                                                                             \
+  } while (0)
+
+namespace check {
+
+// The device called `name` (any device when null), opened; null when there is none.
+inline ibv_context* open_dev(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; list && i < n && !ctx; ++i)
+    if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  return ctx;
+}
+
+inline bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
+
+// Which columns of the QP state table the walk uses: an XRC INI QP takes no responder
+// attributes, an XRC TGT QP no requester ones (IBA 11.2.4.2 via rdma-core's ibv_modify_qp).
+enum class Role { kRc, kXrcIni, kXrcTgt };
+
+// RESET -> INIT (with `access`), RTR, RTS towards the peer's QP and RoCE GID: MTU 1024, both
+// PSNs 1, one READ/atomic outstanding each way, retries 7.
+inline bool connect_qp(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid, int access, Role role = Role::kRc) {
+  const bool responder = role != Role::kXrcIni, requester = role != Role::kXrcTgt;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = unsigned(access);
+  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer_gid;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  const int resp = responder ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
+  if (!modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | resp))
+    return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 1;
+  a.max_rd_atomic = 1;
+  const int req = requester ? IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0;
+  return modify(qp, a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | req);
+}
+
+// One completion, polling for at most `limit`; false when none came.
+inline bool poll_one(ibv_cq* cq, ibv_wc* wc, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    CHECK(n >= 0, "ibv_poll_cq: %d", n);
+    if (n == 1) return true;
+  }
+  CHECK(false, "no completion within %lld s", static_cast<long long>(limit.count()));
+}
+
+// The fixed-size message two check processes exchange over their socket pair.
+template <typename Msg>
+bool send_msg(int fd, const Msg& m) {
+  return ::send(fd, &m, sizeof m, 0) == ssize_t(sizeof m);
+}
+template <typename Msg>
+bool recv_msg(int fd, Msg* m) {
+  return ::recv(fd, m, sizeof *m, MSG_WAITALL) == ssize_t(sizeof *m);
+}
+
+// A byte pattern that differs with the seed and along the buffer, so a misplaced or stale
+// page shows.
+inline void fill(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = uint8_t(seed * 31 + i * 7 + (i >> 8));
+}
+inline bool filled(const uint8_t* p, size_t n, uint32_t seed) {
+  std::vector<uint8_t> want(n);
+  fill(want.data(), n, seed);
+  return std::memcmp(p, want.data(), n) == 0;
+}
+
+}  // namespace check
