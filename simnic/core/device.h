@@ -504,7 +504,8 @@ class Device : private ObjectTables {
  private:
   void leave_group(Context* ctx);  // a closing context hands what others still use to them
   int check_mr_access(uint32_t access);
-  int check_mr_range(Context* ctx, uint64_t addr, uint64_t length);
+  int check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
+  int check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
   int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
   void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
   void trace_mr_destroy(const Mr& mr);

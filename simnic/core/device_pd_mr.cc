@@ -52,12 +52,8 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
                               std::to_string(ContextLimits::kMaxMr) + " per program)");
   // The kernel pins the pages at registration: an unmapped range fails here, not later (an
   // ODP MR's pages are looked for at each access instead).
-  uint8_t probe;
-  const bool pinned = !(access & IBV_ACCESS_ON_DEMAND);
-  for (uint64_t at : {addr, addr + length - 1})
-    if (int e = pinned ? memory_.read(ctx->pid, at, &probe, 1) : 0)
-      return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
-                                                     ") is not all mapped in the program (" + hex(at) + " is not)");
+  if (!(access & IBV_ACCESS_ON_DEMAND))
+    if (int e = check_pinnable(ctx, addr, length, access)) return e;
 
   auto mr = make_object<Mr>(ctx);
   mr->pd = pd;

@@ -28,15 +28,22 @@ int Device::check_mr_access(uint32_t access) {
 }
 
 // [addr, addr + length) must be a valid range, mapped in the program (the kernel pins it).
-int Device::check_mr_range(Context* ctx, uint64_t addr, uint64_t length) {
+int Device::check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
   if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
     return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
-  uint8_t probe;
-  for (uint64_t at : {addr, addr + length - 1})
-    if (int e = memory_.read(ctx->pid, at, &probe, 1))
-      return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
-                                                     ") is not all mapped in the program (" + hex(at) + " is not)");
-  return 0;
+  return check_pinnable(ctx, addr, length, access);
+}
+
+// What the kernel's ib_umem_get checks when it pins an MR's pages (pin_user_pages, with
+// FOLL_WRITE when ib_access_writable): every page mapped and readable, and writable if the MR
+// may be written (local or remote write, atomics, memory window binding).
+int Device::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
+  const bool writable = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
+                                  IBV_ACCESS_MW_BIND);
+  const int e = memory_.check_mapped(ctx->pid, addr, length, writable);
+  if (e == 0) return 0;
+  return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
+                                                 (writable ? "readable and writable" : "readable") + " in the program");
 }
 
 // Everything is checked before anything changes: a refused rereg leaves the MR as it was.
@@ -53,10 +60,11 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, 
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
     if (int e = check_mr_access(req.access)) return e;
   // An MR stays pinned or on-demand (device_odp.cc): that is how it was registered.
-  const bool odp = ((req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access) & IBV_ACCESS_ON_DEMAND;
+  const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access;
+  const bool odp = access & IBV_ACCESS_ON_DEMAND;
   if (odp != is_odp_mr(mr)) return refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-    if (int e = odp ? check_odp_range(req.addr, req.length, req.addr) : check_mr_range(ctx, req.addr, req.length))
+    if (int e = odp ? check_odp_range(req.addr, req.length, req.addr) : check_mr_range(ctx, req.addr, req.length, access))
       return e;
   return 0;
 }

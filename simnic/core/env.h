@@ -18,6 +18,17 @@ class HostMemory {
   // Both return 0 or an errno (EFAULT for an unmapped address, EPERM if not allowed).
   virtual int read(pid_t pid, uint64_t addr, void* dst, size_t len) = 0;
   virtual int write(pid_t pid, uint64_t addr, const void* src, size_t len) = 0;
+  // Registration (ibv_reg_mr) of a pinned MR: 0 when every page of [addr, addr + len) is mapped
+  // and readable (and writable when `writable`), else EFAULT, as the kernel's pin_user_pages
+  // (FOLL_WRITE for a writable MR) fails in ib_umem_get. This default probes the first and the
+  // last byte; simnicd's ProcessMemory reads the process's memory map.
+  virtual int check_mapped(pid_t pid, uint64_t addr, uint64_t len, bool writable) {
+    (void)writable;
+    uint8_t probe;
+    for (uint64_t at : {addr, addr + len - 1})
+      if (int e = read(pid, at, &probe, 1)) return e;
+    return 0;
+  }
 };
 
 // What the port did with a packet (the fault injector may intervene).
