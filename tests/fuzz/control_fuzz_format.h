@@ -9,36 +9,17 @@
 #include <cstdint>
 
 #include "simnic/abi/control.h"
+#include "simnic/core/control_ops.h"
 
 namespace simnic::fuzz {
 
 constexpr uint8_t kExactSize = 0xff;
 
+// The size of `op`'s request struct, from the dispatcher's own table (control_op_table.cc): 0
+// for an op whose body is free-form (text, or none) or that nobody serves.
 inline size_t request_size(abi::Op op) {
-  using namespace simnic::abi;
-  switch (op) {
-    case Op::Hello: return sizeof(HelloReq);
-    case Op::QueryPort: return sizeof(QueryPortReq);
-    case Op::QueryGid: return sizeof(QueryGidReq);
-    case Op::RegMr: return sizeof(RegMrReq);
-    case Op::AllocMw: return sizeof(AllocMwReq);
-    case Op::CreateCq: return sizeof(CreateCqReq);
-    case Op::CreateQp: return sizeof(CreateQpReq);
-    case Op::ModifyQp: return sizeof(ModifyQpReq);
-    case Op::QueryQp: return sizeof(QueryQpReq);
-    case Op::CreateSrq: return sizeof(CreateSrqReq);
-    case Op::ModifySrq: return sizeof(ModifySrqReq);
-    case Op::CreateAh: return sizeof(CreateAhReq);
-    case Op::OpenXrcd: return sizeof(OpenXrcdReq);
-    case Op::CreateXrcSrq: return sizeof(CreateXrcSrqReq);
-    case Op::CreateXrcQp: return sizeof(CreateXrcQpReq);
-    case Op::OpenXrcQp: return sizeof(OpenXrcQpReq);
-    case Op::CloseXrcd: return sizeof(HandleReq);
-    case Op::DeallocPd: case Op::DeregMr: case Op::DestroyCompChannel: case Op::DestroyCq:
-    case Op::DestroyQp: case Op::QuerySrq: case Op::DestroySrq: case Op::DestroyAh: case Op::DeallocMw:
-      return sizeof(HandleReq);
-    default: return 0;
-  }
+  const size_t body = core::control::op_rule(op).body;
+  return body == core::control::kAnyBody ? 0 : body;
 }
 
 }  // namespace simnic::fuzz
