@@ -160,9 +160,14 @@ def in_flight(events, pos):
 
 # ---- one function per picture: (at, select, what it shows) --------------------------------
 
-def devices(ev):  # lab 1: the end of the run; the inspector on simnic0's first ctx_open
-    opens = [e for e in ev if e["kind"] in ("ctx_open", "ctx_close")]
-    return ev[-1], first(ev, kind("ctx_open"), nic="simnic0"), "%d ctx_open/ctx_close events" % len(opens)
+def devices(ev):  # lab 1: the end of the run; the inspector on devinfo's ctx_open on simnic0
+    # (the grader runs `ibv_devinfo -v` first, for the truth, then the lab's devinfo)
+    opens = [e for e in ev if e["kind"] == "ctx_open" and e["nic"] == "simnic0"]
+    if not opens:
+        sys.exit("pick: no ctx_open on simnic0")
+    pids = [e["pid"] for e in opens]
+    return ev[-1], opens[-1], "%d programs opened simnic0 (pids %s); the last one is devinfo" % (
+        len(opens), ", ".join(map(str, pids)))
 
 
 def rts(ev):  # lab 2: the first QP to reach RTS; the other one is still behind
