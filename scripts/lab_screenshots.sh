@@ -14,7 +14,7 @@
 #       --screenshot OUT.png --at NIC:SEQ --select NIC:SEQ
 # Where the moment depends on timing (lab 2: the server's QP reaching RTS first; lab 4: both
 # client NICs' atomics in flight at once; lab 8: which packets the loss hits), the lab runs
-# again until it happens (6 runs at most). For each picture the script prints what the chosen
+# again until it happens (10 runs at most). For each picture the script prints what the chosen
 # moment shows (PSNs, states): look at the PNGs and keep the READMEs' captions true to them.
 #
 # Needs build/bin/simnic, simnicd, simnic-viz and build/lib (bash scripts/build.sh), xvfb-run,
@@ -272,13 +272,13 @@ def batched(ev):  # lab 7: the batched variant's first window: one doorbell, the
 
 
 def go_back_n(ev):  # lab 8: go-back-N after a NAK "PSN sequence error": the first one whose
-    # first resent packet arrived and one of the next few resent packets was dropped again (R
-    # and X on the wire at once)
+    # first resent packet arrived and one of the next three was dropped again (R and X on the
+    # wire at once, and the retransmit event still in sight in the event log)
     chosen = None
     for rt in (e for e in ev if e["kind"] == "retransmit" and e["nic"] == "simnic0" and e["cause"] == "nak_seq"):
         resent = [e for e in after(ev, rt) if e["nic"] == "simnic0" and e["kind"] in ("pkt_tx", "retransmit")][:6]
         resent = resent[:next((i for i, e in enumerate(resent) if e["kind"] == "retransmit"), len(resent))]
-        lost = [e for e in resent[1:] if e.get("fault") == "drop"]
+        lost = [e for e in resent[1:4] if e.get("fault") == "drop"]
         if resent and resent[0].get("fault") != "drop" and lost:
             chosen = (rt, lost[0])
             break
@@ -353,11 +353,11 @@ for n in "${LABS[@]}"; do
   if [[ -n "$FROM" ]]; then
     tr="$FROM/lab$n"
   else
-    for attempt in 1 2 3 4 5 6; do  # a moment that depends on timing may need another run
+    for attempt in $(seq 1 10); do  # a moment that depends on timing may need another run
       run_lab "$n" "$tr"
       rc=0; all_found "$n" "$tr" || rc=$?
       [[ $rc == 0 ]] && break
-      [[ $rc == 3 && $attempt -lt 6 ]] || { echo "lab_screenshots.sh: lab $n: no picture" >&2; exit 1; }
+      [[ $rc == 3 && $attempt -lt 10 ]] || { echo "lab_screenshots.sh: lab $n: no picture" >&2; exit 1; }
     done
   fi
   for s in $(shots_of "$n"); do shoot "${s%%:*}" "$tr" "$img/${s#*:}"; done
