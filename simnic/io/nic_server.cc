@@ -176,17 +176,23 @@ void NicServer::run() {
   while (!io_.stopped() && io_.run_one()) busy_poll();
 }
 
+// The window closes early when another task waits for a CPU (CpuShare): on two vCPUs the
+// application a NIC is waiting for would otherwise wait for the NIC's time slice to end.
 void NicServer::busy_poll() {
+  constexpr uint64_t kLookEveryNs = 5'000;  // how often to ask whether someone waits for a CPU
   const uint64_t window = uint64_t(opt_.busy_poll_us) * 1000;
-  uint64_t until = monotonic_ns() + window;
+  uint64_t t = monotonic_ns(), until = t + window, next_look = t;
   while (!io_.stopped()) {
     if (const size_t ran = io_.poll()) {
       busy_poll_found_ += ran;
       until = monotonic_ns() + window;
-    } else if (monotonic_ns() >= until) {
-      ++busy_poll_sleeps_;
-      return;
+      continue;
     }
+    t = monotonic_ns();
+    if (t >= until) return (void)++busy_poll_sleeps_;
+    if (t < next_look) continue;
+    if (!cpu_share_.nobody_waits()) return (void)++busy_poll_gave_way_;
+    next_look = t + kLookEveryNs;
   }
 }
 

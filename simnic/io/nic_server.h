@@ -16,6 +16,7 @@
 #include "simnic/core/control_dispatch.h"
 #include "simnic/core/device.h"
 #include "simnic/io/control_listener.h"
+#include "simnic/io/cpu_share.h"
 #include "simnic/io/fd_notifier.h"
 #include "simnic/io/host_memory_process.h"
 #include "simnic/io/lid_file.h"
@@ -104,6 +105,8 @@ class NicServer {
   bool pending_posted_ = false;
   uint64_t busy_poll_found_ = 0;   // handlers the busy poll ran (events served without sleeping)
   uint64_t busy_poll_sleeps_ = 0;  // windows that ended with nothing to do: back to epoll
+  uint64_t busy_poll_gave_way_ = 0;  // windows closed early: another task waited for a CPU
+  CpuShare cpu_share_;
   SimClock clock_;
 
   StderrLogger logger_;
