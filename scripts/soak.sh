@@ -9,7 +9,9 @@
 #   (defaults: 30 minutes, build/, loss 0.01, dup 0.005, reorder 0.01; --seconds, at least 10,
 #   is for a quick reproduction)
 # Prints operations, bytes verified, errors, retransmissions and memory; exits non-zero on any
-# error. CI runs a 2-minute version (ctest -L soak).
+# error. CI runs a 2-minute version (ctest -L soak). Run it alone: beside a CPU-heavy loopback
+# workload (qperf, simnic bench, other tests) its NICs can wait on the run queue for over a
+# second, longer than its QPs' retries allow (docs/performance.md, the data path, step 2).
 set -euo pipefail
 minutes=30
 seconds=

@@ -35,10 +35,11 @@ int64_t env_us(const char* name, int64_t fallback) {
   return *end || us < 0 ? fallback : us;
 }
 
-// Long enough that a ping-pong's answer, which comes within tens of microseconds on this
-// machine class, is usually found before the thread sleeps (a sleep and a wake-up cost more
-// than that answer); short enough that a waiting thread soon leaves the CPUs to the NICs.
-constexpr int64_t kDefaultSpinUs = 20;
+// Longer than a small message's round trip through two NICs here (50-60 us on idle vCPUs), so a
+// ping-pong's answer is usually found before the thread sleeps (a futex sleep and wake-up on an
+// idle vCPU costs more than the answer); short enough that a thread waiting longer soon leaves
+// the CPUs to the NICs. Measured against 20 us and against yielding forever: docs/performance.md.
+constexpr int64_t kDefaultSpinUs = 100;
 
 int64_t spin_ns_from_env() {
   const char* v = std::getenv("SIMNIC_POLL_SPIN_US");

@@ -117,7 +117,7 @@ const char kUpUsage[] =
     "  --gso               send runs of same-sized packets to one peer as one UDP GSO send\n"
     "                      (faster; see docs/performance.md for what a capture then shows)\n"
     "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
-    "                      it sleeps (0: sleep at once; default BUSY_DEFAULT; docs/performance.md)\n"
+    "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
     "  --verbose           verbose NIC logs\n";
 
 // Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up

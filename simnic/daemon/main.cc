@@ -39,7 +39,7 @@ const char kUsage[] =
     "                   them; docs/performance.md). Also SIMNIC_GSO=1 in the environment\n"
     "  --busy-poll-us N after handling an event, keep looking for the next one for N microseconds\n"
     "                   before sleeping, and N more after each one found (0: sleep at once;\n"
-    "                   default BUSY_DEFAULT; docs/performance.md). Also SIMNIC_BUSY_POLL_US=N\n"
+    "                   default 0; docs/performance.md). Also SIMNIC_BUSY_POLL_US=N\n"
     "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
     "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
     "  --loss P         drop outgoing packets with probability P (0..1)\n"

@@ -30,7 +30,8 @@
 namespace simnic::io {
 
 // How long the event loop keeps polling after it handled something before it sleeps in epoll
-// (simnicd --busy-poll-us; docs/performance.md has the measurements behind the default).
+// (simnicd --busy-poll-us). Off: on a shared 2-vCPU machine the poll gave way to other tasks
+// almost every time and cost a little on each event (docs/performance.md, the data path, 5).
 inline constexpr uint32_t kDefaultBusyPollUs = 0;
 
 struct NicOptions {
