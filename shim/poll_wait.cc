@@ -1,12 +1,12 @@
 // What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
 // silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
-// it room: an empty poll yields the CPU, as simnic always did. With SIMNIC_POLL_SPIN_US=N set,
-// a thread whose polls have found nothing for N microseconds instead sleeps on its context's
-// completion sequence (abi::ContextShared, a futex) until simnicd writes a CQE for the context
-// or SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program then costs no CPU, and with a
-// small N one ping-pong answers faster on busy CPUs. It is not the default because the soak
-// (6 polling threads, 96 QPs, loss) fails with transport retry errors when its pollers sleep,
-// even after 2 ms of idleness, and passes when they yield: docs/performance.md.
+// it room. A thread whose polls have found nothing yields the CPU for SIMNIC_POLL_SPIN_US
+// microseconds (default kDefaultSpinUs), then sleeps on its context's completion sequence
+// (abi::ContextShared, a futex) until simnicd writes a CQE for the context or
+// SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program costs no CPU, and on busy CPUs a
+// sleeping poller is woken at once instead of waiting out the scheduler slice a yield gives
+// away. SIMNIC_POLL_SPIN_US=off keeps yielding forever (simnic before issue 14).
+// docs/performance.md has the measurements behind the default.
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "shim/shim.h"
 
@@ -34,10 +35,20 @@ int64_t env_us(const char* name, int64_t fallback) {
   return *end || us < 0 ? fallback : us;
 }
 
+// Longer than a small message's round trip through two NICs here (50-60 us on idle vCPUs), so a
+// ping-pong's answer is usually found before the thread sleeps (a futex sleep and wake-up on an
+// idle vCPU costs more than the answer); short enough that a thread waiting longer soon leaves
+// the CPUs to the NICs. Measured against 20 us and against yielding forever: docs/performance.md.
+constexpr int64_t kDefaultSpinUs = 100;
+
+int64_t spin_ns_from_env() {
+  const char* v = std::getenv("SIMNIC_POLL_SPIN_US");
+  if (v && (std::strcmp(v, "off") == 0 || std::strcmp(v, "yield") == 0)) return INT64_MAX;  // never sleep
+  return env_us("SIMNIC_POLL_SPIN_US", kDefaultSpinUs) * 1000;
+}
+
 const PollTuning& tuning() {
-  // Unset: never sleep (spin_ns beyond any wait).
-  static const PollTuning t{std::getenv("SIMNIC_POLL_SPIN_US") ? env_us("SIMNIC_POLL_SPIN_US", 0) * 1000 : INT64_MAX,
-                            std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000};
+  static const PollTuning t{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000};
   return t;
 }
 

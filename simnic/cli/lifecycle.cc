@@ -116,6 +116,8 @@ const char kUpUsage[] =
     "                      benchmarks)\n"
     "  --gso               send runs of same-sized packets to one peer as one UDP GSO send\n"
     "                      (faster; see docs/performance.md for what a capture then shows)\n"
+    "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
+    "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
     "  --verbose           verbose NIC logs\n";
 
 // Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up
@@ -187,7 +189,8 @@ int cmd_up(const std::vector<std::string>& args) {
       if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--trace" || a == "--trace-dir") {
       if (!value(&trace_dir)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed") {
+    } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed" ||
+               a == "--busy-poll-us") {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);

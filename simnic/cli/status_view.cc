@@ -97,6 +97,13 @@ void print_status_view(const std::string& name, const std::string& text) {
   if (kv["faults"] != "" && kv["faults"].find("loss=0 dup=0 reorder=0 delay_us=0") != 0)
     std::printf("fault injection: %s\n", kv["faults"].c_str());
   if (kv["paused"] == "1") std::printf("paused in step mode (simnic step %s next)\n", name.c_str());
+  if (kv["busy_poll_us"] == "0")
+    std::printf("event loop: sleeps in epoll as soon as nothing is ready (--busy-poll-us 0)\n");
+  else if (!kv["busy_poll_us"].empty())
+    std::printf("event loop: polls for up to %s us after each event before sleeping (%s events found so; %s "
+                "windows ran out, %s gave way to a task waiting for a CPU)\n",
+                kv["busy_poll_us"].c_str(), kv["busy_poll_found"].c_str(), kv["busy_poll_sleeps"].c_str(),
+                kv["busy_poll_gave_way"].c_str());
   if (kv["link_layer"] == "ib")
     std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),
                 kv["sm_lid"].c_str());

@@ -37,6 +37,9 @@ const char kUsage[] =
     "  --gso            send runs of same-sized packets to one peer as one UDP GSO send (faster;\n"
     "                   a capture of the interface then shows the sends before the kernel cuts\n"
     "                   them; docs/performance.md). Also SIMNIC_GSO=1 in the environment\n"
+    "  --busy-poll-us N after handling an event, keep looking for the next one for N microseconds\n"
+    "                   before sleeping, and N more after each one found (0: sleep at once;\n"
+    "                   default 0; docs/performance.md). Also SIMNIC_BUSY_POLL_US=N\n"
     "  --dir DIR        where the control socket lives (default $SIMNIC_DIR, else\n"
     "                   $XDG_RUNTIME_DIR/simnic, else /tmp/simnic-$UID)\n"
     "  --loss P         drop outgoing packets with probability P (0..1)\n"
@@ -95,7 +98,7 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
 struct Flags {
   std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
       gid_table;
-  std::optional<std::string> pcap, trace, dir, lid_map;
+  std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us;
   bool paused = false, no_history = false, verbose = false, help = false, gso = false;
   std::vector<std::string> extras;
 };
@@ -116,7 +119,7 @@ int parse_command_line(int argc, char** argv, Flags* f) {
                              {"--loss", &f->loss}, {"--dup", &f->dup}, {"--reorder", &f->reorder},
                              {"--delay", &f->delay}, {"--seed", &f->seed}, {"--link-layer", &f->link_layer},
                              {"--lid", &f->lid}, {"--sm-lid", &f->sm_lid}, {"--lid-map", &f->lid_map},
-                             {"--gid-table", &f->gid_table}})
+                             {"--gid-table", &f->gid_table}, {"--busy-poll-us", &f->busy_poll_us}})
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
@@ -178,6 +181,15 @@ int to_port_options(const Flags& f, simnic::io::NicOptions& opt) {
   return 0;
 }
 
+// At most a second: a longer window is a NIC that never sleeps.
+bool parse_busy_poll(const std::string& s, uint32_t* us) {
+  char* end;
+  unsigned long v = std::strtoul(s.c_str(), &end, 10);
+  if (s.empty() || *end || s[0] == '-' || v > 1'000'000) return false;
+  *us = uint32_t(v);
+  return true;
+}
+
 // Faults, outputs and modes. 0, or the exit code.
 int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.loss && !parse_prob(f.loss->c_str(), &opt.faults.loss)) return bad("--loss", *f.loss);
@@ -192,6 +204,13 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   opt.start_paused = f.paused;
   opt.history = !f.no_history;
   if (f.gso) opt.gso = true;
+  // The flag, else SIMNIC_BUSY_POLL_US from the environment (as SIMNIC_GSO: for runs started by
+  // tools that do not pass flags through), else the default.
+  const char* env_busy = std::getenv("SIMNIC_BUSY_POLL_US");
+  const std::optional<std::string> busy = f.busy_poll_us ? f.busy_poll_us
+                                          : env_busy      ? std::optional<std::string>(env_busy)
+                                                          : std::nullopt;
+  if (busy && !parse_busy_poll(*busy, &opt.busy_poll_us)) return bad("--busy-poll-us", *busy);
   opt.verbose = f.verbose;
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "simnic/core/control_dispatch.h"
 #include "simnic/core/device.h"
 #include "simnic/io/control_listener.h"
+#include "simnic/io/cpu_share.h"
 #include "simnic/io/fd_notifier.h"
 #include "simnic/io/host_memory_process.h"
 #include "simnic/io/lid_file.h"
@@ -28,6 +29,11 @@
 
 namespace simnic::io {
 
+// How long the event loop keeps polling after it handled something before it sleeps in epoll
+// (simnicd --busy-poll-us). Off: on a shared 2-vCPU machine the poll gave way to other tasks
+// almost every time and cost a little on each event (docs/performance.md, the data path, 5).
+inline constexpr uint32_t kDefaultBusyPollUs = 0;
+
 struct NicOptions {
   core::DeviceConfig device;
   std::string dir;          // where the control and telemetry sockets live
@@ -37,6 +43,7 @@ struct NicOptions {
   bool verbose = false;
   bool start_paused = false;
   bool gso = false;           // UDP GSO sends (UdpPort::set_gso); SIMNIC_GSO=1 also turns it on
+  uint32_t busy_poll_us = kDefaultBusyPollUs;  // after an event, poll this long before sleeping (0: never)
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)
   std::string lid_map;       // IB mode: the LID registry (default <dir>/lids)
   std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)
@@ -83,6 +90,7 @@ class NicServer {
   void ring_held_doorbell(uint32_t context_id, uint64_t now);
   int check_client_fd(core::FdRole role, int fd, const core::ControlSession& s);
   void after_event();
+  void busy_poll();
   void continue_pending_work();
   void arm_timer();
   void update_tracing();
@@ -96,6 +104,10 @@ class NicServer {
   boost::asio::steady_timer timer_;
   uint64_t timer_due_ = 0;
   bool pending_posted_ = false;
+  uint64_t busy_poll_found_ = 0;   // handlers the busy poll ran (events served without sleeping)
+  uint64_t busy_poll_sleeps_ = 0;  // windows that ended with nothing to do: back to epoll
+  uint64_t busy_poll_gave_way_ = 0;  // windows closed early: another task waited for a CPU
+  CpuShare cpu_share_;
   SimClock clock_;
 
   StderrLogger logger_;

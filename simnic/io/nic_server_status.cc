@@ -21,6 +21,10 @@ std::string NicServer::status_text() {
   s += "tx_send_calls " + std::to_string(port_.tx_send_calls()) + "\n";
   s += "tx_gso_sends " + std::to_string(port_.tx_gso_sends()) + "\n";
   s += "rx_gro_buffers " + std::to_string(port_.rx_gro_buffers()) + "\n";
+  s += "busy_poll_us " + std::to_string(opt_.busy_poll_us) + "\n";
+  s += "busy_poll_found " + std::to_string(busy_poll_found_) + "\n";
+  s += "busy_poll_sleeps " + std::to_string(busy_poll_sleeps_) + "\n";
+  s += "busy_poll_gave_way " + std::to_string(busy_poll_gave_way_) + "\n";
   if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
   // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
   s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";

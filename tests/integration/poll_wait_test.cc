@@ -1,7 +1,8 @@
 // An empty ibv_poll_cq sleeps on its context's completion sequence (shim/poll_wait.cc) and
-// simnicd wakes it when it writes a CQE (simnic/core/context_page.cc). Here the pollers do not
-// spin at all and sleep up to 10 s per empty poll: a ping-pong of 300 round trips can only end
-// within its limit if every completion wakes the poller that waits for it.
+// simnicd wakes it when it writes a CQE (simnic/core/context_page.cc). Here the pollers sleep
+// up to 10 s per empty poll (after no spin, or after the default spin): a ping-pong of 300
+// round trips can only end within its limit if every completion wakes the poller that waits
+// for it. With SIMNIC_POLL_SPIN_US=off they never sleep (the old yielding poll).
 #include <gtest/gtest.h>
 
 #include "harness.h"
@@ -11,13 +12,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void sleeping_pingpong(const char* program, const std::vector<std::string>& args) {
+// `spin`: SIMNIC_POLL_SPIN_US's value, or nullptr for the default.
+void sleeping_pingpong(const char* program, const std::vector<std::string>& args, const char* spin = "0") {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::string port = std::to_string(free_tcp_port());
   auto side = [&](const char* nic) {
-    std::vector<std::string> v = {"env", "SIMNIC_POLL_SPIN_US=0", "SIMNIC_POLL_SLEEP_US=10000000", program,
-                                  "-d", nic, "-g", "0", "-p", port};
+    std::vector<std::string> v = {"env", "-u", "SIMNIC_POLL_SPIN_US", "SIMNIC_POLL_SLEEP_US=10000000"};
+    if (spin) v.push_back(std::string("SIMNIC_POLL_SPIN_US=") + spin);
+    v.insert(v.end(), {program, "-d", nic, "-g", "0", "-p", port});
     v.insert(v.end(), args.begin(), args.end());
     return v;
   };
@@ -42,6 +45,16 @@ TEST(PollWait, SleepingRcPollersAreWokenByEveryCompletion) {
 TEST(PollWait, SleepingUdAndSrqPollersAreWokenByEveryCompletion) {
   sleeping_pingpong("ibv_ud_pingpong", {"-s", "1024", "-n", "300"});
   sleeping_pingpong("ibv_srq_pingpong", {"-s", "2048", "-n", "200", "-q", "4"});
+}
+
+// The default: a short spin, then the same sleep.
+TEST(PollWait, DefaultPollersSpinThenSleepAndAreWoken) {
+  sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, nullptr);
+}
+
+// The way back to yielding forever, for programs that want a CPU of their own.
+TEST(PollWait, PollersThatNeverSleepStillComplete) {
+  sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, "off");
 }
 
 }  // namespace
