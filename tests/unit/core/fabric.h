@@ -28,7 +28,7 @@ class FakeMemory : public core::HostMemory {
   uint64_t addr(pid_t pid, size_t offset) { space(pid); return kBase + offset; }
   uint8_t* ptr(pid_t pid, size_t offset) { return space(pid).data() + offset; }
   int read(pid_t pid, uint64_t addr, void* dst, size_t len) override {
-    ++read_calls;
+    ++read_calls[pid];
     if (fail_reads_at && addr <= fail_reads_at && fail_reads_at < addr + len) return EFAULT;
     auto* p = locate(pid, addr, len);
     if (!p) return EFAULT;
@@ -36,7 +36,7 @@ class FakeMemory : public core::HostMemory {
     return 0;
   }
   int write(pid_t pid, uint64_t addr, const void* src, size_t len) override {
-    ++write_calls;
+    ++write_calls[pid];
     return store(pid, addr, src, len);
   }
   // With `defer` on, writes the NIC may queue wait for flush(), as ProcessMemory's do; each
@@ -55,11 +55,11 @@ class FakeMemory : public core::HostMemory {
       pids.insert(q.pid);
       if (int e = store(q.pid, q.addr, q.bytes.data(), q.bytes.size())) failed->push_back({q.pid, q.addr, q.bytes.size(), e});
     }
-    flush_calls += int(pids.size());
+    for (pid_t p : pids) ++flush_calls[p];
     queue_.clear();
   }
   int writes = 0;
-  int read_calls = 0, write_calls = 0, flush_calls = 0;  // DMA system calls simnicd would make
+  std::map<pid_t, int> read_calls, write_calls, flush_calls;  // DMA system calls simnicd would make
   bool defer = false;
   std::function<void()> on_flush;  // runs as a flush starts, before any queued byte lands
   uint64_t poisoned = 0;  // an address whose writes fail, as if unmapped after registration
