@@ -120,6 +120,20 @@ TEST_F(DmaBatching, AChunkReadThatFaultsFailsThePacketThatNeedsTheBytesAsBefore)
   EXPECT_EQ(one_completion(*a).status, IBV_WC_LOC_PROT_ERR);
 }
 
+TEST_F(DmaBatching, AReadResponseChunkThatFaultsNaksAtThePacketThatNeedsTheBytes) {
+  fill(*b, 0, k64K, 19);
+  mem.fail_reads_at = mem.addr(kPidB, 5 * 4096 + 100);  // in the 6th response's bytes
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 131072, k64K, 0));
+  int responses = 0;
+  fabric.deliver_all(now, [&](const WirePacket& p) {
+    if (p.src_ip == kIpB && proto::opcode_info(parse(p).h.bth.opcode).mask & proto::kIsReadResp) ++responses;
+    return true;
+  });
+  EXPECT_EQ(responses, 5);  // the five whose bytes could be read, then the NAK
+  EXPECT_EQ(one_completion(*a).status, IBV_WC_REM_OP_ERR);
+  EXPECT_EQ(b->dev.counters().dma_errors, 1u);
+}
+
 TEST_F(DmaBatching, AnOdpFaultFurtherInTheMessageIsReportedAtItsPacket) {
   Lines trace;
   a->dev.tracer().set_sink(&trace);
