@@ -130,7 +130,10 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
       offset = 0;
       continue;
     }
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+    auto trace = [&] {
+      tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+    };
+    if (op != SgeDma::kProbe) trace();  // a probe's failure leaves no trace: the packet's own read will
     const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
     if (int e = to_memory ? dma_write(*mr, addr, buf, n) : dma_read(mr->ctx->pid, addr, buf, n)) {
       if (op == SgeDma::kProbe) return e;
@@ -140,6 +143,7 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
              " failed: " + std::strerror(e);
       return e;
     }
+    if (op == SgeDma::kProbe) trace();
     buf += n;
     len -= n;
     offset = 0;
@@ -282,15 +286,24 @@ int Device::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, ui
 int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
                                   const uint8_t** out) {
   const Mr& mr = *rr.mr;
-  auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
+  auto trace = [&](uint32_t from, uint32_t n) {
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + from).u("length", n);
+  };
+  auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
     return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);
   };
-  if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read)) {
+  // A chunk is traced once read; a failed one is not (the packet's own read reports it).
+  auto read_chunk = [&](uint8_t* buf, uint32_t from, uint32_t n) {
+    const int e = read(buf, from, n);
+    if (!e) trace(from, n);
+    return e;
+  };
+  if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read_chunk)) {
     *out = s->bytes.data() + (offset - s->begin);
     return 0;
   }
   *out = payload_buffer_.data();
+  trace(offset, len);
   return read(payload_buffer_.data(), offset, len);
 }
 

@@ -109,8 +109,13 @@ TEST_F(DmaBatching, AMessageLargerThanAStageIsReadInStageSizedChunks) {
 TEST_F(DmaBatching, AChunkReadThatFaultsFailsThePacketThatNeedsTheBytesAsBefore) {
   fill(*a, 0, k64K, 11);
   mem.fail_reads_at = mem.addr(kPidA, 5 * 4096 + 100);  // in the 6th packet's bytes
+  Lines trace;
+  a->dev.tracer().set_sink(&trace);
   reset_counts();
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 0));
+  a->dev.tracer().set_sink(nullptr);
+  // The trace is as it was: one DMA read per packet, the 6th failing; the chunk left none.
+  EXPECT_EQ(trace.count("\"kind\":\"dma\""), 6);
   // The chunk read failed; the packets before the bad one went out, gathered one by one.
   EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcWriteFirst, proto::kRcWriteMiddle,
                                                         proto::kRcWriteMiddle, proto::kRcWriteMiddle,
