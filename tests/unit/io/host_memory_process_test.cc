@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -34,6 +35,24 @@ TEST(ProcessMemory, QueuedWritesLandAtFlushInOrder) {
   EXPECT_FALSE(mem.queued());
   EXPECT_EQ(std::memcmp(dst.data() + 4, src.data() + 4, dst.size() - 4), 0);
   EXPECT_EQ(std::memcmp(dst.data(), over, 4), 0);
+}
+
+TEST(ProcessMemory, MorePiecesThanOneCallTakesAllLand) {
+  ProcessMemory mem;
+  constexpr size_t kPieces = 2 * IOV_MAX + 7;  // three process_vm_writev calls
+  std::vector<uint8_t> dst(2 * kPieces, 0);
+  const pid_t self = ::getpid();
+  for (size_t i = 0; i < kPieces; ++i) {
+    const uint8_t v = uint8_t(i % 251 + 1);
+    ASSERT_EQ(mem.write_later(self, at(dst.data() + 2 * i), &v, 1), 0);  // every other byte: no merging
+  }
+  std::vector<core::HostMemory::FailedWrite> failed;
+  mem.flush(&failed);
+  EXPECT_TRUE(failed.empty());
+  for (size_t i = 0; i < kPieces; ++i) {
+    ASSERT_EQ(dst[2 * i], uint8_t(i % 251 + 1)) << i;
+    ASSERT_EQ(dst[2 * i + 1], 0) << i;
+  }
 }
 
 TEST(ProcessMemory, AnUnwritablePieceIsReportedAndTheOthersLand) {
