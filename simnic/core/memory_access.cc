@@ -125,15 +125,15 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
     uint32_t n = std::min(len, s.length - offset);
     const Mr* mr = local_mr(qp, s, offset, n, to_memory ? IBV_ACCESS_LOCAL_WRITE : 0, why);
     if (!mr) return EINVAL;
+    // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
+    // ahead (kProbe) is not a packet's and leaves none.
+    if (op != SgeDma::kProbe)
+      tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
     if (op == SgeDma::kCheck) {
       len -= n;
       offset = 0;
       continue;
     }
-    auto trace = [&] {
-      tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
-    };
-    if (op != SgeDma::kProbe) trace();  // a probe's failure leaves no trace: the packet's own read will
     const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
     if (int e = to_memory ? dma_write(*mr, addr, buf, n) : dma_read(mr->ctx->pid, addr, buf, n)) {
       if (op == SgeDma::kProbe) return e;
@@ -143,7 +143,6 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
              " failed: " + std::strerror(e);
       return e;
     }
-    if (op == SgeDma::kProbe) trace();
     buf += n;
     len -= n;
     offset = 0;
@@ -292,18 +291,12 @@ int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t
   auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
     return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);
   };
-  // A chunk is traced once read; a failed one is not (the packet's own read reports it).
-  auto read_chunk = [&](uint8_t* buf, uint32_t from, uint32_t n) {
-    const int e = read(buf, from, n);
-    if (!e) trace(from, n);
-    return e;
-  };
-  if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read_chunk)) {
+  trace(offset, len);  // the packet's bytes, as sge_dma traces them
+  if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read)) {
     *out = s->bytes.data() + (offset - s->begin);
     return 0;
   }
   *out = payload_buffer_.data();
-  trace(offset, len);
   return read(payload_buffer_.data(), offset, len);
 }
 

@@ -48,7 +48,11 @@ class DmaBatching : public QpPair {
 TEST_F(DmaBatching, A64KiBWriteIsReadOnceAndWrittenOnce) {
   fill(*a, 0, k64K, 3);
   reset_counts();
+  Lines trace;
+  a->dev.tracer().set_sink(&trace);
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 262144));
+  a->dev.tracer().set_sink(nullptr);
+  EXPECT_EQ(trace.count("\"kind\":\"dma\""), 16);  // the trace still shows each packet's bytes
   EXPECT_EQ(queued_opcodes(kIpA).size(), 16u);  // 16 packets at MTU 4096...
   EXPECT_EQ(mem.read_calls[kPidA], 1);          // ...from one read
   fabric.deliver_all(now);
