@@ -7,6 +7,7 @@ namespace simnic::core {
 const char* wc_status_name(ibv_wc_status status) { return abi::wc_status_str(status); }
 
 void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
+  flush_dma_writes();  // the bytes a CQE reports are in memory before the CQE is (issue 14)
   auto& ring = cq.shm->ring;
   uint32_t prod = ring.producer.value.load(std::memory_order_relaxed);
   uint32_t cons = ring.consumer.value.load(std::memory_order_acquire);

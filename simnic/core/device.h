@@ -531,6 +531,50 @@ class Device : private ObjectTables {
   // ODP page fault, remote operational error otherwise.
   void remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
                          int err);
+
+  // --- Fewer DMA system calls (issue 14): memory_access.cc ---
+ public:
+  // Makes the writes queued into pinned MRs (HostMemory::write_later). simnicd calls it at the
+  // end of every event; the NIC calls it itself before a CQE, an ACK, or any other access to
+  // application memory, so nothing can report bytes that have not landed.
+  void flush_dma_writes();
+
+ private:
+  // A chunk of a message read from the application in one DMA, then sent as several packets.
+  struct DmaStage {
+    const void* owner = nullptr;  // the Qp
+    uint64_t tag = 0;             // which message: a send WQE's SQ index, or read_stage_tag
+    uint32_t begin = 0, end = 0;  // the message's bytes [begin, end) held in `bytes`
+    bool failed = false;          // a chunk read failed: this message goes packet by packet
+    uint64_t used = 0;            // when last used: the least recently used is replaced
+    std::vector<uint8_t> bytes;
+  };
+  static constexpr uint32_t kStageBytes = 256 * 1024;   // one read covers 64 packets at MTU 4096
+  static constexpr size_t kStages = 8;                   // messages staged at once (8 x 256 KiB)
+  static constexpr uint64_t kMaxQueuedWrites = 4 << 20;  // bytes queued before a flush is forced
+  enum class SgeDma { kRead, kWrite, kProbe, kCheck };   // kProbe: a read that reports nothing
+  int sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
+              SgeDma op, std::string* why);
+  int dma_read(pid_t pid, uint64_t addr, void* dst, size_t len);
+  int dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len);
+  int dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len);  // queued into a pinned MR
+  // Bytes [offset, +len) of the message of send WQE `slot`: from a stage, or gathered into
+  // payload_buffer_; *out points at them.
+  int send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
+                   const uint8_t** out, std::string* why);
+  // The same for a READ response's bytes [offset, +len) (rr.mr must be set).
+  int read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
+                            const uint8_t** out);
+  static uint64_t read_stage_tag(const ReadResponse& rr) { return (1ull << 32) | rr.first_psn; }
+  // The stage holding [offset, +len) of message (owner, tag), filled by read(buf, from, n) when
+  // none does; nullptr: gather the packet alone.
+  template <class Read>
+  DmaStage* stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len, uint32_t msg_len, Read&& read);
+  void drop_stage(const void* owner, uint64_t tag);  // a new message takes the tag
+  std::vector<DmaStage> stages_ = std::vector<DmaStage>(kStages);
+  uint64_t stage_clock_ = 0;
+  uint64_t queued_write_bytes_ = 0;
+  std::vector<HostMemory::FailedWrite> failed_writes_;
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

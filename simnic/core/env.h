@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 namespace simnic::core {
@@ -29,6 +30,25 @@ class HostMemory {
       if (int e = read(pid, at, &probe, 1)) return e;
     return 0;
   }
+
+  // Coalesced writes (issue 14): the NIC queues writes into memory it has already checked (a
+  // pinned MR) and makes them all at once, one system call per process, with flush(). `src`
+  // is copied: it need not outlive the call. Writes are made in the order they were queued.
+  // The NIC flushes before it writes a CQE, sends an ACK, reads the memory or writes it
+  // immediately, and at the end of every event. This default writes at once.
+  virtual int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) {
+    return write(pid, addr, src, len);
+  }
+  struct FailedWrite {
+    pid_t pid;
+    uint64_t addr;
+    size_t len;
+    int err;
+  };
+  virtual bool queued() const { return false; }
+  // Makes every queued write and appends each that failed to *failed: its bytes are lost, as
+  // a real RNIC's writes into pinned pages that the application has since unmapped.
+  virtual void flush(std::vector<FailedWrite>* failed) { (void)failed; }
 };
 
 // What the port did with a packet (the fault injector may intervene).

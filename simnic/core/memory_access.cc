@@ -106,6 +106,15 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
 // piece is checked again (local_mr) at the DMA, and traced.
 int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
                       uint32_t len, bool to_memory, std::string* why) {
+  return sge_dma(qp, sge, num_sge, offset, buf, len, to_memory ? SgeDma::kWrite : SgeDma::kRead, why);
+}
+
+// copy_sges, and two more uses of the same walk: kCheck makes every per-DMA check and moves
+// nothing (bytes sent from a stage), kProbe reads as kRead does but counts, notes and explains
+// no failure (a chunk read ahead: the packet that needs the bytes reports it, as before).
+int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                    uint32_t len, SgeDma op, std::string* why) {
+  const bool to_memory = op == SgeDma::kWrite;
   const char* dir = to_memory ? "write" : "read";
   for (uint32_t i = 0; i < num_sge && len; ++i) {
     const ibv_sge& s = sge[i];
@@ -116,9 +125,18 @@ int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32
     uint32_t n = std::min(len, s.length - offset);
     const Mr* mr = local_mr(qp, s, offset, n, to_memory ? IBV_ACCESS_LOCAL_WRITE : 0, why);
     if (!mr) return EINVAL;
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+    // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
+    // ahead (kProbe) is not a packet's and leaves none.
+    if (op != SgeDma::kProbe)
+      tracer_.event("dma").u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+    if (op == SgeDma::kCheck) {
+      len -= n;
+      offset = 0;
+      continue;
+    }
     const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
-    if (int e = to_memory ? memory_.write(mr->ctx->pid, addr, buf, n) : memory_.read(mr->ctx->pid, addr, buf, n)) {
+    if (int e = to_memory ? dma_write(*mr, addr, buf, n) : dma_read(mr->ctx->pid, addr, buf, n)) {
+      if (op == SgeDma::kProbe) return e;
       ++counters_.dma_errors;
       if (is_odp_mr(*mr) && e == EFAULT) note_odp_fault(qp, *mr, s.addr + offset, n, false);
       *why = std::string("DMA ") + dir + " of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) +
@@ -152,6 +170,134 @@ int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
   }
   // copy_sges only reads from the buffer when it writes to memory.
   return copy_sges(qp, sge, num_sge, offset, const_cast<uint8_t*>(src), len, true, why);
+}
+
+}  // namespace simnic::core
+
+namespace simnic::core {
+
+// --- Fewer DMA system calls (issue 14) ---------------------------------------------------
+// process_vm_readv/writev cost about 1.7 us a call whatever the size, so the NIC moves a
+// message's bytes in as few calls as it can. Sending, it reads up to kStageBytes of a
+// message at once into a stage and sends the following packets from there; receiving, it
+// queues writes into pinned MRs and makes them together (one process_vm_writev per process)
+// before anything can report them. Every packet still passes every check it passed before:
+// the SGE's MR is looked up at each packet (local_mr), an rkey at each message, before any
+// write is queued. Only the moment the bytes move changes.
+
+int Device::dma_read(pid_t pid, uint64_t addr, void* dst, size_t len) {
+  flush_dma_writes();  // a read sees every write before it
+  return memory_.read(pid, addr, dst, len);
+}
+
+int Device::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len) {
+  flush_dma_writes();  // in order with the queued ones (they may overlap)
+  return memory_.write(pid, addr, src, len);
+}
+
+// A pinned MR's pages were there at registration (reg_mr probes them) and stay: a write into
+// it is queued, and a failure at the flush is counted and logged, as a real RNIC writes into
+// pinned pages the program may have unmapped since. An ODP MR's fault must NAK the packet that
+// met it, and device memory is cheap to reach: both are written at once.
+int Device::dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len) {
+  if (is_odp_mr(mr) || is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
+  if (int e = memory_.write_later(mr.ctx->pid, addr, src, len)) return e;
+  queued_write_bytes_ += len;
+  if (queued_write_bytes_ >= kMaxQueuedWrites) flush_dma_writes();
+  return 0;
+}
+
+void Device::flush_dma_writes() {
+  if (!memory_.queued()) return;
+  queued_write_bytes_ = 0;
+  failed_writes_.clear();
+  memory_.flush(&failed_writes_);
+  for (const HostMemory::FailedWrite& f : failed_writes_) {
+    ++counters_.dma_errors;
+    log_limited(LogLevel::kError, "deferred_write", 0, [&] {
+      return "DMA write of " + std::to_string(f.len) + " bytes at " + hex(f.addr) + " into pid " +
+             std::to_string(f.pid) + "'s registered memory failed: " + std::strerror(f.err) +
+             ". The packet had been accepted, so the bytes are lost, as when a program unmaps memory "
+             "it registered with a real RNIC";
+    });
+  }
+}
+
+// The stage that holds bytes [offset, +len) of message (owner, tag), reading a chunk from
+// `offset` into the least recently used one if none does; nullptr when the packet is better
+// read alone: the rest of the message is this packet, or a chunk read failed (the packet's own
+// read then meets the failure and reports it exactly as it did before stages).
+template <class Read>
+Device::DmaStage* Device::stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len, uint32_t msg_len,
+                                Read&& read) {
+  DmaStage* lru = &stages_[0];
+  for (DmaStage& s : stages_) {
+    if (s.owner == owner && s.tag == tag) {
+      if (s.failed) return nullptr;
+      if (offset >= s.begin && offset + len <= s.end) {
+        s.used = ++stage_clock_;
+        return &s;
+      }
+      lru = &s;  // the same message further on: its stage moves on
+      break;
+    }
+    if (s.used < lru->used) lru = &s;
+  }
+  if (offset + len >= msg_len) return nullptr;
+  const uint32_t n = std::min<uint32_t>(msg_len - offset, kStageBytes);
+  DmaStage& s = *lru;
+  s = DmaStage{owner, tag, offset, offset + n, false, ++stage_clock_, std::move(s.bytes)};
+  if (s.bytes.size() < kStageBytes) s.bytes.resize(kStageBytes);
+  if (read(s.bytes.data(), offset, n)) {
+    s.failed = true;
+    return nullptr;
+  }
+  return &s;
+}
+
+void Device::drop_stage(const void* owner, uint64_t tag) {
+  for (DmaStage& s : stages_)
+    if (s.owner == owner && s.tag == tag) s.owner = nullptr;
+}
+
+int Device::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
+                         const uint8_t** out, std::string* why) {
+  const abi::SendWqe& w = st.wqe;
+  const uint32_t nsge = std::min(w.num_sge, abi::kMaxSge);
+  auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
+    std::string ignored;
+    return sge_dma(qp, w.sge, nsge, from, buf, n, SgeDma::kProbe, &ignored);
+  };
+  if (!(w.send_flags & IBV_SEND_INLINE))
+    if (DmaStage* s = stage(&qp, slot, offset, len, st.length, read)) {
+      // The bytes were read with an earlier packet; this one's DMA checks are made now, as if
+      // it read them itself (an MR deregistered meanwhile fails this packet, as before).
+      if (int e = sge_dma(qp, w.sge, nsge, offset, nullptr, len, SgeDma::kCheck, why)) return e;
+      *out = s->bytes.data() + (offset - s->begin);
+      return 0;
+    }
+  *out = payload_buffer_.data();
+  return gather(qp, w, offset, payload_buffer_.data(), len, why);
+}
+
+// rr.mr was checked (rkey, range: respond_read) when the READ arrived, and is cleared if the MR
+// is deregistered: the caller looks at it before each packet.
+int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
+                                  const uint8_t** out) {
+  const Mr& mr = *rr.mr;
+  auto trace = [&](uint32_t from, uint32_t n) {
+    tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + from).u("length", n);
+  };
+  auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
+    return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);
+  };
+  trace(offset, len);  // the packet's bytes, as sge_dma traces them
+  if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read)) {
+    *out = s->bytes.data() + (offset - s->begin);
+    return 0;
+  }
+  *out = payload_buffer_.data();
+  return read(payload_buffer_.data(), offset, len);
 }
 
 }  // namespace simnic::core

@@ -139,6 +139,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
     return WqeStart::kWait;
   }
   st.begin(qp.req.next_psn);
+  drop_stage(&qp, qp.req.sq_next);  // bytes staged for the slot's previous WQE are not this one's
   st.length = uint32_t(total);
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
@@ -220,7 +221,8 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   PacketHeaders h{};
   const uint32_t payload_len = request_headers(qp, st, i, h);
   std::string why;
-  if (payload_len && gather(qp, st.wqe, i * qp.mtu_bytes, payload_buffer_.data(), payload_len, &why)) {
+  const uint8_t* payload = payload_buffer_.data();
+  if (payload_len && send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;
     requester_error(qp, Error::kLocalProtection, why);
     return false;
@@ -228,7 +230,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = qp.acked() && (last_pkt || (i + 1) % kAckEvery == 0);
-  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload_buffer_.data(), payload_len));
+  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len));
   return requester_packet_sent(qp, st, mask, now);
 }
 

@@ -25,6 +25,7 @@ constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_d
 
 void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   if (!qp.acked()) return;  // UC never answers (IBA 9.8.3)
+  flush_dma_writes();        // what the ACK reports is in memory before the requester hears of it
   PacketHeaders h{};
   h.bth.opcode = kRcAcknowledge;
   h.bth.pkey = 0xffff;
@@ -397,7 +398,7 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   }
   const Mr& mr = *qp.resp.write_mr;
   tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.resp.write_va).u("length", pkt.payload.size());
-  if (int e = memory_.write(mr.ctx->pid, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+  if (int e = dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
     remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
   }
@@ -467,6 +468,7 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     ++qp.resp.msn;
   }
   rr.msn = qp.resp.msn;
+  drop_stage(&qp, read_stage_tag(rr));  // a READ (a duplicate too) reads the memory afresh
   qp.resp.read_responses.push_back(rr);
   if (!send_read_responses(qp, burst_)) busy_qps_[qp.qpn] = &qp;
 }
@@ -488,22 +490,22 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       h.bth.psn = psn_add(rr.first_psn, k);
       h.aeth.syndrome = aeth_ack(kAckCredits);
       h.aeth.msn = rr.msn & kPsnMask;
+      const uint8_t* payload = payload_buffer_.data();
       if (n) {
         if (!rr.mr) {
           qp.resp.read_responses.pop_front();
           responder_error(qp, Error::kRkeyViolation, h.bth.psn, "the MR of this READ was deregistered");
           return true;
         }
-        const Mr& mr = *rr.mr;
-        tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + offset).u("length", n);
-        if (int e = memory_.read(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), payload_buffer_.data(), n)) {
+        if (int e = read_response_payload(qp, rr, offset, n, &payload)) {
+          const Mr& mr = *rr.mr;
           const uint64_t va = rr.va + offset;
           qp.resp.read_responses.pop_front();
           remote_dma_failed(qp, mr, va, n, h.bth.psn, "DMA read for a READ response", e);
           return true;
         }
       }
-      emit(qp, h, std::span<const uint8_t>(payload_buffer_.data(), n));
+      emit(qp, h, std::span<const uint8_t>(payload, n));
       ++rr.sent;
       --budget;
     }
@@ -548,7 +550,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
-  if (int e = memory_.read(mr->ctx->pid, addr, &orig, 8)) {
+  if (int e = dma_read(mr->ctx->pid, addr, &orig, 8)) {
     remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA read", e);
     return;
   }
@@ -556,7 +558,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
                                                      : orig + a.swap_add;
   if (next != orig) {
     tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
-    if (int e = memory_.write(mr->ctx->pid, addr, &next, 8)) {
+    if (int e = dma_write_now(mr->ctx->pid, addr, &next, 8)) {
       remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
     }
@@ -584,7 +586,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
   tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", pkt.h.reth.rkey).hex("addr", pkt.h.reth.va).u("length", 8);
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
-  if (int e = memory_.write(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
+  if (int e = dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
     remote_dma_failed(qp, *mr, mr_va, 8, psn, "ATOMIC WRITE DMA", e);
     return;
   }

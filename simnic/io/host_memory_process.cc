@@ -1,6 +1,8 @@
 #include "simnic/io/host_memory_process.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <sys/uio.h>
 
 namespace simnic::io {
@@ -35,6 +37,80 @@ int ProcessMemory::read(pid_t pid, uint64_t addr, void* dst, size_t len) {
 
 int ProcessMemory::write(pid_t pid, uint64_t addr, const void* src, size_t len) {
   return transfer(pid, addr, const_cast<void*>(src), len, ::process_vm_writev);
+}
+
+int ProcessMemory::write_later(pid_t pid, uint64_t addr, const void* src, size_t len) {
+  if (!len) return 0;
+  const auto* p = static_cast<const uint8_t*>(src);
+  // The next packet of the same message continues the last write: one piece, not two.
+  if (!queue_.empty()) {
+    Queued& last = queue_.back();
+    if (last.pid == pid && last.addr + last.len == addr && last.offset + last.len == bytes_.size()) {
+      bytes_.insert(bytes_.end(), p, p + len);
+      last.len += len;
+      return 0;
+    }
+  }
+  queue_.push_back({pid, addr, bytes_.size(), len});
+  bytes_.insert(bytes_.end(), p, p + len);
+  return 0;
+}
+
+void ProcessMemory::flush(std::vector<FailedWrite>* failed) {
+  done_.assign(queue_.size(), false);
+  for (size_t i = 0; i < queue_.size(); ++i)
+    if (!done_[i]) flush_pid(queue_[i].pid, i, failed);
+  queue_.clear();
+  bytes_.clear();  // keeps its capacity: no allocation in the next batch
+}
+
+// Every queued write into `pid` from entry `first` on, in order, IOV_MAX pieces per
+// process_vm_writev. The kernel stops at the first piece it cannot write (a partial count, or
+// -1 when it wrote nothing): that piece is reported failed and the call resumes after it.
+void ProcessMemory::flush_pid(pid_t pid, size_t first, std::vector<FailedWrite>* failed) {
+  std::vector<size_t> mine;
+  for (size_t i = first; i < queue_.size(); ++i)
+    if (queue_[i].pid == pid) {
+      mine.push_back(i);
+      done_[i] = true;
+    }
+  std::vector<iovec> local, remote;
+  size_t k = 0, skip = 0;  // the next piece to write, and how much of it is already written
+  while (k < mine.size()) {
+    const size_t n = std::min(mine.size() - k, size_t(IOV_MAX));
+    local.clear();
+    remote.clear();
+    for (size_t j = 0; j < n; ++j) {
+      const Queued& q = queue_[mine[k + j]];
+      const size_t off = j == 0 ? skip : 0;
+      local.push_back({bytes_.data() + q.offset + off, q.len - off});
+      remote.push_back({reinterpret_cast<void*>(q.addr + off), q.len - off});
+    }
+    ssize_t got = ::process_vm_writev(pid, local.data(), n, remote.data(), n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == ESRCH || errno == EPERM)) {  // the process is gone, or closed to us: all fail
+      for (const int err = errno; k < mine.size(); ++k, skip = 0)
+        failed->push_back({pid, queue_[mine[k]].addr + skip, queue_[mine[k]].len - skip, err});
+      break;
+    }
+    if (got <= 0) {
+      const Queued& q = queue_[mine[k]];
+      failed->push_back({pid, q.addr + skip, q.len - skip, got < 0 ? errno : EFAULT});
+      ++k;
+      skip = 0;
+      continue;
+    }
+    for (size_t left = size_t(got); left;) {
+      const size_t rest = queue_[mine[k]].len - skip;
+      if (left < rest) {
+        skip += left;
+        break;
+      }
+      left -= rest;
+      ++k;
+      skip = 0;
+    }
+  }
 }
 
 const char* explain_dma_errno(int err) {

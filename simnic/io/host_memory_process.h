@@ -1,5 +1,7 @@
 // HostMemory over process_vm_readv/writev: simnicd's "DMA" into an application's memory.
 #pragma once
+#include <vector>
+
 #include "simnic/core/env.h"
 
 namespace simnic::io {
@@ -9,6 +11,23 @@ class ProcessMemory final : public core::HostMemory {
   int read(pid_t pid, uint64_t addr, void* dst, size_t len) override;
   int write(pid_t pid, uint64_t addr, const void* src, size_t len) override;
   int check_mapped(pid_t pid, uint64_t addr, uint64_t len, bool writable) override;
+  // Queued writes are copied into one buffer and made with one process_vm_writev per process
+  // (IOV_MAX pieces at a time); writes that continue the previous one are merged.
+  int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) override;
+  bool queued() const override { return !queue_.empty(); }
+  void flush(std::vector<FailedWrite>* failed) override;
+
+ private:
+  struct Queued {
+    pid_t pid;
+    uint64_t addr;
+    size_t offset;  // in bytes_
+    size_t len;
+  };
+  void flush_pid(pid_t pid, size_t first, std::vector<FailedWrite>* failed);
+  std::vector<Queued> queue_;
+  std::vector<uint8_t> bytes_;
+  std::vector<bool> done_;  // during flush: the entries already written (by the pid's call)
 };
 
 // Explains an errno from process_vm_* to a user (EPERM usually means Yama ptrace_scope).

@@ -387,6 +387,7 @@ void NicServer::ring_held_doorbell(uint32_t context_id, uint64_t t) {
 
 // After any event: let engines continue long work, and re-arm the transport timer.
 void NicServer::after_event() {
+  device_.flush_dma_writes();  // the event's writes into application memory, coalesced
   if (device_.has_pending_work()) continue_pending_work();
   arm_timer();
 }

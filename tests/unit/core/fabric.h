@@ -28,21 +28,42 @@ class FakeMemory : public core::HostMemory {
   uint64_t addr(pid_t pid, size_t offset) { space(pid); return kBase + offset; }
   uint8_t* ptr(pid_t pid, size_t offset) { return space(pid).data() + offset; }
   int read(pid_t pid, uint64_t addr, void* dst, size_t len) override {
+    ++read_calls[pid];
+    if (fail_reads_at && addr <= fail_reads_at && fail_reads_at < addr + len) return EFAULT;
     auto* p = locate(pid, addr, len);
     if (!p) return EFAULT;
     std::memcpy(dst, p, len);
     return 0;
   }
   int write(pid_t pid, uint64_t addr, const void* src, size_t len) override {
-    auto* p = locate(pid, addr, len);
-    if (!p) return EFAULT;
-    if (poisoned && addr <= poisoned && poisoned < addr + len) return EFAULT;  // a page that went away
-    std::memcpy(p, src, len);
-    ++writes;
+    ++write_calls[pid];
+    return store(pid, addr, src, len);
+  }
+  // With `defer` on, writes the NIC may queue wait for flush(), as ProcessMemory's do; each
+  // flush counts one call per process written (ProcessMemory: one process_vm_writev each).
+  int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) override {
+    if (!defer) return write(pid, addr, src, len);
+    const auto* p = static_cast<const uint8_t*>(src);
+    queue_.push_back({pid, addr, std::vector<uint8_t>(p, p + len)});
     return 0;
   }
+  bool queued() const override { return !queue_.empty(); }
+  void flush(std::vector<FailedWrite>* failed) override {
+    if (on_flush) on_flush();
+    std::set<pid_t> pids;
+    for (auto& q : queue_) {
+      pids.insert(q.pid);
+      if (int e = store(q.pid, q.addr, q.bytes.data(), q.bytes.size())) failed->push_back({q.pid, q.addr, q.bytes.size(), e});
+    }
+    for (pid_t p : pids) ++flush_calls[p];
+    queue_.clear();
+  }
   int writes = 0;
+  std::map<pid_t, int> read_calls, write_calls, flush_calls;  // DMA system calls simnicd would make
+  bool defer = false;
+  std::function<void()> on_flush;  // runs as a flush starts, before any queued byte lands
   uint64_t poisoned = 0;  // an address whose writes fail, as if unmapped after registration
+  uint64_t fail_reads_at = 0;  // an address whose reads fail
 
  private:
   uint8_t* locate(pid_t pid, uint64_t addr, size_t len) {
@@ -50,7 +71,21 @@ class FakeMemory : public core::HostMemory {
     if (it == spaces_.end() || addr < kBase || addr - kBase + len > it->second.size()) return nullptr;
     return it->second.data() + (addr - kBase);
   }
+  int store(pid_t pid, uint64_t addr, const void* src, size_t len) {
+    auto* p = locate(pid, addr, len);
+    if (!p) return EFAULT;
+    if (poisoned && addr <= poisoned && poisoned < addr + len) return EFAULT;  // a page that went away
+    std::memcpy(p, src, len);
+    ++writes;
+    return 0;
+  }
+  struct Queued {
+    pid_t pid;
+    uint64_t addr;
+    std::vector<uint8_t> bytes;
+  };
   std::map<pid_t, std::vector<uint8_t>> spaces_;
+  std::vector<Queued> queue_;
 };
 
 class HeapShm : public core::ShmAllocator {
@@ -103,6 +138,7 @@ class Fabric {
     Port(Fabric& f, uint32_t ip) : fabric_(f), ip_(ip) {}
     core::SendOutcome send(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b) override {
       fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}});
+      if (fabric_.on_send) fabric_.on_send(fabric_.queue.back());
       ++fabric_.sent;
       return core::SendOutcome::kSent;
     }
@@ -124,13 +160,16 @@ class Fabric {
   void attach(uint32_t ip, core::Device* d) { devices[ip] = d; }
   // Delivers queued packets (and any they cause) until quiet; `keep` may drop a packet.
   int deliver_all(uint64_t now, const std::function<bool(const WirePacket&)>& keep = {}) {
-    int n = 0;
+    int n = 0, batch_left = 0;
     while (!queue.empty() && n < 1000000) {
+      if (batch_left <= 0) batch_left = batch ? int(queue.size()) : 1;
+      --batch_left;
       WirePacket p = std::move(queue.front());
       queue.pop_front();
       ++n;
       if (keep && !keep(p)) {
         ++dropped;
+        if (batch_left == 0 && batch) after_events(now);
         continue;
       }
       if ((p.dst_ip >> 28) == 0xe) {  // 224.0.0.0/4: every member, the sender's NIC included
@@ -140,12 +179,24 @@ class Fabric {
       } else if (auto it = devices.find(p.dst_ip); it != devices.end()) {
         it->second->on_packet(p.src_ip, 4791, p.bytes, now);
       }
-      for (auto& [ip, d] : devices)
-        while (d->has_pending_work()) d->run_pending(now);
+      if (batch_left == 0) after_events(now);
     }
     return n;
   }
+  // What simnicd does after each event: the NIC's queued writes land, then pending work runs.
+  void after_events(uint64_t now) {
+    for (auto& [ip, d] : devices) d->flush_dma_writes();
+    for (auto& [ip, d] : devices)
+      while (d->has_pending_work()) {
+        d->run_pending(now);
+        d->flush_dma_writes();
+      }
+  }
+  // Receive batches (as recvmmsg): the packets queued when a batch starts are all delivered
+  // before the NICs flush and run pending work. Off: one packet per batch.
+  bool batch = false;
   std::deque<WirePacket> queue;
+  std::function<void(const WirePacket&)> on_send;  // sees every packet as it is sent
   std::map<uint32_t, core::Device*> devices;
   std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;

@@ -179,6 +179,8 @@ TEST_F(Odp, AtomicWriteToAnUnmappedPageNaksRemoteAccessError) {
 
 TEST_F(Odp, APinnedMrWhosePageVanishedStillNaksRemoteOperationalError) {
   // The non-ODP path is unchanged: a DMA failure there is the NIC's own (IBA 9.9.3.1 class A).
+  // (Made with writes at once, the fake memory's default. simnicd queues writes into pinned
+  // MRs; a queued one that fails is counted and logged: DmaBatching.AQueuedWriteThatFails...)
   mem.poisoned = mem.addr(b->pid, 4096 + 10);
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 100, 4096));
   fabric.deliver_all(now);

@@ -276,10 +276,7 @@ class QpPair : public ::testing::Test {
     fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now);
     run_pending();
   }
-  void run_pending() {
-    for (auto& [ip, d] : fabric.devices)
-      while (d->has_pending_work()) d->run_pending(now);
-  }
+  void run_pending() { fabric.after_events(now); }
   static std::vector<uint64_t> wr_ids(const std::vector<ibv_wc>& wcs) {
     std::vector<uint64_t> out;
     for (auto& wc : wcs) out.push_back(wc.wr_id);
