@@ -22,6 +22,7 @@
 
 #include "simnic/abi/control.h"
 #include "simnic/core/cm_agent.h"
+#include "simnic/core/congestion.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
@@ -43,7 +44,11 @@ struct DeviceConfig {
   uint32_t ipv4 = 0x7f000001;   // host order
   uint16_t udp_port = 4791;
   uint32_t mtu_bytes = 4096;    // the port's active MTU
-  uint32_t window_packets = 64; // unacknowledged packets per QP before the requester waits
+  uint32_t window_packets = 1024; // unacknowledged packets per QP before the requester waits,
+  uint32_t window_bytes = 1u << 20; // and bytes (the smaller of the two, at least 4 packets)
+  // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the
+  // peer's UDP receive buffer holds, so that no RC QP loses packets when none are injected.
+  uint64_t peer_window_bytes = 4u << 20;
   uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
   // Link layer and addressing (docs/link-layer.md). RoCE by default; in InfiniBand mode the
   // port has a LID and address vectors may name peers by DLID alone (the wire stays RoCEv2).
@@ -530,6 +535,23 @@ class Device : private ObjectTables {
   // ODP page fault, remote operational error otherwise.
   void remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
                          int err);
+
+  // --- Back-pressure and congestion control between NICs (issue 14 point 3): congestion.h,
+  // congestion_hooks.cc ---
+ public:
+  const CongestionControl& congestion() const { return cc_; }
+  // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
+  void set_peer_window_cap(uint64_t bytes) { cc_.set_cap(bytes); }
+
+ private:
+  uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now
+  bool cc_admit(Qp& qp);                      // false: the QP waits for credit (queued)
+  void cc_sync(Qp& qp, bool rewound);         // after its PSNs or state changed
+  void cc_loss(Qp& qp);                       // a timeout or sequence NAK: halve the window
+  void cc_end_turn(Qp& qp);                   // end of a requester turn
+  void cc_forget(Qp& qp);                     // destroyed
+  void cc_wake();                             // resume QPs that freed credit lets go
+  CongestionControl cc_{CongestionConfig{config_.peer_window_bytes}};
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).
