@@ -11,16 +11,16 @@ namespace {
 // adds one segment per round trip (RFC 5681 3.1); simnic's unit of sending is a burst of up
 // to 64 KiB (one GSO send), so that is its "segment".
 constexpr uint64_t kIncreasePerWindow = 64u << 10;
+// The most a woken QP may send past those waiting in one turn: one burst of 64 KiB, so that
+// hundreds of QPs behind it each get their turn soon.
+constexpr uint64_t kMaxGrant = 64u << 10;
 
 }  // namespace
 
-CongestionControl::CongestionControl(CongestionConfig config) : config_(config) {
-  config_.floor_bytes = std::min(config_.floor_bytes, config_.cap_bytes);
-}
+CongestionControl::CongestionControl(CongestionConfig config) : config_(config) {}
 
 void CongestionControl::set_cap(uint64_t cap_bytes) {
   config_.cap_bytes = std::max<uint64_t>(cap_bytes, 1);
-  config_.floor_bytes = std::min(config_.floor_bytes, config_.cap_bytes);
   for (auto& [ip, p] : peers_) {
     p.cwnd = std::min(p.cwnd, config_.cap_bytes);
     freed_peers_.push_back(ip);  // a raised cap may let waiters go
@@ -43,13 +43,18 @@ bool CongestionControl::admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) {
   if (q.bytes == 0) q.peer_ip = peer_ip;
   q.quantum = std::max<uint64_t>(bytes, 1);
   const bool fits = p.in_flight == 0 || p.in_flight + bytes <= p.cwnd;
-  if (fits && (q.granted || p.waiting.empty())) return true;
-  // Full, or others were first: wait in line. A woken QP that found the window full again
-  // keeps its place at the head.
-  if (q.granted) p.waiting.push_front(qpn);
+  if (fits && (p.waiting.empty() || q.grant >= bytes)) {
+    if (q.grant) q.used_grant = true;
+    q.grant -= std::min(q.grant, bytes);
+    return true;
+  }
+  // Full, or others were first: wait in line, at the back. Woken QPs that found the window full
+  // before sending anything (one woken before them took more than one packet) go back to the
+  // head, in the order they were woken.
+  if (q.grant && !q.used_grant) p.waiting.insert(p.waiting.begin() + long(std::min(p.returned++, p.waiting.size())), qpn);
   else p.waiting.push_back(qpn);
   q.queued = true;
-  q.granted = false;
+  q.grant = 0;
   ++waits_;
   return false;
 }
@@ -107,7 +112,8 @@ void CongestionControl::forget(uint32_t qpn) {
 void CongestionControl::on_loss(uint32_t peer_ip) {
   PeerWindow& p = peer(peer_ip);
   if (p.acked_since_cut < p.cwnd) return;  // one cut per window: this loss is the same event
-  p.cwnd = std::max(config_.floor_bytes, p.cwnd / 2);
+  const uint64_t floor = std::min(config_.floor_bytes, config_.cap_bytes / 4);
+  p.cwnd = std::max(floor, p.cwnd / 2);
   p.acked_since_cut = 0;
   ++cuts_;
 }
@@ -118,7 +124,8 @@ std::vector<uint32_t> CongestionControl::take_wakeups() {
   freed_peers_.erase(std::unique(freed_peers_.begin(), freed_peers_.end()), freed_peers_.end());
   for (uint32_t ip : freed_peers_) {
     PeerWindow& p = peer(ip);
-    uint64_t reserved = 0;  // what those woken so far are expected to send first
+    p.returned = 0;
+    uint64_t reserved = 0;  // granted to those woken so far
     while (!p.waiting.empty()) {
       const uint32_t qpn = p.waiting.front();
       QpCharge& q = qps_[qpn];
@@ -126,8 +133,9 @@ std::vector<uint32_t> CongestionControl::take_wakeups() {
       if (after != 0 && after + q.quantum > p.cwnd) break;
       p.waiting.pop_front();
       q.queued = false;
-      q.granted = true;
-      reserved += q.quantum;
+      q.grant = std::max(q.quantum, std::min(kMaxGrant, p.cwnd > after ? p.cwnd - after : 0));
+      q.used_grant = false;
+      reserved += q.grant;
       out.push_back(qpn);
       ++wakeups_;
     }
@@ -139,7 +147,7 @@ std::vector<uint32_t> CongestionControl::take_wakeups() {
 void CongestionControl::end_turn(uint32_t qpn) {
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return;
-  it->second.granted = false;
+  it->second.grant = 0;
   // A woken QP that sent nothing leaves credit unused: give the next in line its chance.
   PeerWindow& p = peer(it->second.peer_ip);
   if (!p.waiting.empty() && (p.in_flight == 0 || p.in_flight < p.cwnd)) freed_peers_.push_back(it->second.peer_ip);

@@ -14,6 +14,7 @@
 // cannot leak: a QP that goes back N, fails, is reset or destroyed charges what it now holds.
 // Pure: no clock, no I/O; the Device feeds it (congestion_hooks.cc).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -23,7 +24,7 @@ namespace simnic::core {
 
 struct CongestionConfig {
   uint64_t cap_bytes = 4u << 20;    // most a NIC keeps in flight towards one peer
-  uint64_t floor_bytes = 256u << 10; // the window never shrinks below this (AIMD)
+  uint64_t floor_bytes = 256u << 10; // the window never shrinks below this, or cap/4 (AIMD)
 };
 
 // One destination NIC, seen from this one.
@@ -32,6 +33,7 @@ struct PeerWindow {
   uint64_t cwnd = 0;             // the limit now: cap_bytes, halved on loss, grown per ACK
   uint64_t acked_since_cut = 0;  // bytes acknowledged since the last halving
   std::deque<uint32_t> waiting;  // QPNs waiting for credit, oldest first
+  size_t returned = 0;           // woken QPs put back at the head since the last wake-up
 };
 
 // NIC-wide figures for `simnic status`.
@@ -54,9 +56,10 @@ class CongestionControl {
 
   // Whether QP `qpn` may put `bytes` more in flight towards `peer_ip` now. When not, it joins the
   // peer's queue (once) and is handed back by take_wakeups when credit allows. A QP woken from
-  // the queue passes those still waiting until it next finds the window full; one that was not
-  // queued must wait behind them (first come, first served). With nothing in flight anything
-  // passes, so a window smaller than a packet cannot stall a peer.
+  // the queue is granted a share of the freed credit (at most kMaxGrant) that it may send past
+  // those still waiting, in its next turn; one that was not queued, or has used its grant, waits
+  // behind them (first come, first served: round robin among busy QPs). With nothing in flight
+  // anything passes, so a window smaller than a packet cannot stall a peer.
   bool admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes);
   // QP `qpn` now holds `bytes` in flight towards `peer_ip` (0 when it holds nothing). Freed bytes
   // count as acknowledged (additive increase) unless `rewound` (go-back-N, error, reset).
@@ -84,7 +87,8 @@ class CongestionControl {
     uint64_t bytes = 0;
     uint64_t quantum = 4096;  // the last admitted packet size: the wake-up estimate
     bool queued = false;
-    bool granted = false;     // woken: may pass those still waiting
+    uint64_t grant = 0;       // woken: bytes it may send past those still waiting, this turn
+    bool used_grant = false;  // and it sent something since
   };
   PeerWindow& peer(uint32_t ip);
   void release(QpCharge& q, uint64_t bytes, bool rewound);

@@ -44,11 +44,7 @@ struct DeviceConfig {
   uint32_t ipv4 = 0x7f000001;   // host order
   uint16_t udp_port = 4791;
   uint32_t mtu_bytes = 4096;    // the port's active MTU
-  uint32_t window_packets = 1024; // unacknowledged packets per QP before the requester waits,
-  uint32_t window_bytes = 1u << 20; // and bytes (the smaller of the two, at least 4 packets)
-  // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the
-  // peer's UDP receive buffer holds, so that no RC QP loses packets when none are injected.
-  uint64_t peer_window_bytes = 4u << 20;
+  uint32_t window_packets = 1024; // unacknowledged packets per QP before the requester waits
   uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
   // Link layer and addressing (docs/link-layer.md). RoCE by default; in InfiniBand mode the
   // port has a LID and address vectors may name peers by DLID alone (the wire stays RoCEv2).
@@ -56,6 +52,13 @@ struct DeviceConfig {
   uint16_t lid = 0;             // IB mode: this port's LID and the subnet manager's
   uint16_t sm_lid = 0;
   GidTableKind gid_table = GidTableKind::kSimple;  // RoCE mode: whose GID table to list
+  // Unacknowledged bytes per QP (with window_packets: the smaller, at least 4 packets).
+  uint32_t window_bytes = 1u << 20;
+  // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the
+  // peer's UDP receive buffer holds, so that no RC QP loses packets when none are injected.
+  // 0: kDefaultPeerWindow, which simnicd lowers to a quarter of its socket's receive buffer.
+  uint64_t peer_window_bytes = 0;
+  static constexpr uint64_t kDefaultPeerWindow = 4u << 20;
 };
 
 // Limits simnicd reports in ibv_query_device and enforces.
@@ -551,7 +554,8 @@ class Device : private ObjectTables {
   void cc_end_turn(Qp& qp);                   // end of a requester turn
   void cc_forget(Qp& qp);                     // destroyed
   void cc_wake();                             // resume QPs that freed credit lets go
-  CongestionControl cc_{CongestionConfig{config_.peer_window_bytes}};
+  CongestionControl cc_{
+      CongestionConfig{config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow}};
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).
