@@ -79,6 +79,9 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
     return;
   }
   if (qp.comp.sq_consumer == qp.req.sq_started) return;  // everything was acknowledged meanwhile
+  // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
+  // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
+  if (qp.comp.una_psn == qp.req.next_psn) return;
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +

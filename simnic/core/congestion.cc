@@ -59,6 +59,15 @@ bool CongestionControl::admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) {
   return false;
 }
 
+bool CongestionControl::would_wait(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) const {
+  auto pit = peers_.find(peer_ip);
+  auto qit = qps_.find(qpn);
+  if (pit == peers_.end() || qit == qps_.end()) return false;
+  const PeerWindow& p = pit->second;
+  if (p.in_flight + 2 * bytes > p.cwnd / 2) return true;  // contended, or the next does not fit
+  return !p.waiting.empty() && qit->second.grant < bytes;  // others are first
+}
+
 void CongestionControl::release(QpCharge& q, uint64_t bytes, bool rewound) {
   PeerWindow& p = peer(q.peer_ip);
   bytes = std::min(bytes, q.bytes);

@@ -61,6 +61,12 @@ class CongestionControl {
   // behind them (first come, first served: round robin among busy QPs). With nothing in flight
   // anything passes, so a window smaller than a packet cannot stall a peer.
   bool admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes);
+  // Whether QP `qpn`, admitted for a packet of `bytes` about to leave, may have to wait before
+  // the one after: the next does not fit, others wait, or the window is more than half full (a
+  // later turn may find it full). That packet must ask for an ACK, or the credit its
+  // unacknowledged packets hold would come back only with the ACK timeout (simnic's responder,
+  // like rxe's, coalesces: it acknowledges when a packet asks, with AckReq in the BTH).
+  bool would_wait(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) const;
   // QP `qpn` now holds `bytes` in flight towards `peer_ip` (0 when it holds nothing). Freed bytes
   // count as acknowledged (additive increase) unless `rewound` (go-back-N, error, reset).
   void set_charge(uint32_t qpn, uint32_t peer_ip, uint64_t bytes, bool rewound);

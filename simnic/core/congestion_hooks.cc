@@ -21,6 +21,11 @@ bool Device::cc_admit(Qp& qp) {
   return cc_.admit(qp.qpn, qp.remote_ip, qp.mtu_bytes);
 }
 
+bool Device::cc_ack_before_pause(const Qp& qp) const {
+  if (!qp.acked()) return false;
+  return cc_.would_wait(qp.qpn, qp.remote_ip, qp.mtu_bytes);
+}
+
 void Device::cc_sync(Qp& qp, bool rewound) {
   if (!qp.acked()) return;
   cc_.set_charge(qp.qpn, qp.remote_ip, cc_charge_of(qp), rewound);
