@@ -38,7 +38,7 @@ const std::vector<Group>& groups() {
                             {"rnr_naks_sent", "RNR NAKs sent: a SEND came and no receive was posted"},
                             {"rnr_naks_received", "RNR NAKs received: the peer had no receive posted"},
                             {"duplicates", "requests or ACKs received twice (after a resend)"}}},
-      {"Back-pressure (the window towards each peer NIC, docs/reliability.md)",
+      {"Back-pressure (the window towards each peer NIC, docs/congestion.md)",
        {{"cc_window_cap", "bytes in flight allowed towards one peer, all QPs together"},
         {"cc_window_min", "the smallest peer window now (halved on loss, regrown by ACKs)"},
         {"cc_in_flight", "bytes in flight now, all peers"},

@@ -48,6 +48,7 @@ bool CongestionControl::admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) {
     q.grant -= std::min(q.grant, bytes);
     return true;
   }
+  if (q.unasked && q.bytes) return true;  // one packet more, asking for the ACK (would_wait)
   // Full, or others were first: wait in line, at the back. Woken QPs that found the window full
   // before sending anything (one woken before them took more than one packet) go back to the
   // head, in the order they were woken.
@@ -64,8 +65,13 @@ bool CongestionControl::would_wait(uint32_t qpn, uint32_t peer_ip, uint64_t byte
   auto qit = qps_.find(qpn);
   if (pit == peers_.end() || qit == qps_.end()) return false;
   const PeerWindow& p = pit->second;
-  if (p.in_flight + 2 * bytes > p.cwnd / 2) return true;  // contended, or the next does not fit
+  if (p.in_flight + 2 * bytes > p.cwnd) return true;        // the next does not fit
   return !p.waiting.empty() && qit->second.grant < bytes;  // others are first
+}
+
+void CongestionControl::note_ack_req(uint32_t qpn, bool asked) {
+  auto it = qps_.find(qpn);
+  if (it != qps_.end()) it->second.unasked = !asked;
 }
 
 void CongestionControl::release(QpCharge& q, uint64_t bytes, bool rewound) {

@@ -1,6 +1,5 @@
 // simnic's lossless fabric: a NIC-wide window of bytes in flight towards each peer NIC, shared
-// by every QP sending to it, with AIMD congestion control on it (docs/reliability.md,
-// "Back-pressure and congestion control").
+// by every QP sending to it, with AIMD congestion control on it (docs/congestion.md).
 //
 // Real RoCE fabrics do not drop for congestion: a switch whose buffer fills pauses the link
 // (PFC, IEEE 802.1Qbb) and DCQCN slows the senders that caused it. Between simnicds the
@@ -61,12 +60,16 @@ class CongestionControl {
   // behind them (first come, first served: round robin among busy QPs). With nothing in flight
   // anything passes, so a window smaller than a packet cannot stall a peer.
   bool admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes);
-  // Whether QP `qpn`, admitted for a packet of `bytes` about to leave, may have to wait before
-  // the one after: the next does not fit, others wait, or the window is more than half full (a
-  // later turn may find it full). That packet must ask for an ACK, or the credit its
-  // unacknowledged packets hold would come back only with the ACK timeout (simnic's responder,
-  // like rxe's, coalesces: it acknowledges when a packet asks, with AckReq in the BTH).
+  // Whether QP `qpn`, admitted for a packet of `bytes` about to leave, would have to wait before
+  // the one after (it does not fit, or others are waiting). That packet must ask for an ACK, or
+  // the credit its unacknowledged packets hold would come back only with the ACK timeout
+  // (simnic's responder, like rxe's, coalesces: it acknowledges when a packet asks, with AckReq
+  // in the BTH).
   bool would_wait(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) const;
+  // The packet QP `qpn` is sending asks for an ACK, or not. A QP refused while its last packet
+  // did not ask (others started waiting since its last turn) may send one packet more, which
+  // asks: at most one packet per QP past the window, instead of credit held until a timeout.
+  void note_ack_req(uint32_t qpn, bool asked);
   // QP `qpn` now holds `bytes` in flight towards `peer_ip` (0 when it holds nothing). Freed bytes
   // count as acknowledged (additive increase) unless `rewound` (go-back-N, error, reset).
   void set_charge(uint32_t qpn, uint32_t peer_ip, uint64_t bytes, bool rewound);
@@ -95,6 +98,7 @@ class CongestionControl {
     bool queued = false;
     uint64_t grant = 0;       // woken: bytes it may send past those still waiting, this turn
     bool used_grant = false;  // and it sent something since
+    bool unasked = false;     // its last packet did not ask for an ACK
   };
   PeerWindow& peer(uint32_t ip);
   void release(QpCharge& q, uint64_t bytes, bool rewound);

@@ -21,9 +21,11 @@ bool Device::cc_admit(Qp& qp) {
   return cc_.admit(qp.qpn, qp.remote_ip, qp.mtu_bytes);
 }
 
-bool Device::cc_ack_before_pause(const Qp& qp) const {
+bool Device::cc_ack_req(const Qp& qp, bool asked) {
   if (!qp.acked()) return false;
-  return cc_.would_wait(qp.qpn, qp.remote_ip, qp.mtu_bytes);
+  asked = asked || cc_.would_wait(qp.qpn, qp.remote_ip, qp.mtu_bytes);
+  cc_.note_ack_req(qp.qpn, asked);
+  return asked;
 }
 
 void Device::cc_sync(Qp& qp, bool rewound) {

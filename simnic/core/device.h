@@ -549,9 +549,10 @@ class Device : private ObjectTables {
  private:
   uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now
   bool cc_admit(Qp& qp);                      // false: the QP waits for credit (queued)
-  // The packet about to leave asks for an ACK because of the peer window: the QP may have to
-  // wait after it, and what it holds must come back without an ACK timeout.
-  bool cc_ack_before_pause(const Qp& qp) const;
+  // Whether the packet about to leave asks for an ACK: `asked` (the requester's own rule), or
+  // because the QP would have to wait after it, and what it holds must come back without an
+  // ACK timeout (CongestionControl::would_wait, note_ack_req).
+  bool cc_ack_req(const Qp& qp, bool asked);
   void cc_sync(Qp& qp, bool rewound);         // after its PSNs or state changed
   void cc_loss(Qp& qp);                       // a timeout or sequence NAK: halve the window
   void cc_end_turn(Qp& qp);                   // end of a requester turn

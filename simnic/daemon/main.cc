@@ -193,7 +193,7 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   opt.history = !f.no_history;
   if (f.gso) opt.gso = true;
   opt.verbose = f.verbose;
-  // Window tuning for benchmarks (docs/performance.md): bytes per QP, and per peer NIC.
+  // Window tuning for benchmarks (docs/congestion.md): bytes per QP, and per peer NIC.
   if (const char* w = std::getenv("SIMNIC_QP_WINDOW_BYTES")) opt.device.window_bytes = uint32_t(std::strtoul(w, nullptr, 10));
   if (const char* w = std::getenv("SIMNIC_PEER_WINDOW_BYTES")) opt.device.peer_window_bytes = std::strtoull(w, nullptr, 10);
   return 0;

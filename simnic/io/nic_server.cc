@@ -121,7 +121,7 @@ int NicServer::start(std::string* error) {
   if (!port_.open(error)) return 2;
   // What this NIC keeps in flight towards one peer stays well under a receive buffer like its
   // own: a quarter of it (the kernel counts each datagram at up to twice its size, and a NIC
-  // may hear from several peers at once). docs/reliability.md.
+  // may hear from several peers at once). docs/congestion.md.
   // SIMNIC_PEER_WINDOW_BYTES (peer_window_bytes) sets it as is.
   if (uint64_t rcvbuf = port_.receive_buffer_bytes(); rcvbuf && !opt_.device.peer_window_bytes)
     device_.set_peer_window_cap(std::min<uint64_t>(core::DeviceConfig::kDefaultPeerWindow, rcvbuf / 4));
