@@ -49,6 +49,28 @@ TEST(CongestionControl, NothingInFlightAlwaysAdmitsOnePacket) {
   EXPECT_EQ(cc.take_wakeups(), std::vector<uint32_t>{2});
 }
 
+TEST(CongestionControl, AQpHoldingUnaskedPacketsMaySendOneMoreThatAsks) {
+  CongestionControl cc(CongestionConfig{8192});
+  ASSERT_TRUE(cc.admit(1, kPeer, 4096));
+  EXPECT_FALSE(cc.would_wait(1, kPeer, 4096));  // the next fits, nobody waits: no ACK needed
+  cc.note_ack_req(1, false);
+  cc.set_charge(1, kPeer, 4096, false);
+  ASSERT_TRUE(cc.admit(2, kPeer, 4096));
+  EXPECT_TRUE(cc.would_wait(2, kPeer, 4096));  // this one fills the window: it asks
+  cc.note_ack_req(2, true);
+  cc.set_charge(2, kPeer, 4096, false);
+  EXPECT_FALSE(cc.admit(3, kPeer, 4096));  // full: QP 3 waits
+  // QP 1's packet did not ask: without one more that asks, its credit would come back only
+  // with its ACK timeout.
+  EXPECT_TRUE(cc.admit(1, kPeer, 4096));
+  EXPECT_TRUE(cc.would_wait(1, kPeer, 4096));
+  cc.note_ack_req(1, true);
+  cc.set_charge(1, kPeer, 8192, false);
+  EXPECT_FALSE(cc.admit(1, kPeer, 4096));  // and then it waits like the others
+  EXPECT_FALSE(cc.admit(2, kPeer, 4096));
+  EXPECT_EQ(cc.stats().waiting, 3u);
+}
+
 TEST(CongestionControl, ForgetReleasesTheChargeAndLeavesTheQueue) {
   CongestionControl cc(CongestionConfig{8192});
   ASSERT_TRUE(cc.admit(1, kPeer, 4096));
