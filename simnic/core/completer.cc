@@ -139,6 +139,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   while (step != CompStep::kDone) step = completer_step(c, step);
+  cc_sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
 }
 
 CompStep Device::completer_step(CompletionWork& c, CompStep step) {
@@ -332,6 +333,8 @@ CompStep Device::comp_nak(CompletionWork& c) {
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   if (code == kNakPsnSeqError) {
+    cc_sync(qp, false);  // credit for what this NAK acknowledged, before the rewind
+    cc_loss(qp);
     if (qp.comp.retry_left == 0) {
       requester_error(qp, Error::kRetryExceeded,
                       "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +

@@ -47,6 +47,7 @@ void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t 
   qp.comp.rnr_wait = true;
   qp.comp.una_psn = psn;
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
+  cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
   tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
   busy_qps_.erase(qp.qpn);
 }
@@ -78,6 +79,9 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
     return;
   }
   if (qp.comp.sq_consumer == qp.req.sq_started) return;  // everything was acknowledged meanwhile
+  // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
+  // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
+  if (qp.comp.una_psn == qp.req.next_psn) return;
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
@@ -88,6 +92,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   });
   ++counters_.timeouts;
   ++qp.counters.timeouts;
+  cc_loss(qp);
   tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
   if (qp.comp.retry_left == 0) {
     requester_error(qp, Error::kRetryExceeded,

@@ -272,6 +272,11 @@ std::string Device::status_text() const {
   s << "qps " << qps_.size() << "\n";
   s << "srqs " << srqs_.size() << "\n";
   counters_.for_each([&](const char* name, uint64_t v) { s << name << " " << v << "\n"; });
+  // The per-peer window (congestion.h).
+  const CongestionStats cc = cc_.stats();
+  s << "cc_window_cap " << cc_.config().cap_bytes << "\ncc_window_min " << (cc.peers ? cc.min_cwnd : cc_.config().cap_bytes)
+    << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps " << cc.waiting << "\ncc_waits " << cc.waits
+    << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
   // One line per QP, keyed by its QPN, for `simnic status NAME`.
   for (const auto& [h, qp] : qps_) {
     s << "qp." << hex(qp->qpn) << " " << qp_type_name(qp->type) << " " << qp_state_name(qp->state);

@@ -22,6 +22,7 @@
 
 #include "simnic/abi/control.h"
 #include "simnic/core/cm_agent.h"
+#include "simnic/core/congestion.h"
 #include "simnic/core/counters.h"
 #include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
@@ -43,7 +44,7 @@ struct DeviceConfig {
   uint32_t ipv4 = 0x7f000001;   // host order
   uint16_t udp_port = 4791;
   uint32_t mtu_bytes = 4096;    // the port's active MTU
-  uint32_t window_packets = 64; // unacknowledged packets per QP before the requester waits
+  uint32_t window_packets = 1024; // unacknowledged packets per QP before the requester waits
   uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
   // Link layer and addressing (docs/link-layer.md). RoCE by default; in InfiniBand mode the
   // port has a LID and address vectors may name peers by DLID alone (the wire stays RoCEv2).
@@ -51,6 +52,13 @@ struct DeviceConfig {
   uint16_t lid = 0;             // IB mode: this port's LID and the subnet manager's
   uint16_t sm_lid = 0;
   GidTableKind gid_table = GidTableKind::kSimple;  // RoCE mode: whose GID table to list
+  // Unacknowledged bytes per QP (with window_packets: the smaller, at least 4 packets).
+  uint32_t window_bytes = 1u << 20;
+  // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the
+  // peer's UDP receive buffer holds, so that no RC QP loses packets when none are injected.
+  // 0: kDefaultPeerWindow, which simnicd lowers to a quarter of its socket's receive buffer.
+  uint64_t peer_window_bytes = 0;
+  static constexpr uint64_t kDefaultPeerWindow = 4u << 20;
 };
 
 // Limits simnicd reports in ibv_query_device and enforces.
@@ -575,6 +583,28 @@ class Device : private ObjectTables {
   uint64_t stage_clock_ = 0;
   uint64_t queued_write_bytes_ = 0;
   std::vector<HostMemory::FailedWrite> failed_writes_;
+
+  // --- Back-pressure and congestion control between NICs (issue 14 point 3): congestion.h,
+  // congestion_hooks.cc ---
+ public:
+  const CongestionControl& congestion() const { return cc_; }
+  // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
+  void set_peer_window_cap(uint64_t bytes) { cc_.set_cap(bytes); }
+
+ private:
+  uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now
+  bool cc_admit(Qp& qp);                      // false: the QP waits for credit (queued)
+  // Whether the packet about to leave asks for an ACK: `asked` (the requester's own rule), or
+  // because the QP would have to wait after it, and what it holds must come back without an
+  // ACK timeout (CongestionControl::would_wait, note_ack_req).
+  bool cc_ack_req(const Qp& qp, bool asked);
+  void cc_sync(Qp& qp, bool rewound);         // after its PSNs or state changed
+  void cc_loss(Qp& qp);                       // a timeout or sequence NAK: halve the window
+  void cc_end_turn(Qp& qp);                   // end of a requester turn
+  void cc_forget(Qp& qp);                     // destroyed
+  void cc_wake();                             // resume QPs that freed credit lets go
+  CongestionControl cc_{
+      CongestionConfig{config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow}};
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

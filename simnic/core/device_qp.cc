@@ -65,6 +65,7 @@ void Device::remove_qp(Context* ctx, Qp& qp) {
   trace_qp_lifecycle("qp_destroy", qp);
   unbind_mws_of_qp(qp);
   busy_qps_.erase(qp.qpn);
+  cc_forget(qp);  // its credit goes back to the peer's window, and it leaves the queue
   qp_by_qpn_.erase(qp.qpn);
   unmap_queue_memory(ctx, qp_layout_of(qp).charged, qp.mem);
   erase_object(qps_, ctx->qps, qp.handle);

@@ -181,6 +181,8 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
     default:
       break;
   }
+  // Out of RTS/SQD (ERR, SQE, RESET) a QP holds no credit towards its peer (congestion.h).
+  cc_sync(qp, true);
 }
 
 // SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained

@@ -56,6 +56,7 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 void Device::requester_run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.comp.rnr_wait) {
     busy_qps_.erase(qp.qpn);
+    cc_end_turn(qp);
     return;
   }
   // The engine may find WQEs before their doorbell is handled (it reads the ring): report them
@@ -68,6 +69,7 @@ void Device::requester_run(Qp& qp, uint64_t now) {
     busy_qps_[qp.qpn] = &qp;
   else if (qp.resp.read_responses.empty())
     busy_qps_.erase(qp.qpn);
+  cc_end_turn(qp);
 }
 
 // The NIC's copy of send WQE `index`, fetched from the shared ring the first time it is asked
@@ -165,8 +167,10 @@ bool Device::requester_may_send(Qp& qp) {
     requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
-  uint32_t window = std::max(4u, std::min(config_.window_packets, (128u * 1024) / qp.mtu_bytes));
-  return !(qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window));
+  uint32_t window = std::max(4u, std::min(config_.window_packets, config_.window_bytes / qp.mtu_bytes));
+  if (qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window)) return false;
+  // The NIC-wide window towards the peer (congestion.h): a QP that does not fit waits in line.
+  return cc_admit(qp);
 }
 
 // The transport headers of packet `i` of the WQE; the bytes of payload it carries.
@@ -229,7 +233,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   }
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
-  h.bth.ack_req = qp.acked() && (last_pkt || (i + 1) % kAckEvery == 0);
+  h.bth.ack_req = cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
   emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len));
   return requester_packet_sent(qp, st, mask, now);
 }
@@ -253,6 +257,7 @@ bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask
     }
   }
   if (!qp.comp.timer_deadline_ns) arm_ack_timer(qp, now);
+  cc_sync(qp, false);
   return true;
 }
 
@@ -305,6 +310,7 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
         psn = psn_add(st.first_psn, st.rcvd_pkts);
       }
       qp.req.next_psn = psn;
+      cc_sync(qp, true);  // what is to be resent is charged again as it goes
       tracer_.event("retransmit").u("qp", qp.qpn).u("psn", psn).s("cause", cause);
       ++counters_.retransmits;
       ++qp.counters.retransmits;

@@ -212,6 +212,9 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
                                                           : std::nullopt;
   if (busy && !parse_busy_poll(*busy, &opt.busy_poll_us)) return bad("--busy-poll-us", *busy);
   opt.verbose = f.verbose;
+  // Window tuning for benchmarks (docs/congestion.md): bytes per QP, and per peer NIC.
+  if (const char* w = std::getenv("SIMNIC_QP_WINDOW_BYTES")) opt.device.window_bytes = uint32_t(std::strtoul(w, nullptr, 10));
+  if (const char* w = std::getenv("SIMNIC_PEER_WINDOW_BYTES")) opt.device.peer_window_bytes = std::strtoull(w, nullptr, 10);
   return 0;
 }
 

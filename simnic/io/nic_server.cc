@@ -119,6 +119,12 @@ int NicServer::start(std::string* error) {
   }
   if (opt_.gso) port_.set_gso(true);
   if (!port_.open(error)) return 2;
+  // What this NIC keeps in flight towards one peer stays well under a receive buffer like its
+  // own: a quarter of it (the kernel counts each datagram at up to twice its size, and a NIC
+  // may hear from several peers at once). docs/congestion.md.
+  // SIMNIC_PEER_WINDOW_BYTES (peer_window_bytes) sets it as is.
+  if (uint64_t rcvbuf = port_.receive_buffer_bytes(); rcvbuf && !opt_.device.peer_window_bytes)
+    device_.set_peer_window_cap(std::min<uint64_t>(core::DeviceConfig::kDefaultPeerWindow, rcvbuf / 4));
   if (int rc = open_outputs(error)) return rc;
   if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;
   start_port();

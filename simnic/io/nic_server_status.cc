@@ -28,6 +28,8 @@ std::string NicServer::status_text() {
   if (!opt_.iface.empty()) s += "iface " + opt_.iface + "\nlink_mtu " + std::to_string(opt_.link_mtu) + "\n";
   // An rx_drop_* line, so `simnic status` counts it under DROPS with the Device's own.
   s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
+  s += "rx_socket_buffer " + std::to_string(port_.receive_buffer_bytes()) + "\n";
+  s += "rx_socket_buffer_forced " + std::string(port_.receive_buffer_forced() ? "1" : "0") + "\n";
   s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
   s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
   s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";

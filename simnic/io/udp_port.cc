@@ -60,10 +60,15 @@ bool UdpPort::open(std::string* error) {
     *error = std::string("socket: ") + std::strerror(errno);
     return false;
   }
-  // Big buffers ride out bursts; as root FORCE passes rmem_max, otherwise the kernel caps it.
+  // Big buffers ride out bursts; as root FORCE passes rmem_max, otherwise the kernel caps it
+  // (net.core.rmem_max). What we got bounds the NIC-wide window towards each peer
+  // (receive_buffer_bytes; simnic/core/congestion.h).
   int sz = kSocketBuffer;
-  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+  rcvbuf_forced_ = ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) == 0;
+  if (!rcvbuf_forced_) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+  int got = 0;
+  socklen_t got_len = sizeof got;
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &got_len) == 0) rcvbuf_bytes_ = uint64_t(got);
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
   // The ICRC covers the IPv4 Identification and flags. With PMTU discovery left at the default

@@ -57,6 +57,11 @@ class UdpPort final : public core::PacketSink {
   uint64_t fault_delayed() const { return fault_delayed_; }
   // Datagrams the kernel dropped for want of receive-buffer space (SO_RXQ_OVFL).
   uint64_t rx_overflow_drops() const { return rx_overflow_; }
+  // The receive buffer the kernel gave the socket (getsockopt SO_RCVBUF: twice what was asked,
+  // the kernel's allowance for its bookkeeping), and whether SO_RCVBUFFORCE (root) got past
+  // net.core.rmem_max.
+  uint64_t receive_buffer_bytes() const { return rcvbuf_bytes_; }
+  bool receive_buffer_forced() const { return rcvbuf_forced_; }
   // System calls that sent (sendmmsg), GSO sends among the messages, received GRO buffers that
   // held more than one datagram: what batching bought (docs/performance.md).
   uint64_t tx_send_calls() const { return tx_send_calls_; }
@@ -107,6 +112,8 @@ class UdpPort final : public core::PacketSink {
   bool gso_ = false;
   uint64_t tx_dropped_ = 0, tx_too_big_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
   uint64_t rx_overflow_ = 0;
+  uint64_t rcvbuf_bytes_ = 0;
+  bool rcvbuf_forced_ = false;
 };
 
 uint64_t monotonic_ns();

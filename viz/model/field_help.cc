@@ -192,6 +192,7 @@ std::string explain_kind(const std::string& kind) {
       {"pkt_drop", "an incoming packet was discarded"},
       {"nak", "the responder refused a request: a NAK goes back"},
       {"retransmit", "the requester sends again from a PSN"},
+      {"cc_cut", "a loss halved the window of bytes this NIC may have in flight towards the peer"},
       {"timer", "a transport timer changed"},
       {"dma", "the NIC read or wrote application memory"},
       {"odp_fault", "a DMA through an on-demand-paging MR met a page the program has not mapped: a peer's "
