@@ -159,7 +159,9 @@ class PeerWindow : public QpPair {
   void deliver_checking(const std::function<bool(const WirePacket&)>& keep = {}) {
     for (int n = 0; !fabric.queue.empty() && n < 100000; ++n) {
       ASSERT_LE(in_flight(), kWindow);
-      if (wire_bounded) ASSERT_LE(a_packets_on_wire() * kMtu, kWindow);
+      if (wire_bounded) {
+        ASSERT_LE(a_packets_on_wire() * kMtu, kWindow);
+      }
       if (keep && !keep(fabric.queue.front())) {
         fabric.queue.pop_front();
         continue;
