@@ -1,6 +1,8 @@
 #include "simnic/proto/icrc.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <zlib.h>
 #ifdef SIMNIC_HAVE_ISAL
@@ -74,6 +76,37 @@ bool solve_gf2(const uint32_t* vectors, int n, uint32_t target, uint32_t* x) {
   return true;
 }
 
+// How flipping each Identification bit (16), then DF, changes the ICRC of a packet whose
+// covered bytes after the first kPrefix number `after_prefix`. The CRC is affine: the change is
+// the CRC of the flipped bit alone, carried over the bytes that follow it (zlib's
+// crc32_combine_op), so it depends on that length and nothing else. A GSO sender's segments
+// share one length, so a small cache turns solving for their Identification into a
+// 17-vector elimination instead of 18 CRC combinations per packet.
+const std::array<uint32_t, 17>& ident_deltas(size_t after_prefix) {
+  struct Entry {
+    size_t len = SIZE_MAX;
+    std::array<uint32_t, 17> deltas{};
+  };
+  thread_local std::array<Entry, 4> cache;
+  thread_local size_t next = 0;
+  for (const Entry& e : cache)
+    if (e.len == after_prefix) return e.deltas;
+  Entry& e = cache[next++ % cache.size()];
+  e.len = after_prefix;
+  const uLong op = crc32_combine_gen64(z_off64_t(after_prefix));
+  const uint8_t zero[kPrefix] = {};
+  const uLong crc_zero = crc32(0L, zero, kPrefix);
+  for (int i = 0; i < 17; ++i) {
+    uint8_t p[kPrefix] = {};
+    if (i < 16) p[kIdOffset + (i < 8 ? 1 : 0)] = uint8_t(1u << (i % 8));
+    else p[kFlagsOffset] = 0x40;
+    // crc(p) ^ crc(zero) is the CRC's linear part of the flip; combined with 0, it is carried
+    // over the following bytes.
+    e.deltas[i] = uint32_t(crc32_combine_op(crc32(0L, p, kPrefix) ^ crc_zero, 0, op));
+  }
+  return e.deltas;
+}
+
 }  // namespace
 
 uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_t> roce) {
@@ -89,34 +122,17 @@ bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> 
                                   IpIdent* sent_with) {
   uint8_t ipv4_udp[kIpv4UdpBytes];
   build_ipv4_udp(ip, roce.size() + kIcrcBytes, ipv4_udp);  // Identification 0, DF
-  uint8_t head[kHeadBytes];
-  const size_t head_len = masked_head(ipv4_udp, roce, head);
-  const size_t bth_len = head_len - 8 - kIpv4UdpBytes;
-  // CRC of everything after the first 16 bytes, once; each variant of those 16 bytes is then
-  // one 16-byte CRC combined with it (zlib's crc32_combine_op).
-  uLong rest = crc32_update(0, head + kPrefix, head_len - kPrefix);
-  const size_t tail = roce.size() > bth_len ? roce.size() - bth_len : 0;
-  if (tail) rest = crc32_update(uint32_t(rest), roce.data() + bth_len, tail);
-  const uLong op = crc32_combine_gen64(z_off64_t(head_len - kPrefix + tail));
-  auto full_crc = [&](const uint8_t* prefix) {
-    return uint32_t(crc32_combine_op(crc32(crc32(0L, Z_NULL, 0), prefix, kPrefix), rest, op));
-  };
-  const uint32_t base = full_crc(head);
+  const uint32_t base = compute_icrc(ipv4_udp, roce);
   if (base == got) {
     *sent_with = IpIdent{};
     return true;
   }
-  // One vector per bit that may differ: the 16 Identification bits, then DF.
-  uint32_t delta[17];
-  for (int i = 0; i < 17; ++i) {
-    uint8_t p[kPrefix];
-    std::memcpy(p, head, kPrefix);
-    if (i < 16) p[kIdOffset + (i < 8 ? 1 : 0)] ^= uint8_t(1u << (i % 8));
-    else p[kFlagsOffset] ^= 0x40;
-    delta[i] = full_crc(p) ^ base;
-  }
+  uint8_t head[kHeadBytes];
+  const size_t head_len = masked_head(ipv4_udp, roce, head);
+  const size_t bth_len = head_len - 8 - kIpv4UdpBytes;
+  const size_t tail = roce.size() > bth_len ? roce.size() - bth_len : 0;
   uint32_t x = 0;
-  if (!solve_gf2(delta, 17, base ^ got, &x)) return false;
+  if (!solve_gf2(ident_deltas(head_len - kPrefix + tail).data(), 17, base ^ got, &x)) return false;
   sent_with->id = uint16_t(x & 0xffff);
   sent_with->df = !(x >> 16 & 1);
   return true;

@@ -217,6 +217,31 @@ TEST(Packet, APacketSentWithAnotherIdentificationIsAccepted) {
   }
 }
 
+// The per-length table of how each Identification bit moves the ICRC is cached (a few
+// lengths): lengths that take turns, more of them than the cache holds, all still solve.
+TEST(Icrc, IdentificationsAreRecoveredAcrossLengthsThatTakeTurns) {
+  const size_t lengths[] = {20, 200, 1000, 4096, 60, 300};
+  for (int round = 0; round < 3; ++round) {
+    for (size_t n : lengths) {
+      std::vector<uint8_t> payload(n, uint8_t(n + round));
+      PacketHeaders h;
+      h.bth.opcode = kRcSendOnly;
+      std::vector<uint8_t> buf(packet_size(kRcSendOnly, payload.size()));
+      ASSERT_GT(build_packet(h, payload, kIp, buf), 0u);
+      const size_t end = buf.size() - 4;
+      const uint16_t id = uint16_t(0x1000 * round + n);
+      uint8_t ip_hdr[kIpv4UdpBytes];
+      build_ipv4_udp(kIp, buf.size(), ip_hdr);
+      ip_hdr[4] = uint8_t(id >> 8), ip_hdr[5] = uint8_t(id);
+      const uint32_t crc = compute_icrc(ip_hdr, std::span<const uint8_t>(buf.data(), end));
+      IpIdent got;
+      ASSERT_TRUE(icrc_verifies_for_some_ident(kIp, std::span<const uint8_t>(buf.data(), end), crc, &got)) << n;
+      EXPECT_EQ(got.id, id) << n;
+      EXPECT_TRUE(got.df) << n;
+    }
+  }
+}
+
 TEST(Packet, ShortAndMalformedPacketsAreRejected) {
   PacketHeaders h;
   h.bth.opcode = kRcSendOnly;
