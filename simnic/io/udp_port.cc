@@ -306,11 +306,7 @@ size_t UdpPort::gso_run(size_t first) const {
 void UdpPort::renumber_segment(const Queued& q, uint16_t k) {
   if (k == 0 || q.len < proto::kBthBytes + proto::kIcrcBytes) return;
   uint8_t* p = tx_bytes_.data() + q.offset;
-  std::span<const uint8_t> roce(p, q.len - proto::kIcrcBytes);
-  uint8_t as_sent[proto::kIpv4UdpBytes], as_built[proto::kIpv4UdpBytes];
-  proto::build_ipv4_udp(proto::IpUdpInfo{ip_, q.dst_ip, port_, q.dst_port, k}, q.len, as_sent);
-  proto::build_ipv4_udp(proto::IpUdpInfo{ip_, q.dst_ip, port_, q.dst_port, 0}, q.len, as_built);
-  const uint32_t delta = proto::compute_icrc(as_sent, roce) ^ proto::compute_icrc(as_built, roce);
+  const uint32_t delta = proto::icrc_ident_change(q.len - proto::kIcrcBytes, k);
   uint8_t* icrc = p + q.len - proto::kIcrcBytes;
   for (int i = 0; i < 4; ++i) icrc[i] ^= uint8_t(delta >> (8 * i));  // stored least significant first
 }

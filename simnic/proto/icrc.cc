@@ -138,6 +138,15 @@ bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> 
   return true;
 }
 
+uint32_t icrc_ident_change(size_t roce_len, uint16_t id) {
+  // The covered bytes after the prefix: the rest of the masked head and the RoCE bytes.
+  const auto& deltas = ident_deltas(roce_len + 8 + kIpv4UdpBytes - kPrefix);
+  uint32_t change = 0;
+  for (int i = 0; i < 16; ++i)
+    if (id >> i & 1) change ^= deltas[i];
+  return change;
+}
+
 uint32_t compute_icrc(const IpUdpInfo& ip, std::span<const uint8_t> roce) {
   uint8_t h[kIpv4UdpBytes];
   build_ipv4_udp(ip, roce.size() + kIcrcBytes, h);

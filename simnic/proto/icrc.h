@@ -26,4 +26,9 @@ struct IpIdent {
 bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
                                   IpIdent* sent_with);
 
+// What the ICRC of `roce_len` covered bytes (BTH to payload, no ICRC) changes by (XOR) when the
+// IPv4 Identification goes from 0 to `id`, everything else equal: it depends on nothing else,
+// the CRC being affine (a GSO sender renumbers its segments with it, simnic/io/udp_port.cc).
+uint32_t icrc_ident_change(size_t roce_len, uint16_t id);
+
 }  // namespace simnic::proto

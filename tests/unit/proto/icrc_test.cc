@@ -242,6 +242,23 @@ TEST(Icrc, IdentificationsAreRecoveredAcrossLengthsThatTakeTurns) {
   }
 }
 
+// A GSO sender's shortcut: the ICRC's change from Identification 0 to k, from the length alone,
+// equals recomputing the ICRC with the other header.
+TEST(Icrc, TheChangeForAnIdentificationDependsOnlyOnTheLength) {
+  for (size_t n : {size_t(12), size_t(40), size_t(1036), size_t(4108)}) {
+    std::vector<uint8_t> roce(n);
+    for (size_t i = 0; i < n; ++i) roce[i] = uint8_t(i * 13 + n);
+    for (uint16_t id : {uint16_t(1), uint16_t(2), uint16_t(63), uint16_t(0xbeef)}) {
+      uint8_t with_id[kIpv4UdpBytes], with_zero[kIpv4UdpBytes];
+      build_ipv4_udp(kIp, n + kIcrcBytes, with_zero);
+      build_ipv4_udp(kIp, n + kIcrcBytes, with_id);
+      with_id[4] = uint8_t(id >> 8), with_id[5] = uint8_t(id);
+      EXPECT_EQ(icrc_ident_change(n, id), compute_icrc(with_id, roce) ^ compute_icrc(with_zero, roce))
+          << n << " " << id;
+    }
+  }
+}
+
 TEST(Packet, ShortAndMalformedPacketsAreRejected) {
   PacketHeaders h;
   h.bth.opcode = kRcSendOnly;
