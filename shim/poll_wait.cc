@@ -1,7 +1,8 @@
 // What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
 // silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
-// it room. A thread whose polls have found nothing yields the CPU for SIMNIC_POLL_SPIN_US
-// microseconds (default kDefaultSpinUs), then sleeps on its context's completion sequence
+// it room. A thread whose polls have found nothing spins for SIMNIC_POLL_BUSY_US microseconds
+// (default kDefaultBusyUs), yields the CPU until SIMNIC_POLL_SPIN_US have passed (default
+// kDefaultSpinUs), then sleeps on its context's completion sequence
 // (abi::ContextShared, a futex) until simnicd writes a CQE for the context or
 // SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program costs no CPU, and on busy CPUs a
 // sleeping poller is woken at once instead of waiting out the scheduler slice a yield gives
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,6 +27,7 @@ namespace {
 struct PollTuning {
   int64_t spin_ns;
   int64_t sleep_ns;
+  int64_t busy_ns;
 };
 
 int64_t env_us(const char* name, int64_t fallback) {
@@ -41,6 +44,13 @@ int64_t env_us(const char* name, int64_t fallback) {
 // the CPUs to the NICs. Measured against 20 us and against yielding forever: docs/performance.md.
 constexpr int64_t kDefaultSpinUs = 100;
 
+// The first part of the spin does not even yield: on busy CPUs a sched_yield hands the CPU to
+// any runnable task for a whole slice (bench's nice-19 spinners, a build), which is where the
+// millisecond latencies came from, while a NIC that has work is woken by the kernel and
+// preempts a spinning poller anyway. 50 us covers a small message's round trip here (about
+// 20-25 us on busy CPUs). Measured against none: docs/performance.md, step 9.
+constexpr int64_t kDefaultBusyUs = 50;
+
 int64_t spin_ns_from_env() {
   const char* v = std::getenv("SIMNIC_POLL_SPIN_US");
   if (v && (std::strcmp(v, "off") == 0 || std::strcmp(v, "yield") == 0)) return INT64_MAX;  // never sleep
@@ -48,7 +58,14 @@ int64_t spin_ns_from_env() {
 }
 
 const PollTuning& tuning() {
-  static const PollTuning t{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000};
+  static const PollTuning t = [] {
+    PollTuning p{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000, 0};
+    // The busy spin is part of the spin: none when the spin is off (yield forever, as before)
+    // or when there is one CPU (the NIC could not run meanwhile).
+    if (p.spin_ns != INT64_MAX && ::sysconf(_SC_NPROCESSORS_ONLN) > 1)
+      p.busy_ns = std::min(p.spin_ns, env_us("SIMNIC_POLL_BUSY_US", kDefaultBusyUs) * 1000);
+    return p;
+  }();
   return t;
 }
 
@@ -72,6 +89,10 @@ void note_completions_found() { empty_since_ns = 0; }
 void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before) {
   const int64_t now = now_ns();
   if (!empty_since_ns) empty_since_ns = now;
+  if (now - empty_since_ns < tuning().busy_ns) {
+    __builtin_ia32_pause();  // spin: keep the CPU, poll again at once
+    return;
+  }
   if (!c->page || now - empty_since_ns < tuning().spin_ns) {  // busy, or a NIC without pages
     sched_yield();
     return;

@@ -12,14 +12,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// `spin`: SIMNIC_POLL_SPIN_US's value, or nullptr for the default.
-void sleeping_pingpong(const char* program, const std::vector<std::string>& args, const char* spin = "0") {
+// `spin`: SIMNIC_POLL_SPIN_US's value, or nullptr for the default; `busy`: SIMNIC_POLL_BUSY_US's.
+void sleeping_pingpong(const char* program, const std::vector<std::string>& args, const char* spin = "0",
+                       const char* busy = nullptr) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::string port = std::to_string(free_tcp_port());
   auto side = [&](const char* nic) {
-    std::vector<std::string> v = {"env", "-u", "SIMNIC_POLL_SPIN_US", "SIMNIC_POLL_SLEEP_US=10000000"};
+    std::vector<std::string> v = {"env", "-u", "SIMNIC_POLL_SPIN_US", "-u", "SIMNIC_POLL_BUSY_US",
+                                  "SIMNIC_POLL_SLEEP_US=10000000"};
     if (spin) v.push_back(std::string("SIMNIC_POLL_SPIN_US=") + spin);
+    if (busy) v.push_back(std::string("SIMNIC_POLL_BUSY_US=") + busy);
     v.insert(v.end(), {program, "-d", nic, "-g", "0", "-p", port});
     v.insert(v.end(), args.begin(), args.end());
     return v;
@@ -50,6 +53,12 @@ TEST(PollWait, SleepingUdAndSrqPollersAreWokenByEveryCompletion) {
 // The default: a short spin, then the same sleep.
 TEST(PollWait, DefaultPollersSpinThenSleepAndAreWoken) {
   sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, nullptr);
+}
+
+// Pollers that only ever spin (never yield, never sleep) on both sides still let both NICs run:
+// a NIC with work is woken and preempts a spinning poller.
+TEST(PollWait, PollersThatOnlySpinStillLetTheNicsRun) {
+  sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, "100000000", "100000000");
 }
 
 // The way back to yielding forever, for programs that want a CPU of their own.
