@@ -125,9 +125,10 @@ TEST(VizLiveHistory, AViewerAttachingAfterAShortProgramSeesWhatItDid) {
 TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  // 256 MiB: long enough to still be running when the viewer's checks are made (32 MiB could
-  // finish first on a quiet machine, leaving no QP at the live end).
-  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "256"});
+  // 2 GiB: long enough to still be running when the viewer's checks are made. 256 MiB was,
+  // until the data path got faster (issue 14): it then finished in well under a second and
+  // left no live events after the snapshot.
+  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "2048"});
   // A first viewer waits until the program is connected and sending on both NICs; then the
   // viewer under test attaches, mid-run.
   viz::Timeline probe;
