@@ -76,6 +76,10 @@ bool solve_gf2(const uint32_t* vectors, int n, uint32_t target, uint32_t* x) {
   return true;
 }
 
+// The bytes the ICRC covers after the prefix: the rest of the masked head (LRH ones, IPv4 and
+// UDP headers) and the RoCE bytes (BTH to payload).
+constexpr size_t covered_after_prefix(size_t roce_len) { return 8 + kIpv4UdpBytes + roce_len - kPrefix; }
+
 // How flipping each Identification bit (16), then DF, changes the ICRC of a packet whose
 // covered bytes after the first kPrefix number `after_prefix`. The CRC is affine: the change is
 // the CRC of the flipped bit alone, carried over the bytes that follow it (zlib's
@@ -120,27 +124,23 @@ uint32_t compute_icrc(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uin
 
 bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
                                   IpIdent* sent_with) {
-  uint8_t ipv4_udp[kIpv4UdpBytes];
-  build_ipv4_udp(ip, roce.size() + kIcrcBytes, ipv4_udp);  // Identification 0, DF
-  const uint32_t base = compute_icrc(ipv4_udp, roce);
-  if (base == got) {
+  return icrc_change_explained(roce.size(), compute_icrc(ip, roce) ^ got, sent_with);
+}
+
+bool icrc_change_explained(size_t roce_len, uint32_t change, IpIdent* sent_with) {
+  if (change == 0) {
     *sent_with = IpIdent{};
     return true;
   }
-  uint8_t head[kHeadBytes];
-  const size_t head_len = masked_head(ipv4_udp, roce, head);
-  const size_t bth_len = head_len - 8 - kIpv4UdpBytes;
-  const size_t tail = roce.size() > bth_len ? roce.size() - bth_len : 0;
   uint32_t x = 0;
-  if (!solve_gf2(ident_deltas(head_len - kPrefix + tail).data(), 17, base ^ got, &x)) return false;
+  if (!solve_gf2(ident_deltas(covered_after_prefix(roce_len)).data(), 17, change, &x)) return false;
   sent_with->id = uint16_t(x & 0xffff);
   sent_with->df = !(x >> 16 & 1);
   return true;
 }
 
 uint32_t icrc_ident_change(size_t roce_len, uint16_t id) {
-  // The covered bytes after the prefix: the rest of the masked head and the RoCE bytes.
-  const auto& deltas = ident_deltas(roce_len + 8 + kIpv4UdpBytes - kPrefix);
+  const auto& deltas = ident_deltas(covered_after_prefix(roce_len));
   uint32_t change = 0;
   for (int i = 0; i < 16; ++i)
     if (id >> i & 1) change ^= deltas[i];

@@ -25,6 +25,9 @@ struct IpIdent {
 };
 bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
                                   IpIdent* sent_with);
+// The same, for a receiver that already computed the ICRC with `ip`'s header: `change` is that
+// ICRC XOR the one received, for `roce_len` covered bytes.
+bool icrc_change_explained(size_t roce_len, uint32_t change, IpIdent* sent_with);
 
 // What the ICRC of `roce_len` covered bytes (BTH to payload, no ICRC) changes by (XOR) when the
 // IPv4 Identification goes from 0 to `id`, everything else equal: it depends on nothing else,
