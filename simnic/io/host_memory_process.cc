@@ -68,13 +68,15 @@ void ProcessMemory::flush(std::vector<FailedWrite>* failed) {
 // process_vm_writev. The kernel stops at the first piece it cannot write (a partial count, or
 // -1 when it wrote nothing): that piece is reported failed and the call resumes after it.
 void ProcessMemory::flush_pid(pid_t pid, size_t first, std::vector<FailedWrite>* failed) {
-  std::vector<size_t> mine;
+  std::vector<size_t>& mine = mine_;
+  mine.clear();
   for (size_t i = first; i < queue_.size(); ++i)
     if (queue_[i].pid == pid) {
       mine.push_back(i);
       done_[i] = true;
     }
-  std::vector<iovec> local, remote;
+  std::vector<iovec>& local = local_;
+  std::vector<iovec>& remote = remote_;
   size_t k = 0, skip = 0;  // the next piece to write, and how much of it is already written
   while (k < mine.size()) {
     const size_t n = std::min(mine.size() - k, size_t(IOV_MAX));

@@ -1,5 +1,7 @@
 // HostMemory over process_vm_readv/writev: simnicd's "DMA" into an application's memory.
 #pragma once
+#include <sys/uio.h>
+
 #include <vector>
 
 #include "simnic/core/env.h"
@@ -28,6 +30,9 @@ class ProcessMemory final : public core::HostMemory {
   std::vector<Queued> queue_;
   std::vector<uint8_t> bytes_;
   std::vector<bool> done_;  // during flush: the entries already written (by the pid's call)
+  // flush_pid's working lists, kept so a flush (several per event) allocates nothing.
+  std::vector<size_t> mine_;
+  std::vector<iovec> local_, remote_;
 };
 
 // Explains an errno from process_vm_* to a user (EPERM usually means Yama ptrace_scope).
