@@ -12,16 +12,6 @@ namespace {
 
 constexpr uint32_t k64K = 65536;
 
-struct Lines : core::TraceSink {
-  void write_line(const std::string& line) override { lines.push_back(line); }
-  int count(const std::string& needle) const {
-    int n = 0;
-    for (auto& l : lines) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-  std::vector<std::string> lines;
-};
-
 class DmaBatching : public QpPair {
  protected:
   void SetUp() override {
@@ -48,7 +38,7 @@ class DmaBatching : public QpPair {
 TEST_F(DmaBatching, A64KiBWriteIsReadOnceAndWrittenOnce) {
   fill(*a, 0, k64K, 3);
   reset_counts();
-  Lines trace;
+  TraceLines trace;
   a->dev.tracer().set_sink(&trace);
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 262144));
   a->dev.tracer().set_sink(nullptr);
@@ -113,7 +103,7 @@ TEST_F(DmaBatching, AMessageLargerThanAStageIsReadInStageSizedChunks) {
 TEST_F(DmaBatching, AChunkReadThatFaultsFailsThePacketThatNeedsTheBytesAsBefore) {
   fill(*a, 0, k64K, 11);
   mem.fail_reads_at = mem.addr(kPidA, 5 * 4096 + 100);  // in the 6th packet's bytes
-  Lines trace;
+  TraceLines trace;
   a->dev.tracer().set_sink(&trace);
   reset_counts();
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 0));
@@ -144,7 +134,7 @@ TEST_F(DmaBatching, AReadResponseChunkThatFaultsNaksAtThePacketThatNeedsTheBytes
 }
 
 TEST_F(DmaBatching, AnOdpFaultFurtherInTheMessageIsReportedAtItsPacket) {
-  Lines trace;
+  TraceLines trace;
   a->dev.tracer().set_sink(&trace);
   // An ODP MR whose last 56 KiB have no pages behind them (the fake space ends at 4 MiB).
   const uint64_t start = mem.addr(kPidA, (4u << 20) - 8192);

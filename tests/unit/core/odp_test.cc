@@ -19,16 +19,6 @@ constexpr uint64_t kOdpLength = 64ull << 20;     // far more than is mapped
 constexpr size_t kUnmappedOff = 8u << 20;        // an offset with no page behind it
 constexpr size_t kMappedFarOff = (4u << 20) - 4096;  // the last mapped page
 
-struct Lines : core::TraceSink {
-  void write_line(const std::string& line) override { lines.push_back(line); }
-  int count(const std::string& needle) const {
-    int n = 0;
-    for (auto& l : lines) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-  std::vector<std::string> lines;
-};
-
 class Odp : public QpPair {
  protected:
   void SetUp() override {
@@ -70,7 +60,7 @@ class Odp : public QpPair {
     std::copy(sges.begin(), sges.end(), req.sge);
     return h.dev.advise_mr(h.ctx, req);
   }
-  Lines trace;
+  TraceLines trace;
 };
 
 // --- Registration ---

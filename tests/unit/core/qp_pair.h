@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fabric.h"
@@ -17,6 +18,18 @@ namespace simnic::testing {
 constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
 constexpr pid_t kPidA = 2001, kPidB = 2002;
 constexpr uint64_t kMs = 1'000'000;
+
+// A trace sink that keeps every line, for tests that count events.
+struct TraceLines : core::TraceSink {
+  void write_line(const std::string& line) override { lines.push_back(line); }
+  // The lines that contain `needle`.
+  int count(const std::string& needle) const {
+    int n = 0;
+    for (auto& l : lines) n += l.find(needle) != std::string::npos;
+    return n;
+  }
+  std::vector<std::string> lines;
+};
 
 struct HostOptions {
   bool sq_sig_all = false;
