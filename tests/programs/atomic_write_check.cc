@@ -190,22 +190,5 @@ int main(int argc, char** argv) {
     else if (o == 'b') dev_b = optarg;
     else return 2;
   }
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 1;
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(sv[0]);
-    const bool ok = client(sv[1], dev_a);
-    std::fflush(stdout);
-    std::_Exit(ok ? 0 : 1);
-  }
-  close(sv[1]);
-  bool ok = server(sv[0], dev_b);
-  close(sv[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  std::printf("%s\n", ok ? "PASS" : "FAIL");
-  return ok ? 0 : 1;
+  return run_pair([&](int fd) { return client(fd, dev_a); }, [&](int fd) { return server(fd, dev_b); });
 }

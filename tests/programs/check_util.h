@@ -6,6 +6,8 @@
 
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -108,6 +110,30 @@ inline bool filled(const uint8_t* p, size_t n, uint32_t seed) {
   std::vector<uint8_t> want(n);
   fill(want.data(), n, seed);
   return std::memcmp(p, want.data(), n) == 0;
+}
+
+// The two processes of a check, joined by a socket pair: `client(fd)` in a child, `server(fd)`
+// here. Prints PASS or FAIL and returns main's exit status: 0 when both sides passed.
+template <typename Client, typename Server>
+int run_pair(Client client, Server server) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return 1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(sv[0]);
+    const bool ok = client(sv[1]);
+    std::fflush(stdout);
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(sv[1]);
+  bool ok = server(sv[0]);
+  ::close(sv[0]);  // a client still waiting sees EOF
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
 }
 
 }  // namespace check

@@ -230,20 +230,5 @@ int main(int argc, char** argv) {
     else if (o == 'b') b = optarg;
     else return 2;
   }
-  setvbuf(stdout, nullptr, _IOLBF, 0);
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return 1;
-  pid_t child = fork();
-  if (child == 0) {
-    ::close(sv[0]);
-    _exit(run_client(a, sv[1]) ? 0 : 1);
-  }
-  ::close(sv[1]);
-  bool ok = run_server(b, sv[0]);
-  ::close(sv[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  std::printf("%s\n", ok ? "PASS" : "FAIL");
-  return ok ? 0 : 1;
+  return run_pair([&](int fd) { return run_client(a, fd); }, [&](int fd) { return run_server(b, fd); });
 }
