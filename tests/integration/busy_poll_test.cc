@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "perftest_pair.h"
 
 namespace simnic::it {
 namespace {
@@ -16,19 +17,9 @@ uint64_t number(std::map<std::string, std::string>& st, const char* key) {
 }
 
 void perftest_pair(const Nics& nics, const char* binary, const std::vector<std::string>& args) {
-  const int port = free_tcp_port();
-  std::vector<std::string> server = {binary, "-d", "simnic0", "-x", "0", "-p", std::to_string(port)};
-  server.insert(server.end(), args.begin(), args.end());
-  std::vector<std::string> client = {binary, "-d", "simnic1", "-x", "0", "-p", std::to_string(port)};
-  client.insert(client.end(), args.begin(), args.end());
-  client.push_back("127.0.0.1");
-  auto srv = nics.start(server);
-  ASSERT_TRUE(wait_for_listener(port, 15s)) << srv->output();
-  Result cl = nics.run(client, 120s);
-  Result sv = srv->wait(30s);
-  ASSERT_EQ(cl.exit_code, 0) << binary << " client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << binary << " server:\n" << sv.output;
-  EXPECT_NE(cl.output.find("#bytes"), std::string::npos) << cl.output;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, binary, args, &out));
+  EXPECT_NE(out.find("#bytes"), std::string::npos) << out;
 }
 
 void runs_with_busy_poll(const std::string& us) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "perftest_pair.h"
 
 namespace simnic::it {
 namespace {
@@ -13,20 +14,11 @@ namespace {
 using namespace std::chrono_literals;
 
 // Server on simnic0, client on simnic1: ib_write_bw with `args`. Both must exit 0.
-void run_write_bw(const Nics& nics, const std::vector<std::string>& args) {
-  const int port = free_tcp_port();
-  std::vector<std::string> server = {"ib_write_bw", "-d", "simnic0", "-x", "0", "-p", std::to_string(port), "-F"};
-  server.insert(server.end(), args.begin(), args.end());
-  std::vector<std::string> client = server;
-  client[2] = "simnic1";
-  client.push_back("127.0.0.1");
-  auto srv = nics.start(server);
-  ASSERT_TRUE(wait_for_listener(port, 60s)) << srv->output();
-  Result cl = nics.run(client, 240s);
-  Result sv = srv->wait(60s);
-  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
-  EXPECT_NE(cl.output.find("#bytes"), std::string::npos) << cl.output;
+void run_write_bw(const Nics& nics, std::vector<std::string> args) {
+  args.push_back("-F");
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, "ib_write_bw", args, &out, PerftestLimits{60s, 240s, 60s}));
+  EXPECT_NE(out.find("#bytes"), std::string::npos) << out;
 }
 
 TEST(ManyQps, AThousandQpPairsWriteWithoutAnErrorCompletion) {

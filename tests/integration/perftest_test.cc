@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "harness.h"
+#include "perftest_pair.h"
 
 namespace simnic::it {
 namespace {
@@ -34,21 +35,10 @@ TEST_P(Perftest, RunsUnmodifiedAndPrintsItsReport) {
   if (!have_program(c.binary)) GTEST_SKIP() << c.binary << " is not installed (scripts/setup.sh installs perftest)";
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  const int port = free_tcp_port();
-  std::vector<std::string> server = {c.binary, "-d", "simnic0", "-x", "0", "-p", std::to_string(port)};
-  server.insert(server.end(), c.args.begin(), c.args.end());
-  std::vector<std::string> client = {c.binary, "-d", "simnic1", "-x", "0", "-p", std::to_string(port)};
-  client.insert(client.end(), c.args.begin(), c.args.end());
-  client.push_back("127.0.0.1");
-
-  auto srv = nics.start(server);
-  ASSERT_TRUE(wait_for_listener(port, 15s)) << srv->output();
-  Result cl = nics.run(client, 120s);
-  Result sv = srv->wait(30s);
-  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
-  const std::string row = report_row(cl.output);
-  EXPECT_FALSE(row.empty()) << cl.output;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, c.binary, c.args, &out));
+  const std::string row = report_row(out);
+  EXPECT_FALSE(row.empty()) << out;
   std::printf("%s: %s\n", c.binary, row.c_str());
   // Nothing went wrong on the wire or in completions.
   for (const char* nic : {"simnic0", "simnic1"}) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "perftest_pair.h"
 
 namespace simnic::it {
 namespace {
@@ -141,20 +142,10 @@ TEST_P(PerftestXrc, RunsUnmodifiedBetweenTwoNics) {
   if (!have_program(binary)) GTEST_SKIP() << binary << " is not installed (scripts/setup.sh installs perftest)";
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  const std::string port = std::to_string(free_tcp_port());
-  const std::vector<std::string> args = {"-x", "0", "-c", "XRC", "-n", "100", "-p", port};
-  std::vector<std::string> server = {binary, "-d", "simnic0"}, client = {binary, "-d", "simnic1"};
-  server.insert(server.end(), args.begin(), args.end());
-  client.insert(client.end(), args.begin(), args.end());
-  client.push_back("127.0.0.1");
-  auto srv = nics.start(server);
-  ASSERT_TRUE(wait_for_listener(std::stoi(port), 15s)) << srv->output();
-  Result cl = nics.run(client, 120s);
-  Result sv = srv->wait(30s);
-  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
-  EXPECT_NE(cl.output.find("Connection type : XRC"), std::string::npos) << cl.output;
-  EXPECT_TRUE(std::regex_search(cl.output, std::regex(R"(#bytes[^\n]*\n\s*\d+\s+100\s)"))) << cl.output;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, binary, {"-c", "XRC", "-n", "100"}, &out));
+  EXPECT_NE(out.find("Connection type : XRC"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(#bytes[^\n]*\n\s*\d+\s+100\s)"))) << out;
   for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
 }
 
