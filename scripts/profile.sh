@@ -3,9 +3,12 @@
 #
 #   scripts/profile.sh [--build DIR] [--test ib_write_bw] [--size BYTES] [--iters N] [-- simnic up options]
 #
-# Two passes of the same run, because a tracer changes what a sampler sees:
+# Three passes of the same run, because a tracer changes what a sampler sees:
 #   1. `perf record -g` on both simnicd processes: the hottest functions of each, in % of its samples;
-#   2. `strace -c -f` on both: the system calls each NIC makes, per message.
+#   2. `strace -c -f` on both: the system calls each NIC makes, per message;
+#   3. `perf sched record` of the whole machine: for each NIC and each perftest process, the share
+#      of a CPU it used, how often it was woken, how long it then waited for a CPU, and how long
+#      it ran each time (where a small message's latency goes: hand-offs between four processes).
 # Also prints perftest's own figure for each pass (pass 2 runs slower: strace stops every call).
 # Extra `simnic up` options (e.g. --gso) go after `--`. Needs perf and strace (linux-perf, strace).
 set -euo pipefail
@@ -49,7 +52,9 @@ run_perftest() {
   local server=$!
   pids+=("$server")
   sleep 1
+  date +%s.%N >"$dir/client.start"
   timeout 300 "$simnic" run -- "$test" -d simnic1 "${common[@]}" "$addr" >"$dir/client.out" 2>&1 || true
+  date +%s.%N >"$dir/client.end"
   wait "$server" || true
   grep -A1 '#bytes' "$dir/client.out" | tail -1
 }
@@ -88,3 +93,35 @@ for pid in $pid0 $pid1; do
       printf "  %-18s %8.2f per message  (%s%% of its system time)\n", $NF, $4 / n, $1 }' "$dir/strace.$pid" |
     sort -k2 -nr | head -12
 done
+
+echo
+echo "== pass 3: perf sched record, the whole machine ($test, $size B x $iters)"
+if perf sched record -q -o "$dir/sched.data" -- sleep 0.01 >/dev/null 2>&1; then
+  perf sched record -q -o "$dir/sched.data" >/dev/null 2>&1 &
+  sched_pid=$!
+  pids+=("$sched_pid")
+  sleep 0.5
+  echo "perftest: $(run_perftest 18517)"
+  wall=$(echo "$(cat "$dir/client.end") - $(cat "$dir/client.start")" | bc)
+  kill -INT "$sched_pid"
+  wait "$sched_pid" || true
+  echo "-- per process, over the client's ${wall%??????} s: CPU used, times switched in, wait for a CPU after a"
+  echo "   wake-up (median, 90th percentile) and time run per switch-in (median), in microseconds"
+  # timehist columns: time, [cpu], task[tid], wait time, sch delay, run time (ms)
+  perf sched timehist -i "$dir/sched.data" 2>/dev/null | python3 -c '
+import sys, collections
+wall = float(sys.argv[1]); rows = collections.defaultdict(list)
+for line in sys.stdin:
+    f = line.split()
+    if len(f) >= 6 and f[2].startswith(("simnicd", "ib_", "qperf")):
+        try: rows[f[2]].append((float(f[4]) * 1000, float(f[5]) * 1000))
+        except ValueError: pass
+pick = lambda v, q: sorted(v)[int(len(v) * q)]
+for task, v in sorted(rows.items()):
+    waits, runs = [w for w, _ in v], [r for _, r in v]
+    print("  %-22s CPU %5.1f%%  switch-ins %7d  wait p50 %5.1f p90 %6.1f  run p50 %6.1f" % (
+        task, sum(runs) / 10000 / wall, len(v), pick(waits, .5), pick(waits, .9), pick(runs, .5)))
+' "$wall"
+else
+  echo "(perf sched record is not available here: no scheduler tracepoints; pass skipped)"
+fi

@@ -340,11 +340,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   RunInfo info = describe_run(o, plan, addr);
   install_interrupt_handlers();
   g_t0 = std::chrono::steady_clock::now();
-  g_steps = int(plan.runs.size() + plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size());
+  g_steps = int(plan.runs.size() + plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size()) +
+            (o.baseline_only ? 0 : 2);  // the two floor measurements
   const std::vector<pid_t> spinners = o.spin ? start_spinners(info.nproc) : std::vector<pid_t>{};
   info.spinners = int(spinners.size());
   std::vector<Figure> figures = measure_baseline(plan.baseline, progress);
   g_step = int(plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size());  // qperf does both in one step
+  if (!o.baseline_only) {
+    const std::vector<Figure> base = figures;
+    for (Figure f : measure_floor(o.quick, o.gso, progress)) attach_baseline(&f, base), figures.push_back(f);
+  }
   const int timeout_s = o.timeout_s ? o.timeout_s : (o.quick ? 60 : 120);
   bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, o.gso, &figures);
   for (pid_t pid : spinners) kill_and_reap(pid);

@@ -3,6 +3,7 @@
 //   bench.cc           options, the plan of tests, the run
 //   bench_proc.cc      child processes bounded in time and killed by pid, CPU spinners, Ctrl-C
 //   bench_baseline.cc  the kernel baseline: qperf tcp_bw/tcp_lat, or our own socket test
+//   bench_floor.cc     the floor of simnic's shape: four processes, simnic's copies, no protocol
 //   bench_perftest.cc  one perftest run on the private NICs, its report row parsed
 //   bench_report.cc    the table, CSV, JSON, the gnuplot PNG, the comparison with the last run
 #pragma once
@@ -104,6 +105,17 @@ std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step);
 // The built-in socket test (also what --baseline builtin runs).
 double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds);
 double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds);
+
+// ---- bench_floor.cc: four processes in simnic's shape, with no protocol ----
+
+// Typical one-way latency (µs) of a `size`-byte ping-pong, application -> NIC process -> UDP ->
+// NIC process -> application, with simnic's copies, sessions and waits; NaN if it did not finish
+// or the bytes that arrived were not the ones sent. Also the mean and 99th percentile.
+double floor_lat(uint64_t size, long iterations, double* avg_us = nullptr, double* p99_us = nullptr);
+// MB/s of `messages` messages of `size` bytes along the same path (GSO sends and GRO when `gso`).
+double floor_bw(uint64_t size, long messages, bool gso);
+// floor_lat at 2 B and floor_bw at 64 KiB, as figures (compared with tcp_lat and tcp_bw).
+std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step);
 
 // ---- bench_perftest.cc ----
 

@@ -26,10 +26,10 @@ struct Panel {
 const Panel kPanels[] = {
     {"Bandwidth", "message size (bytes)", "MB/s",
      {{"tcp_bw", "kernel TCP (tcp_bw)"}, {"ib_write_bw", "ib_write_bw"}, {"ib_read_bw", "ib_read_bw"},
-      {"ib_send_bw", "ib_send_bw"}}},
+      {"ib_send_bw", "ib_send_bw"}, {"floor_bw", "floor: simnic's shape, no protocol"}}},
     {"Latency (one way, typical)", "message size (bytes)", "microseconds",
      {{"tcp_lat", "kernel TCP (tcp_lat)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
-      {"ib_read_lat", "ib_read_lat"}}},
+      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor: simnic's shape, no protocol"}}},
     {"Many QPs: ib_write_bw 64 KiB, depth 4", "QP pairs", "MB/s",
      {{"many_qp_baseline", "kernel TCP (tcp_bw 64 KiB)"}, {"many_qp_write", "ib_write_bw -q N"}}},
 };

@@ -35,7 +35,7 @@ const std::vector<Row> kQuickRows = {
     {"ib_write_bw", 4096, 1},  {"ib_write_bw", 65536, 1},  {"ib_read_bw", 4096, 1},   {"ib_read_bw", 65536, 1},
     {"ib_send_bw", 4096, 1},   {"ib_send_bw", 65536, 1},   {"ib_write_lat", 2, 1},    {"ib_write_lat", 4096, 1},
     {"ib_send_lat", 2, 1},     {"ib_send_lat", 4096, 1},   {"ib_read_lat", 2, 1},     {"ib_read_lat", 4096, 1},
-    {"many_qp_write", 65536, 1}, {"many_qp_write", 65536, 16}};
+    {"many_qp_write", 65536, 1}, {"many_qp_write", 65536, 16}, {"floor_lat", 2, 1},  {"floor_bw", 65536, 1}};
 
 std::string size_text(uint64_t b) {
   if (b >= 1024) return std::to_string(b / 1024) + " KiB";

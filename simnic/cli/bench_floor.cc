@@ -1,0 +1,402 @@
+// The floor of simnic's shape (issue 14): what four processes arranged as simnic is, with none
+// of its protocol, move and answer on this machine, measured in the same run as everything else.
+//
+//   application A --eventfd--> NIC A --UDP--> NIC B --process_vm_writev--> application B
+//                  (process_vm_readv)                  (+ a word in shared memory = the CQE)
+//
+// The NIC processes run in sessions of their own (as `simnic up` starts simnicd), reach the
+// applications' memory only with process_vm_readv/writev, sleep in epoll, and wake a waiting
+// application with a futex; the applications spin 50 µs for an answer before they sleep (the
+// shim's default). There are no headers beyond an 8-byte sequence word, no ICRC, no ACK
+// protocol beyond one datagram per message for flow control, no queues, no verbs. simnic cannot
+// be faster than this without changing its shape; floor / kernel is what the shape itself costs
+// (docs/performance.md, "The floor of simnic's shape").
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "simnic/cli/bench.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+namespace simnic::cli::bench {
+namespace {
+
+constexpr size_t kMaxMessage = 1 << 20;
+constexpr size_t kChunk = 4096;           // payload per datagram, as simnic's 4096-byte MTU
+constexpr size_t kHeader = 8;             // message number and offset
+constexpr size_t kDatagram = kHeader + kChunk;
+constexpr size_t kGsoRun = 15;            // datagrams per GSO send (under UDP's 64 KiB)
+constexpr int kWindow = 16;               // messages in flight, as simnic's 1 MiB per-QP window
+constexpr int64_t kSpinNs = 50'000;       // the shim's busy spin before a poller sleeps
+
+// Application memory: the same address in every process after fork, private to each.
+alignas(4096) uint8_t g_app_send[kMaxMessage];
+alignas(4096) uint8_t g_app_recv[kMaxMessage];
+
+// Shared by the four processes: one "CQ" word per application, and the result.
+struct Shared {
+  struct Side {
+    alignas(64) std::atomic<uint32_t> delivered{0};  // messages written into the application
+    std::atomic<uint32_t> sleepers{0};
+  } side[2];
+  std::atomic<int> go{0};
+  double result = NAN;              // lat: typical one way, µs; bw: MB/s
+  double avg_us = NAN, p99_us = NAN;  // lat only
+};
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+  timespec limit{0, 1'000'000};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &limit, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// As the shim waits for a CQE: spin, then sleep on the word until the NIC wakes it.
+void wait_delivered(Shared::Side& s, uint32_t want) {
+  const int64_t t0 = now_ns();
+  while (s.delivered.load(std::memory_order_acquire) < want) {
+    if (now_ns() - t0 < kSpinNs) continue;
+    s.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = s.delivered.load(std::memory_order_seq_cst);
+    if (seen < want) futex_wait(&s.delivered, seen);
+    s.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void deliver(Shared::Side& s, uint32_t count) {
+  s.delivered.fetch_add(count, std::memory_order_seq_cst);
+  if (s.sleepers.load(std::memory_order_seq_cst)) futex_wake(&s.delivered);
+}
+
+int udp_socket(sockaddr_in* bound) {
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int big = 16 << 20;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *bound = a;
+  return fd;
+}
+
+// What each of the four processes needs; filled before the forks.
+struct Setup {
+  Shared* shared = nullptr;
+  int doorbell[2] = {-1, -1};
+  int sock[2] = {-1, -1};
+  sockaddr_in addr[2]{};
+  pid_t app[2] = {0, 0};
+  size_t size = 0;
+  long count = 0;
+  bool gso = false;
+};
+
+// ---- latency: a ping-pong of `size` bytes, application 0 measuring round trips ----
+
+void latency_app(const Setup& s, int i) {
+  Shared::Side& me = s.shared->side[i];
+  std::vector<int64_t> rtt;
+  rtt.reserve(size_t(s.count));
+  for (long k = 0; k < s.count; ++k) {
+    const int64_t t0 = now_ns();
+    if (i == 1) wait_delivered(me, uint32_t(k + 1));  // the ping, then the pong
+    if (k > 0 || i == 1) {  // what arrived is what the other side sent: else no figure
+      const uint8_t want = uint8_t(i == 1 ? k : k - 1);
+      if (g_app_recv[0] != want || g_app_recv[s.size - 1] != want) return;
+    }
+    std::memset(g_app_send, int(k), s.size);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(s.doorbell[i], &one, sizeof one);
+    if (i == 0) wait_delivered(me, uint32_t(k + 1)), rtt.push_back(now_ns() - t0);
+  }
+  if (i == 0 && !rtt.empty()) {  // one way = half a round trip, in µs, as perftest reports
+    std::sort(rtt.begin(), rtt.end());
+    double sum = 0;
+    for (int64_t t : rtt) sum += double(t);
+    s.shared->avg_us = sum / double(rtt.size()) / 2e3;
+    s.shared->p99_us = double(rtt[rtt.size() * 99 / 100]) / 2e3;
+    s.shared->result = double(rtt[rtt.size() / 2]) / 2e3;
+  }
+}
+
+void latency_nic(const Setup& s, int i) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {s.doorbell[i], s.sock[i]}) {
+    epoll_event ev{EPOLLIN, {.fd = fd}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  std::vector<uint8_t> buf(s.size + kHeader);
+  for (;;) {
+    epoll_event evs[2];
+    const int n = ::epoll_wait(ep, evs, 2, -1);
+    for (int e = 0; e < n; ++e) {
+      if (evs[e].data.fd == s.doorbell[i]) {
+        uint64_t rings = 0;
+        if (::read(s.doorbell[i], &rings, sizeof rings) != sizeof rings) continue;
+        for (uint64_t r = 0; r < rings; ++r) {
+          iovec local{buf.data(), s.size}, remote{g_app_send, s.size};
+          ::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0);
+          ::sendto(s.sock[i], buf.data(), s.size, 0, reinterpret_cast<const sockaddr*>(&s.addr[1 - i]),
+                   sizeof s.addr[1 - i]);
+        }
+      } else {
+        ssize_t got;
+        while ((got = ::recv(s.sock[i], buf.data(), buf.size(), MSG_DONTWAIT)) > 0) {
+          iovec local{buf.data(), size_t(got)}, remote{g_app_recv, size_t(got)};
+          ::process_vm_writev(s.app[i], &local, 1, &remote, 1, 0);
+          deliver(s.shared->side[i], 1);
+        }
+      }
+    }
+  }
+}
+
+// ---- bandwidth: `count` messages of `size` bytes from application 0 into application 1 ----
+
+// Reads one message straight into datagram-shaped slots (one process_vm_readv), then sends it:
+// one sendmmsg of its datagrams, or GSO sends of up to kGsoRun datagrams.
+void send_message(const Setup& s, std::vector<uint8_t>& stage, uint32_t msg) {
+  const size_t pieces = (s.size + kChunk - 1) / kChunk;
+  std::vector<iovec> local(pieces), remote{{g_app_send, s.size}};
+  std::vector<size_t> lens(pieces);
+  for (size_t p = 0; p < pieces; ++p) {
+    uint8_t* slot = stage.data() + p * kDatagram;
+    const uint32_t header[2] = {msg, uint32_t(p * kChunk)};
+    std::memcpy(slot, header, kHeader);
+    lens[p] = std::min(kChunk, s.size - p * kChunk);
+    local[p] = {slot + kHeader, lens[p]};
+  }
+  ::process_vm_readv(s.app[0], local.data(), pieces, remote.data(), 1, 0);
+  const sockaddr* to = reinterpret_cast<const sockaddr*>(&s.addr[1]);
+  if (s.gso) {
+    for (size_t p = 0; p < pieces; p += kGsoRun) {
+      const size_t n = std::min(kGsoRun, pieces - p);
+      size_t bytes = 0;
+      for (size_t q = p; q < p + n; ++q) bytes += kHeader + lens[q];
+      iovec io{stage.data() + p * kDatagram, bytes};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(uint16_t))] = {};
+      msghdr mh{const_cast<sockaddr*>(to), sizeof s.addr[1], &io, 1, control, sizeof control, 0};
+      cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_UDP, c->cmsg_type = UDP_SEGMENT, c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const uint16_t seg = uint16_t(kDatagram);
+      std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+      ::sendmsg(s.sock[0], &mh, 0);
+    }
+    return;
+  }
+  std::vector<mmsghdr> mm(pieces);
+  std::vector<iovec> io(pieces);
+  for (size_t p = 0; p < pieces; ++p) {
+    io[p] = {stage.data() + p * kDatagram, kHeader + lens[p]};
+    mm[p].msg_hdr = msghdr{const_cast<sockaddr*>(to), sizeof s.addr[1], &io[p], 1, nullptr, 0, 0};
+  }
+  for (size_t sent = 0; sent < pieces;) {
+    const int n = ::sendmmsg(s.sock[0], mm.data() + sent, unsigned(pieces - sent), 0);
+    if (n <= 0) break;
+    sent += size_t(n);
+  }
+}
+
+void bandwidth_sender(const Setup& s) {
+  timeval limit{2, 0};  // a lost datagram ends the measurement instead of hanging it
+  ::setsockopt(s.sock[0], SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  std::vector<uint8_t> stage(((s.size + kChunk - 1) / kChunk) * kDatagram);
+  long acked = 0, sent = 0;
+  const int64_t t0 = now_ns();
+  while (acked < s.count) {
+    if (sent < s.count && sent - acked < kWindow) {
+      send_message(s, stage, uint32_t(sent++));
+      continue;
+    }
+    uint32_t ack = 0;
+    if (::recv(s.sock[0], &ack, sizeof ack, 0) != sizeof ack) return;  // no figure
+    ++acked;
+  }
+  s.shared->result = double(s.size) * double(s.count) / (double(now_ns() - t0) / 1e9) / 1e6;
+}
+
+// After the last message: application 1 holds what application 0 sent (our copy of the
+// source pattern came with the fork), or the floor reports no figure.
+bool landed_intact(const Setup& s) {
+  std::vector<uint8_t> got(s.size);
+  iovec local{got.data(), s.size}, remote{g_app_recv, s.size};
+  return ::process_vm_readv(s.app[1], &local, 1, &remote, 1, 0) == ssize_t(s.size) &&
+         std::memcmp(got.data(), g_app_send, s.size) == 0;
+}
+
+// Receives datagrams (whole GRO buffers when GSO is on), writes every payload into application
+// 1 with one process_vm_writev per receive, and acknowledges each completed message.
+void bandwidth_receiver(const Setup& s) {
+  if (s.gso) {
+    int on = 1;
+    ::setsockopt(s.sock[1], SOL_UDP, UDP_GRO, &on, sizeof on);
+  }
+  std::vector<uint8_t> buf(65536 + kDatagram);
+  std::vector<iovec> local, remote;
+  for (;;) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    iovec io{buf.data(), buf.size()};
+    msghdr mh{nullptr, 0, &io, 1, control, sizeof control, 0};
+    const ssize_t got = ::recvmsg(s.sock[1], &mh, 0);
+    if (got <= 0) continue;
+    size_t seg = size_t(got);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) seg = size_t(*reinterpret_cast<int*>(CMSG_DATA(c)));
+    local.clear(), remote.clear();
+    std::vector<uint32_t> completed;
+    for (size_t off = 0; off + kHeader <= size_t(got); off += seg) {
+      const size_t len = std::min(seg, size_t(got) - off) - kHeader;
+      uint32_t header[2];
+      std::memcpy(header, buf.data() + off, kHeader);
+      if (header[1] + len > s.size) continue;
+      local.push_back({buf.data() + off + kHeader, len});
+      remote.push_back({g_app_recv + header[1], len});
+      if (header[1] + len == s.size) completed.push_back(header[0]);
+    }
+    size_t want = 0;
+    for (const iovec& v : local) want += v.iov_len;
+    if (!local.empty() &&
+        ::process_vm_writev(s.app[1], local.data(), local.size(), remote.data(), remote.size(), 0) != ssize_t(want))
+      return;  // no ACK: the sender gives up, no figure
+    for (uint32_t msg : completed)
+      if (msg + 1 == uint32_t(s.count) && !landed_intact(s)) return;
+    for (uint32_t msg : completed)
+      ::sendto(s.sock[1], &msg, sizeof msg, 0, reinterpret_cast<const sockaddr*>(&s.addr[0]), sizeof s.addr[0]);
+  }
+}
+
+// ---- the four processes ----
+
+pid_t fork_child(const std::function<void()>& body, bool own_session) {
+  pid_t pid = ::fork();
+  if (pid != 0) {
+    if (pid > 0) track_pid(pid);
+    return pid;
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // the NIC processes read and write our memory
+  if (own_session) ::setsid();
+  body();
+  ::_exit(0);
+}
+
+// Runs the four processes; the measuring one (application 0 for latency, NIC 0 for bandwidth)
+// leaves its figure in shared memory. NaN when there is none within `limit`.
+double run_floor(bool latency, size_t size, long count, bool gso, std::chrono::milliseconds limit,
+                 std::pair<double, double>* stats = nullptr) {
+  if (size == 0 || size > kMaxMessage || (latency && size > kChunk)) return NAN;
+  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return NAN;
+  Setup s;
+  s.shared = new (mem) Shared;
+  for (size_t i = 0; i < size; ++i) g_app_send[i] = uint8_t(i * 7 + 1);  // what bandwidth moves
+  s.size = size, s.count = count, s.gso = gso;
+  for (int i = 0; i < 2; ++i) {
+    s.doorbell[i] = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    s.sock[i] = udp_socket(&s.addr[i]);
+  }
+  auto wait_go = [&] { while (!s.shared->go.load()) ::usleep(1000); };
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 2; ++i) {
+    const bool measures = latency && i == 0;
+    s.app[i] = fork_child([&, i, measures] {
+      wait_go();
+      if (latency) latency_app(s, i);
+      if (!measures) for (;;) ::pause();  // holds its memory for the NICs until killed
+    }, false);
+    pids.push_back(s.app[i]);
+  }
+  pid_t measurer = latency ? s.app[0] : 0;
+  for (int i = 0; i < 2; ++i) {
+    pid_t nic = fork_child([&, i] {
+      wait_go();
+      if (latency) latency_nic(s, i);
+      else if (i == 0) bandwidth_sender(s);
+      else bandwidth_receiver(s);
+    }, true);
+    pids.push_back(nic);
+    if (!latency && i == 0) measurer = nic;
+  }
+  s.shared->go.store(1);
+  wait_for(measurer, limit);
+  const double result = s.shared->result;
+  if (latency && stats) *stats = {s.shared->avg_us, s.shared->p99_us};
+  for (pid_t pid : pids) kill_and_reap(pid);
+  for (int i = 0; i < 2; ++i) ::close(s.doorbell[i]), ::close(s.sock[i]);
+  ::munmap(mem, sizeof(Shared));
+  return result;
+}
+
+Figure floor_figure(const std::string& test, const std::string& kind, uint64_t size, long count, double value) {
+  Figure f;
+  f.test = test, f.kind = kind, f.size = size, f.iterations = count, f.value = value;
+  if (!std::isfinite(value)) f.status = "failed: the floor measurement did not finish";
+  return f;
+}
+
+}  // namespace
+
+double floor_lat(uint64_t size, long iterations, double* avg_us, double* p99_us) {
+  std::pair<double, double> stats{NAN, NAN};
+  const double typical = run_floor(true, size, iterations, false, std::chrono::seconds(60), &stats);
+  if (avg_us) *avg_us = stats.first;
+  if (p99_us) *p99_us = stats.second;
+  return typical;
+}
+
+double floor_bw(uint64_t size, long messages, bool gso) {
+  return run_floor(false, size, messages, gso, std::chrono::seconds(60));
+}
+
+std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
+  std::vector<Figure> out;
+  const long lat_iters = quick ? 2000 : 10000, bw_msgs = quick ? 4000 : 20000;
+  step("floor_lat 2 B (simnic's shape, no protocol)");
+  if (!interrupted()) {
+    Figure f = floor_figure("floor_lat", "lat", 2, lat_iters, NAN);
+    f.value = floor_lat(2, lat_iters, &f.avg_us, &f.p99_us);
+    if (std::isfinite(f.value)) f.status = "ok";
+    out.push_back(f);
+  }
+  step("floor_bw 64 KiB (simnic's shape, no protocol)");
+  if (!interrupted()) out.push_back(floor_figure("floor_bw", "bw", 65536, bw_msgs, floor_bw(65536, bw_msgs, gso)));
+  return out;
+}
+
+}  // namespace simnic::cli::bench
