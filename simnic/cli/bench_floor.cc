@@ -387,13 +387,18 @@ double floor_bw(uint64_t size, long messages, bool gso) {
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
   std::vector<Figure> out;
   const long lat_iters = quick ? 2000 : 10000, bw_msgs = quick ? 4000 : 20000;
-  step("floor_lat 2 B (simnic's shape, no protocol)");
-  if (!interrupted()) {
-    Figure f = floor_figure("floor_lat", "lat", 2, lat_iters, NAN);
-    f.value = floor_lat(2, lat_iters, &f.avg_us, &f.p99_us);
-    if (std::isfinite(f.value)) f.status = "ok";
-    out.push_back(f);
+  step("floor_lat 2 B (simnic's shape, no protocol, best of 3)");
+  // The best of three runs: where the scheduler happens to place four processes on two CPUs
+  // moves a run's typical latency by a factor of two or more, and a floor is the least the shape
+  // needs.
+  Figure f = floor_figure("floor_lat", "lat", 2, lat_iters, NAN);
+  for (int run = 0; run < 3 && !interrupted(); ++run) {
+    double avg = NAN, p99 = NAN;
+    const double typical = floor_lat(2, lat_iters, &avg, &p99);
+    if (std::isfinite(typical) && !(typical >= f.value)) f.value = typical, f.avg_us = avg, f.p99_us = p99;
   }
+  if (std::isfinite(f.value)) f.status = "ok";
+  if (!interrupted()) out.push_back(f);
   step("floor_bw 64 KiB (simnic's shape, no protocol)");
   if (!interrupted()) out.push_back(floor_figure("floor_bw", "bw", 65536, bw_msgs, floor_bw(65536, bw_msgs, gso)));
   return out;

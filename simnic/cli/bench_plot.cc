@@ -26,13 +26,20 @@ struct Panel {
 const Panel kPanels[] = {
     {"Bandwidth", "message size (bytes)", "MB/s",
      {{"tcp_bw", "kernel TCP (tcp_bw)"}, {"ib_write_bw", "ib_write_bw"}, {"ib_read_bw", "ib_read_bw"},
-      {"ib_send_bw", "ib_send_bw"}, {"floor_bw", "floor: simnic's shape, no protocol"}}},
+      {"ib_send_bw", "ib_send_bw"}, {"floor_bw", "floor (simnic shape, no protocol)"}}},
     {"Latency (one way, typical)", "message size (bytes)", "microseconds",
      {{"tcp_lat", "kernel TCP (tcp_lat)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
-      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor: simnic's shape, no protocol"}}},
+      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}}},
     {"Many QPs: ib_write_bw 64 KiB, depth 4", "QP pairs", "MB/s",
      {{"many_qp_baseline", "kernel TCP (tcp_bw 64 KiB)"}, {"many_qp_write", "ib_write_bw -q N"}}},
 };
+
+// Text for a single-quoted gnuplot string, where a quote is written twice.
+std::string gnuplot_quoted(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out;
+}
 
 // The x of a figure in its panel: the QP count for the many-QP test, else the size.
 double x_of(const Figure& f) { return f.test.rfind("many_qp", 0) == 0 ? f.qps : double(f.size); }
@@ -52,7 +59,7 @@ std::string write_panel_data(std::ofstream& dat, const std::string& dat_name, co
     if (rows.empty()) continue;
     dat << "# " << s.test << "\n" << rows << "\n\n";
     clauses += std::string(clauses.empty() ? "plot " : ", ") + "'" + dat_name + "' index " + std::to_string(*block) +
-               " with linespoints lw 2 pt 7 title '" + s.title + "'";
+               " with linespoints lw 2 pt 7 title '" + gnuplot_quoted(s.title) + "'";
     ++*block;
   }
   return clauses.empty() ? "plot [1:2] NaN notitle" : clauses;

@@ -213,6 +213,7 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   expect_figures_complete(doc);
   expect_csv_matches_json(dir, doc);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
+  EXPECT_EQ(r.output.find("No plot:"), std::string::npos) << r.output;  // gnuplot drew every panel
   // The comparison with the planted run: never a failure, but said.
   EXPECT_EQ(doc["compared_with"], root_ + "/20000101-000000");
   EXPECT_EQ((*find_figure(doc, "ib_write_bw", 65536, 1))["verdict"], "regressed");
@@ -224,6 +225,7 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   expect_table_rows(shown.output);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
+  EXPECT_EQ(r.output.find("No plot:"), std::string::npos) << r.output;  // gnuplot drew every panel
 }
 
 // Without qperf the baseline is our own socket test; --baseline builtin forces it. With the
