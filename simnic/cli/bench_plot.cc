@@ -59,7 +59,8 @@ std::string write_panel_data(std::ofstream& dat, const std::string& dat_name, co
     if (rows.empty()) continue;
     dat << "# " << s.test << "\n" << rows << "\n\n";
     clauses += std::string(clauses.empty() ? "plot " : ", ") + "'" + dat_name + "' index " + std::to_string(*block) +
-               " with linespoints lw 2 pt 7 title '" + gnuplot_quoted(s.title) + "'";
+               (s.test.rfind("floor", 0) == 0 ? " with points pt 5 ps 2.5" : " with linespoints lw 2 pt 7") +
+               " title '" + gnuplot_quoted(s.title) + "'";
     ++*block;
   }
   return clauses.empty() ? "plot [1:2] NaN notitle" : clauses;
