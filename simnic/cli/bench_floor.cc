@@ -64,6 +64,7 @@ struct Shared {
     std::atomic<uint32_t> sleepers{0};
   } side[2];
   std::atomic<int> go{0};
+  std::atomic<int> failed{0};       // a process could not do its part: the others stop waiting
   double result = NAN;              // lat: typical one way, µs; bw: MB/s
   double avg_us = NAN, p99_us = NAN;  // lat only
 };
@@ -83,16 +84,19 @@ void futex_wake(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-// As the shim waits for a CQE: spin, then sleep on the word until the NIC wakes it.
-void wait_delivered(Shared::Side& s, uint32_t want) {
+// As the shim waits for a CQE: spin, then sleep on the word until the NIC wakes it. False when
+// another process has given up.
+bool wait_delivered(const Shared& all, Shared::Side& s, uint32_t want) {
   const int64_t t0 = now_ns();
   while (s.delivered.load(std::memory_order_acquire) < want) {
+    if (all.failed.load(std::memory_order_relaxed)) return false;
     if (now_ns() - t0 < kSpinNs) continue;
     s.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = s.delivered.load(std::memory_order_seq_cst);
     if (seen < want) futex_wait(&s.delivered, seen);
     s.sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
+  return true;
 }
 
 void deliver(Shared::Side& s, uint32_t count) {
@@ -135,15 +139,16 @@ void latency_app(const Setup& s, int i) {
   rtt.reserve(size_t(s.count));
   for (long k = 0; k < s.count; ++k) {
     const int64_t t0 = now_ns();
-    if (i == 1) wait_delivered(me, uint32_t(k + 1));  // the ping, then the pong
+    if (i == 1 && !wait_delivered(*s.shared, me, uint32_t(k + 1))) return;  // the ping, then the pong
     if (k > 0 || i == 1) {  // what arrived is what the other side sent: else no figure
       const uint8_t want = uint8_t(i == 1 ? k : k - 1);
-      if (g_app_recv[0] != want || g_app_recv[s.size - 1] != want) return;
+      if (g_app_recv[0] != want || g_app_recv[s.size - 1] != want) return (void)s.shared->failed.store(1);
     }
     std::memset(g_app_send, int(k), s.size);
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(s.doorbell[i], &one, sizeof one);
-    if (i == 0) wait_delivered(me, uint32_t(k + 1)), rtt.push_back(now_ns() - t0);
+    if (i == 0 && !wait_delivered(*s.shared, me, uint32_t(k + 1))) return;
+    if (i == 0) rtt.push_back(now_ns() - t0);
   }
   if (i == 0 && !rtt.empty()) {  // one way = half a round trip, in µs, as perftest reports
     std::sort(rtt.begin(), rtt.end());
@@ -171,7 +176,8 @@ void latency_nic(const Setup& s, int i) {
         if (::read(s.doorbell[i], &rings, sizeof rings) != sizeof rings) continue;
         for (uint64_t r = 0; r < rings; ++r) {
           iovec local{buf.data(), s.size}, remote{g_app_send, s.size};
-          ::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0);
+          if (::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0) != ssize_t(s.size))
+            return (void)s.shared->failed.store(1);  // e.g. Yama forbids it: no figure
           ::sendto(s.sock[i], buf.data(), s.size, 0, reinterpret_cast<const sockaddr*>(&s.addr[1 - i]),
                    sizeof s.addr[1 - i]);
         }
@@ -179,7 +185,7 @@ void latency_nic(const Setup& s, int i) {
         ssize_t got;
         while ((got = ::recv(s.sock[i], buf.data(), buf.size(), MSG_DONTWAIT)) > 0) {
           iovec local{buf.data(), size_t(got)}, remote{g_app_recv, size_t(got)};
-          ::process_vm_writev(s.app[i], &local, 1, &remote, 1, 0);
+          if (::process_vm_writev(s.app[i], &local, 1, &remote, 1, 0) != got) return (void)s.shared->failed.store(1);
           deliver(s.shared->side[i], 1);
         }
       }
@@ -233,14 +239,25 @@ void send_message(const Setup& s, std::vector<uint8_t>& stage, uint32_t msg) {
   }
 }
 
+// simnic's per-QP window (kWindow messages), or less when the receiving socket's buffer could
+// not be made large (no SO_RCVBUFFORCE without root): at most half of it in flight, so that no
+// datagram is dropped (simnic's peer window does the same, docs/congestion.md).
+long messages_in_flight(const Setup& s) {
+  int rcvbuf = 0;
+  socklen_t len = sizeof rcvbuf;
+  ::getsockopt(s.sock[1], SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);  // the kernel's figure: twice the payload
+  return std::clamp<long>(long(size_t(rcvbuf) / 4 / s.size), 1, kWindow);
+}
+
 void bandwidth_sender(const Setup& s) {
   timeval limit{2, 0};  // a lost datagram ends the measurement instead of hanging it
   ::setsockopt(s.sock[0], SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   std::vector<uint8_t> stage(((s.size + kChunk - 1) / kChunk) * kDatagram);
+  const long window = messages_in_flight(s);
   long acked = 0, sent = 0;
   const int64_t t0 = now_ns();
   while (acked < s.count) {
-    if (sent < s.count && sent - acked < kWindow) {
+    if (sent < s.count && sent - acked < window) {
       send_message(s, stage, uint32_t(sent++));
       continue;
     }
