@@ -125,10 +125,12 @@ TEST(VizLiveHistory, AViewerAttachingAfterAShortProgramSeesWhatItDid) {
 TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  // 2 GiB: long enough to still be running when the viewer's checks are made. 256 MiB was,
-  // until the data path got faster (issue 14): it then finished in well under a second and
-  // left no live events after the snapshot.
-  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "2048"});
+  // Still running when the viewer's checks are made, however fast the data path is: one 4 KiB
+  // slot, so each round waits for the previous one's credit (a round trip, not bandwidth, sets
+  // the pace: 384 MiB take some 4 s here). A stream sized by bytes did not stay: 256 MiB, then
+  // 2 GiB, finished before the viewer had its snapshot once the data path got faster (issue 14).
+  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "384", "-c", "4096",
+                          "-d", "1"});
   // A first viewer waits until the program is connected and sending on both NICs; then the
   // viewer under test attaches, mid-run.
   viz::Timeline probe;
