@@ -30,7 +30,7 @@ using namespace bench;
 
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
-    "                    [--baseline-only] [--gso] [--addr A.B.C.D] [--timeout S]\n"
+    "                    [--baseline-only] [--gso | --no-gso] [--addr A.B.C.D] [--timeout S]\n"
     "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
@@ -47,13 +47,16 @@ const char kBenchUsage[] =
     "  --baseline TOOL   qperf, or builtin (our own TCP stream and ping-pong); auto (default)\n"
     "                    takes qperf when it is installed\n"
     "  --baseline-only   measure the kernel baseline only (no NICs, no perftest)\n"
-    "  --gso             start the NICs with `simnic up --gso` (UDP GSO sends); compared only\n"
-    "                    with earlier --gso runs\n"
+    "  --gso, --no-gso   start the NICs with `simnic up --gso` (always UDP GSO sends) or\n"
+    "                    --no-gso (one datagram per packet) instead of the default (GSO on\n"
+    "                    loopback while nobody captures lo); the floor follows. Compared only\n"
+    "                    with earlier runs of the same choice\n"
     "  --addr A.B.C.D    simnic0's address (default 127.254.N.1, N from the pid); simnic1 is next\n"
     "  --timeout S       limit for each perftest run (default 120, 60 with --quick)\n";
 
 struct Options {
-  bool quick = false, spin = true, baseline_only = false, gso = false;
+  bool quick = false, spin = true, baseline_only = false;
+  std::string gso;  // "", "--gso" or "--no-gso": passed to simnic up
   std::string out = "bench-results", baseline = "auto", addr, show;
   int timeout_s = 0;
 };
@@ -83,7 +86,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     std::string v;
     if (a == "--help" || a == "-h") return std::fputs(kBenchUsage, stdout), 0;
     if (a == "--quick") o->quick = true;
-    else if (a == "--gso") o->gso = true;
+    else if (a == "--gso" || a == "--no-gso") o->gso = a;
     else if (a == "--spin") o->spin = true;
     else if (a == "--no-spin") o->spin = false;
     else if (a == "--baseline-only") o->baseline_only = true;
@@ -176,7 +179,7 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   i.started_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
   i.mode = o.quick ? "quick" : "full";
   if (o.baseline_only) i.mode += "-baseline";
-  if (o.gso && !o.baseline_only) i.mode += "-gso";
+  if (!o.gso.empty() && !o.baseline_only) i.mode += o.gso == "--gso" ? "-gso" : "-no-gso";
   i.spin = o.spin;
   i.baseline_tool = plan.baseline.tool;
   std::string src = SIMNIC_SOURCE_DIR;
@@ -213,13 +216,13 @@ void progress_done() {
 // Two NICs in a fresh private SIMNIC_DIR; stopped (and killed by pid if need be) on destruction.
 class PrivateNics {
  public:
-  PrivateNics(const std::string& addr, const std::string& log_dir, bool gso) : log_dir_(log_dir) {
+  PrivateNics(const std::string& addr, const std::string& log_dir, const std::string& gso) : log_dir_(log_dir) {
     char tmpl[] = "/tmp/simnic-bench-XXXXXX";
     if (!::mkdtemp(tmpl)) return;
     dir_ = tmpl;
     ::setenv("SIMNIC_DIR", dir_.c_str(), 1);
     std::vector<std::string> up_argv = {self_dir() + "/simnic", "up", "2", "--addr", addr, "--no-history"};
-    if (gso) up_argv.push_back("--gso");
+    if (!gso.empty()) up_argv.push_back(gso);
     Outcome up = run_logged(up_argv, log_dir + "/simnic-up.log", 60s);
     for (const char* name : {"simnic0", "simnic1"}) {
       std::ifstream in(abi::pid_file_path(dir_, name));
@@ -257,7 +260,8 @@ void attach_baseline(Figure* f, const std::vector<Figure>& base) {
 }
 
 // Runs every perftest of the plan on the private NICs. False when the NICs would not start.
-bool measure_simnic(const Plan& plan, const std::string& addr, const std::string& log_dir, int timeout_s, bool gso,
+bool measure_simnic(const Plan& plan, const std::string& addr, const std::string& log_dir, int timeout_s,
+                    const std::string& gso,
                     std::vector<Figure>* figures) {
   PrivateNics nics(addr, log_dir, gso);
   if (!nics.ok()) {
@@ -348,7 +352,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   g_step = int(plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size());  // qperf does both in one step
   if (!o.baseline_only) {
     const std::vector<Figure> base = figures;
-    for (Figure f : measure_floor(o.quick, o.gso, progress)) attach_baseline(&f, base), figures.push_back(f);
+    // The floor sends as the NICs will: GSO unless --no-gso (the bench captures nothing).
+    for (Figure f : measure_floor(o.quick, o.gso != "--no-gso", progress)) attach_baseline(&f, base), figures.push_back(f);
   }
   const int timeout_s = o.timeout_s ? o.timeout_s : (o.quick ? 60 : 120);
   bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, o.gso, &figures);

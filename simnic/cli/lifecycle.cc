@@ -114,8 +114,9 @@ const char kUpUsage[] =
     "  --paused            start in step mode (see `simnic step`)\n"
     "  --no-history        keep no recent events for a viewer that attaches later (faster; for\n"
     "                      benchmarks)\n"
-    "  --gso               send runs of same-sized packets to one peer as one UDP GSO send\n"
-    "                      (faster; see docs/performance.md for what a capture then shows)\n"
+    "  --gso / --no-gso    always / never send runs of same-sized packets to one peer as one\n"
+    "                      UDP GSO send. Default: GSO on loopback addresses while nobody captures\n"
+    "                      lo (tcpdump, Wireshark), so captures show the packets (docs/performance.md)\n"
     "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
     "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
     "  --verbose           verbose NIC logs\n";
@@ -194,7 +195,7 @@ int cmd_up(const std::vector<std::string>& args) {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);
-    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso") {
+    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso" || a == "--no-gso") {
       common.push_back(a);
     } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
       count = std::atoi(a.c_str());

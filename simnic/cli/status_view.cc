@@ -98,6 +98,22 @@ void print_qps(const std::map<std::string, std::string>& kv) {
 
 }  // namespace
 
+namespace {
+
+// How packets leave: one datagram each, or runs of them as one UDP GSO send (--gso / --no-gso).
+void print_gso_line(std::map<std::string, std::string>& kv) {
+  if (kv["gso_mode"].empty()) return;
+  const bool on = kv["gso"] == "1";
+  const std::string now = on ? "runs of same-sized packets leave as one UDP GSO send" : "one UDP datagram per packet";
+  if (kv["gso_mode"] == "auto")
+    std::printf("sending: %s now (automatic: GSO on loopback while nobody captures lo; captures seen %s times)\n",
+                now.c_str(), kv["gso_capture_seen"].c_str());
+  else
+    std::printf("sending: %s (--%sgso)\n", now.c_str(), kv["gso_mode"] == "on" ? "" : "no-");
+}
+
+}  // namespace
+
 void print_status_view(const std::string& name, const std::string& text) {
   auto kv = parse_kv(text);
   std::printf("%s  %s  pid %s  MTU %s  (every counter as 'key value': simnic status %s --raw)\n", name.c_str(),
@@ -114,6 +130,7 @@ void print_status_view(const std::string& name, const std::string& text) {
                 "windows ran out, %s gave way to a task waiting for a CPU)\n",
                 kv["busy_poll_us"].c_str(), kv["busy_poll_found"].c_str(), kv["busy_poll_sleeps"].c_str(),
                 kv["busy_poll_gave_way"].c_str());
+  print_gso_line(kv);
   if (kv["link_layer"] == "ib")
     std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),
                 kv["sm_lid"].c_str());

@@ -34,9 +34,11 @@ const char kUsage[] =
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
     "  --no-history     keep no recent events for viewers that attach later (tracing then costs\n"
     "                   nothing until a viewer attaches or --trace is given)\n"
-    "  --gso            send runs of same-sized packets to one peer as one UDP GSO send (faster;\n"
-    "                   a capture of the interface then shows the sends before the kernel cuts\n"
-    "                   them; docs/performance.md). Also SIMNIC_GSO=1 in the environment\n"
+    "  --gso            always send runs of same-sized packets to one peer as one UDP GSO send\n"
+    "                   (a capture of lo then shows the sends, not the packets). Also SIMNIC_GSO=1\n"
+    "  --no-gso         never: one datagram per packet. Also SIMNIC_GSO=0. The default: GSO on a\n"
+    "                   loopback address while nobody captures lo, never on a real interface\n"
+    "                   (docs/performance.md)\n"
     "  --busy-poll-us N after handling an event, keep looking for the next one for N microseconds\n"
     "                   before sleeping, and N more after each one found (0: sleep at once;\n"
     "                   default 0; docs/performance.md). Also SIMNIC_BUSY_POLL_US=N\n"
@@ -99,7 +101,7 @@ struct Flags {
   std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
       gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us;
-  bool paused = false, no_history = false, verbose = false, help = false, gso = false;
+  bool paused = false, no_history = false, verbose = false, help = false, gso = false, no_gso = false;
   std::vector<std::string> extras;
 };
 
@@ -124,6 +126,7 @@ int parse_command_line(int argc, char** argv, Flags* f) {
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
   app.add_flag("--gso", f->gso);
+  app.add_flag("--no-gso", f->no_gso);
   app.add_flag("--verbose", f->verbose);
   app.add_flag("--help", f->help);
   try {
@@ -203,7 +206,7 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.lid_map) opt.lid_map = *f.lid_map;
   opt.start_paused = f.paused;
   opt.history = !f.no_history;
-  if (f.gso) opt.gso = true;
+  if (f.gso || f.no_gso) opt.gso = f.gso ? 1 : 0;  // else SIMNIC_GSO, else automatic (UdpPort)
   // The flag, else SIMNIC_BUSY_POLL_US from the environment (as SIMNIC_GSO: for runs started by
   // tools that do not pass flags through), else the default.
   const char* env_busy = std::getenv("SIMNIC_BUSY_POLL_US");

@@ -117,7 +117,7 @@ int NicServer::start(std::string* error) {
     *error = "a simnicd named " + opt_.device.name + " is already running (" + socket_path_ + ")";
     return 2;
   }
-  if (opt_.gso) port_.set_gso(true);
+  if (opt_.gso >= 0) port_.set_gso_mode(opt_.gso ? UdpPort::GsoMode::kOn : UdpPort::GsoMode::kOff);
   if (!port_.open(error)) return 2;
   // What this NIC keeps in flight towards one peer stays well under a receive buffer like its
   // own: a quarter of it (the kernel counts each datagram at up to twice its size, and a NIC

@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <boost/asio/post.hpp>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
 #include <time.h>
 
+#include "simnic/io/capture_watch.h"
 #include "simnic/proto/headers.h"
 #include "simnic/proto/icrc.h"
 #include "simnic/proto/wire.h"
@@ -47,9 +49,11 @@ uint64_t realtime_ns() {
 
 UdpPort::UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port)
     : socket_(io), delay_timer_(io), ip_(ip), port_(port) {
-  // SIMNIC_GSO=1 in simnicd's environment (`SIMNIC_GSO=1 simnic up`) turns GSO on.
-  const char* gso = std::getenv("SIMNIC_GSO");
-  gso_ = gso && std::strcmp(gso, "1") == 0;
+  // SIMNIC_GSO in simnicd's environment (`SIMNIC_GSO=1 simnic up`): 1 on, 0 off, else auto.
+  if (const char* gso = std::getenv("SIMNIC_GSO")) {
+    if (std::strcmp(gso, "1") == 0) gso_mode_ = GsoMode::kOn;
+    if (std::strcmp(gso, "0") == 0) gso_mode_ = GsoMode::kOff;
+  }
 }
 
 UdpPort::~UdpPort() { close(); }
@@ -88,8 +92,7 @@ bool UdpPort::open(std::string* error) {
   // for offload), unlike proto::build_ipv4_udp and the --pcap-dir files.
   // Linux refuses a GSO send on such a socket (EINVAL), so with GSO the kernel fills the UDP
   // checksum in; receivers accept either, and the ICRC masks it (IBA A17.3.3).
-  int no_check = 1;
-  if (!gso_) ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check);
+  // (use_gso sets it for the mode chosen below, and again when kAuto changes its mind.)
   // Datagrams the kernel drops because our receive buffer is full (its RcvbufErrors) are
   // invisible otherwise; with SO_RXQ_OVFL each datagram carries the socket's drop count.
   int on = 1;
@@ -116,7 +119,34 @@ bool UdpPort::open(std::string* error) {
   mif.imr_address.s_addr = htonl(ip_);
   ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
   socket_.assign(boost::asio::ip::udp::v4(), fd);
+  if (gso_mode_ == GsoMode::kAuto && (ip_ >> 24) == 127) watched_ifindex_ = int(::if_nametoindex("lo"));
+  use_gso(gso_mode_ == GsoMode::kOn);
+  follow_captures();
   return true;
+}
+
+// GSO needs the kernel's UDP checksum: Linux refuses a GSO send on a socket with SO_NO_CHECK.
+// Without GSO the checksum is 0, as RoCEv2 NICs send it (see open()).
+void UdpPort::use_gso(bool on) {
+  gso_ = on;
+  int no_check = on ? 0 : 1;
+  ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_NO_CHECK, &no_check, sizeof no_check);
+}
+
+// kAuto: GSO while nobody captures on lo, one datagram per packet while someone does, so that
+// tcpdump and Wireshark on lo show the RoCEv2 packets. Looked at no more than every 20 ms, and
+// only when a run of datagrams is about to leave, so that single packets (a latency test)
+// never pay for the look (a read of /proc/net/packet, some 10-20 µs).
+void UdpPort::follow_captures() {
+  if (!watched_ifindex_) return;
+  constexpr uint64_t kEveryNs = 20'000'000;
+  const uint64_t now = monotonic_ns();
+  if (capture_checked_ns_ && now - capture_checked_ns_ < kEveryNs) return;
+  capture_checked_ns_ = now;
+  const bool watched = interface_captured(watched_ifindex_);
+  if (watched == !gso_) return;
+  if (watched) ++gso_capture_seen_;
+  use_gso(!watched);
 }
 
 void UdpPort::close() {
@@ -324,6 +354,7 @@ void UdpPort::count_send_error(int err, size_t datagrams) {
 
 void UdpPort::flush() {
   if (tx_queue_.empty()) return;
+  if (tx_queue_.size() > 1) follow_captures();
   static thread_local std::vector<mmsghdr> msgs;
   static thread_local std::vector<iovec> iov;
   static thread_local std::vector<sockaddr_in> to;

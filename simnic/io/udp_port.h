@@ -42,9 +42,16 @@ class UdpPort final : public core::PacketSink {
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).
-  // Off by default: a capture of the interface then shows what the kernel segments later.
-  void set_gso(bool on) { gso_ = on; }  // before open()
-  bool gso() const { return gso_; }
+  // A capture of loopback then shows the send, not the packets the kernel would cut from it on a
+  // real interface. kAuto (the default): GSO on a loopback address while no packet capture runs
+  // on lo (capture_watch.h, looked at again before a run is sent if 20 ms have passed), never
+  // on a real interface; kOn: always (`--gso`); kOff: never (`--no-gso`).
+  enum class GsoMode { kOff, kOn, kAuto };
+  void set_gso_mode(GsoMode mode) { gso_mode_ = mode; }  // before open()
+  GsoMode gso_mode() const { return gso_mode_; }
+  bool gso() const { return gso_; }  // in use now
+  // Times kAuto found a capture on lo and went back to one datagram per packet.
+  uint64_t gso_capture_seen() const { return gso_capture_seen_; }
   // Sends what this turn of the event loop queued (also done by itself at the end of the turn).
   void flush();
   core::FaultInjector& faults() { return faults_; }
@@ -89,6 +96,8 @@ class UdpPort final : public core::PacketSink {
   };
   // How many queued datagrams from `first` leave as one GSO send.
   size_t gso_run(size_t first) const;
+  void use_gso(bool on);
+  void follow_captures();
   // Sets the ICRC of the k-th datagram of a GSO run for the Identification the kernel gives it.
   void renumber_segment(const Queued& q, uint16_t k);
   void write_pcap(const Queued& q, uint16_t ip_id);
@@ -110,6 +119,9 @@ class UdpPort final : public core::PacketSink {
   bool flush_posted_ = false;
   uint64_t tx_send_calls_ = 0, tx_gso_sends_ = 0, rx_gro_buffers_ = 0;
   bool gso_ = false;
+  GsoMode gso_mode_ = GsoMode::kAuto;
+  int watched_ifindex_ = 0;  // kAuto on a loopback address: lo's index; 0 otherwise
+  uint64_t capture_checked_ns_ = 0, gso_capture_seen_ = 0;
   uint64_t tx_dropped_ = 0, tx_too_big_ = 0, fault_drops_ = 0, fault_dups_ = 0, fault_delayed_ = 0;
   uint64_t rx_overflow_ = 0;
   uint64_t rcvbuf_bytes_ = 0;

@@ -4,6 +4,14 @@
 // the ICRC of the IPv4 Identification the kernel gives it (0, 1, 2, ... within a send).
 #include <gtest/gtest.h>
 
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +49,93 @@ TEST(Gso, EveryRcOperationArrivesWithGsoAndGro) {
   // 200,000-byte messages are runs of 4 KiB datagrams: GSO sends, received as GRO buffers.
   EXPECT_GT(gso_sends, 0u);
   EXPECT_GT(gro_buffers, 0u);
+}
+
+// A capture on lo: our own AF_PACKET socket, as tcpdump and Wireshark open one.
+class LoCapture {
+ public:
+  LoCapture() {
+    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+    sockaddr_ll a{};
+    a.sll_family = AF_PACKET;
+    a.sll_protocol = htons(ETH_P_ALL);
+    a.sll_ifindex = int(::if_nametoindex("lo"));
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::close(fd_), fd_ = -1;
+    int big = 32 << 20;
+    if (fd_ >= 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+  }
+  ~LoCapture() { if (fd_ >= 0) ::close(fd_); }
+  bool ok() const { return fd_ >= 0; }
+  // The largest UDP datagram to `port` seen so far (IPv4 total length), and how many.
+  void drain(uint16_t port, size_t* largest, size_t* count) {
+    uint8_t frame[70000];
+    ssize_t n;
+    while ((n = ::recv(fd_, frame, sizeof frame, MSG_TRUNC)) > 0) {
+      if (n < 14 + 20 + 8 || frame[12] != 0x08 || frame[13] != 0x00 || frame[14 + 9] != IPPROTO_UDP) continue;
+      const size_t ihl = (frame[14] & 0x0f) * 4;
+      if (((frame[14 + ihl + 2] << 8) | frame[14 + ihl + 3]) != port) continue;
+      *largest = std::max(*largest, size_t((frame[16] << 8) | frame[17]));
+      ++*count;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The default: GSO on loopback while nobody captures lo. A capture turns it off (the packets
+// it sees are single RoCEv2 packets), and closing the capture turns it back on.
+TEST(Gso, AutomaticGsoStepsAsideWhileLoIsCaptured) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  auto stress = [&] {
+    Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", "2"},
+                        120s);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  };
+  auto gso_sends = [&] {
+    auto now = nics.status("simnic0");
+    return number(now, "tx_gso_sends");
+  };
+  stress();
+  auto st = nics.status("simnic0");
+  EXPECT_EQ(st["gso_mode"], "auto");
+  EXPECT_EQ(st["gso"], "1");
+  const uint64_t before = gso_sends();
+  EXPECT_GT(before, 0u) << "no GSO send without a capture";
+  {
+    LoCapture capture;
+    if (!capture.ok()) GTEST_SKIP() << "cannot open an AF_PACKET socket (needs CAP_NET_RAW)";
+    std::this_thread::sleep_for(50ms);  // longer than the NIC's 20 ms between looks
+    stress();
+    size_t largest = 0, count = 0;
+    capture.drain(4791, &largest, &count);
+    EXPECT_GT(count, 100u);
+    EXPECT_LE(largest, 4096u + 20 + 8 + 64) << "a GSO send was captured";  // MTU payload + IP + UDP + headers
+    st = nics.status("simnic0");
+    EXPECT_EQ(st["gso"], "0");
+    EXPECT_GE(number(st, "gso_capture_seen"), 1u);
+    EXPECT_EQ(gso_sends(), before) << "GSO sends while lo was captured";
+  }
+  std::this_thread::sleep_for(50ms);
+  stress();
+  EXPECT_EQ(nics.status("simnic0")["gso"], "1");
+  EXPECT_GT(gso_sends(), before);
+}
+
+// `simnic up --no-gso`: never.
+TEST(Gso, NoGsoMeansOneDatagramPerPacket) {
+  Nics nics(2, {"--no-gso"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", "2"},
+                      120s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    auto st = nics.status(nic);
+    EXPECT_EQ(st["gso_mode"], "off") << nic;
+    EXPECT_EQ(st["gso"], "0") << nic;
+    EXPECT_EQ(number(st, "tx_gso_sends"), 0u) << nic;
+  }
 }
 
 // SIMNIC_GSO=1 in the environment (here), in a network namespace of its own whose `lo` segments UDP in software (ethtool: no
