@@ -75,6 +75,15 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// As the shim spins (shim/poll_wait.cc): x86 PAUSE, Arm YIELD.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield");
+#endif
+}
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
   timespec limit{0, 1'000'000};
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &limit, nullptr, 0);
@@ -90,7 +99,10 @@ bool wait_delivered(const Shared& all, Shared::Side& s, uint32_t want) {
   const int64_t t0 = now_ns();
   while (s.delivered.load(std::memory_order_acquire) < want) {
     if (all.failed.load(std::memory_order_relaxed)) return false;
-    if (now_ns() - t0 < kSpinNs) continue;
+    if (now_ns() - t0 < kSpinNs) {
+      cpu_relax();
+      continue;
+    }
     s.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = s.delivered.load(std::memory_order_seq_cst);
     if (seen < want) futex_wait(&s.delivered, seen);
@@ -403,13 +415,13 @@ double floor_bw(uint64_t size, long messages, bool gso) {
 
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
   std::vector<Figure> out;
-  const long lat_iters = quick ? 2000 : 10000, bw_msgs = quick ? 4000 : 20000;
-  step("floor_lat 2 B (simnic's shape, no protocol, best of 3)");
-  // The best of three runs: where the scheduler happens to place four processes on two CPUs
+  const long lat_iters = quick ? 1000 : 4000, bw_msgs = quick ? 4000 : 20000;
+  step("floor_lat 2 B (simnic's shape, no protocol, best of 5)");
+  // The best of five runs: where the scheduler happens to place four processes on two CPUs
   // moves a run's typical latency by a factor of two or more, and a floor is the least the shape
   // needs.
   Figure f = floor_figure("floor_lat", "lat", 2, lat_iters, NAN);
-  for (int run = 0; run < 3 && !interrupted(); ++run) {
+  for (int run = 0; run < 5 && !interrupted(); ++run) {
     double avg = NAN, p99 = NAN;
     const double typical = floor_lat(2, lat_iters, &avg, &p99);
     if (std::isfinite(typical) && !(typical >= f.value)) f.value = typical, f.avg_us = avg, f.p99_us = p99;
