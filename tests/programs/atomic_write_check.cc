@@ -161,7 +161,7 @@ bool server(int fd, const char* dev) {
   if (!s.open(dev)) return false;
   uint8_t* ro = static_cast<uint8_t*>(aligned_alloc(64, kBuf));
   std::memset(ro, 0, kBuf);
-  ibv_mr* ro_mr = ibv_reg_mr(s.pd, ro, kBuf, IBV_ACCESS_REMOTE_READ);
+  ibv_mr* ro_mr = ibv_reg_mr(s.pd, ro, kBuf, int(IBV_ACCESS_REMOTE_READ));
   CHECK(ro_mr, "ibv_reg_mr without REMOTE_WRITE");
   for (int c = 0; c < kCases; ++c) {
     if (c > 0) std::memset(s.buf, 0, kBuf);

@@ -32,7 +32,7 @@ bool open_all(Setup& s) {
   if (!s.ctx) return false;
   s.pd = ibv_alloc_pd(s.ctx);
   s.cq = ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0);
-  s.mr = ibv_reg_mr(s.pd, s.buf, sizeof s.buf, IBV_ACCESS_LOCAL_WRITE);  // no remote access
+  s.mr = ibv_reg_mr(s.pd, s.buf, sizeof s.buf, int(IBV_ACCESS_LOCAL_WRITE));  // no remote access
   ibv_qp_init_attr init{};
   init.send_cq = init.recv_cq = s.cq;
   init.qp_type = IBV_QPT_RC;
@@ -117,7 +117,7 @@ std::string run(Setup& s, const std::string& mode) {
     return to_rtr(s, s.a, s.b->qp_num, 1) == EINVAL ? "EINVAL" : "accepted";
   }
   if (mode == "reg-mr-access") {  // REMOTE_WRITE without LOCAL_WRITE
-    ibv_mr* mr = ibv_reg_mr(s.pd, s.buf, 64, IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr = ibv_reg_mr(s.pd, s.buf, 64, int(IBV_ACCESS_REMOTE_WRITE));
     return mr ? "accepted" : errno == EINVAL ? "EINVAL" : "other";
   }
   if (mode == "create-qp-caps") {  // far deeper queues than the device has

@@ -110,7 +110,7 @@ bool setup(Nic& n, const char* dev) {
   CHECK(ibv_query_device(n.ctx, &da) == 0, "ibv_query_device");
   n.max_cqe = da.max_cqe;
   n.pd = ibv_alloc_pd(n.ctx);
-  n.mr = n.pd ? ibv_reg_mr(n.pd, n.buf.data(), n.buf.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
+  n.mr = n.pd ? ibv_reg_mr(n.pd, n.buf.data(), n.buf.size(), int(IBV_ACCESS_LOCAL_WRITE)) : nullptr;
   CHECK(n.mr, "ibv_reg_mr: %s", std::strerror(errno));
   n.send_cq = ibv_create_cq(n.ctx, 64, nullptr, nullptr, 0);
   n.recv_cq = ibv_create_cq(n.ctx, 64, nullptr, nullptr, 0);

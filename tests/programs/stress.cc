@@ -107,7 +107,7 @@ void setup(Side& s, const char* dev, size_t slots, size_t chunk) {
   s.msgs.resize(slots * 2);
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   if (!(s.data_mr = ibv_reg_mr(s.pd, s.data.data(), s.data.size(), access))) die("ibv_reg_mr data");
-  if (!(s.msg_mr = ibv_reg_mr(s.pd, s.msgs.data(), s.msgs.size() * sizeof(Msg), IBV_ACCESS_LOCAL_WRITE)))
+  if (!(s.msg_mr = ibv_reg_mr(s.pd, s.msgs.data(), s.msgs.size() * sizeof(Msg), int(IBV_ACCESS_LOCAL_WRITE))))
     die("ibv_reg_mr msgs");
   ibv_qp_init_attr init{};
   init.send_cq = init.recv_cq = s.cq;

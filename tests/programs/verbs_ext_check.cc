@@ -212,7 +212,7 @@ bool server_domains(Server& s) {
 bool server_memory(Server& s) {
   const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   s.mr = ibv_reg_mr(s.pd, s.buf1.data(), kBuf, rw);
-  s.rx_mr = ibv_reg_mr(s.domain, s.rx.data(), s.rx.size(), IBV_ACCESS_LOCAL_WRITE);  // an MR on the parent domain
+  s.rx_mr = ibv_reg_mr(s.domain, s.rx.data(), s.rx.size(), int(IBV_ACCESS_LOCAL_WRITE));  // an MR on the parent domain
   CHECK(s.mr && s.rx_mr, "ibv_reg_mr");
   ibv_alloc_dm_attr da{kDm, 3, 0};
   s.dm = ibv_alloc_dm(s.ctx, &da);
@@ -405,7 +405,7 @@ bool run_client(const char* dev, int fd) {
   c.pd = ibv_alloc_pd(c.ctx);
   c.cq = c.pd ? make_cq(c.ctx, nullptr) : nullptr;
   c.qp = c.cq ? make_qp(c.ctx, c.pd, c.cq) : nullptr;
-  c.mr = c.qp ? ibv_reg_mr(c.pd, c.buf.data(), c.buf.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
+  c.mr = c.qp ? ibv_reg_mr(c.pd, c.buf.data(), c.buf.size(), int(IBV_ACCESS_LOCAL_WRITE)) : nullptr;
   CHECK(c.mr && client_refusals(c), "client set-up");
   Msg srv{}, m{1, c.qp->qp_num, {}, 0, 0, 0, 0, 0};
   CHECK(ibv_query_gid(c.ctx, 1, 0, &m.gid) == 0, "gid");
