@@ -8,9 +8,7 @@
 // sleeping poller is woken at once instead of waiting out the scheduler slice a yield gives
 // away. SIMNIC_POLL_SPIN_US=off keeps yielding forever (simnic before issue 14).
 // docs/performance.md has the measurements behind the default.
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include <cstring>
 
 #include "shim/shim.h"
+#include "simnic/abi/shared_word.h"
 
 namespace simnic::shim {
 
@@ -75,16 +74,6 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// A hint to the CPU that this is a spin-wait loop (x86 PAUSE, Arm YIELD): it saves power and
-// lets a sibling hyper-thread run. Nothing on other architectures.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  asm volatile("yield");
-#endif
-}
-
 // Since when this thread's polls have found nothing (0: its last poll found a CQE).
 thread_local int64_t empty_since_ns = 0;
 
@@ -100,26 +89,15 @@ void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before) {
   const int64_t now = now_ns();
   if (!empty_since_ns) empty_since_ns = now;
   if (now - empty_since_ns < tuning().busy_ns) {
-    cpu_relax();  // spin: keep the CPU, poll again at once
+    abi::cpu_relax();  // spin: keep the CPU, poll again at once
     return;
   }
   if (!c->page || now - empty_since_ns < tuning().spin_ns) {  // busy, or a NIC without pages
     sched_yield();
     return;
   }
-  // Counted as a sleeper before the sequence is compared, and simnicd bumps the sequence
-  // before it looks for sleepers (both sequentially consistent): either this thread sees the
-  // new sequence, or simnicd sees it asleep and wakes it (context_page.cc).
-  abi::ContextShared& page = *c->page;
-  page.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (page.cqe_seq.load(std::memory_order_seq_cst) == sequence_before) {
-    const int64_t ns = tuning().sleep_ns;
-    timespec limit{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
-    // Not FUTEX_PRIVATE_FLAG: simnicd, another process, wakes it.
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&page.cqe_seq), FUTEX_WAIT, sequence_before, &limit,
-              nullptr, 0);
-  }
-  page.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  // Woken by simnicd when it writes a CQE of this context (context_page.cc).
+  abi::sleep_until_moved(c->page->cqe_seq, c->page->sleepers, sequence_before, tuning().sleep_ns);
 }
 
 }  // namespace simnic::shim

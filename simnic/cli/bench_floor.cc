@@ -11,7 +11,6 @@
 // protocol beyond one datagram per message for flow control, no queues, no verbs. simnic cannot
 // be faster than this without changing its shape; floor / kernel is what the shape itself costs
 // (docs/performance.md, "The floor of simnic's shape").
-#include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <signal.h>
@@ -20,7 +19,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +31,7 @@
 #include <functional>
 #include <vector>
 
+#include "simnic/abi/shared_word.h"
 #include "simnic/cli/bench.h"
 
 #ifndef UDP_SEGMENT
@@ -75,24 +74,6 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// As the shim spins (shim/poll_wait.cc): x86 PAUSE, Arm YIELD.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  asm volatile("yield");
-#endif
-}
-
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
-  timespec limit{0, 1'000'000};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &limit, nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
-
 // As the shim waits for a CQE: spin, then sleep on the word until the NIC wakes it. False when
 // another process has given up.
 bool wait_delivered(const Shared& all, Shared::Side& s, uint32_t want) {
@@ -100,20 +81,18 @@ bool wait_delivered(const Shared& all, Shared::Side& s, uint32_t want) {
   while (s.delivered.load(std::memory_order_acquire) < want) {
     if (all.failed.load(std::memory_order_relaxed)) return false;
     if (now_ns() - t0 < kSpinNs) {
-      cpu_relax();
+      abi::cpu_relax();
       continue;
     }
-    s.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = s.delivered.load(std::memory_order_seq_cst);
-    if (seen < want) futex_wait(&s.delivered, seen);
-    s.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (seen < want) abi::sleep_until_moved(s.delivered, s.sleepers, seen, 1'000'000);
   }
   return true;
 }
 
 void deliver(Shared::Side& s, uint32_t count) {
   s.delivered.fetch_add(count, std::memory_order_seq_cst);
-  if (s.sleepers.load(std::memory_order_seq_cst)) futex_wake(&s.delivered);
+  if (s.sleepers.load(std::memory_order_seq_cst)) abi::wake_all(&s.delivered);
 }
 
 int udp_socket(sockaddr_in* bound) {

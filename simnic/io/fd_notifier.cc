@@ -1,8 +1,6 @@
 #include "simnic/io/fd_notifier.h"
 
-#include <linux/futex.h>
 #include <linux/sockios.h>
-#include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include "simnic/abi/control.h"
+#include "simnic/abi/shared_word.h"
 
 namespace simnic::io {
 
@@ -27,11 +26,7 @@ void FdNotifier::async_event(int async_fd, uint32_t event_type, uint32_t handle)
   if (::send(async_fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof m) count_drop("async");
 }
 
-void FdNotifier::wake_sleepers(std::atomic<uint32_t>* word) {
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
-  // Not FUTEX_PRIVATE_FLAG: the word is in memory shared with another process.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
+void FdNotifier::wake_sleepers(std::atomic<uint32_t>* word) { abi::wake_all(word); }
 
 // Counted always (event_drops in `simnic status`); logged the first time and every 1000th,
 // so a process that never reads its events cannot flood the log either.
