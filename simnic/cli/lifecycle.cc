@@ -116,7 +116,7 @@ const char kUpUsage[] =
     "                      benchmarks)\n"
     "  --gso / --no-gso    always / never send runs of same-sized packets to one peer as one\n"
     "                      UDP GSO send. Default: GSO on loopback addresses while nobody captures\n"
-    "                      lo (tcpdump, Wireshark), so captures show the packets (docs/performance.md)\n"
+    "                      lo (tcpdump, Wireshark), so captures show the packets (docs/wire.md)\n"
     "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
     "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
     "  --verbose           verbose NIC logs\n";

@@ -104,13 +104,14 @@ namespace {
 void print_gso_line(std::map<std::string, std::string>& kv) {
   if (kv["gso_mode"].empty()) return;
   const bool on = kv["gso"] == "1";
-  const std::string now = on ? "runs of same-sized packets leave as one UDP GSO send" : "one UDP datagram per packet";
+  const std::string now = on ? "a run of same-sized packets goes to the kernel as one UDP GSO send (faster)"
+                              : "one UDP datagram per packet";
   if (kv["gso_mode"] == "auto" && on)
-    std::printf("sending: %s (automatic: nobody captures lo; captures have stopped it %s times)\n", now.c_str(),
-                kv["gso_capture_seen"].c_str());
+    std::printf("sending: %s; switched off while anyone captures lo, so captures show single packets "
+                "(a capture stopped it %s times so far)\n",
+                now.c_str(), kv["gso_capture_seen"].c_str());
   else if (kv["gso_mode"] == "auto")
-    std::printf("sending: %s (automatic: lo is being captured, or the NIC is not on loopback; --gso forces GSO)\n",
-                now.c_str());
+    std::printf("sending: %s (lo is being captured, or the NIC is not on loopback; --gso forces GSO)\n", now.c_str());
   else
     std::printf("sending: %s (--%sgso)\n", now.c_str(), kv["gso_mode"] == "on" ? "" : "no-");
 }
