@@ -16,12 +16,13 @@ constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of Â
 
 }  // namespace
 
-// RNR NAK timer field -> nanoseconds (IBA Table 45).
+// RNR NAK timer field -> nanoseconds (IBA Table 45: 0 is 655.36 ms, 1 is 0.01 ms, ...,
+// 31 is 491.52 ms). The table is in units of 10 Âµs.
 uint64_t Device::rnr_timer_ns(uint32_t t) {
-  static const uint32_t kUs100[32] = {  // in units of 10 ns
-      65536000, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+  static const uint32_t k10Us[32] = {
+      65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
       1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return uint64_t(kUs100[t & 31]) * 10000;
+  return uint64_t(k10Us[t & 31]) * 10'000;
 }
 
 void Device::arm_ack_timer(Qp& qp, uint64_t now) {
