@@ -94,6 +94,16 @@ inline void gid_of(uint32_t ip, ibv_gid* g) {
   std::memcpy(g->raw + 12, &be, 4);
 }
 
+// The group GID rdma_join_multicast gives an IPv4 address (host order), as the kernel's
+// cma_iboe_set_mgid: a multicast address becomes its RoCE v2 form ::ffff:a.b.c.d; any other
+// (non-zero) address becomes ff0e::ffff:a.b.c.d, the form the kernel gives it for RoCE v1 and
+// InfiniBand. That one is a multicast GID (ff00::/8) that ibv_attach_mcast accepts, where
+// ::ffff:<unicast> is refused by ib_attach_mcast's rdma_is_multicast_addr.
+inline void group_gid_of(uint32_t ip, ibv_gid* g) {
+  gid_of(ip, g);
+  if (!IN_MULTICAST(ip)) g->raw[0] = 0xff, g->raw[1] = 0x0e;
+}
+
 // ids.cc
 void register_id(CmaId* p);
 void unregister_id(CmaId* p);

@@ -142,7 +142,8 @@ bool process(CmaEvent* e, const abi::CmEventMsg& m) {
       ud ? copy_ud(e, m) : copy_conn(e, m);
       return true;
     case RDMA_CM_EVENT_MULTICAST_JOIN: case RDMA_CM_EVENT_MULTICAST_ERROR: {
-      copy_ud(e, m);  // dgid: the group's IPv4-mapped GID
+      copy_ud(e, m);
+      group_gid_of(m.remote_ip, &e->event.param.ud.ah_attr.grh.dgid);  // the group's GID
       uint64_t context = 0;
       std::memcpy(&context, m.private_data, sizeof context);
       e->event.param.ud.private_data = reinterpret_cast<void*>(uintptr_t(context));

@@ -1,5 +1,7 @@
 // rdma_join_multicast / rdma_leave_multicast for RoCE v2: an IPv4 multicast address is the
-// group whose GID is its IPv4-mapped form (::ffff:a.b.c.d), joined by attaching the id's UD QP
+// group whose GID is its IPv4-mapped form (::ffff:a.b.c.d), and any other non-zero IPv4 address
+// the group ff0e::ffff:a.b.c.d (group_gid_of, as the kernel's cma_iboe_join_multicast, which
+// refuses only the zero address); the group is joined by attaching the id's UD QP
 // with ibv_attach_mcast; there is no SA to ask, so the join completes at once with
 // RDMA_CM_EVENT_MULTICAST_JOIN, whose ud param carries the group's address handle attributes,
 // QPN 0xFFFFFF and the Q_Key RDMA_UDP_QKEY (kernel cma_iboe_join_multicast).
@@ -14,23 +16,31 @@ namespace {
 
 ibv_gid group_gid(uint32_t ip) {
   ibv_gid g{};
-  g.raw[10] = g.raw[11] = 0xff;
-  const uint32_t be = htonl(ip);
-  std::memcpy(g.raw + 12, &be, 4);
+  group_gid_of(ip, &g);
   return g;
 }
 
+// The group an address names: any IPv4 address but 0.0.0.0 (kernel cma_iboe_join_multicast:
+// cma_zero_addr is -EINVAL). simnic's wire is IPv4 only: an IPv6 group is refused.
 bool group_of(const sockaddr* a, uint32_t* ip) {
   if (!a || a->sa_family != AF_INET) return false;
   *ip = ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr);
-  return IN_MULTICAST(*ip);
+  return *ip != 0;
 }
 
 int join(CmaId* p, const sockaddr* addr, uint16_t flags, void* context) {
   uint32_t ip = 0;
   if (!p || !p->nic) return fail(EINVAL);  // bind or resolve first (rdma_join_multicast(3))
-  if (!group_of(addr, &ip)) return fail(EINVAL);
-  if (p->id.qp_type != IBV_QPT_UD) return fail(EINVAL);
+  if (!group_of(addr, &ip)) {
+    explain("rdma_join_multicast: the group must be a non-zero IPv4 address (%s)",
+            addr && addr->sa_family == AF_INET6 ? "simnic's wire is IPv4; IPv6 groups are not simulated"
+                                                 : "0.0.0.0 names no group");
+    return fail(EINVAL);
+  }
+  if (p->id.qp_type != IBV_QPT_UD) {
+    explain("rdma_join_multicast: the id's port space is not RDMA_PS_UDP/RDMA_PS_IPOIB: only UD QPs join groups");
+    return fail(EINVAL);
+  }
   for (auto& [g, att] : p->mc_groups)
     if (g == ip) return fail(EADDRINUSE);
   bool attach = p->id.qp && flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;

@@ -195,6 +195,35 @@ TEST(RdmaCm, MckeyDeliversToEveryJoinedReceiver) {
   EXPECT_EQ(nics.status("simnic2").at("mcast_deliveries"), "20");
 }
 
+// rdma_join_multicast with a unicast IPv4 address: the kernel's cma_iboe_join_multicast
+// refuses only 0.0.0.0, and names the group ff0e::ffff:a.b.c.d (cma_iboe_set_mgid). mckey
+// joins it on a receiver and a sender, and every datagram arrives. 0.0.0.0 is still refused.
+TEST(RdmaCm, MckeyJoinsAGroupNamedByAUnicastAddress) {
+  if (!have({"mckey"})) GTEST_SKIP() << "mckey is not installed (rdmacm-utils)";
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string base = nics.addr(0);  // 127.A.B.C: the group is 127.A.B.77, no NIC's address
+  const std::string group = base.substr(0, base.rfind('.')) + ".77";
+  auto r = nics.start({"mckey", "-m", group, "-b", nics.addr(1), "-C", "10"});
+  auto joined = [&] {
+    std::ifstream log(nics.dir() + "/simnic1.log");
+    std::stringstream text;
+    text << log.rdbuf();
+    return text.str().find("attached to multicast group ff0e::ffff:") != std::string::npos;
+  };
+  for (int i = 0; i < 200 && !joined(); ++i) ::usleep(50 * 1000);
+  ASSERT_TRUE(joined()) << r->output();
+  Result s = nics.run({"mckey", "-m", group, "-b", nics.addr(0), "-s", "-C", "10"}, 60s);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(s.output.find("joined dgid: ff0e::ffff:"), std::string::npos) << s.output;
+  Result rr = r->wait(30s);
+  EXPECT_EQ(rr.exit_code, 0) << rr.output;
+  EXPECT_NE(rr.output.find("data transfers complete"), std::string::npos) << rr.output;
+  EXPECT_EQ(nics.status("simnic1").at("mcast_deliveries"), "10");
+  Result zero = nics.run({"mckey", "-m", "0.0.0.0", "-b", nics.addr(0), "-C", "1"}, 30s);
+  EXPECT_NE(zero.exit_code, 0) << zero.output;
+}
+
 // Debian's cmtime (rdma-core 44) serves forever: the server is stopped once the client is done.
 TEST(RdmaCm, CmtimeConnectsAndDisconnectsManyTimes) {
   if (!have({"cmtime"})) GTEST_SKIP() << "cmtime is not installed (rdmacm-utils)";
