@@ -85,6 +85,9 @@ ControlReply query_gid(Request& r, const QueryGidReq& q) {
   QueryGidReply rep{};
   rep.gid = e.gid;
   rep.gid_type = e.type;
+  // A RoCE GID belongs to the interface of its address (kernel: the GID attribute's ndev);
+  // an InfiniBand GID to none.
+  rep.ndev_ifindex = e.type == IBV_GID_TYPE_IB ? 0 : r.dev.config().netdev_ifindex;
   return ok(rep);
 }
 

@@ -52,6 +52,7 @@ struct DeviceConfig {
   uint16_t lid = 0;             // IB mode: this port's LID and the subnet manager's
   uint16_t sm_lid = 0;
   GidTableKind gid_table = GidTableKind::kSimple;  // RoCE mode: whose GID table to list
+  uint32_t netdev_ifindex = 0;  // the interface holding ipv4 (ibv_query_gid_ex's ndev_ifindex)
   // Unacknowledged bytes per QP (with window_packets: the smaller, at least 4 packets).
   uint32_t window_bytes = 1u << 20;
   // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the

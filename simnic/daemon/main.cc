@@ -1,5 +1,6 @@
 // simnicd: one simulated RoCEv2 NIC. Flags, then the event loop.
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +91,7 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
     opt.device.mtu_bytes = fits;
   }
   opt.iface = itf->name;
+  opt.device.netdev_ifindex = ::if_nametoindex(itf->name.c_str());
   opt.link_mtu = itf->mtu;
   return 0;
 }

@@ -1,4 +1,5 @@
 #include "simnic/io/nic_server.h"
+#include "simnic/io/sysfs_tree.h"
 
 #include <malloc.h>
 
@@ -126,6 +127,7 @@ int NicServer::start(std::string* error) {
   if (uint64_t rcvbuf = port_.receive_buffer_bytes(); rcvbuf && !opt_.device.peer_window_bytes)
     device_.set_peer_window_cap(std::min<uint64_t>(core::DeviceConfig::kDefaultPeerWindow, rcvbuf / 4));
   if (int rc = open_outputs(error)) return rc;
+  write_device_files();
   if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;
   start_port();
   signals_.async_wait([this](const boost::system::error_code& ec, int) {
@@ -212,7 +214,16 @@ void NicServer::stop() {
   trace_.close();
   port_.close();
   pcap_.close();
+  if (!sysfs_root_.empty()) remove_sysfs_tree(sysfs_root_, device_.port_attr().gid_tbl_len);
+  sysfs_root_.clear();
   io_.stop();
+}
+
+// The device's sysfs-style files at its ibdev_path, where the shim's ibv_device points.
+void NicServer::write_device_files() {
+  sysfs_root_ = opt_.dir + "/" + opt_.device.name;
+  if (std::string bad = write_sysfs_tree(sysfs_root_, device_, opt_.iface); !bad.empty())
+    logger_.log(core::LogLevel::kWarn, "device files (sysfs layout) not written: " + bad);
 }
 
 // Tracing costs only while someone listens: a trace file or a live subscriber.

@@ -94,6 +94,7 @@ class NicServer {
   void continue_pending_work();
   void arm_timer();
   void update_tracing();
+  void write_device_files();
   void watch_for_viewer_wqes();
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
@@ -123,6 +124,7 @@ class NicServer {
   StepController step_;
 
   std::string socket_path_;
+  std::string sysfs_root_;  // <dir>/<name>: the device's ibdev_path (sysfs_tree.h)
   ControlListener listener_;
   boost::asio::steady_timer viewer_watch_;  // while a viewer is attached: look at the RQs
   bool viewer_watch_armed_ = false;

@@ -255,6 +255,29 @@ TEST(GidTables, EveryRdmaCoreGidQueryAgrees) {
   EXPECT_NE(r.output.find("gid 1 ex EINVAL query -1 - type -1 7\npast the table EINVAL\n"), std::string::npos) << r.output;
 }
 
+// Every RoCE GID names the interface its address is on, both ways rdma-core programs look:
+// ibv_query_gid_ex's ndev_ifindex, and the device's sysfs-layout files under ibdev_path
+// (gid_attrs/ndevs/N, gid_attrs/types/N, link_layer, node_type), as rxe's do. A NIC on 127/8
+// is on lo. An InfiniBand GID has no interface (ndev_ifindex 0, no ndevs file).
+TEST(GidTables, EveryRoceGidNamesItsNetworkInterface) {
+  {
+    Nics nics(1, {"--gid-table", "rxe"});
+    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+    Result r = nics.run({bin_dir() + "/simnic-gid-query", "simnic0"}, 30s);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* line : {"ndev 0 lo sysfs lo RoCE v2\n", "ndev 1 lo sysfs lo RoCE v2\n",
+                             "sysfs link_layer Ethernet node_type 1: CA\n"})
+      EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+    EXPECT_EQ(r.output.find("ndev 2 "), std::string::npos) << r.output;  // an empty slot has none
+  }
+  Nics nics(1, {"--link-layer", "ib"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({bin_dir() + "/simnic-gid-query", "simnic0"}, 30s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"ndev 0 - sysfs - IB/RoCE v1\n", "sysfs link_layer InfiniBand node_type 1: CA\n"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+}
+
 // Tutorials written for ConnectX say "use GID index 3": on the mlx5 table that is the IPv4
 // RoCE v2 GID, and ibv_rc_pingpong -g 3 runs.
 TEST(GidTables, RcPingpongWithGidIndex3RunsOnTheMlx5Table) {

@@ -1,8 +1,11 @@
 // Prints a device's GID table the ways rdma-core offers it: ibv_query_gid_table, then for
-// each index up to gid_tbl_len ibv_query_gid_ex, ibv_query_gid and ibv_query_gid_type. Used by
+// each index up to gid_tbl_len ibv_query_gid_ex, ibv_query_gid and ibv_query_gid_type, and the
+// network interface of each GID both ways a program finds it: ibv_query_gid_ex's ndev_ifindex,
+// and the device's sysfs files (<ibdev_path>/ports/1/gid_attrs/ndevs/N). Used by
 // tests/integration/link_layer_test.cc; runs unchanged on a real NIC.
 //   simnic-gid-query DEVICE
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -12,11 +15,24 @@
 #include <vector>
 
 extern "C" int ibv_query_gid_type(struct ibv_context*, uint8_t, unsigned int, uint32_t*);  // infiniband/driver.h
+extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);  // likewise
 
 namespace {
 
 const char* type_name(uint32_t t) {
   return t == IBV_GID_TYPE_IB ? "IB" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE-v1" : t == IBV_GID_TYPE_ROCE_V2 ? "RoCE-v2" : "?";
+}
+
+// "<ndev_ifindex's name> sysfs <ndevs/N> <types/N>", "-" where there is none.
+std::string interface_of(ibv_device* dev, const ibv_gid_entry& e, int index) {
+  char name[IF_NAMESIZE] = "-", ndev[64] = "-", type[64] = "-";
+  if (e.ndev_ifindex && !if_indextoname(e.ndev_ifindex, name)) std::strcpy(name, "?");
+  const std::string n = std::to_string(index);
+  if (ibv_read_sysfs_file(dev->ibdev_path, ("ports/1/gid_attrs/ndevs/" + n).c_str(), ndev, sizeof ndev) < 0)
+    std::strcpy(ndev, "-");
+  if (ibv_read_sysfs_file(dev->ibdev_path, ("ports/1/gid_attrs/types/" + n).c_str(), type, sizeof type) < 0)
+    std::strcpy(type, "-");
+  return std::string(name) + " sysfs " + ndev + " " + type;
 }
 
 std::string text(const ibv_gid& g) {
@@ -32,8 +48,9 @@ int main(int argc, char** argv) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   ibv_context* ctx = nullptr;
+  ibv_device* dev = nullptr;
   for (int i = 0; list && i < n && !ctx; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), argv[1]) == 0) ctx = ibv_open_device(list[i]);
+    if (std::strcmp(ibv_get_device_name(list[i]), argv[1]) == 0) ctx = ibv_open_device(dev = list[i]);
   if (!ctx) return std::fprintf(stderr, "cannot open %s\n", argv[1]), 1;
   ibv_port_attr port{};
   if (ibv_query_port(ctx, 1, &port)) return std::perror("ibv_query_port"), 1;
@@ -56,9 +73,14 @@ int main(int argc, char** argv) {
     int qt = ibv_query_gid_type(ctx, 1, unsigned(i), &type);
     std::printf("gid %d ex %s query %d %s type %d %u\n", i, ex == 0 ? type_name(e.gid_type) : strerrorname_np(ex), q,
                 q == 0 ? text(g).c_str() : "-", qt, type);
+    if (ex == 0) std::printf("ndev %d %s\n", i, interface_of(dev, e, i).c_str());
   }
   ibv_gid_entry e{};
   std::printf("past the table %s\n", strerrorname_np(ibv_query_gid_ex(ctx, 1, uint32_t(port.gid_tbl_len), &e, 0)));
+  char layer[64] = "-", node_type[64] = "-";
+  ibv_read_sysfs_file(dev->ibdev_path, "ports/1/link_layer", layer, sizeof layer);
+  ibv_read_sysfs_file(dev->ibdev_path, "node_type", node_type, sizeof node_type);
+  std::printf("sysfs link_layer %s node_type %s\n", layer, node_type);
   ibv_close_device(ctx);
   ibv_free_device_list(list);
   return 0;

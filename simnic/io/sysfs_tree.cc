@@ -1,0 +1,113 @@
+// See sysfs_tree.h. Values are formatted as the kernel's ib_core sysfs attributes print them
+// (drivers/infiniband/core/sysfs.c: state_show, phys_state_show, link_layer_show, show_port_gid,
+// print_gid_type / print_ndev; device.c node_type_show and node_guid_show).
+#include "simnic/io/sysfs_tree.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <endian.h>
+
+namespace simnic::io {
+namespace {
+
+const char* const kDirs[] = {"ports", "ports/1", "ports/1/gids", "ports/1/gid_attrs", "ports/1/gid_attrs/types",
+                             "ports/1/gid_attrs/ndevs"};
+
+bool write_file(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const std::string line = text + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
+  return ::close(fd) == 0 && ok;
+}
+
+// 0002:c9ff:fe00:0001: a GUID as node_guid_show prints it (four 16-bit groups).
+std::string guid_text(uint64_t guid_be) {
+  const uint64_t g = be64toh(guid_be);
+  char s[24];
+  std::snprintf(s, sizeof s, "%04x:%04x:%04x:%04x", unsigned(g >> 48), unsigned(g >> 32) & 0xffff,
+                unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
+  return s;
+}
+
+// fe80:0000:0000:0000:0253:7fff:fe00:0001: show_port_gid's %pI6 (eight groups, no compression).
+std::string gid_text(const ibv_gid& gid) {
+  char s[48];
+  int n = 0;
+  for (int i = 0; i < 16; i += 2) n += std::snprintf(s + n, sizeof s - n, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
+  return s;
+}
+
+const char* port_state_text(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_DOWN: return "1: DOWN";
+    case IBV_PORT_INIT: return "2: INIT";
+    case IBV_PORT_ARMED: return "3: ARMED";
+    case IBV_PORT_ACTIVE: return "4: ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "5: ACTIVE_DEFER";
+    default: return "0: NOP";
+  }
+}
+
+std::string hex_text(uint32_t v) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%x", v);
+  return s;
+}
+
+std::string index_path(const std::string& root, const char* dir, uint32_t i) {
+  return root + "/ports/1/" + dir + "/" + std::to_string(i);
+}
+
+// gids/N for every slot of the table (an empty one reads as the zero GID, as in the kernel);
+// gid_attrs/types/N and ndevs/N only for filled slots (the kernel answers EINVAL for the others).
+bool write_gids(const std::string& root, const core::Device& dev, uint32_t length, const std::string& netdev) {
+  bool ok = true;
+  for (uint32_t i = 0; i < length; ++i) {
+    core::GidEntry e;
+    const bool filled = dev.query_gid(i, &e) == 0;
+    ok &= write_file(index_path(root, "gids", i), gid_text(filled ? e.gid : ibv_gid{}));
+    if (!filled) continue;
+    ok &= write_file(index_path(root, "gid_attrs/types", i),
+                     e.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+    if (e.type != IBV_GID_TYPE_IB) ok &= write_file(index_path(root, "gid_attrs/ndevs", i), netdev);
+  }
+  return ok;
+}
+
+}  // namespace
+
+std::string write_sysfs_tree(const std::string& root, const core::Device& dev, const std::string& netdev) {
+  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) return root + ": " + std::strerror(errno);
+  for (const char* d : kDirs)
+    if (::mkdir((root + "/" + d).c_str(), 0755) != 0 && errno != EEXIST) return root + "/" + d + ": " + std::strerror(errno);
+  const ibv_device_attr a = dev.device_attr();
+  const ibv_port_attr p = dev.port_attr();
+  const bool ib = p.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  bool ok = write_file(root + "/node_type", "1: CA") && write_file(root + "/node_guid", guid_text(a.node_guid)) &&
+            write_file(root + "/sys_image_guid", guid_text(a.sys_image_guid)) && write_file(root + "/fw_ver", a.fw_ver) &&
+            write_file(root + "/hca_type", "simnic") && write_file(root + "/ports/1/state", port_state_text(p.state)) &&
+            write_file(root + "/ports/1/phys_state", "5: LinkUp") &&
+            write_file(root + "/ports/1/link_layer", ib ? "InfiniBand" : "Ethernet") &&
+            write_file(root + "/ports/1/lid", hex_text(p.lid)) &&
+            write_file(root + "/ports/1/sm_lid", hex_text(p.sm_lid));
+  ok &= write_gids(root, dev, p.gid_tbl_len, netdev);
+  return ok ? "" : root + ": a file could not be written";
+}
+
+void remove_sysfs_tree(const std::string& root, uint32_t gid_tbl_len) {
+  for (const char* dir : {"gids", "gid_attrs/types", "gid_attrs/ndevs"})
+    for (uint32_t i = 0; i < gid_tbl_len; ++i) ::unlink(index_path(root, dir, i).c_str());
+  for (const char* f : {"node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "ports/1/state",
+                        "ports/1/phys_state", "ports/1/link_layer", "ports/1/lid", "ports/1/sm_lid"})
+    ::unlink((root + "/" + f).c_str());
+  for (int i = int(std::size(kDirs)) - 1; i >= 0; --i) ::rmdir((root + "/" + kDirs[i]).c_str());
+  ::rmdir(root.c_str());
+}
+
+}  // namespace simnic::io
