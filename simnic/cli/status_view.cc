@@ -57,6 +57,7 @@ const std::vector<Group>& groups() {
         {"rx_drop_unexpected", "a response nobody waits for, or another transport's opcode"},
         {"rx_drop_qkey", "UD: the Q_Key did not match"},
         {"rx_drop_no_wqe", "UC/UD: no receive posted (no RNR on UC/UD: the message is lost)"},
+        {"rx_drop_ud_too_long", "UD: longer than the next receive WQE (dropped, the WQE stays posted)"},
         {"rx_drop_uc_message", "UC messages discarded after a lost packet"},
         {"rx_drop_out_of_sequence", "RC requests beyond a PSN gap (NAKed once, then dropped)"},
         {"rx_drop_mcast", "multicast: no QP here attached to the group, or not a UD SEND to QPN 0xFFFFFF"},

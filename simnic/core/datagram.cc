@@ -1,8 +1,9 @@
 // UD receive (IBA 9.8.4 and 10.2.5; rxe_resp.c does the same for IB_QPT_UD): every packet is a
 // whole message. There is no ACK, no RNR and no PSN order: a datagram with the wrong Q_Key,
-// or that finds no receive WQE, is counted and lost. The receive buffer starts with 40 bytes
-// for the GRH; on RoCE v2 over IPv4 that area holds 20 zero bytes and then the IPv4 header, as
-// on rxe and ConnectX (rdma-core's ibv_init_ah_from_wc reads it back).
+// or that finds no receive WQE, or that does not fit the next one, is counted and lost. The
+// receive buffer starts with 40 bytes for the GRH; on RoCE v2 over IPv4 that area holds 20
+// zero bytes and then the IPv4 header, as on rxe and ConnectX (rdma-core's
+// ibv_init_ah_from_wc reads it back).
 #include <cstring>
 
 #include "simnic/core/device.h"
@@ -21,13 +22,43 @@ constexpr uint32_t kGrhBytes = 40;
 // InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
 // are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
 // untouched and IBV_WC_GRH is clear (docs/link-layer.md).
-int Device::scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+int Device::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
                            std::string* why) {
   uint8_t grh[kGrhBytes] = {};
   uint8_t ip_udp[kIpv4UdpBytes];
   build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
   std::memcpy(grh + 20, ip_udp, 20);
-  return scatter(qp, wqe.sge, wqe.num_sge, 0, grh, kGrhBytes, why);
+  return scatter_recv(qp, r, 0, grh, kGrhBytes, why);
+}
+
+namespace {
+
+// The bytes a receive WQE's scatter list holds (their MRs are checked as bytes land).
+uint64_t ud_room(const abi::RecvWqe& wqe) {
+  uint64_t room = 0;
+  for (uint32_t i = 0; i < wqe.num_sge; ++i) room += wqe.sge[i].length;
+  return room;
+}
+
+std::string ud_too_long_why(const abi::RecvWqe& wqe, uint32_t len, size_t payload) {
+  return "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " + std::to_string(payload) +
+         " of payload), the receive WQE has " + std::to_string(ud_room(wqe));
+}
+
+}  // namespace
+
+// A datagram longer than the next receive WQE of a QP's own RQ: IBA 9.9.3 (Table 63, class D
+// for UD) and rxe (RESPST_ERR_LENGTH on UD without an SRQ: drop_msg, the WQE stays at the
+// head of the RQ) drop it silently; the WQE is not consumed and the QP stays in RTS.
+void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
+  ++counters_.rx_drop_ud_too_long;
+  const std::string why = ud_too_long_why(wqe, len, len - kGrhBytes);
+  tracer_.event("pkt_drop").u("qp", qp.qpn).s("reason", why + ": datagram dropped, WQE kept (IBA 9.9.3, class D)");
+  log_limited(LogLevel::kWarn, "ud_too_long", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + " dropped a UD datagram: " + why +
+           ". A UD datagram that does not fit the receive WQE is discarded and the WQE stays posted "
+           "(IBA 9.9.3, class D; as rxe): post receive buffers of 40 bytes + the largest message";
+  });
 }
 
 // `dst_ip` is where the datagram was sent: this NIC, or the multicast group; the GRH area shows it.
@@ -40,41 +71,46 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     return;
   }
   RecvInProgress rip;
-  if (!take_recv_wqe(qp, &rip)) {
+  if (!peek_recv_wqe(qp, &rip)) {
     ++counters_.rx_drop_no_wqe;
     tracer_.event("pkt_drop").u("qp", qp.qpn).s("reason", "no receive WQE posted (UD has no RNR: the datagram is lost)");
     return;
   }
+  const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
+  if (rip.wqe.num_sge <= abi::kMaxSge && ud_room(rip.wqe) < len && !rip.from_srq)
+    return ud_drop_too_long(qp, rip.wqe, len);
+  consume_recv_wqe(qp);
   ibv_wc wc{};
   wc.wr_id = rip.wqe.wr_id;
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = qp.qpn;
   wc.src_qp = pkt.h.deth.src_qp;
-  // The receive WQE completes in error and the QP goes to ERR (the error map's receive rows).
-  auto fail = [&](Error e, const std::string& why) {
+  // The receive WQE completes in error and, unless `keep_qp`, the QP goes to ERR (the error
+  // map's receive rows).
+  auto fail = [&](Error e, const std::string& why, bool keep_qp = false) {
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
     log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
     tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
     wc.status = err.status;
     push_cqe(*qp.recv_cq, wc, false);
-    set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
+    if (!keep_qp) set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
   };
-  uint64_t room = 0;
   std::string why;
-  if (rip.wqe.num_sge > abi::kMaxSge ||
-      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &room, &why))
-    return fail(Error::kRecvWqeInvalid, "receive WQE: " + why);
-  const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
-  if (room < len)
-    return fail(Error::kRecvTooShort, "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " +
-                                        std::to_string(pkt.payload.size()) + " of payload), the receive WQE has " +
-                                        std::to_string(room));
-  if (!config_.infiniband && scatter_ud_grh(qp, rip.wqe, src_ip, dst_ip, udp_len, &why))
-    return fail(Error::kRecvDmaFailed, why);
+  if (rip.wqe.num_sge > abi::kMaxSge)
+    return fail(Error::kRecvWqeInvalid, "receive WQE: num_sge " + std::to_string(rip.wqe.num_sge) +
+                                            " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge));
+  if (ud_room(rip.wqe) < len)
+    // An SRQ's WQE was taken when the datagram came (class E, as rxe): it completes in error,
+    // and the QP goes on receiving.
+    return fail(Error::kRecvTooShort, ud_too_long_why(rip.wqe, len, pkt.payload.size()), true);
+  // Only the bytes placed are checked against the SGEs' MRs (scatter_recv), as rxe and ConnectX.
+  if (!config_.infiniband) {
+    if (int e = scatter_ud_grh(qp, rip, src_ip, dst_ip, udp_len, &why)) return fail(recv_scatter_error(e), why);
+  }
   if (!pkt.payload.empty()) {
-    if (int e = scatter(qp, rip.wqe.sge, rip.wqe.num_sge, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
-      return fail(e == EMSGSIZE ? Error::kRecvTooShort : Error::kRecvDmaFailed, why);
+    if (int e = scatter_recv(qp, rip, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
+      return fail(recv_scatter_error(e), why);
   }
   wc.status = IBV_WC_SUCCESS;
   wc.byte_len = len;

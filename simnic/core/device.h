@@ -334,11 +334,12 @@ class Device : private ObjectTables {
   RespStep resp_execute(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
   bool resp_begin_send(Qp& qp, const proto::ParsedPacket& pkt);
-  void send_rnr_nak(Qp& qp, uint32_t psn);
+  void send_rnr_nak(Qp& qp, uint32_t psn, const char* what = "a SEND");
   void complete_send_recv(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
   bool resp_check_write(Qp& qp, const proto::ParsedPacket& pkt);
   bool resp_take_write_imm_wqe(Qp& qp, const proto::ParsedPacket& pkt);
+  Error write_rkey_error(const Qp& qp) const;
   bool resp_write_payload(Qp& qp, const proto::ParsedPacket& pkt);
   void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
   void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
@@ -351,6 +352,19 @@ class Device : private ObjectTables {
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
   void complete_recv_in_error(Qp& qp, ibv_wc_status status);  // the receive WQE in progress
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);
+  struct RecvQueue {
+    abi::RingControl* ring;
+    abi::RecvWqe* slots;
+    uint32_t entries;
+  };
+  RecvQueue recv_queue(Qp& qp);
+  bool peek_recv_wqe(Qp& qp, RecvInProgress* out);  // the next receive WQE, left posted
+  void consume_recv_wqe(Qp& qp);                     // takes the WQE peek_recv_wqe saw
+  const Pd* recv_pd(const Qp& qp, const RecvInProgress& r) const;
+  int scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
+                   std::string* why);
+  static Error recv_scatter_error(int e);
+  void raise_responder_async_error(Qp& qp, const ErrorInfo& err);
   bool can_receive(Qp& qp);  // false (counted, traced) in RESET, INIT and ERR
   bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
   void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
@@ -370,8 +384,9 @@ class Device : private ObjectTables {
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
-  int scatter_ud_grh(const Qp& qp, const abi::RecvWqe& wqe, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
+  int scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
                      std::string* why);
+  void ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len);
 
   // multicast.cc (McastGroup: device_objects.h)
   int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
@@ -439,12 +454,13 @@ class Device : private ObjectTables {
              std::string* why);
   int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
                 bool to_memory, std::string* why);
+  // pd: the PD the lkeys must belong to when not the QP's (an SRQ's receive WQEs)
   int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
-              const uint8_t* src, uint32_t len, std::string* why);
+              const uint8_t* src, uint32_t len, std::string* why, const Pd* pd = nullptr);
   bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
                   uint64_t* total, std::string* why) const;
   const Mr* local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
-                     std::string* why) const;
+                     std::string* why, const Pd* pd = nullptr) const;
   // The MR a remote access lands in, through an MR's rkey or a memory window's; *mr_va is
   // the address in that MR's iova space (a zero-based window's offset is translated).
   const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
@@ -563,7 +579,7 @@ class Device : private ObjectTables {
   static constexpr uint64_t kMaxQueuedWrites = 4 << 20;  // bytes queued before a flush is forced
   enum class SgeDma { kRead, kWrite, kProbe, kCheck };   // kProbe: a read that reports nothing
   int sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-              SgeDma op, std::string* why);
+              SgeDma op, std::string* why, const Pd* pd = nullptr);
   int dma_read(pid_t pid, uint64_t addr, void* dst, size_t len);
   int dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len);
   int dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len);  // queued into a pinned MR

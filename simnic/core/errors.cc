@@ -40,6 +40,9 @@ constexpr std::array<ErrorInfo, size_t(Error::kCount)> kErrors = {{
     {"RECV_TOO_SHORT", kInvReq, IBV_WC_LOC_LEN_ERR, true, kClassC, "IBA 9.9.3.1"},
     {"RECV_DMA_FAILED", kOp, IBV_WC_LOC_PROT_ERR, true, kClassA, "IBA 9.9.3.1"},
     {"INVALIDATE_FAILED", kInvReq, IBV_WC_REM_INV_REQ_ERR, true, kClassC, "IBA 9.9.3.1.2"},
+    // The receive WQE a WRITE with immediate took completes with the error (C9-222.1.1), with
+    // rxe's status for it.
+    {"RKEY_VIOLATION_WITH_IMM", kAccess, IBV_WC_REM_ACCESS_ERR, true, kClassC, "IBA 10.6.3, IBA 9.9.3.1.3"},
     {"WR_NOT_FOR_QP", kNoNak, IBV_WC_LOC_QP_OP_ERR, false, kLocal, "IBA 9.9.2"},
     {"UD_ADDRESS_INVALID", kNoNak, IBV_WC_LOC_QP_OP_ERR, false, kLocal, "IBA 10.2.5, IBA 9.9.2"},
     {"WQE_MALFORMED", kNoNak, IBV_WC_LOC_QP_OP_ERR, false, kLocal, "IBA 9.9.2"},

@@ -30,6 +30,7 @@ enum class Error : uint8_t {
   kRecvTooShort,        // the message is longer than the receive WQE's buffers
   kRecvDmaFailed,       // writing into the receive WQE's buffers failed
   kInvalidateFailed,    // SEND with invalidate named a key that cannot be invalidated
+  kRkeyViolationWithImm,  // an R_Key violation of a WRITE with immediate: its receive WQE fails
   // Found by the requester or completer on a send WQE: it completes with the status, and the
   // QP goes to ERR (RC, XRC) or SQE (UC, UD: IBA 10.3.1.8).
   kWrNotForQp,          // an opcode this QP type cannot carry

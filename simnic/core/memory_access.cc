@@ -31,16 +31,17 @@ bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
 // The MR bytes [s.addr + offset, +len) of an SGE lie in, checked at every use: when the WQE is
 // first seen and again at each DMA, since the MR may have been deregistered meanwhile. The
 // lkey must name a registered MR of the QP's PD with the rights the DMA needs, and the range
-// must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why.
+// must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why. `pd`, when given, is the PD
+// instead of the QP's (an SRQ's receive WQE is checked against the SRQ's PD).
 const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len,
-                           uint32_t need_access, std::string* why) const {
+                           uint32_t need_access, std::string* why, const Pd* pd) const {
   const Mr* mr = find_mr_by_key(s.lkey);
   if (!mr) {
     *why = "lkey " + hex(s.lkey) + " names no MR (never registered, or deregistered)";
     return nullptr;
   }
-  if (mr->pd != qp.pd) {
-    *why = "lkey " + hex(s.lkey) + " belongs to another PD than the QP's";
+  if (mr->pd != (pd ? pd : qp.pd)) {
+    *why = "lkey " + hex(s.lkey) + " belongs to another PD than the " + (pd && pd != qp.pd ? "SRQ's" : "QP's");
     return nullptr;
   }
   if (need_access && !(mr->access & need_access)) {
@@ -113,7 +114,7 @@ int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32
 // nothing (bytes sent from a stage), kProbe reads as kRead does but counts, notes and explains
 // no failure (a chunk read ahead: the packet that needs the bytes reports it, as before).
 int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
-                    uint32_t len, SgeDma op, std::string* why) {
+                    uint32_t len, SgeDma op, std::string* why, const Pd* pd) {
   const bool to_memory = op == SgeDma::kWrite;
   const char* dir = to_memory ? "write" : "read";
   for (uint32_t i = 0; i < num_sge && len; ++i) {
@@ -123,8 +124,12 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
       continue;
     }
     uint32_t n = std::min(len, s.length - offset);
-    const Mr* mr = local_mr(qp, s, offset, n, to_memory ? IBV_ACCESS_LOCAL_WRITE : 0, why);
-    if (!mr) return EINVAL;
+    const Mr* mr = local_mr(qp, s, offset, n, to_memory ? IBV_ACCESS_LOCAL_WRITE : 0, why, pd);
+    if (!mr) {
+      // Receive WQEs are checked here only (as bytes land): name the SGE, as check_sges does.
+      if (to_memory) *why = "sge " + std::to_string(i) + ": " + *why;
+      return EINVAL;
+    }
     // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
     // ahead (kProbe) is not a packet's and leaves none.
     if (op != SgeDma::kProbe)
@@ -163,13 +168,13 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
 
 // Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
 int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
-                    const uint8_t* src, uint32_t len, std::string* why) {
+                    const uint8_t* src, uint32_t len, std::string* why, const Pd* pd) {
   if (num_sge > abi::kMaxSge) {
     *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
     return EINVAL;
   }
-  // copy_sges only reads from the buffer when it writes to memory.
-  return copy_sges(qp, sge, num_sge, offset, const_cast<uint8_t*>(src), len, true, why);
+  // sge_dma only reads from the buffer when it writes to memory.
+  return sge_dma(qp, sge, num_sge, offset, const_cast<uint8_t*>(src), len, SgeDma::kWrite, why, pd);
 }
 
 }  // namespace simnic::core

@@ -64,10 +64,25 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
                     (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
-  if (qp.resp.recv && err.completes_recv) complete_recv_in_error(qp, err.status);
+  const bool wqe_reports_it = qp.resp.recv && err.completes_recv;
+  if (wqe_reports_it) complete_recv_in_error(qp, err.status);
   send_ack(qp, aeth_nak(uint32_t(err.nak)), psn);
   // Class A and C errors take the responder's QP to ERROR too (IBA 9.9.3.1).
   set_qp_state(qp, IBV_QPS_ERR, "responder error");
+  if (!wqe_reports_it) raise_responder_async_error(qp, err);
+}
+
+// IBA 9.9.3.1.3, C9-222.1.1: a class C error that belongs to the QP but to no receive WQE (a
+// READ, a WRITE without immediate, an atomic) is reported to the responder's client as an
+// affiliated asynchronous error. As rxe ("RDMA/rxe: Generate async error for r_key
+// violations"), an R_Key violation on an RC (and here XRC) QP raises IBV_EVENT_QP_ACCESS_ERR
+// (a Local Access Violation Work Queue Error, IBA 10.10.2.3); a WRITE with immediate reports
+// it in its receive WQE instead. UC sends no NAK and raises nothing, as rxe.
+void Device::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
+  if (!qp.acked() || err.nak != kNakRemoteAccessError) return;
+  log(LogLevel::kWarn, "QP " + hex(qp.qpn) + ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
+                       "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
+  send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
 }
 
 void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
@@ -81,26 +96,30 @@ void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
   qp.resp.recv.reset();
 }
 
-bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
-  abi::RingControl* ring;
-  abi::RecvWqe* slots;
-  uint32_t entries;
-  if (qp.srq) {
-    ring = &qp.srq->shm->ring;
-    slots = qp.srq->slots;
-    entries = qp.srq->entries;
-  } else {
-    ring = &qp.shm->rq;
-    slots = qp.rq;
-    entries = qp.rq_entries;
-  }
-  uint32_t cons = ring->consumer.value.load(std::memory_order_relaxed);
-  uint32_t prod = ring->producer.value.load(std::memory_order_acquire);
+// The receive queue a QP's receive WQEs come from: its SRQ's, or its own RQ.
+Device::RecvQueue Device::recv_queue(Qp& qp) {
+  if (qp.srq) return {&qp.srq->shm->ring, qp.srq->slots, qp.srq->entries};
+  return {&qp.shm->rq, qp.rq, qp.rq_entries};
+}
+
+// The next receive WQE, left on its queue: false when none is posted.
+bool Device::peek_recv_wqe(Qp& qp, RecvInProgress* out) {
+  const RecvQueue q = recv_queue(qp);
+  uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
+  uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
   if (cons == prod) return false;
-  out->wqe = slots[cons & (entries - 1)];
+  out->wqe = q.slots[cons & (q.entries - 1)];
   out->offset = 0;
   out->from_srq = qp.srq != nullptr;
-  ring->consumer.value.store(cons + 1, std::memory_order_release);
+  return true;
+}
+
+// Takes the WQE peek_recv_wqe returned off its queue.
+void Device::consume_recv_wqe(Qp& qp) {
+  const RecvQueue q = recv_queue(qp);
+  uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
+  uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
+  q.ring->consumer.value.store(cons + 1, std::memory_order_release);
   if (!qp.srq) tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "rq").u("index", cons);
   if (qp.srq) {
     // SRQ limit: one async event when the queue falls below the armed limit.
@@ -110,7 +129,33 @@ bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
       send_async_event(qp.srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, qp.srq->handle);
     }
   }
+}
+
+bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
+  if (!peek_recv_wqe(qp, out)) return false;
+  consume_recv_wqe(qp);
   return true;
+}
+
+// The PD a receive WQE's lkeys must belong to: an SRQ's WQEs were posted against the SRQ's PD,
+// whatever the PD of the QP that takes them (IBA 10.2.9: an SRQ is created in a PD; 10.6.3.1;
+// siw checks the SRQ's PD, rxe the QP's). An XRC TGT QP has no PD of its own: its SRQ's.
+const Pd* Device::recv_pd(const Qp& qp, const RecvInProgress& r) const {
+  return r.from_srq && qp.srq ? qp.srq->pd : qp.pd;
+}
+
+// Lands `len` bytes at `offset` of a receive WQE. Only the bytes placed are checked (lkey, PD,
+// LOCAL_WRITE, bounds), as rxe's copy_data and ConnectX do: an SGE larger than its MR is fine
+// while the message does not reach past the MR.
+int Device::scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
+                         std::string* why) {
+  return scatter(qp, r.wqe.sge, r.wqe.num_sge, offset, src, len, why, recv_pd(qp, r));
+}
+
+// The error a failed scatter_recv is: a bad scatter list (class A), a message longer than the
+// buffers (class C), or a DMA that failed.
+Error Device::recv_scatter_error(int e) {
+  return e == EMSGSIZE ? Error::kRecvTooShort : e == EINVAL ? Error::kRecvWqeInvalid : Error::kRecvDmaFailed;
 }
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
@@ -260,23 +305,24 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
     qp.resp.nak_sent = true;
     return false;
   }
-  uint64_t total = 0;
-  std::string why;
   qp.resp.recv = rip;
-  if (rip.wqe.num_sge > abi::kMaxSge ||
-      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
-    responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
+  // Only the scatter list's size is checked now; each SGE's key, rights and bounds are checked
+  // for the bytes placed in it, as they are placed (scatter_recv), as rxe and ConnectX do.
+  if (rip.wqe.num_sge > abi::kMaxSge) {
+    responder_error(qp, Error::kRecvWqeInvalid, psn,
+                    "receive WQE: num_sge " + std::to_string(rip.wqe.num_sge) + " exceeds the NIC's max_sge " +
+                        std::to_string(abi::kMaxSge));
     return false;
   }
   return true;
 }
 
 // No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
-void Device::send_rnr_nak(Qp& qp, uint32_t psn) {
+void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
   tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
-      .s("rule", "a SEND arrived and no receive WQE was posted (receiver not ready)");
+      .s("rule", std::string(what) + " arrived and no receive WQE was posted (receiver not ready, IBA 9.7.5.2.8)");
   log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
-    return "QP " + hex(qp.qpn) + ": a SEND arrived and no receive WQE was posted; sent an RNR NAK, the peer "
+    return "QP " + hex(qp.qpn) + ": " + what + " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
            "will retry (post receives with ibv_post_recv before the peer sends)";
   });
   send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
@@ -293,12 +339,12 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   RecvInProgress& r = *qp.resp.recv;
   std::string why;
   if (!pkt.payload.empty()) {
-    int e = scatter(qp, r.wqe.sge, r.wqe.num_sge, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why);
-    if (e) {
-      if (e == EMSGSIZE)
-        responder_error(qp, Error::kRecvTooShort, psn, "the SEND is longer than the receive WQE's buffers (" + why + ")");
-      else
-        responder_error(qp, Error::kRecvDmaFailed, psn, why);
+    if (int e = scatter_recv(qp, r, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
+      const Error err = recv_scatter_error(e);
+      responder_error(qp, err, psn,
+                      err == Error::kRecvTooShort ? "the SEND is longer than the receive WQE's buffers (" + why + ")"
+                      : err == Error::kRecvWqeInvalid ? "receive WQE: " + why
+                                                      : why);
       return;
     }
   }
@@ -351,7 +397,7 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
     if (r.dma_len) {
       qp.resp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
       if (!qp.resp.write_mr) {
-        responder_error(qp, Error::kRkeyViolation, psn, why);
+        responder_error(qp, write_rkey_error(qp), psn, why);
         return false;
       }
     }
@@ -370,9 +416,18 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   return true;
 }
 
+// An R_Key violation of a WRITE. On RC and XRC, a WRITE with immediate that holds its receive
+// WQE completes that WQE with IBV_WC_REM_ACCESS_ERR (rxe: RESPST_ERR_RKEY_VIOLATION after
+// check_resource took the WQE, then do_complete); the error belongs to that WQE, so no
+// async event (IBA 9.9.3.1.3, C9-222.1.1). UC keeps the WQE for the next message (class D).
+Error Device::write_rkey_error(const Qp& qp) const {
+  return qp.acked() && qp.resp.recv ? Error::kRkeyViolationWithImm : Error::kRkeyViolation;
+}
+
 // WRITE with immediate consumes a receive WQE. It is held in qp.resp.recv until the CQE, so an
-// error on the way flushes it rather than losing it; on UC it may be the WQE an abandoned
-// SEND left behind. False when there is none (RNR NAK; UC: the message is dropped).
+// error on the way completes it (or flushes it) rather than losing it; on UC it may be the WQE
+// an abandoned SEND left behind. False when there is none: RNR NAK, and nothing of the request
+// is kept, since the requester sends it again (IBA 9.7.5.2.8); UC drops the message.
 bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
   if (qp.resp.recv) return true;
   RecvInProgress rip;
@@ -382,7 +437,10 @@ bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
       uc_discard(qp, pkt.h.bth.psn, "a WRITE with immediate arrived and no receive WQE was posted");
       return false;
     }
-    send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), pkt.h.bth.psn);
+    send_rnr_nak(qp, pkt.h.bth.psn, "a WRITE with immediate");
+    // As after a SEND's RNR NAK: requests behind it are out of sequence until the retry, and
+    // are dropped without a sequence NAK.
+    qp.resp.nak_sent = true;
     return false;
   }
   qp.resp.recv = rip;
@@ -393,7 +451,7 @@ bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
 bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.payload.empty()) return true;
   if (!qp.resp.write_mr) {
-    responder_error(qp, Error::kRkeyViolation, pkt.h.bth.psn, "the MR of this WRITE was deregistered");
+    responder_error(qp, write_rkey_error(qp), pkt.h.bth.psn, "the MR of this WRITE was deregistered");
     return false;
   }
   const Mr& mr = *qp.resp.write_mr;
@@ -406,9 +464,15 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
 }
 
 void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
-  if (!resp_check_write(qp, pkt)) return;
   const bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
-  if (with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
+  // A WRITE ONLY with immediate takes its receive WQE before its RETH is looked at, as rxe's
+  // check_resource runs before check_rkey: an RNR NAK then leaves no WRITE begun (the retry
+  // is a new WRITE ONLY, IBA 9.7.5.2.8), and an R_Key violation completes the WQE in error.
+  // A WRITE LAST with immediate keeps what its FIRST began: its retry continues that WRITE.
+  const bool only_with_imm = with_imm && (pkt.mask & kIsFirst);
+  if (only_with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
+  if (!resp_check_write(qp, pkt)) return;
+  if (with_imm && !only_with_imm && !resp_take_write_imm_wqe(qp, pkt)) return;
   if (!resp_write_payload(qp, pkt)) return;
   qp.resp.write_va += pkt.payload.size();
   qp.resp.write_left -= uint32_t(pkt.payload.size());

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <getopt.h>
+#include <poll.h>
 #include <string>
 #include <vector>
 
@@ -398,6 +399,19 @@ bool test_bad_rkey(Side& a, Side& b, size_t size) {
   ibv_qp_init_attr init{};
   CHECK(ibv_query_qp(a.qp, &attr, IBV_QP_STATE, &init) == 0, "ibv_query_qp");
   CHECK(attr.qp_state == IBV_QPS_ERR, "QP state %d after the error, expected ERR", attr.qp_state);
+  // The responder's client hears of it too: an R_Key violation that no receive WQE can carry
+  // is an affiliated asynchronous error on the responder's QP (IBA 9.9.3.1.3, C9-222.1.1; rxe
+  // and ConnectX raise IBV_EVENT_QP_ACCESS_ERR).
+  pollfd p{b.ctx->async_fd, POLLIN, 0};
+  CHECK(::poll(&p, 1, 5000) == 1, "no async event on the responder's context within 5 s");
+  ibv_async_event ev{};
+  CHECK(ibv_get_async_event(b.ctx, &ev) == 0, "ibv_get_async_event: %s", std::strerror(errno));
+  const ibv_event_type type = ev.event_type;
+  const bool ours = ev.element.qp == b.qp;
+  ibv_ack_async_event(&ev);
+  CHECK(type == IBV_EVENT_QP_ACCESS_ERR, "responder's async event is %s, expected QP access error",
+        ibv_event_type_str(type));
+  CHECK(ours, "the QP access error names another QP than the responder's");
   return true;
 }
 
@@ -444,7 +458,7 @@ int main(int argc, char** argv) {
   }
   RUN("ATOMIC FETCH_ADD and CMP_SWP", test_atomics(a, b));
   RUN("memory windows: bind, access, invalidate", test_memory_windows(a, b, size, 900));
-  RUN("bad rkey -> REM_ACCESS_ERR, then FLUSH", test_bad_rkey(a, b, size));
+  RUN("bad rkey -> REM_ACCESS_ERR, then FLUSH; QP_ACCESS_ERR at the responder", test_bad_rkey(a, b, size));
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%.3f s\n", s);
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
