@@ -31,8 +31,8 @@ bool is_eight_bytes(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrAtomic
 // The bytes a WQE's scatter/gather list spans, lkeys unchecked. A READ or an atomic is sent
 // before its local buffer is looked at: the responder executes it, and a bad lkey, PD, range
 // or missing LOCAL_WRITE fails the WQE with LOC_PROT_ERR only when the response cannot be
-// placed (IBA 10.6.3.1: the lkey is checked when the local buffer is accessed; rxe:
-// rxe_comp.c do_read/do_atomic -> copy_data fails -> COMPST_ERROR with IB_WC_LOC_PROT_ERR).
+// placed (the L_Key checks of IBA 10.6.3.1, made where rxe makes them: rxe_comp.c
+// do_read/do_atomic -> copy_data fails -> COMPST_ERROR with IB_WC_LOC_PROT_ERR).
 // The remote side effect (a compare-and-swap done) stays done, and the QP goes to ERR.
 uint64_t sge_bytes(const abi::SendWqe& w) {
   uint64_t sum = 0;
@@ -159,6 +159,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.length = uint32_t(total);
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
+  st.tos = wqe_tos(qp, w);
   // A READ spans the PSNs of its response packets; an atomic one.
   st.npkts = is_eight_bytes(w.opcode)
                  ? 1
@@ -248,7 +249,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
-  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len));
+  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
   return requester_packet_sent(qp, st, mask, now);
 }
 
@@ -287,6 +288,14 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
   }
   *dst_ip = ah->dst_ip;
   return true;
+}
+
+// The traffic class a WQE's packets carry as their IPv4 TOS: a UD WQE's AH's (checked by
+// ud_destination), a connected QP's path's (IBA Annex A17; rxe's rxe_get_av).
+uint8_t Device::wqe_tos(const Qp& qp, const abi::SendWqe& w) {
+  if (qp.type != IBV_QPT_UD) return path_tos(qp);
+  const Ah* ah = owned(ahs_, qp.ctx, w.ah);
+  return ah && ah->attr.is_global ? ah->attr.grh.traffic_class : 0;
 }
 
 // A BIND_MW or LOCAL_INV reached in SQ order: it takes effect now, before any later WQE is

@@ -396,6 +396,24 @@ TEST_F(RcProtocol, ReadIntoAnMrWithoutLocalWriteIsRequestedAndFailsWhenTheDataAr
   EXPECT_EQ(b->qp->state, IBV_QPS_RTS) << "the responder did nothing wrong";
 }
 
+// A connected QP's packets carry its path's traffic class as their IPv4 TOS, requests and
+// responses alike (rxe builds both from the QP's address vector, qp->pri_av).
+TEST_F(RcProtocol, ThePathsTrafficClassIsTheTosOfRequestsAndResponses) {
+  connect_both(LinkOptions{.traffic_class = 0x68});
+  fill(*b, 0x8000, 100, 4);
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 90, 0x40000, 100, 0x8000));
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 0x68) << "the READ request";
+  deliver_one();
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 0x68) << "the READ response";
+  fabric.deliver_all(now);
+  auto wc = poll(*a);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0x40000, *b, 0x8000, 100));
+}
+
 TEST_F(RcProtocol, ReceiveTooSmallIsLocalLengthErrorAndRemoteInvalidRequest) {
   connect();
   post_recv(*b, 70, 65536, 50);
