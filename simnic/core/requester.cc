@@ -106,9 +106,13 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
     *why = std::move(text);
     return false;
   };
+  // The shim takes any opcode but a BIND_MW on UD (as rxe's provider): one the transport cannot
+  // carry fails here with LOC_QP_OP_ERR, as rxe_req.c's next_opcode failing (IBA Table 39).
   if (packet_opcode(qp.type, w, 0, 1) == 0xff)
-    return fail(Error::kWrNotForQp,
-                std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP");
+    return fail(Error::kWrNotForQp, std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " +
+                                        qp_type_name(qp.type) +
+                                        " QP (UD sends SEND and SEND_WITH_IMM; UC adds RDMA WRITE; READ and "
+                                        "atomics need RC or XRC)");
   if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return fail(Error::kUdAddressInvalid, *why);
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
