@@ -1,8 +1,9 @@
 // The fast path: posting work requests. A WQE is written into the shared ring, the producer
 // index is published (release), and the doorbell wakes simnicd, like an RNIC's MMIO doorbell.
-// Errors that rdma-core's providers report at post time (bad opcode for the QP type, too many
+// Errors that rdma-core's rxe provider reports at post time (a BIND_MW on a UD QP, too many
 // SGEs, too much inline data, a full queue, a QP not yet ready) are returned here with
-// *bad_wr set; everything else is simnicd's to check and completes with an error status.
+// *bad_wr set; everything else (an opcode the QP type cannot carry included) is simnicd's to
+// check and completes with an error status.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -13,8 +14,19 @@
 using namespace simnic::abi;
 
 namespace simnic::shim {
-// The opcodes each transport can carry (simnic/abi/wr_opcodes.h); also used by the wr_* API.
-bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) { return wr_opcode_allowed(type, op); }
+// Whether ibv_post_send takes `op` on a QP of `type` (also used by the wr_* API). As rxe:
+// its provider refuses only a BIND_MW on a QP that cannot bind windows (rdma-core
+// providers/rxe/rxe.c validate_send_wr), and takes every other opcode, whether or not the
+// transport can carry it; the requester then completes the WR with IBV_WC_LOC_QP_OP_ERR
+// (rxe_req.c: next_opcode fails, wqe->status = IB_WC_LOC_QP_OP_ERR; IBA 9.9.2, the opcodes
+// of each service in IBA Table 39). So an RDMA READ, WRITE or atomic on a UD QP, or a READ
+// or atomic on a UC QP, is posted and fails in the CQ, as conformance suites expect. An XRC
+// TGT QP has no send queue at all.
+bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
+  if (type == IBV_QPT_XRC_RECV) return false;
+  if (op == IBV_WR_BIND_MW) return wr_opcode_allowed(type, op);
+  return true;
+}
 
 // BIND_MW, for ibv_post_send and ibv_wr_bind_mw alike: the errno a bad request gets at post
 // time (EINVAL/EPERM, as ibv_bind_mw's checks in verbs.h), then the WQE's window part.
@@ -55,16 +67,18 @@ std::string qp_prefix(const ibv_qp* qp) {
 int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::string* why) {
   const ibv_qp& q = qp->qpx.qp_base;
   if (!opcode_allowed(q.qp_type, wr.opcode)) {
-    *why = std::string("opcode ") + wr_opcode_text(wr.opcode) + " is not valid on a " +
-           (q.qp_type == IBV_QPT_RC ? "RC" : q.qp_type == IBV_QPT_UC ? "UC" : q.qp_type == IBV_QPT_UD ? "UD"
-            : q.qp_type == IBV_QPT_XRC_RECV ? "XRC TGT" : "") +
-           " QP (UC: SEND and WRITE; UD: SEND only; an XRC TGT QP sends nothing: post on the XRC INI QP)";
+    *why = q.qp_type == IBV_QPT_XRC_RECV
+               ? std::string("an XRC TGT QP sends nothing: post on the XRC INI QP")
+               : wr_opcode_text(wr.opcode) + " needs an RC, UC or XRC INI QP: a UD QP binds no memory windows";
     return EINVAL;
   }
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;
-  const uint32_t props = wr_opcode_info(wr.opcode)->props;  // opcode_allowed found its row
+  // An opcode simnic does not know has no row: it is posted as it is, and the requester
+  // completes it with IBV_WC_LOC_QP_OP_ERR (as rxe).
+  const WrOpcodeInfo* info = wr_opcode_info(wr.opcode);
+  const uint32_t props = info ? info->props : 0;
   w.imm_data = (props & kWrInv) ? wr.invalidate_rkey : wr.imm_data;
   w.rkey = 0;
   w.remote_addr = 0;

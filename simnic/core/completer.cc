@@ -26,6 +26,13 @@ bool response_fits_wqe(uint32_t wr_opcode, const ParsedPacket& pkt) {
   return (pkt.mask & kHasAtomicAckEth) ? abi::wr_has(wr_opcode, abi::kWrAtomic) : abi::wr_has(wr_opcode, abi::kWrRead);
 }
 
+// Why a READ or atomic failed with LOC_PROT_ERR after the peer executed it: the local buffer
+// is checked when the response lands in it, not before the request leaves (as rxe's completer).
+std::string response_not_placed(const char* what, const std::string& why) {
+  return std::string(what) + " came back but cannot be placed in the work request's local buffer (" + why +
+         "); the remote operation was carried out";
+}
+
 }  // namespace
 
 void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
@@ -219,7 +226,7 @@ CompStep Device::comp_atomic_ack(CompletionWork& c) {
     uint64_t orig = c.pkt.h.atomic_ack.orig;
     std::string why;
     if (scatter(c.qp, st.wqe.sge, st.wqe.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
-      requester_error(c.qp, Error::kLocalProtection, why);
+      requester_error(c.qp, Error::kLocalProtection, response_not_placed("the atomic's original value", why));
       return CompStep::kDone;
     }
     st.done = true;
@@ -251,7 +258,7 @@ CompStep Device::comp_read_data(CompletionWork& c) {
     std::string why;
     if (scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
                 uint32_t(c.pkt.payload.size()), &why)) {
-      requester_error(qp, Error::kLocalProtection, why);
+      requester_error(qp, Error::kLocalProtection, response_not_placed("the READ response's data", why));
       return CompStep::kDone;
     }
   }

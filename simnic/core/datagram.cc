@@ -18,7 +18,9 @@ using namespace simnic::proto;
 
 constexpr uint32_t kGrhBytes = 40;
 
-// The first 40 bytes of a UD receive buffer: 20 zero bytes, then the datagram's IPv4 header.
+// The first 40 bytes of a UD receive buffer: 20 zero bytes, then the datagram's IPv4 header,
+// with the TOS byte it arrived with (the sender's traffic class: rxe copies ip_hdr(skb) whole,
+// and rdma-core's ibv_init_ah_from_wc reads the traffic class back from it).
 // InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
 // are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
 // untouched and IBV_WC_GRH is clear (docs/link-layer.md).
@@ -26,7 +28,7 @@ int Device::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_i
                            std::string* why) {
   uint8_t grh[kGrhBytes] = {};
   uint8_t ip_udp[kIpv4UdpBytes];
-  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port}, udp_len, ip_udp);
+  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port, 0, rx_tos_}, udp_len, ip_udp);
   std::memcpy(grh + 20, ip_udp, 20);
   return scatter_recv(qp, r, 0, grh, kGrhBytes, why);
 }

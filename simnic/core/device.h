@@ -210,8 +210,9 @@ class Device : private ObjectTables {
   void on_doorbell(Context* ctx, uint64_t now, uint64_t rings = 1);
   // A UDP datagram arrived on port 4791, sent to `dst_ip`: this NIC's address (0 says the
   // same) or an IP multicast group the port joined.
+  // `tos` is the datagram's IPv4 TOS byte (its GRH traffic class), as the socket received it.
   void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                 uint32_t dst_ip = 0);
+                 uint32_t dst_ip = 0, uint8_t tos = 0);
   // Time passed: fire due timers (ACK timeout, RNR wait).
   void on_timer(uint64_t now);
   // The earliest timer deadline, 0 if none.
@@ -449,7 +450,15 @@ class Device : private ObjectTables {
   void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
     emit_to(qp, qp.remote_ip, h, payload);
   }
-  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload);
+  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
+    emit_to(qp, dst_ip, h, payload, path_tos(qp));
+  }
+  // `tos`: the IPv4 TOS byte the datagram carries (a UD WQE's AH's traffic class).
+  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload,
+               uint8_t tos);
+  // The traffic class of a connected QP's path (ibv_modify_qp's ah_attr.grh), 0 without a GRH.
+  static uint8_t path_tos(const Qp& qp) { return qp.attr.ah_attr.is_global ? qp.attr.ah_attr.grh.traffic_class : 0; }
+  uint8_t wqe_tos(const Qp& qp, const abi::SendWqe& w);
   int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
              std::string* why);
   int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
@@ -482,6 +491,7 @@ class Device : private ObjectTables {
   DeviceCounters counters_;
   Tracer tracer_;
   uint64_t now_ = 0;
+  uint8_t rx_tos_ = 0;  // the IPv4 TOS of the packet being received (on_packet): a UD GRH shows it
   uint32_t burst_ = 64;
 
   uint64_t queue_bytes_ = 0;  // charged to all contexts

@@ -59,6 +59,13 @@ class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) = 0;
+  // The same datagram with IPv4 TOS byte `tos` (DSCP and ECN): RoCEv2 carries the GRH's
+  // traffic class there (IBA Annex A17). A wire that cannot set it sends with its own.
+  virtual SendOutcome send_with_tos(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload,
+                                    uint8_t tos) {
+    (void)tos;
+    return send(dst_ip, dst_port, udp_payload);
+  }
   // Multicast (RoCEv2 carries a multicast GID as an IP multicast destination): the port starts
   // or stops receiving what is sent to the IPv4 group `group_ip`, as a real NIC joins the group
   // (IGMP). 0 or an errno. A wire without group filtering (tests that need none) accepts all.

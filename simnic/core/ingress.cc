@@ -14,9 +14,11 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                       uint32_t dst_ip) {
+                       uint32_t dst_ip, uint8_t tos) {
   set_time(now);
+  rx_tos_ = tos;  // for the GRH a UD receive writes (datagram.cc)
   receive_packet(src_ip, src_port, bytes, now, dst_ip);
+  rx_tos_ = 0;
   run_scheduled(now);
 }
 

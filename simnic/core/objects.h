@@ -129,6 +129,7 @@ struct SendWqeState {
   bool done = false;        // READ data / atomic result fully in
   bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
+  uint8_t tos = 0;          // their IPv4 TOS: the path's, or the UD AH's, traffic class
   uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
 
   // The WQE starts at `psn`: its progress starts over, its fetched copy stays.

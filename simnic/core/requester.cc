@@ -28,6 +28,18 @@ bool is_read_or_atomic(uint32_t opcode) {
 bool lands_locally(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
 bool is_eight_bytes(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrAtomic | abi::kWrAtomicWrite); }
 
+// The bytes a WQE's scatter/gather list spans, lkeys unchecked. A READ or an atomic is sent
+// before its local buffer is looked at: the responder executes it, and a bad lkey, PD, range
+// or missing LOCAL_WRITE fails the WQE with LOC_PROT_ERR only when the response cannot be
+// placed (the L_Key checks of IBA 10.6.3.1, made where rxe makes them: rxe_comp.c
+// do_read/do_atomic -> copy_data fails -> COMPST_ERROR with IB_WC_LOC_PROT_ERR).
+// The remote side effect (a compare-and-swap done) stays done, and the QP goes to ERR.
+uint64_t sge_bytes(const abi::SendWqe& w) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) sum += w.sge[i].length;
+  return sum;
+}
+
 // The transport bits of the packet opcodes a QP type sends (IBA Table 38): the WR opcode
 // table holds RC's, and UC, UD and XRC carry the same operations at these offsets.
 uint8_t transport_bits(ibv_qp_type type) {
@@ -94,9 +106,13 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
     *why = std::move(text);
     return false;
   };
+  // The shim takes any opcode but a BIND_MW on UD (as rxe's provider): one the transport cannot
+  // carry fails here with LOC_QP_OP_ERR, as rxe_req.c's next_opcode failing (IBA Table 39).
   if (packet_opcode(qp.type, w, 0, 1) == 0xff)
-    return fail(Error::kWrNotForQp,
-                std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " + qp_type_name(qp.type) + " QP");
+    return fail(Error::kWrNotForQp, std::string(wr_opcode_name(w.opcode)) + " cannot be carried by a " +
+                                        qp_type_name(qp.type) +
+                                        " QP (UD sends SEND and SEND_WITH_IMM; UC adds RDMA WRITE; READ and "
+                                        "atomics need RC or XRC)");
   if (qp.type == IBV_QPT_UD && !ud_destination(qp, w, dst_ip, why)) return fail(Error::kUdAddressInvalid, *why);
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
@@ -104,7 +120,9 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
       return fail(Error::kWqeMalformed, "inline data on an operation that cannot carry it, or longer than max_inline_data");
   } else if (w.num_sge > abi::kMaxSge) {
     return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
-  } else if (!check_sges(qp, w.sge, w.num_sge, lands ? IBV_ACCESS_LOCAL_WRITE : 0, total, why)) {
+  } else if (lands) {
+    *total = sge_bytes(w);  // its lkeys are checked when the response lands (scatter), as on rxe
+  } else if (!check_sges(qp, w.sge, w.num_sge, 0, total, why)) {
     return fail(Error::kLocalProtection, *why);
   }
   if (*total > (1ull << 31))
@@ -145,6 +163,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.length = uint32_t(total);
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
+  st.tos = wqe_tos(qp, w);
   // A READ spans the PSNs of its response packets; an atomic one.
   st.npkts = is_eight_bytes(w.opcode)
                  ? 1
@@ -234,7 +253,7 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
-  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len));
+  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
   return requester_packet_sent(qp, st, mask, now);
 }
 
@@ -273,6 +292,14 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
   }
   *dst_ip = ah->dst_ip;
   return true;
+}
+
+// The traffic class a WQE's packets carry as their IPv4 TOS: a UD WQE's AH's (checked by
+// ud_destination), a connected QP's path's (IBA Annex A17; rxe's rxe_get_av).
+uint8_t Device::wqe_tos(const Qp& qp, const abi::SendWqe& w) {
+  if (qp.type != IBV_QPT_UD) return path_tos(qp);
+  const Ah* ah = owned(ahs_, qp.ctx, w.ah);
+  return ah && ah->attr.is_global ? ah->attr.grh.traffic_class : 0;
 }
 
 // A BIND_MW or LOCAL_INV reached in SQ order: it takes effect now, before any later WQE is

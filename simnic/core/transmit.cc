@@ -7,7 +7,10 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload) {
+// `tos` travels as the datagram's IPv4 TOS byte: RoCEv2 maps the GRH's traffic class onto the
+// IP header's DSCP and ECN (IBA Annex A17; rxe's prepare_ipv4_hdr takes av->grh.traffic_class).
+void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload,
+                     uint8_t tos) {
   // An XRC TGT QP answers with the XRC twins of the RC responses the responder builds.
   PacketHeaders xrc_h;
   const bool xrc_response = qp.type == IBV_QPT_XRC_RECV && (opcode_info(rc_h.bth.opcode).mask & kIsRc);
@@ -16,7 +19,7 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::sp
     xrc_h.bth.opcode = xrc_of_rc(rc_h.bth.opcode);
   }
   const PacketHeaders& h = xrc_response ? xrc_h : rc_h;
-  IpUdpInfo ip{config_.ipv4, dst_ip, config_.udp_port, config_.udp_port};
+  IpUdpInfo ip{config_.ipv4, dst_ip, config_.udp_port, config_.udp_port, 0, tos};
   size_t need = packet_size(h.bth.opcode, payload.size());
   if (tx_buffer_.size() < need) tx_buffer_.resize(need);
   size_t n = build_packet(h, payload, ip, tx_buffer_);
@@ -28,7 +31,9 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::sp
   counters_.tx_bytes += n;
   if (is_multicast_ipv4(dst_ip)) ++counters_.mcast_tx_packets;
   ++qp.counters.tx_packets;
-  SendOutcome out = wire_.send(dst_ip, config_.udp_port, std::span<const uint8_t>(tx_buffer_.data(), n));
+  const std::span<const uint8_t> bytes(tx_buffer_.data(), n);
+  SendOutcome out = tos ? wire_.send_with_tos(dst_ip, config_.udp_port, bytes, tos)
+                        : wire_.send(dst_ip, config_.udp_port, bytes);
   if (tracer_.on()) {
     const char* fault = out == SendOutcome::kDropped      ? "drop"
                         : out == SendOutcome::kDuplicated ? "dup"

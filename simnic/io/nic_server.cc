@@ -167,9 +167,9 @@ int NicServer::open_outputs(std::string* error) {
 // Packets go to the Device, or wait in step mode's queue while the NIC is paused.
 void NicServer::start_port() {
   port_.start(
-      [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes, uint32_t dst) {
-        if (step_.paused()) return step_.hold_packet(src, sport, bytes, dst);
-        device_.on_packet(src, sport, bytes, now(), dst);
+      [this](uint32_t src, uint16_t sport, std::span<const uint8_t> bytes, uint32_t dst, uint8_t tos) {
+        if (step_.paused()) return step_.hold_packet(src, sport, bytes, dst, tos);
+        device_.on_packet(src, sport, bytes, now(), dst, tos);
       },
       [this] { after_event(); });
 }

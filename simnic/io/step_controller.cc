@@ -15,9 +15,9 @@ constexpr size_t kMaxHeld = 200000;  // packets held while paused before we star
 uint64_t StepController::now() const { return clock_.now(monotonic_ns()); }
 
 void StepController::hold_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes,
-                                 uint32_t dst_ip) {
+                                 uint32_t dst_ip, uint8_t tos) {
   if (held_.size() < kMaxHeld)
-    held_.push_back({HeldInput::kPacket, src_ip, src_port, {bytes.begin(), bytes.end()}, 0, dst_ip});
+    held_.push_back({HeldInput::kPacket, src_ip, src_port, {bytes.begin(), bytes.end()}, 0, dst_ip, tos});
 }
 
 void StepController::hold_doorbell(uint32_t context_id) {
@@ -40,7 +40,7 @@ void StepController::perform_next() {
   held_.pop_front();
   switch (a.kind) {
     case HeldInput::kPacket:
-      device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip);
+      device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip, a.tos);
       break;
     case HeldInput::kDoorbell:
       hooks_.ring_doorbell(a.context_id, now());

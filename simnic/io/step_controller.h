@@ -31,7 +31,8 @@ class StepController {
       : device_(device), clock_(clock), nic_name_(std::move(nic_name)), hooks_(std::move(hooks)) {}
 
   bool paused() const { return clock_.paused(); }
-  void hold_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint32_t dst_ip);
+  void hold_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint32_t dst_ip,
+                   uint8_t tos = 0);
   // One held doorbell per context in a row: a second ring before the first is performed adds nothing.
   void hold_doorbell(uint32_t context_id);
   void hold_pending_work();
@@ -49,6 +50,7 @@ class StepController {
     std::vector<uint8_t> bytes;
     uint32_t context_id = 0;
     uint32_t dst_ip = 0;  // a packet's destination: 0 (this NIC) or a multicast group
+    uint8_t tos = 0;      // a packet's IPv4 TOS (its GRH traffic class)
   };
 
   uint64_t now() const;

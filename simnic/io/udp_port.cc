@@ -100,6 +100,9 @@ bool UdpPort::open(std::string* error) {
   // A GSO sender's segments, kept together: one receive instead of up to 64 (Linux 5.0+).
   // Without it the kernel segments them before they are queued, so either way works.
   ::setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on);
+  // Each datagram's TOS byte comes with it (an IP_TOS control message): RoCEv2 carries the
+  // sender's GRH traffic class there, and a UD receive shows it in its GRH area.
+  ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port_);
@@ -168,6 +171,7 @@ int UdpPort::join_group(uint32_t group_ip) {
   if (fd < 0) return errno;
   int on = 1, sz = kSocketBuffer;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);  // as the port's own socket (open())
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
   sockaddr_in a{};
@@ -219,7 +223,7 @@ void UdpPort::drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
-  alignas(cmsghdr) char control[kBatch][CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[kBatch][CMSG_SPACE(sizeof(uint32_t)) + 2 * CMSG_SPACE(sizeof(int))];
   int total = 0;
   while (total < kMaxPerTurn) {
     for (int i = 0; i < kBatch; ++i) {
@@ -236,7 +240,8 @@ void UdpPort::drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip) {
     if (n <= 0) break;
     uint64_t now_wall = pcap_ ? realtime_ns() : 0;
     for (int i = 0; i < n; ++i) {
-      const size_t segment = received_segment_size(msgs[i].msg_hdr);
+      const Received r = read_control(msgs[i].msg_hdr);
+      const size_t segment = r.segment;
       uint32_t src = ntohl(from[i].sin_addr.s_addr);
       uint16_t sport = ntohs(from[i].sin_port);
       const auto* base = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -246,8 +251,8 @@ void UdpPort::drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip) {
       uint16_t k = 0;
       for (size_t off = 0; off < len; off += segment, ++k) {
         std::span<const uint8_t> bytes(base + off, std::min(segment, len - off));
-        if (pcap_) pcap_->write(now_wall, proto::IpUdpInfo{src, dst_ip, sport, port_, k}, bytes);
-        on_packet_(src, sport, bytes, dst_ip);
+        if (pcap_) pcap_->write(now_wall, proto::IpUdpInfo{src, dst_ip, sport, port_, k, r.tos}, bytes);
+        on_packet_(src, sport, bytes, dst_ip, r.tos);
       }
     }
     total += n;
@@ -257,11 +262,12 @@ void UdpPort::drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip) {
 }
 
 // Reads a received datagram's control messages: the SO_RXQ_OVFL count (the socket's total
-// since it was opened, as of when this datagram was queued: the largest seen is kept) and the
-// UDP_GRO segment size. Returns the size of the datagrams the buffer holds (all of it when the
-// kernel did not coalesce).
-size_t UdpPort::received_segment_size(const msghdr& msg) {
+// since it was opened, as of when this datagram was queued: the largest seen is kept), the
+// UDP_GRO segment size and the IP_TOS byte (GRO only merges datagrams of one TOS). Returns the
+// size of the datagrams the buffer holds (all of it when the kernel did not coalesce).
+UdpPort::Received UdpPort::read_control(const msghdr& msg) {
   size_t segment = 0;
+  uint8_t tos = 0;
   for (const cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), const_cast<cmsghdr*>(c))) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
       uint32_t drops;
@@ -271,12 +277,19 @@ size_t UdpPort::received_segment_size(const msghdr& msg) {
       int gso_size;
       std::memcpy(&gso_size, CMSG_DATA(c), sizeof gso_size);
       if (gso_size > 0) segment = size_t(gso_size);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      tos = *CMSG_DATA(c);  // one byte (ip_cmsg_recv_tos)
     }
   }
-  return segment ? segment : kMaxReceive;
+  return Received{segment ? segment : kMaxReceive, tos};
 }
 
 core::SendOutcome UdpPort::send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes) {
+  return send_with_tos(dst_ip, dst_port, bytes, 0);
+}
+
+core::SendOutcome UdpPort::send_with_tos(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes,
+                                         uint8_t tos) {
   core::FaultDecision d = faults_.decide();
   if (d.drop) {
     ++fault_drops_;
@@ -285,11 +298,11 @@ core::SendOutcome UdpPort::send(uint32_t dst_ip, uint16_t dst_port, std::span<co
   if (d.copies > 1) ++fault_dups_;
   for (uint32_t c = 0; c < d.copies; ++c) {
     if (d.delay_ns == 0) {
-      transmit(dst_ip, dst_port, bytes);
+      transmit(dst_ip, dst_port, bytes, tos);
       continue;
     }
     ++fault_delayed_;
-    Delayed x{monotonic_ns() + d.delay_ns, dst_ip, dst_port, {bytes.begin(), bytes.end()}};
+    Delayed x{monotonic_ns() + d.delay_ns, dst_ip, dst_port, {bytes.begin(), bytes.end()}, tos};
     auto pos = std::upper_bound(delayed_.begin(), delayed_.end(), x.due_ns,
                                 [](uint64_t t, const Delayed& e) { return t < e.due_ns; });
     delayed_.insert(pos, std::move(x));
@@ -303,9 +316,9 @@ core::SendOutcome UdpPort::send(uint32_t dst_ip, uint16_t dst_port, std::span<co
 // Datagrams leave at the end of the event loop's turn, all of the turn's in one sendmmsg (and
 // runs of same-sized ones to one peer in one GSO send when that is on): a 64 KiB WRITE is then
 // one or two system calls instead of sixteen. Nothing waits longer than the turn that made it.
-void UdpPort::transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes) {
+void UdpPort::transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes, uint8_t tos) {
   if (tx_queue_.size() >= kTxBatch) flush();
-  tx_queue_.push_back(Queued{dst_ip, dst_port, uint32_t(tx_bytes_.size()), uint32_t(bytes.size())});
+  tx_queue_.push_back(Queued{dst_ip, dst_port, uint32_t(tx_bytes_.size()), uint32_t(bytes.size()), tos});
   tx_bytes_.insert(tx_bytes_.end(), bytes.begin(), bytes.end());
   if (flush_posted_) return;
   flush_posted_ = true;
@@ -321,7 +334,9 @@ size_t UdpPort::gso_run(size_t first) const {
   size_t n = 1, bytes = a.len;
   while (first + n < tx_queue_.size() && n < kMaxGsoSegments) {
     const Queued& b = tx_queue_[first + n];
-    if (b.dst_ip != a.dst_ip || b.dst_port != a.dst_port || b.len > a.len || bytes + b.len > kMaxGsoBytes) break;
+    if (b.dst_ip != a.dst_ip || b.dst_port != a.dst_port || b.tos != a.tos || b.len > a.len ||
+        bytes + b.len > kMaxGsoBytes)
+      break;
     bytes += b.len;
     ++n;
     if (b.len < a.len) break;  // only a run's last segment may be shorter (UDP_SEGMENT)
@@ -344,13 +359,41 @@ void UdpPort::renumber_segment(const Queued& q, uint16_t k) {
 void UdpPort::write_pcap(const Queued& q, uint16_t ip_id) {
   if (!pcap_) return;
   std::span<const uint8_t> bytes(tx_bytes_.data() + q.offset, q.len);
-  pcap_->write(realtime_ns(), proto::IpUdpInfo{ip_, q.dst_ip, port_, q.dst_port, ip_id}, bytes);
+  pcap_->write(realtime_ns(), proto::IpUdpInfo{ip_, q.dst_ip, port_, q.dst_port, ip_id, q.tos}, bytes);
 }
 
 void UdpPort::count_send_error(int err, size_t datagrams) {
   tx_dropped_ += datagrams;  // a full socket buffer is a lossy link: the transport recovers
   if (err == EMSGSIZE) tx_too_big_ += datagrams;
 }
+
+namespace {
+
+// A send's control messages: UDP_SEGMENT for a GSO run (`segment` > 0) and IP_TOS for a TOS
+// other than the socket's 0. Datagrams with neither (most) carry none, as before.
+void add_control(msghdr& h, char* buf, uint16_t segment, uint8_t tos) {
+  if (!segment && !tos) return;
+  h.msg_control = buf;
+  h.msg_controllen = (segment ? CMSG_SPACE(sizeof(uint16_t)) : 0) + (tos ? CMSG_SPACE(sizeof(int)) : 0);
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  if (segment) {
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    // The next header by hand: CMSG_NXTHDR would read the stale length at that place.
+    c = reinterpret_cast<cmsghdr*>(buf + CMSG_SPACE(sizeof(uint16_t)));
+  }
+  if (tos) {
+    const int value = tos;  // ip_cmsg_send takes an int (or one byte)
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &value, sizeof value);
+  }
+}
+
+}  // namespace
 
 void UdpPort::flush() {
   if (tx_queue_.empty()) return;
@@ -359,7 +402,7 @@ void UdpPort::flush() {
   static thread_local std::vector<iovec> iov;
   static thread_local std::vector<sockaddr_in> to;
   static thread_local std::vector<size_t> runs;  // datagrams in each message
-  alignas(cmsghdr) static thread_local char control[kTxBatch][CMSG_SPACE(sizeof(uint16_t))];
+  alignas(cmsghdr) static thread_local char control[kTxBatch][CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))];
   msgs.assign(tx_queue_.size(), mmsghdr{});
   iov.resize(tx_queue_.size());
   to.resize(tx_queue_.size());
@@ -380,17 +423,8 @@ void UdpPort::flush() {
     h.msg_namelen = sizeof to[m];
     h.msg_iov = &iov[i];
     h.msg_iovlen = n;
-    if (n > 1) {
-      ++tx_gso_sends_;
-      h.msg_control = control[m];
-      h.msg_controllen = sizeof control[m];
-      cmsghdr* c = CMSG_FIRSTHDR(&h);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const uint16_t segment = uint16_t(tx_queue_[i].len);
-      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
-    }
+    if (n > 1) ++tx_gso_sends_;
+    add_control(h, control[m], n > 1 ? uint16_t(tx_queue_[i].len) : 0, tx_queue_[i].tos);
     runs.push_back(n);
     i += n;
   }
@@ -415,7 +449,7 @@ void UdpPort::schedule_delayed() {
     while (!delayed_.empty() && delayed_.front().due_ns <= now) {
       Delayed x = std::move(delayed_.front());
       delayed_.pop_front();
-      transmit(x.dst_ip, x.dst_port, x.bytes);
+      transmit(x.dst_ip, x.dst_port, x.bytes, x.tos);
     }
     schedule_delayed();
   });

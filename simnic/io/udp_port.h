@@ -22,9 +22,10 @@ namespace simnic::io {
 
 class UdpPort final : public core::PacketSink {
  public:
-  // `dst_ip` is the port's own address, or the multicast group a datagram was sent to.
-  using PacketHandler =
-      std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>, uint32_t dst_ip)>;
+  // `dst_ip` is the port's own address, or the multicast group a datagram was sent to; `tos`
+  // the datagram's IPv4 TOS byte (IP_RECVTOS), which carries RoCEv2's GRH traffic class.
+  using PacketHandler = std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>,
+                                           uint32_t dst_ip, uint8_t tos)>;
 
   UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port);
   ~UdpPort() override;
@@ -36,6 +37,9 @@ class UdpPort final : public core::PacketSink {
   void close();
 
   core::SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) override;
+  // A TOS other than the socket's 0 goes as an IP_TOS control message of that datagram's send.
+  core::SendOutcome send_with_tos(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload,
+                                  uint8_t tos) override;
   // IP multicast: one more socket per group, bound to <group>:<port>, member on our interface.
   int join_group(uint32_t group_ip) override;
   void leave_group(uint32_t group_ip) override;
@@ -81,18 +85,25 @@ class UdpPort final : public core::PacketSink {
     uint32_t dst_ip;
     uint16_t dst_port;
     std::vector<uint8_t> bytes;
+    uint8_t tos;
   };
   // `keep` holds a group socket alive while a wait on it is pending (leave_group drops it).
   void wait_readable(boost::asio::ip::udp::socket& socket, uint32_t dst_ip,
                      std::shared_ptr<boost::asio::ip::udp::socket> keep = nullptr);
   void drain(boost::asio::ip::udp::socket& socket, uint32_t dst_ip);
-  size_t received_segment_size(const msghdr& msg);
+  // What a received buffer's control messages say: its datagrams' size and their IPv4 TOS.
+  struct Received {
+    size_t segment;
+    uint8_t tos;
+  };
+  Received read_control(const msghdr& msg);
   // Queues a datagram; the queue leaves in batches (sendmmsg, GSO) at the end of the turn.
-  void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes);
+  void transmit(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> bytes, uint8_t tos);
   struct Queued {
     uint32_t dst_ip;
     uint16_t dst_port;
     uint32_t offset, len;  // in tx_bytes_
+    uint8_t tos;           // IPv4 TOS; a GSO run never mixes two
   };
   // How many queued datagrams from `first` leave as one GSO send.
   size_t gso_run(size_t first) const;

@@ -18,9 +18,12 @@ struct IpUdpInfo {
   // unconnected socket), j for the j-th segment of a UDP GSO send (the kernel numbers the
   // segments of one send up from the first one's, as inet_gso_segment does).
   uint16_t ip_id = 0;
+  // The TOS byte (DSCP and ECN): RoCEv2 carries the GRH's traffic class in it (IBA Annex A17,
+  // as rxe's prepare_ipv4_hdr does with the AH's traffic_class). The ICRC masks it.
+  uint8_t tos = 0;
 };
 
-// IPv4 (version 4, IHL 5, TOS 0, id ip.ip_id, DF, TTL 64, UDP, real checksum) + UDP (checksum 0).
+// IPv4 (version 4, IHL 5, TOS ip.tos, id ip.ip_id, DF, TTL 64, UDP, real checksum) + UDP (checksum 0).
 void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIpv4UdpBytes]);
 
 // The bytes a RoCEv2 packet adds around an MTU-sized payload, at most: IPv4 20 + UDP 8 + BTH 12,

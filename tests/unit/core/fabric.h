@@ -128,6 +128,7 @@ class CapturingLogger : public core::Logger {
 struct WirePacket {
   uint32_t src_ip, dst_ip;
   std::vector<uint8_t> bytes;
+  uint8_t tos = 0;  // the IPv4 TOS byte the datagram carries (RoCEv2's GRH traffic class)
 };
 
 // Packets wait in a queue until the test delivers them; a filter can drop or duplicate.
@@ -136,8 +137,11 @@ class Fabric {
   class Port : public core::PacketSink {
    public:
     Port(Fabric& f, uint32_t ip) : fabric_(f), ip_(ip) {}
-    core::SendOutcome send(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b) override {
-      fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}});
+    core::SendOutcome send(uint32_t dst_ip, uint16_t port, std::span<const uint8_t> b) override {
+      return send_with_tos(dst_ip, port, b, 0);
+    }
+    core::SendOutcome send_with_tos(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b, uint8_t tos) override {
+      fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}, tos});
       if (fabric_.on_send) fabric_.on_send(fabric_.queue.back());
       ++fabric_.sent;
       return core::SendOutcome::kSent;
@@ -175,9 +179,9 @@ class Fabric {
       if ((p.dst_ip >> 28) == 0xe) {  // 224.0.0.0/4: every member, the sender's NIC included
         auto g = groups.find(p.dst_ip);
         if (g != groups.end())
-          for (uint32_t member : std::set<uint32_t>(g->second)) devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip);
+          for (uint32_t member : std::set<uint32_t>(g->second)) devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip, p.tos);
       } else if (auto it = devices.find(p.dst_ip); it != devices.end()) {
-        it->second->on_packet(p.src_ip, 4791, p.bytes, now);
+        it->second->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
       }
       if (batch_left == 0) after_events(now);
     }

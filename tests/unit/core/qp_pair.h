@@ -47,6 +47,7 @@ struct LinkOptions {
   uint8_t retry = 7;
   uint8_t rnr_retry = 7;
   ibv_mtu mtu = IBV_MTU_1024;
+  uint8_t traffic_class = 0;  // the path's GRH traffic class (the packets' IPv4 TOS)
 };
 
 struct Host {
@@ -147,6 +148,7 @@ class QpPair : public ::testing::Test {
     at.min_rnr_timer = 1;
     at.ah_attr.is_global = 1;
     at.ah_attr.grh.dgid = peer.dev.gid0();
+    at.ah_attr.grh.traffic_class = l.traffic_class;
     at.ah_attr.port_num = 1;
     int rc_only = rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
@@ -286,7 +288,7 @@ class QpPair : public ::testing::Test {
     ASSERT_FALSE(fabric.queue.empty());
     WirePacket p = std::move(fabric.queue.front());
     fabric.queue.pop_front();
-    fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now);
+    fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
     run_pending();
   }
   void run_pending() { fabric.after_events(now); }

@@ -344,6 +344,76 @@ TEST_F(RcProtocol, BadLkeyIsLocalProtectionError) {
   EXPECT_TRUE(fabric.queue.empty()) << "nothing goes on the wire for a bad lkey";
 }
 
+// A READ or an atomic is sent before its local buffer is looked at (rxe's requester sends it,
+// its completer fails copy_data): the responder executes it, and the requester completes the
+// WQE with LOC_PROT_ERR when the response cannot be placed, then goes to ERR.
+TEST_F(RcProtocol, AtomicWithABadLkeyIsExecutedRemotelyAndFailsWhenItsResultLands) {
+  connect();
+  uint64_t target = 5, mine = 0x1111;
+  std::memcpy(mem.ptr(kPidB, 8192), &target, 8);
+  std::memcpy(mem.ptr(kPidA, 64), &mine, 8);
+  auto w = rdma(*a, *b, IBV_WR_ATOMIC_CMP_AND_SWP, 64, 64, 8, 8192);
+  w.compare_add = 5;
+  w.swap = 77;
+  w.sge[0].lkey ^= 0x300;  // names no MR
+  post_send(*a, w);
+  ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcCompareSwap}))
+      << "the compare-and-swap goes on the wire whatever its lkey";
+  deliver_one();  // the responder executes it
+  uint64_t now_target = 0;
+  std::memcpy(&now_target, mem.ptr(kPidB, 8192), 8);
+  EXPECT_EQ(now_target, 77u) << "the remote compare-and-swap happened";
+  ASSERT_EQ(queued_opcodes(kIpB), (std::vector<uint8_t>{proto::kRcAtomicAcknowledge}));
+  fabric.deliver_all(now);
+  auto wc = poll(*a);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 64u);
+  EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_COMP_SWAP);
+  uint64_t local = 0;
+  std::memcpy(&local, mem.ptr(kPidA, 64), 8);
+  EXPECT_EQ(local, 0x1111u) << "nothing was written through the bad lkey";
+  EXPECT_EQ(a->qp->state, IBV_QPS_ERR);
+  EXPECT_TRUE(a->logger.contains("cannot be placed"));
+}
+
+TEST_F(RcProtocol, ReadIntoAnMrWithoutLocalWriteIsRequestedAndFailsWhenTheDataArrives) {
+  connect();
+  core::Mr* ro = reg_mr(*a, 0x40000, 4096, 0);  // no IBV_ACCESS_LOCAL_WRITE: a READ cannot land here
+  fill(*b, 0x8000, 3000, 9);
+  std::memset(mem.ptr(kPidA, 0x40000), 0xEE, 3000);
+  auto w = rdma(*a, *b, IBV_WR_RDMA_READ, 80, 0x40000, 3000, 0x8000);
+  w.sge[0].lkey = ro->lkey;
+  post_send(*a, w);
+  ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcReadRequest}));
+  fabric.deliver_all(now);
+  auto wc = poll(*a);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 80u);
+  EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
+  for (uint32_t i = 0; i < 3000; ++i) ASSERT_EQ(mem.ptr(kPidA, 0x40000)[i], 0xEE) << "byte " << i;
+  EXPECT_EQ(a->qp->state, IBV_QPS_ERR);
+  EXPECT_EQ(b->qp->state, IBV_QPS_RTS) << "the responder did nothing wrong";
+}
+
+// A connected QP's packets carry its path's traffic class as their IPv4 TOS, requests and
+// responses alike (rxe builds both from the QP's address vector, qp->pri_av).
+TEST_F(RcProtocol, ThePathsTrafficClassIsTheTosOfRequestsAndResponses) {
+  connect_both(LinkOptions{.traffic_class = 0x68});
+  fill(*b, 0x8000, 100, 4);
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 90, 0x40000, 100, 0x8000));
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 0x68) << "the READ request";
+  deliver_one();
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 0x68) << "the READ response";
+  fabric.deliver_all(now);
+  auto wc = poll(*a);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0x40000, *b, 0x8000, 100));
+}
+
 TEST_F(RcProtocol, ReceiveTooSmallIsLocalLengthErrorAndRemoteInvalidRequest) {
   connect();
   post_recv(*b, 70, 65536, 50);

@@ -15,11 +15,12 @@ class Datagram : public QpPair {
   void start_ud() { start(HostOptions{.type = IBV_QPT_UD}); }
   void start_uc() { start(HostOptions{.type = IBV_QPT_UC}); }
   // An AH on `h`'s NIC towards `peer`.
-  uint32_t ah_to(Host& h, Host& peer) {
+  uint32_t ah_to(Host& h, Host& peer, uint8_t traffic_class = 0) {
     ibv_ah_attr attr{};
     attr.is_global = 1;
     attr.port_num = 1;
     attr.grh.dgid = peer.dev.gid0();
+    attr.grh.traffic_class = traffic_class;
     uint32_t handle = 0;
     EXPECT_EQ(h.dev.create_ah(h.ctx, h.pd, attr, &handle), 0);
     return handle;
@@ -77,6 +78,40 @@ TEST_F(Datagram, UdSendLandsBehindAGrhWithTheSourceQpAndCompletesWithoutAnAck) {
   const uint8_t src[4] = {127, 0, 0, 1}, dst[4] = {127, 0, 0, 2};
   EXPECT_EQ(std::memcmp(grh + 20 + 12, src, 4), 0);
   EXPECT_EQ(std::memcmp(grh + 20 + 16, dst, 4), 0);
+}
+
+// RoCEv2 carries the GRH's traffic class as the IPv4 TOS byte (IBA Annex A17; rxe's
+// prepare_ipv4_hdr), and the receiver's GRH area is the IPv4 header as it arrived (rxe copies
+// ip_hdr(skb)): the AH's traffic class reaches byte 1 of it, where ibv_init_ah_from_wc reads it.
+TEST_F(Datagram, UdTrafficClassTravelsAsTheIpv4TosAndShowsInTheReceiversGrh) {
+  start_ud();
+  fill(*a, 0, 64, 3);
+  post_recv(*b, 71, 65536, 40 + 64);
+  abi::SendWqe w = ud_send(*a, *b, 2, 0, 64);
+  w.ah = ah_to(*a, *b, 252);
+  post_send(*a, w);
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 252) << "the datagram's IPv4 TOS";
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0, *b, 65536 + 40, 64));
+  const uint8_t* ip = mem.ptr(b->pid, 65536 + 20);
+  EXPECT_EQ(ip[0], 0x45);
+  EXPECT_EQ(ip[1], 252) << "the TOS byte of the IPv4 header in the GRH area";
+  uint32_t sum = 0;  // the header checksum covers the TOS: the 20 bytes still sum to 0xffff
+  for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  EXPECT_EQ(sum, 0xffffu);
+  // An AH without a traffic class sends TOS 0 and the GRH shows 0.
+  post_recv(*b, 72, 65536, 40 + 64);
+  post_send(*a, ud_send(*a, *b, 3, 0, 64));
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(fabric.queue.front().tos, 0);
+  deliver_all();
+  ASSERT_EQ(poll(*b).size(), 1u);
+  EXPECT_EQ(mem.ptr(b->pid, 65536 + 20)[1], 0);
 }
 
 TEST_F(Datagram, UdMessageOfAFullPortMtuIsOnePacket) {
