@@ -202,7 +202,7 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* device
   QueryDeviceReply rep{};
   int st = rpc(to_shim(context), Op::QueryDevice, HandleReq{}, &rep);
   if (st == 0) *device_attr = rep.attr;
-  return st;
+  return fail_errno(st);
 }
 
 // The exported ibv_query_port takes the pre-1.3 ("compat") layout, which ends before
@@ -211,7 +211,7 @@ int ibv_query_port(struct ibv_context* context, uint8_t port_num, struct _compat
   QueryPortReply rep{};
   int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
   if (st == 0) std::memcpy(port_attr, &rep.attr, offsetof(ibv_port_attr, port_cap_flags2));
-  return st;
+  return fail_errno(st);
 }
 
 int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
@@ -236,11 +236,11 @@ int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned i
 
 int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       struct ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  if (flags) return EINVAL;
-  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (flags) return fail_errno(EINVAL);
+  if (entry_size < sizeof(ibv_gid_entry)) return fail_errno(EINVAL);
   QueryGidReply rep{};
   int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, gid_index}, &rep);
-  if (st != 0) return st;
+  if (st != 0) return fail_errno(st);
   std::memset(entry, 0, sizeof *entry);
   entry->gid = rep.gid;
   entry->gid_index = gid_index;
@@ -346,7 +346,7 @@ namespace {
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr, size_t len) {
   QueryPortReply rep{};
   int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
-  if (st != 0) return st;
+  if (st != 0) return fail_errno(st);
   std::memset(port_attr, 0, len);
   std::memcpy(port_attr, &rep.attr, std::min(len, sizeof rep.attr));
   return 0;
@@ -354,9 +354,9 @@ int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* port_at
 
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
                     size_t attr_size) {
-  if (input && input->comp_mask) return EINVAL;
+  if (input && input->comp_mask) return fail_errno(EINVAL);
   ibv_device_attr_ex ex{};
-  if (int st = ibv_query_device(context, &ex.orig_attr)) return st;
+  if (int st = ibv_query_device(context, &ex.orig_attr)) return fail_errno(st);
   ex.max_dm_size = 0;
   // CQE timestamps (ibv_wc_read_completion_ts) count the NIC's simulated nanoseconds.
   ex.completion_timestamp_mask = ~uint64_t(0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "shim/shim.h"
 #include "shim/verbs_ext.h"
@@ -53,12 +54,23 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 // Creates the CQ both ibv_create_cq and ibv_create_cq_ex return.
 ShimCq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector,
                   ibv_pd* parent_domain = nullptr) {
-  if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ShimCq>(EINVAL);
+  if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    // The kernel's create_cq: EINVAL for a vector the device does not have.
+    explain_refusal("ibv_create_cq", EINVAL,
+                    "comp_vector " + std::to_string(comp_vector) + " does not exist: the NIC has " +
+                        std::to_string(context->num_comp_vectors) +
+                        " completion vectors (ibv_context.num_comp_vectors), 0 to " +
+                        std::to_string(context->num_comp_vectors - 1));
+    return fail_null<ShimCq>(EINVAL);
+  }
   ShimContext* c = to_shim(context);
   CreateCqReq req{cqe, channel ? to_shim(channel)->handle : 0, uint32_t(comp_vector), 0};
   CreateCqReply rep{};
   std::vector<int> fds;
-  if (int st = rpc(c, Op::CreateCq, req, &rep, &fds)) return fail_null<ShimCq>(st);
+  if (int st = rpc(c, Op::CreateCq, req, &rep, &fds)) {
+    explain_refusal("ibv_create_cq", st, last_refusal());
+    return fail_null<ShimCq>(st);
+  }
   void* mem = map_ring(parent_domain, kResTypeCq, fds, rep.mem_bytes);
   if (!mem) {
     int e = errno;
@@ -215,10 +227,38 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   return &x;
 }
 
+namespace {
+
+// rxe's provider arms through the kernel (ibv_cmd_req_notify_cq), whose lookup of a handle that
+// names no CQ of the context fails with EINVAL (ib_uverbs_req_notify_cq); here the shim's own
+// table of the context's CQs answers, without a system call.
+bool names_this_cq(ShimCq* cq) {
+  ShimContext* c = to_shim(cq->base()->context);
+  std::lock_guard lock(c->objs_mu);
+  auto it = c->cqs.find(cq->base()->handle);
+  return it != c->cqs.end() && it->second == cq;
+}
+
+}  // namespace
+
+// Arms the CQ for one completion event. An arming for any completion that is still pending is
+// not narrowed by a later "solicited only" one: the wider request stands until an event
+// consumes it (IBA 11.4.2.2; rxe_req_notify_cq keeps IB_CQ_NEXT_COMP). simnicd
+// disarms with a compare-exchange when it sends the event, so a CAS here cannot lose an arming
+// the NIC has not consumed.
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_shim(ibcq);
+  if (!names_this_cq(cq)) {
+    explain_refusal("ibv_req_notify_cq", EINVAL,
+                    "cq->handle " + std::to_string(ibcq->handle) + " names no CQ of this context (uverbs: EINVAL)");
+    return fail_errno(EINVAL);
+  }
+  const uint32_t want = solicited_only ? kCqArmSolicited : kCqArmNext;
   std::lock_guard lock(cq->arm_mu);
-  cq->shm->arm.store(solicited_only ? kCqArmSolicited : kCqArmNext, std::memory_order_release);
+  uint32_t armed = cq->shm->arm.load(std::memory_order_acquire);
+  do {
+    if (armed == kCqArmNext) return 0;  // already armed for every completion
+  } while (!cq->shm->arm.compare_exchange_weak(armed, want, std::memory_order_acq_rel));
   return 0;
 }
 
@@ -245,10 +285,10 @@ struct ibv_comp_channel* ibv_create_comp_channel(struct ibv_context* context) {
 }
 
 int ibv_destroy_comp_channel(struct ibv_comp_channel* channel) {
-  if (channel->refcnt) return EBUSY;  // CQs still use it
+  if (channel->refcnt) return fail_errno(EBUSY);  // CQs still use it
   ShimChannel* ch = to_shim(channel);
   int st = rpc_status(to_shim(channel->context), Op::DestroyCompChannel, HandleReq{ch->handle, 0});
-  if (st != 0) return st;
+  if (st != 0) return fail_errno(st);
   ::close(channel->fd);
   delete ch;
   return 0;
@@ -263,7 +303,10 @@ int ibv_destroy_cq(struct ibv_cq* ibcq) {
   ShimCq* cq = to_shim(ibcq);
   ShimContext* c = to_shim(ibcq->context);
   int st = rpc_status(c, Op::DestroyCq, HandleReq{ibcq->handle, 0});
-  if (st != 0) return st;  // EBUSY while a QP uses it
+  if (st != 0) {  // EBUSY while a QP uses it; ENOENT for a handle that names no CQ of this program
+    explain_refusal("ibv_destroy_cq", st, last_refusal());
+    return fail_errno(st);
+  }
   {
     std::lock_guard lock(c->objs_mu);
     c->cqs.erase(ibcq->handle);
@@ -287,9 +330,9 @@ int ibv_resize_cq(struct ibv_cq* ibcq, int cqe) {
   std::scoped_lock lock(cq->poll_mu, cq->arm_mu);
   CreateCqReply rep{};
   std::vector<int> fds;
-  if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds)) return st;
+  if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds)) return fail_errno(st);
   void* mem = map_ring(cq->parent_domain, kResTypeCq, fds, rep.mem_bytes);
-  if (!mem) return errno ? errno : ENOMEM;  // simnicd writes to the new ring only: the CQ is lost
+  if (!mem) return fail_errno(errno ? errno : ENOMEM);  // simnicd writes to the new ring only: the CQ is lost
   unmap_ring(cq->mem, cq->mem_bytes);
   cq->mem = mem;
   cq->mem_bytes = rep.mem_bytes;

@@ -59,7 +59,7 @@ ibv_td* alloc_td(ibv_context* context, ibv_td_init_attr* attr) {
 int dealloc_td(ibv_td* ibtd) {
   auto* td = reinterpret_cast<ShimTd*>(ibtd);
   std::lock_guard lock(mu);
-  if (td->users) return EBUSY;
+  if (td->users) return fail_errno(EBUSY);  // a parent domain uses it
   delete td;
   return 0;
 }

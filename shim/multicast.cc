@@ -8,14 +8,14 @@ using namespace simnic::abi;
 namespace {
 
 int mcast_rpc(Op op, const char* verb, ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-  if (!qp || !gid) return EINVAL;
+  if (!qp || !gid) return fail_errno(EINVAL);
   McastReq req{};
   req.qp = qp->handle;
   req.lid = lid;
   req.gid = *gid;
   int st = rpc_status(to_shim(qp->context), op, req);
   if (st) explain_refusal(verb, st, last_refusal());
-  return st;
+  return fail_errno(st);
 }
 
 }  // namespace

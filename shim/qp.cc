@@ -140,13 +140,13 @@ int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
   int st = rpc_text(to_shim(qp->context), Op::ModifyQp, req, &why);
   explain_refusal("ibv_modify_qp", st, why);
   if (st == 0 && (attr_mask & IBV_QP_STATE)) qp->state = attr->qp_state;
-  return st;
+  return fail_errno(st);
 }
 
 int ibv_query_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask, struct ibv_qp_init_attr* init_attr) {
   QueryQpReply rep{};
   int st = rpc(to_shim(qp->context), Op::QueryQp, QueryQpReq{qp->handle, attr_mask}, &rep);
-  if (st != 0) return st;
+  if (st != 0) return fail_errno(st);
   *attr = rep.attr;
   attr->cap = rep.cap;
   if (init_attr) {
@@ -167,7 +167,7 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
   int st = rpc_status(c, Op::DestroyQp, HandleReq{ibqp->handle, 0});
   if (st != 0) {
     explain_refusal("ibv_destroy_qp", st, last_refusal());  // EBUSY: still attached to a group
-    return st;
+    return fail_errno(st);
   }
   ShimQp* qp = to_shim(ibqp);
   {
@@ -203,20 +203,23 @@ struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init
 }
 
 int ibv_modify_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr, int attr_mask) {
-  return rpc_status(to_shim(srq->context), Op::ModifySrq, ModifySrqReq{srq->handle, attr_mask, *attr});
+  return fail_errno(rpc_status(to_shim(srq->context), Op::ModifySrq, ModifySrqReq{srq->handle, attr_mask, *attr}));
 }
 
 int ibv_query_srq(struct ibv_srq* srq, struct ibv_srq_attr* attr) {
   QuerySrqReply rep{};
   int st = rpc(to_shim(srq->context), Op::QuerySrq, HandleReq{srq->handle, 0}, &rep);
   if (st == 0) *attr = rep.attr;
-  return st;
+  return fail_errno(st);
 }
 
 int ibv_destroy_srq(struct ibv_srq* ibsrq) {
   ShimContext* c = to_shim(ibsrq->context);
   int st = rpc_status(c, Op::DestroySrq, HandleReq{ibsrq->handle, 0});
-  if (st != 0) return st;
+  if (st != 0) {
+    explain_refusal("ibv_destroy_srq", st, last_refusal());  // EBUSY: QPs use it; ENOENT: no such SRQ
+    return fail_errno(st);
+  }
   ShimSrq* srq = to_shim(ibsrq);
   {
     std::lock_guard lock(c->objs_mu);

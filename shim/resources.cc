@@ -50,10 +50,13 @@ struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
 }
 
 int ibv_dealloc_pd(struct ibv_pd* pd) {
-  if (int st = dealloc_domain_pd(pd); st >= 0) return st;  // a parent domain, or a PD inside one
+  if (int st = dealloc_domain_pd(pd); st >= 0) return fail_errno(st);  // a parent domain, or a PD inside one
   int st = rpc_status(to_shim(pd->context), Op::DeallocPd, HandleReq{pd->handle, 0});
   if (st == 0) delete pd;
-  return st;  // EBUSY while MRs, QPs or AHs still use it, as the kernel says
+  // EBUSY while MRs, QPs or AHs still use it, as the kernel says; ENOENT for a handle that
+  // names no PD of this program.
+  explain_refusal("ibv_dealloc_pd", st, simnic::abi::last_refusal());
+  return fail_errno(st);
 }
 
 struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
@@ -72,7 +75,8 @@ struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, ui
 int ibv_dereg_mr(struct ibv_mr* mr) {
   int st = rpc_status(to_shim(mr->context), Op::DeregMr, HandleReq{mr->handle, 0});
   if (st == 0) set_imported_mr(mr, false), delete mr;
-  return st;
+  explain_refusal("ibv_dereg_mr", st, simnic::abi::last_refusal());
+  return fail_errno(st);
 }
 
 struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
@@ -92,7 +96,8 @@ struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
 int ibv_destroy_ah(struct ibv_ah* ah) {
   int st = rpc_status(to_shim(ah->context), Op::DestroyAh, HandleReq{ah->handle, 0});
   if (st == 0) delete ah;
-  return st;
+  explain_refusal("ibv_destroy_ah", st, simnic::abi::last_refusal());
+  return fail_errno(st);
 }
 
 }  // extern "C"

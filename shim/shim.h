@@ -131,7 +131,16 @@ inline ShimQp* to_shim(ibv_qp* q) { return reinterpret_cast<ShimQp*>(q); }
 inline ShimSrq* to_shim(ibv_srq* s) { return reinterpret_cast<ShimSrq*>(s); }
 inline ShimChannel* to_shim(ibv_comp_channel* c) { return reinterpret_cast<ShimChannel*>(c); }
 
-// A slow-path call on the context's control socket. Returns 0 or an errno.
+// How verbs that return an error number end: with errno set to it too (0 leaves errno alone).
+// rdma-core's are the return of a failed write() or ioctl() on the uverbs file, which set errno
+// to the same value, and programs print either (`perror`, `strerror(ret)`).
+inline int fail_errno(int err) {
+  if (err) errno = err;
+  return err;
+}
+
+// A slow-path call on the context's control socket. Returns 0 or an errno, also
+// left in errno.
 template <class Req, class Reply>
 int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<int>* fds_out = nullptr,
         std::initializer_list<int> fds_in = {}) {
@@ -141,7 +150,7 @@ int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<in
     c->lost.store(true, std::memory_order_relaxed);
     st = EIO;  // what a verb gets from a removed device's uverbs file
   }
-  return st;
+  return fail_errno(st);  // as the uverbs write() of rdma-core's ibv_cmd_*
 }
 
 // True once the NIC behind `c` is gone: the flag, else a zero-timeout poll() of the control
@@ -168,7 +177,7 @@ int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
     c->lost.store(true, std::memory_order_relaxed);
     st = EIO;
   }
-  return st;
+  return fail_errno(st);
 }
 
 // explain.cc: why a verb was refused or a work request failed, on the program's stderr

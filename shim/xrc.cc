@@ -48,7 +48,7 @@ int close_xrcd(ibv_xrcd* xrcd) {
   int st = rpc_text(to_shim(xrcd->context), Op::CloseXrcd, HandleReq{x->handle, 0}, &why);
   if (st) {
     explain_refusal("ibv_close_xrcd", st, why);
-    return st;
+    return fail_errno(st);
   }
   delete x;
   return 0;
@@ -95,7 +95,7 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* a) {
 
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
   const ShimSrq* s = to_shim(srq);
-  if (!s->srq_num) return EOPNOTSUPP;  // a basic SRQ has no number (rdma-core: the same)
+  if (!s->srq_num) return fail_errno(EOPNOTSUPP);  // a basic SRQ has no number (rdma-core: the same)
   *srq_num = s->srq_num;
   return 0;
 }

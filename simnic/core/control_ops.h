@@ -96,6 +96,15 @@ ControlReply handle_verb(Request& r, const abi::HandleReq& q) {
   return fail((r.dev.*Verb)(r.ctx, q.handle));
 }
 
+// A destroy verb (ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_*): a handle that names none of the
+// context's objects is ENOENT, one that names an object of another kind EINVAL, as the kernel's
+// uverbs answers (Device::check_handle); then the verb's own errno (EBUSY while in use, ...).
+template <Device::HandleKind Kind, int (Device::*Verb)(Context*, uint32_t)>
+ControlReply destroy_verb(Request& r, const abi::HandleReq& q) {
+  if (int e = r.dev.check_handle(r.ctx, Kind, q.handle)) return fail(e);
+  return fail((r.dev.*Verb)(r.ctx, q.handle));
+}
+
 // --- The handlers, by file ---
 // control_dispatch_query.cc: Hello and what needs no context
 ControlReply hello(Request& r, const abi::HelloReq& q);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <unistd.h>
+
 namespace simnic::core {
 
 uint32_t mtu_to_bytes(ibv_mtu mtu) {
@@ -201,6 +203,47 @@ void Device::close_context(Context* ctx) {
   log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
   tracer_.event("ctx_close").u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));
   contexts_.erase(ctx->id);
+}
+
+// The kernel keeps one handle table per uverbs file for every kind of object, and answers a
+// lookup that finds nothing with ENOENT (lookup_get_idr_uobject), one that finds an object of
+// another kind with EINVAL (rdma_lookup_get_uobject). simnic's handles are also unique across
+// kinds, so the same two answers follow from its tables.
+int Device::check_handle(Context* ctx, HandleKind kind, uint32_t handle) {
+  const bool opened_qp = [&] {
+    auto it = tgt_opens_.find(handle);
+    return it != tgt_opens_.end() && it->second.first == ctx;
+  }();
+  const std::pair<HandleKind, bool> names[] = {
+      {HandleKind::kPd, owned(pds_, ctx, handle) != nullptr},
+      {HandleKind::kMr, owned(mrs_, ctx, handle) != nullptr},
+      {HandleKind::kMw, owned(mws_, ctx, handle) != nullptr},
+      {HandleKind::kCq, owned(cqs_, ctx, handle) != nullptr},
+      {HandleKind::kSrq, owned(srqs_, ctx, handle) != nullptr},
+      {HandleKind::kQp, owned(qps_, ctx, handle) != nullptr || opened_qp},
+      {HandleKind::kAh, owned(ahs_, ctx, handle) != nullptr},
+      {HandleKind::kXrcd, std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle) != ctx->xrcds.end()},
+  };
+  bool other_kind = false;
+  for (const auto& [k, named] : names) {
+    if (named && k == kind) return 0;
+    other_kind |= named;
+  }
+  if (other_kind)
+    return refuse(EINVAL, "handle " + std::to_string(handle) + " names an object of another kind (uverbs: EINVAL)");
+  return refuse(ENOENT, "handle " + std::to_string(handle) +
+                            " names no object of this program: destroyed already, or never created (uverbs: ENOENT)");
+}
+
+// rxe offers num_possible_cpus() vectors (rxe_register_device); the CPUs the host has
+// configured are the same number for a user process. Vectors steer interrupts on a real NIC;
+// simnic has none, so every vector behaves alike.
+uint32_t Device::num_comp_vectors() {
+  static const uint32_t n = [] {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    return cpus > 0 ? uint32_t(cpus) : 1u;
+  }();
+  return n;
 }
 
 bool Device::queue_memory_fits(const Context* ctx, uint64_t bytes) const {

@@ -74,7 +74,7 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxSrq = 1024;
   static constexpr uint32_t kMaxSrqWr = 16384;
   static constexpr uint32_t kMaxRdAtomic = 16;
-  static constexpr uint32_t kMaxAh = 4096;
+  static constexpr uint32_t kMaxAh = 32767;  // rxe's RXE_MAX_AH ((1 << 15) - 1, rxe_param.h)
   static constexpr uint32_t kMaxMw = 65536;
   static constexpr uint64_t kMaxQueueBytes = 4ull << 30;  // rings and per-WQE state, all contexts
   // Multicast (ibv_attach_mcast): groups with a member on this NIC (each is one joined IP
@@ -84,20 +84,19 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxTotalMcastQpAttach = 4096;
 };
 
-// What one context (one ibv_open_device) may hold, so that one runaway program cannot take
-// every object, or all of simnicd's memory, from the others: half of the NIC's objects of each
-// kind, a quarter of its queue memory. Past a limit the verb fails with ENOMEM, as a kernel
-// driver's does when its object pool or memory runs out.
+// What one context (one ibv_open_device) may hold. Objects: all the NIC has, as on rxe, whose
+// pools are per device (rxe_pool.c) - a program can create what ibv_query_device advertises,
+// and the NIC's total stays bounded by DeviceLimits. Queue memory: a quarter of the NIC's, so
+// that one runaway program cannot take all of simnicd's memory from the others. Past a limit
+// the verb fails with ENOMEM, as a kernel driver's does when its pool or memory runs out.
 struct ContextLimits {
-  static constexpr size_t kShare = 2;  // a context holds at most 1/kShare of each kind
-  static constexpr size_t kMaxPd = DeviceLimits::kMaxPd / kShare, kMaxMr = DeviceLimits::kMaxMr / kShare,
-                          kMaxMw = DeviceLimits::kMaxMw / kShare, kMaxCq = DeviceLimits::kMaxCq / kShare,
-                          kMaxSrq = DeviceLimits::kMaxSrq / kShare, kMaxQp = DeviceLimits::kMaxQp / kShare,
-                          kMaxAh = DeviceLimits::kMaxAh / kShare;
+  static constexpr size_t kMaxPd = DeviceLimits::kMaxPd, kMaxMr = DeviceLimits::kMaxMr, kMaxMw = DeviceLimits::kMaxMw,
+                          kMaxCq = DeviceLimits::kMaxCq, kMaxSrq = DeviceLimits::kMaxSrq, kMaxQp = DeviceLimits::kMaxQp,
+                          kMaxAh = DeviceLimits::kMaxAh;
   static constexpr size_t kMaxChannel = 2048;  // completion channels: the NIC has no limit of its own
   static constexpr uint64_t kMaxQueueBytes = DeviceLimits::kMaxQueueBytes / 4;
 };
-static_assert(ContextLimits::kMaxQp == 2048 && ContextLimits::kMaxMr == 32768 && ContextLimits::kMaxQueueBytes == 1ull << 30);
+static_assert(ContextLimits::kMaxQp == DeviceLimits::kMaxQp && ContextLimits::kMaxQueueBytes == 1ull << 30);
 
 // The object tables are a private base: the verbs and the engines name them directly
 // (qps_, mrs_, ...), and outside Device only object_counts() shows them.
@@ -140,6 +139,13 @@ class Device : private ObjectTables {
   void close_context(Context* ctx);  // destroys everything it created
   size_t context_count() const { return contexts_.size(); }
   ObjectCounts object_counts() const { return counts(); }
+  // device.cc: what uverbs answers for a handle a destroy verb cannot use (rdma_core.c,
+  // rdma_lookup_get_uobject): 0 when `handle` names an object of `kind` that `ctx` may use,
+  // ENOENT when it names none of the context's objects, EINVAL when it names one of another kind.
+  enum class HandleKind { kPd, kMr, kMw, kCq, kSrq, kQp, kAh, kXrcd };
+  int check_handle(Context* ctx, HandleKind kind, uint32_t handle);
+  // device.cc: the completion vectors ibv_context.num_comp_vectors offers: one per CPU, as rxe.
+  static uint32_t num_comp_vectors();
 
   // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
   // device_pd_mr.cc: PDs, MRs, AHs

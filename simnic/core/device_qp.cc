@@ -22,9 +22,8 @@ int Device::check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool ha
                           "at most " + std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
                           std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
   if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp)
-    return refuse(ENOMEM, "too many QPs: " + std::to_string(ctx->qps.size()) + " in this program (at most " +
-                              std::to_string(ContextLimits::kMaxQp) + " per program, " +
-                              std::to_string(DeviceLimits::kMaxQp) + " per NIC)");
+    return refuse(ENOMEM, "the NIC's " + std::to_string(DeviceLimits::kMaxQp) + " QPs (max_qp) are all in use, " +
+                              std::to_string(ctx->qps.size()) + " of them by this program");
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // What keeps one user's mistakes or malice from reaching another: unguessable keys and QPNs,
-// and per-context limits on objects and queue memory, given back when the context closes.
+// a per-context limit on queue memory and the NIC's limits on objects, given back when the
+// context closes.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -130,14 +131,45 @@ TEST(ContextLimits, QueueMemoryIsCappedPerContextAndGivenBackOnClose) {
   EXPECT_EQ(remade, made);
 }
 
-TEST(ContextLimits, ObjectCountsAreCappedPerContext) {
+// One program may hold every object ibv_query_device advertises, as on rxe (its pools are per
+// device); the NIC's total stays bounded: past it, every context gets ENOMEM until some go.
+// (Until issue 28 a context held at most half of each kind.)
+TEST(ContextLimits, OneContextReachesWhatTheNicAdvertisesAndTheNicsTotalStaysBounded) {
   Nic x(0x7f000001, 7);
+  const ibv_device_attr attr = x.dev.device_attr();
   core::Context* c = x.open(100);
+  core::Cq* cq = nullptr;
+  auto new_cq = [&](core::Context* ctx) { return x.dev.create_cq(ctx, 1, 0, &cq); };
   uint32_t h = 0;
-  for (size_t i = 0; i < core::ContextLimits::kMaxPd; ++i) ASSERT_EQ(x.dev.alloc_pd(c, &h), 0);
+  for (int i = 0; i < attr.max_pd; ++i) ASSERT_EQ(x.dev.alloc_pd(c, &h), 0) << i;
   EXPECT_EQ(x.dev.alloc_pd(c, &h), ENOMEM);
   core::Context* other = x.open(101);
+  EXPECT_EQ(x.dev.alloc_pd(other, &h), ENOMEM) << "the NIC's max_pd are all in use";
+  for (int i = 0; i < attr.max_cq; ++i) ASSERT_EQ(new_cq(c), 0) << i;
+  EXPECT_EQ(new_cq(c), ENOMEM);
+  EXPECT_EQ(new_cq(other), ENOMEM);
+  x.dev.close_context(c);
   EXPECT_EQ(x.dev.alloc_pd(other, &h), 0);
+  EXPECT_EQ(new_cq(other), 0);
+}
+
+// max_ah is rxe's RXE_MAX_AH (32767): a program that keeps 16384 address handles (one per peer
+// of a large UD job) fits, and one context reaches the whole of it.
+TEST(ContextLimits, OneContextHoldsRxesMaxAhAddressHandles) {
+  Nic x(0x7f000001, 7);
+  const ibv_device_attr attr = x.dev.device_attr();
+  EXPECT_EQ(attr.max_ah, 32767);
+  core::Context* c = x.open(100);
+  const uint32_t pd = x.pd(c);
+  ibv_ah_attr av{};
+  av.is_global = 1;
+  av.port_num = 1;
+  av.grh.dgid = x.dev.gid0();
+  uint32_t h = 0;
+  for (int i = 0; i < attr.max_ah; ++i) ASSERT_EQ(x.dev.create_ah(c, pd, av, &h), 0) << i;
+  EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), ENOMEM);
+  EXPECT_EQ(x.dev.destroy_ah(c, h), 0);
+  EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), 0);
 }
 
 }  // namespace
