@@ -28,16 +28,31 @@ bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
   return true;
 }
 
-// BIND_MW, for ibv_post_send and ibv_wr_bind_mw alike: the errno a bad request gets at post
-// time (EINVAL/EPERM, as ibv_bind_mw's checks in verbs.h), then the WQE's window part.
-int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b) {
-  if (!mw || mw->context != context) return EINVAL;
-  if (b.mr && b.mr->pd != mw->pd) return EPERM;
+// BIND_MW, for ibv_post_send and ibv_wr_bind_mw alike: the errno a request the shim cannot even
+// hand over gets at post time (a window missing or of another device), with *why; then the
+// WQE's window part. Everything the IBA checks at bind time (the PDs of QP, window and MR: IBA
+// C10-72; the MR's rights; the range) is simnicd's, and a failure completes with
+// IBV_WC_MW_BIND_ERR, as rxe_bind_mw does. (ibv_bind_mw's own EPERM for an MR of another PD
+// than a type 1 window is verbs.h's inline check, made before the shim is called.)
+int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b, std::string* why) {
+  if (!mw) {
+    *why = "BIND_MW without a window: bind_mw.mw is NULL";
+    return EINVAL;
+  }
+  if (mw->context != context) {
+    *why = "BIND_MW of a window of another device context than the QP's";
+    return EINVAL;
+  }
+  if (b.mr && b.mr->context != context) {
+    *why = "BIND_MW to an MR of another device context than the QP's";
+    return EINVAL;
+  }
   return 0;
 }
 
 void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, SendWqe& w) {
   w.bind_mw = mw.handle;
+  w.imm_data = mw.rkey;  // the window's rkey as the application knows it: simnicd checks it, as rxe
   w.rkey = rkey;
   w.bind_lkey = b.mr ? b.mr->lkey : 0;
   w.remote_addr = b.addr;
@@ -61,6 +76,20 @@ std::string qp_prefix(const ibv_qp* qp) {
   char b[24];
   std::snprintf(b, sizeof b, "QP 0x%x: ", qp->qp_num);
   return b;
+}
+
+// A BIND_MW work request carries no data and no immediate: rxe's provider refuses one with a
+// scatter/gather list or imm_data at post time (validate_send_wr), and so do we.
+int bind_wr_error(const ibv_send_wr& wr, std::string* why) {
+  if (wr.num_sge != 0) {
+    *why = "BIND_MW with num_sge " + std::to_string(wr.num_sge) + ": a bind moves no data, num_sge must be 0";
+    return EINVAL;
+  }
+  if (wr.imm_data != 0) {
+    *why = "BIND_MW with imm_data set: a bind carries no immediate, imm_data must be 0";
+    return EINVAL;
+  }
+  return 0;
 }
 
 // Fills one send WQE; returns 0 or the errno post_send returns, with *why for the student.
@@ -88,9 +117,11 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
   w.bind_mw = w.bind_lkey = w.bind_access = 0;
   w.bind_length = 0;
   if (props & kWrLocal) {
-    // Memory-window operations carry no data: their scatter/gather list is ignored.
+    // Memory-window operations carry no data: BIND_MW refuses a scatter/gather list (as rxe),
+    // LOCAL_INV's is ignored.
     if (wr.opcode == IBV_WR_BIND_MW) {
-      if (int e = bind_mw_error(q.context, wr.bind_mw.mw, wr.bind_mw.bind_info)) return e;
+      if (int e = bind_wr_error(wr, why)) return e;
+      if (int e = bind_mw_error(q.context, wr.bind_mw.mw, wr.bind_mw.bind_info, why)) return e;
       fill_bind_mw(*wr.bind_mw.mw, wr.bind_mw.rkey, wr.bind_mw.bind_info, w);
     }
     w.num_sge = 0;

@@ -2,6 +2,7 @@
 // in place in the shared SQ ring between wr_start and wr_complete, then published together
 // with one doorbell. As in rdma-core, an error in any WR makes wr_complete post none of them.
 #include <cstring>
+#include <string>
 
 #include "shim/shim.h"
 
@@ -10,7 +11,7 @@ using namespace simnic::abi;
 namespace simnic::shim {
 
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op);  // post.cc
-int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b);     // post.cc
+int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b, std::string* why);  // post.cc
 void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, SendWqe& w);  // post.cc
 
 namespace {
@@ -119,8 +120,12 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 
 void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) { begin(q, IBV_WR_LOCAL_INV)->imm_data = rkey; }
 void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
-  if (!b) return fail(to_shim_ex(q), EINVAL);
-  if (int e = bind_mw_error(q->qp_base.context, mw, *b)) return fail(to_shim_ex(q), e);
+  std::string why = "ibv_wr_bind_mw without bind info";
+  int e = b ? bind_mw_error(q->qp_base.context, mw, *b, &why) : EINVAL;
+  if (e) {
+    explain_refusal("ibv_wr_bind_mw", e, why);  // ibv_wr_complete will return e
+    return fail(to_shim_ex(q), e);
+  }
   fill_bind_mw(*mw, rkey, *b, *begin(q, IBV_WR_BIND_MW));
 }
 

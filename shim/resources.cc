@@ -74,6 +74,7 @@ struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, ui
 
 int ibv_dereg_mr(struct ibv_mr* mr) {
   int st = rpc_status(to_shim(mr->context), Op::DeregMr, HandleReq{mr->handle, 0});
+  if (st) explain_refusal("ibv_dereg_mr", st, simnic::abi::last_refusal());  // e.g. windows still bound
   if (st == 0) set_imported_mr(mr, false), delete mr;
   explain_refusal("ibv_dereg_mr", st, simnic::abi::last_refusal());
   return fail_errno(st);

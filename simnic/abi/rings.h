@@ -40,7 +40,7 @@ struct SendWqe {
   uint32_t send_flags;   // enum ibv_send_flags
   uint32_t num_sge;      // 0 when the payload is inline
   uint32_t inline_len;   // bytes in inline_data when IBV_SEND_INLINE
-  uint32_t imm_data;     // network byte order, as in ibv_send_wr; also invalidate_rkey
+  uint32_t imm_data;     // network byte order, as in ibv_send_wr; also invalidate_rkey; BIND_MW: ibv_mw.rkey
   uint32_t rkey;         // RDMA / atomic; BIND_MW: the window's new rkey
   uint64_t remote_addr;  // RDMA / atomic; BIND_MW: the window's first byte
   uint64_t compare_add;  // atomics

@@ -70,10 +70,23 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   return 0;
 }
 
+namespace {
+
+// Why an MR with windows bound to it stays registered (IBA 10.6.7.2.6, as rxe_dereg_mr). The
+// errno is rxe's EINVAL, which uverbs (uverbs_free_mr) and rdma-core (ibv_cmd_dereg_mr) pass
+// through unchanged: nothing in that stack returns EBUSY here.
+std::string bound_windows_refusal(const Mr& mr) {
+  return "MR lkey " + hex(mr.lkey) + " has " + std::to_string(mr.bound_mws) +
+         " memory window(s) bound to it: invalidate them (type 2: LOCAL_INV), unbind them (type 1: bind with "
+         "length 0) or deallocate them first (IBA 10.6.7.2.6; EINVAL, as rxe)";
+}
+
+}  // namespace
+
 int Device::dereg_mr(Context* ctx, uint32_t handle) {
   Mr* mr = owned(mrs_, ctx, handle);
   if (!mr) return EINVAL;
-  if (mr->bound_mws) return EINVAL;  // windows still bound to it (rxe refuses the same way)
+  if (mr->bound_mws) return refuse(EINVAL, bound_windows_refusal(*mr));
   // An engine may still point at this MR mid-message; drop those references.
   for (auto& [h, qp] : qps_) {
     if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;

@@ -35,10 +35,10 @@ enum class Error : uint8_t {
   // QP goes to ERR (RC, XRC) or SQE (UC, UD: IBA 10.3.1.8).
   kWrNotForQp,          // an opcode this QP type cannot carry
   kUdAddressInvalid,    // a UD WR's AH is not the QP's
-  kWqeMalformed,        // inline data, num_sge or the SQ producer index out of bounds
+  kWqeMalformed,        // inline data, num_sge or the SQ producer index out of bounds; a failed LOCAL_INV
   kLocalProtection,     // an lkey, its range or rights, or the DMA through it
   kMessageTooLong,      // longer than the port allows, or an atomic (ATOMIC WRITE) not 8 bytes
-  kMwBindFailed,        // a BIND_MW or LOCAL_INV that could not be carried out
+  kMwBindFailed,        // a BIND_MW that could not be carried out
   kRetryExceeded,       // no ACK (or sequence NAKs) beyond retry_cnt
   kRnrRetryExceeded,    // RNR NAKs beyond rnr_retry
   kRemoteInvalidRequest,  // the responder's NAKs, as the requester completes them

@@ -142,9 +142,13 @@ namespace {
 
 // The window side of BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also
 // makes): "" when `mw` may be bound by `w` through `qp`, else why not.
+// The new rkey's index is not checked: only its key byte is taken (rkey_after_bind). The WR
+// names the window by its current rkey too (ibv_mw.rkey, which the shim carries in imm_data,
+// where mlx5 puts it as well): rxe_bind_mw refuses a WR whose mw_rkey is not the window's.
 std::string bind_window_error(const Qp& qp, const abi::SendWqe& w, const Mw& mw) {
-  if ((w.rkey >> 8) != (mw.rkey >> 8))
-    return "the new rkey " + hex(w.rkey) + " may change only the key byte (the low 8 bits)";
+  if (w.imm_data != mw.rkey)
+    return "the WR names it by rkey " + hex(w.imm_data) + " (ibv_mw.rkey), but its rkey is " + hex(mw.rkey) +
+           ": ibv_post_send does not update ibv_mw.rkey after a bind; set it to the rkey the bind gave, as on rxe";
   if (mw.pd != qp.pd) return "the window and QP " + hex(qp.qpn) + " are in different PDs (IBA C10-72)";
   if (mw.type == IBV_MW_TYPE_1 && (w.bind_access & IBV_ACCESS_ZERO_BASED))
     return "a type 1 window cannot be zero based (IBA o10-36.2.2)";
@@ -172,11 +176,20 @@ std::string bind_mr_error(const Qp& qp, const abi::SendWqe& w, const Mw& mw, con
   return "";
 }
 
+// The rkey a bind gives the window: the window's own index with the key byte of the WR's rkey.
+// Of an R_Key only the low 8 bits are the consumer-owned key; the rest is the index that names
+// the window, and a bind does not move it (IBA 10.6.7.2). rxe_do_bind_mw does the same
+// (mw->rkey = (mw->rkey & ~0xff) | (wr.mw.rkey & 0xff)), so a program may pass
+// ibv_inc_rkey(mw->rkey) or any small fresh value and read the result from the window's rkey.
+uint32_t rkey_after_bind(const Mw& mw, uint32_t wr_rkey) { return (mw.rkey & ~0xffu) | (wr_rkey & 0xffu); }
+
 }  // namespace
 
 ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why) {
-  if (w.opcode == IBV_WR_LOCAL_INV)  // invalidate_rkey travels in imm_data
-    return invalidate_mw(qp, w.imm_data, "LOCAL_INV", why) ? IBV_WC_SUCCESS : IBV_WC_MW_BIND_ERR;
+  // invalidate_rkey travels in imm_data. A LOCAL_INV that cannot be carried out completes with
+  // IBV_WC_LOC_QP_OP_ERR, as rxe_do_local_ops completes it; MW_BIND_ERR is for binds.
+  if (w.opcode == IBV_WR_LOCAL_INV)
+    return invalidate_mw(qp, w.imm_data, "LOCAL_INV", why) ? IBV_WC_SUCCESS : IBV_WC_LOC_QP_OP_ERR;
   Mw* mw = owned(mws_, qp.ctx, w.bind_mw);
   if (!mw) {
     *why = "BIND_MW: handle " + std::to_string(w.bind_mw) + " names no memory window of this context";
@@ -187,8 +200,10 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
     *why = name + e;
     return IBV_WC_MW_BIND_ERR;
   }
+  // A bind of length 0 names no MR, whatever its lkey (rxe_bind_mw looks the MR up only for a
+  // length > 0): a type 1 window is unbound so, a type 2 one refused (IBA o10-37.2.40).
   const Mr* mr = nullptr;
-  if (w.bind_lkey || w.bind_length) {
+  if (w.bind_length) {
     mr = find_mr_by_key(w.bind_lkey);
     if (!mr || mr->ctx != qp.ctx) {
       *why = name + "lkey " + hex(w.bind_lkey) + " names no MR";
@@ -205,7 +220,7 @@ ibv_wc_status Device::execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::stri
 
 void Device::bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr) {
   unbind_mw(mw);  // a type 1 window may be re-bound while bound
-  mw.rkey = w.rkey;
+  mw.rkey = rkey_after_bind(mw, w.rkey);
   if (mr && w.bind_length) {
     mw.mr = mr;
     mr->bound_mws++;

@@ -307,9 +307,10 @@ uint8_t Device::wqe_tos(const Qp& qp, const abi::SendWqe& w) {
 // last PSN of its predecessor, so the ACK that retires that one retires it too).
 bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
-  if (execute_local_wqe(qp, w, &why) != IBV_WC_SUCCESS) {  // IBV_WC_MW_BIND_ERR
+  if (ibv_wc_status status = execute_local_wqe(qp, w, &why); status != IBV_WC_SUCCESS) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;  // complete in order
-    requester_error(qp, Error::kMwBindFailed, why);
+    // A failed bind is MW_BIND_ERR; a failed LOCAL_INV is LOC_QP_OP_ERR, as in rxe_do_local_ops.
+    requester_error(qp, status == IBV_WC_MW_BIND_ERR ? Error::kMwBindFailed : Error::kWqeMalformed, why);
     return false;
   }
   st.begin(qp.req.next_psn);

@@ -228,6 +228,7 @@ class QpPair : public ::testing::Test {
     w.opcode = IBV_WR_BIND_MW;
     w.send_flags = flags;
     w.bind_mw = mw->handle;
+    w.imm_data = mw->rkey;  // the window's current rkey, as the shim passes ibv_mw.rkey
     w.rkey = ibv_inc_rkey(mw->rkey);
     w.bind_lkey = mr ? mr->lkey : 0;
     w.remote_addr = mem.addr(h.pid, off);
