@@ -263,8 +263,11 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
   uint64_t total = 0;
   std::string why;
   qp.resp.recv = rip;
+  // A zero-byte SEND writes nothing, so its receive WQE's buffers are not checked: rxe checks
+  // an SGE only when it copies bytes into it (copy_data returns at once for length 0).
+  const bool zero_bytes = (pkt.mask & kIsLast) && pkt.payload.empty();
   if (rip.wqe.num_sge > abi::kMaxSge ||
-      !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why)) {
+      (!zero_bytes && !check_sges(qp, rip.wqe.sge, rip.wqe.num_sge, IBV_ACCESS_LOCAL_WRITE, &total, &why))) {
     responder_error(qp, Error::kRecvWqeInvalid, psn, "receive WQE: " + why);
     return false;
   }
