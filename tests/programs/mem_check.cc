@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <getopt.h>
+#include <algorithm>
 #include <vector>
 
 #include "check_util.h"
@@ -287,6 +288,126 @@ bool run_rereg(const char* dev_a, const char* dev_b) {
   return true;
 }
 
+// --- -o: RC QPs on a PD with ODP MRs ----------------------------------------------------------
+
+// ibv_rc_pingpong -o's order: ODP MRs (explicit, and implicit over the whole address space)
+// on the PD first, then the QPs, walked RESET -> INIT -> RTR -> RTS; then traffic through them.
+bool run_odp(const char* dev_a, const char* dev_b) {
+  Side a, b;
+  a.ctx = open_dev(dev_a), b.ctx = open_dev(dev_b);
+  CHECK(a.ctx && b.ctx, "open");
+  std::vector<uint8_t> ba(kPage), bb(kPage);
+  ibv_mr *ma = nullptr, *mb = nullptr, *implicit = nullptr;
+  for (Side* s : {&a, &b}) {
+    s->pd = ibv_alloc_pd(s->ctx);
+    s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
+    CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  }
+  ma = ibv_reg_mr(a.pd, ba.data(), kPage, kRw | IBV_ACCESS_ON_DEMAND);
+  mb = ibv_reg_mr(b.pd, bb.data(), kPage, kRw | IBV_ACCESS_ON_DEMAND);
+  implicit = ibv_reg_mr(b.pd, nullptr, SIZE_MAX, kRw | IBV_ACCESS_ON_DEMAND);
+  CHECK(ma && mb && implicit, "ODP MRs");
+  a.qp = new_rc_qp(a.pd, a.cq), b.qp = new_rc_qp(b.pd, b.cq);
+  CHECK(a.qp && b.qp, "QPs on the ODP PDs");
+  ibv_qp_attr init{};
+  init.qp_state = IBV_QPS_INIT;
+  init.port_num = 1;
+  init.qp_access_flags = kRw | IBV_ACCESS_ON_DEMAND;  // the MR's flags, as programs pass them
+  CHECK(ibv_modify_qp(a.qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
+        "RESET->INIT with the MR's access flags");
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  CHECK(ibv_modify_qp(a.qp, &reset, IBV_QP_STATE) == 0, "back to RESET");
+  if (!connect_pair(a, b)) return false;
+  fill(ba.data(), kPage, 71);
+  int st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())), mb->rkey);
+  CHECK(st == IBV_WC_SUCCESS && filled(bb.data(), kPage, 71), "WRITE into the ODP MR: %d", st);
+  fill(ba.data(), kPage, 72);
+  st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())), implicit->rkey);
+  CHECK(st == IBV_WC_SUCCESS && filled(bb.data(), kPage, 72), "WRITE through the implicit MR: %d", st);
+  CHECK(ibv_dereg_mr(ma) == 0 && ibv_dereg_mr(mb) == 0 && ibv_dereg_mr(implicit) == 0, "dereg");
+  close_side(a), close_side(b);
+  std::printf("ODP: RC QPs on PDs with ODP MRs went RESET->INIT->RTR->RTS and carried WRITEs\n");
+  return true;
+}
+
+// --- -d: device memory copies ------------------------------------------------------------------
+
+// ibv_memcpy_to_dm/from_dm beyond the DM are refused (EFAULT, as mlx5's mlx5_access_dm) and
+// copy nothing; so are DM MRs beyond it (EINVAL), and RDMA beyond a DM MR.
+bool run_dm(const char* dev) {
+  Side s;
+  s.ctx = open_dev(dev);
+  CHECK(s.ctx, "open %s", dev);
+  s.pd = ibv_alloc_pd(s.ctx);
+  CHECK(s.pd, "pd");
+  constexpr uint64_t kDm = 1000;  // not a page: the mapping is larger than the DM
+  ibv_alloc_dm_attr da{kDm, 0, 0};
+  ibv_dm* dm = ibv_alloc_dm(s.ctx, &da);
+  CHECK(dm, "ibv_alloc_dm");
+  std::vector<uint8_t> src(2 * kPage), dst(2 * kPage, 0xee);
+  fill(src.data(), src.size(), 81);
+  CHECK(ibv_memcpy_to_dm(dm, 0, src.data(), kDm) == 0, "a copy of the whole DM");
+  CHECK(ibv_memcpy_from_dm(dst.data(), dm, 0, kDm) == 0 && std::memcmp(dst.data(), src.data(), kDm) == 0, "read back");
+  struct Bad { uint64_t off, len; } bad[] = {{kDm, 1}, {kDm - 4, 8}, {0, kDm + 1}, {kDm + 4096, 4}, {UINT64_MAX - 3, 8},
+                                             {4, UINT64_MAX - 2}, {1ull << 40, 4}};
+  for (const Bad& b : bad) {
+    int e = ibv_memcpy_to_dm(dm, b.off, src.data(), size_t(b.len));
+    CHECK(e == EFAULT, "ibv_memcpy_to_dm(off %llu, len %llu): %d", (unsigned long long)b.off, (unsigned long long)b.len, e);
+    e = ibv_memcpy_from_dm(dst.data(), dm, b.off, size_t(b.len));
+    CHECK(e == EFAULT, "ibv_memcpy_from_dm(off %llu, len %llu): %d", (unsigned long long)b.off, (unsigned long long)b.len, e);
+  }
+  std::fill(dst.begin(), dst.end(), 0);
+  CHECK(ibv_memcpy_from_dm(dst.data(), dm, 0, kDm) == 0 && std::memcmp(dst.data(), src.data(), kDm) == 0,
+        "the DM is unchanged by the refused copies");
+  errno = 0;
+  CHECK(!ibv_reg_dm_mr(s.pd, dm, kDm - 4, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR past the end");
+  errno = 0;
+  CHECK(!ibv_reg_dm_mr(s.pd, dm, UINT64_MAX - 3, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR that wraps");
+  CHECK(ibv_free_dm(dm) == 0, "ibv_free_dm");
+  close_side(s);
+  std::printf("device memory: copies and MRs beyond the DM refused, the DM unchanged\n");
+  return true;
+}
+
+// --- -p N: device memory from several processes at once ------------------------------------------
+
+// Each of `procs` processes opens the NIC and allocates, fills, checks and frees DM 200 times.
+bool run_dm_parallel(const char* dev, int procs) {
+  std::vector<pid_t> kids;
+  for (int p = 0; p < procs; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      ibv_context* ctx = open_dev(dev);
+      if (!ctx) _exit(3);
+      for (int i = 0; i < 200; ++i) {
+        ibv_alloc_dm_attr da{uint64_t(kPage * (1 + (i + p) % 4)), 0, 0};
+        ibv_dm* dm = ibv_alloc_dm(ctx, &da);
+        if (!dm) {
+          std::fprintf(stderr, "process %d: ibv_alloc_dm %d failed: %s\n", p, i, std::strerror(errno));
+          _exit(4);
+        }
+        uint32_t word = uint32_t(p * 1000 + i), back = 0;
+        if (ibv_memcpy_to_dm(dm, 0, &word, 4) || ibv_memcpy_from_dm(&back, dm, 0, 4) || back != word) _exit(5);
+        if (ibv_free_dm(dm)) _exit(6);
+      }
+      ibv_close_device(ctx);
+      _exit(0);
+    }
+    CHECK(pid > 0, "fork");
+    kids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+  }
+  CHECK(ok, "every process allocated and freed its device memory");
+  std::printf("device memory: %d processes allocated and freed 200 DMs each at once\n", procs);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -303,9 +424,11 @@ int main(int argc, char** argv) {
     else return 2;
   }
   bool ok = false;
-  (void)procs;
   if (mode == 'z') ok = run_zero(a, b);
   else if (mode == 'r') ok = run_rereg(a, b);
+  else if (mode == 'o') ok = run_odp(a, b);
+  else if (mode == 'd') ok = run_dm(a);
+  else if (mode == 'p') ok = run_dm_parallel(a, procs);
   else return 2;
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
