@@ -260,14 +260,20 @@ bool rereg_after_error(Side& a, Side& b, uint8_t* pa, uint8_t* pb) {
   CHECK(post_recv(b.qp, pb + kPage, 256, mb->lkey), "post_recv at the new address");
   int st = post_wait(a.qp, a.cq, IBV_WR_SEND, pa, 256, ma->lkey);
   CHECK(st == IBV_WC_REM_OP_ERR, "SEND into the old address: %d", st);
-  // Like the test, leave B's CQ as it is (its receives failed and were flushed).
+  // B's CQ holds the failed receive and the flushed one. A reset leaves them there, as rxe's
+  // does (rxe_qp_reset; rdma-core's mlx5 provider removes a reset QP's CQEs, mlx5_cq_clean):
+  // a program that does not poll them sees them before its next receive's.
+  ibv_wc wc{};
+  CHECK(poll_one(b.cq, &wc) && wc.status == IBV_WC_LOC_PROT_ERR, "the receive at the old address: %s",
+        ibv_wc_status_str(wc.status));
+  CHECK(poll_one(b.cq, &wc) && wc.status == IBV_WC_WR_FLUSH_ERR, "the receive posted after the rereg: %s",
+        ibv_wc_status_str(wc.status));
   if (!restate(a, b)) return false;
   for (uint32_t i = 0; i < 3; ++i) {
     CHECK(post_recv(b.qp, pb + kPage, 256, mb->lkey), "post_recv");
     fill(pa, 256, 60 + i);
     st = post_wait(a.qp, a.cq, IBV_WR_SEND, pa, 256, ma->lkey);
     CHECK(st == IBV_WC_SUCCESS, "SEND %u after restating: %s", i, ibv_wc_status_str(ibv_wc_status(st)));
-    ibv_wc wc{};
     CHECK(poll_one(b.cq, &wc), "receive completion");
     CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 256 && filled(pb + kPage, 256, 60 + i),
           "receive %u after restating: %s", i, ibv_wc_status_str(wc.status));
@@ -335,12 +341,35 @@ bool run_odp(const char* dev_a, const char* dev_b) {
 
 // ibv_memcpy_to_dm/from_dm beyond the DM are refused (EFAULT, as mlx5's mlx5_access_dm) and
 // copy nothing; so are DM MRs beyond it (EINVAL), and RDMA beyond a DM MR.
-bool run_dm(const char* dev) {
+// RDMA through an MR over [512, +256) of the DM (zero-based): a WRITE at 0 lands at DM offset
+// 512, a READ gets it back, and a WRITE that runs past the MR's 256 bytes is refused
+// (REM_ACCESS_ERR) and writes nothing.
+bool dm_rdma(Side& s, ibv_dm* dm, const char* dev_b) {
+  Side peer;
+  if (!open_side(dev_b, &peer) || !connect_pair(peer, s)) return false;
+  ibv_mr* dm_mr = ibv_reg_dm_mr(s.pd, dm, 512, 256, kRw | IBV_ACCESS_ZERO_BASED);
+  std::vector<uint8_t> buf(kPage), before(1000), after(1000);
+  ibv_mr* mr = ibv_reg_mr(peer.pd, buf.data(), buf.size(), kRw);
+  CHECK(dm_mr && mr, "MRs");
+  fill(buf.data(), 256, 91);
+  int st = post_wait(peer.qp, peer.cq, IBV_WR_RDMA_WRITE, buf.data(), 256, mr->lkey, 0, dm_mr->rkey);
+  CHECK(st == IBV_WC_SUCCESS, "WRITE into the DM MR: %d", st);
+  CHECK(ibv_memcpy_from_dm(before.data(), dm, 0, 1000) == 0 && filled(before.data() + 512, 256, 91),
+        "the WRITE landed at DM offset 512");
+  st = post_wait(peer.qp, peer.cq, IBV_WR_RDMA_READ, buf.data() + 1024, 256, mr->lkey, 0, dm_mr->rkey);
+  CHECK(st == IBV_WC_SUCCESS && filled(buf.data() + 1024, 256, 91), "READ of the DM MR: %d", st);
+  st = post_wait(peer.qp, peer.cq, IBV_WR_RDMA_WRITE, buf.data(), 100, mr->lkey, 200, dm_mr->rkey);
+  CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE past the DM MR's end: %d", st);
+  CHECK(ibv_memcpy_from_dm(after.data(), dm, 0, 1000) == 0 && after == before, "the DM is unchanged");
+  CHECK(ibv_dereg_mr(dm_mr) == 0 && ibv_dereg_mr(mr) == 0, "dereg");
+  close_side(peer);
+  std::printf("device memory: RDMA WRITE and READ through a DM MR at offset 512; past its end REM_ACCESS_ERR\n");
+  return true;
+}
+
+bool run_dm(const char* dev, const char* dev_b) {
   Side s;
-  s.ctx = open_dev(dev);
-  CHECK(s.ctx, "open %s", dev);
-  s.pd = ibv_alloc_pd(s.ctx);
-  CHECK(s.pd, "pd");
+  if (!open_side(dev, &s)) return false;
   constexpr uint64_t kDm = 1000;  // not a page: the mapping is larger than the DM
   ibv_alloc_dm_attr da{kDm, 0, 0};
   ibv_dm* dm = ibv_alloc_dm(s.ctx, &da);
@@ -364,6 +393,7 @@ bool run_dm(const char* dev) {
   CHECK(!ibv_reg_dm_mr(s.pd, dm, kDm - 4, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR past the end");
   errno = 0;
   CHECK(!ibv_reg_dm_mr(s.pd, dm, UINT64_MAX - 3, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR that wraps");
+  if (!dm_rdma(s, dm, dev_b)) return false;
   CHECK(ibv_free_dm(dm) == 0, "ibv_free_dm");
   close_side(s);
   std::printf("device memory: copies and MRs beyond the DM refused, the DM unchanged\n");
@@ -435,7 +465,7 @@ int main(int argc, char** argv) {
   if (mode == 'z') ok = run_zero(a, b);
   else if (mode == 'r') ok = run_rereg(a, b);
   else if (mode == 'o') ok = run_odp(a, b);
-  else if (mode == 'd') ok = run_dm(a);
+  else if (mode == 'd') ok = run_dm(a, b);
   else if (mode == 'p') ok = run_dm_parallel(a, procs);
   else return 2;
   std::printf("%s\n", ok ? "PASS" : "FAIL");
