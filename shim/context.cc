@@ -125,6 +125,31 @@ int allow_daemon_access(pid_t daemon_pid) {
 }
 
 }  // namespace
+
+// A robust, process-shared mutex in a MAP_SHARED page: a fork inherits the page shared, so the
+// processes that share the context's control socket share the lock too. nullptr if there is no
+// page (then threads alone are serialized, as before).
+static pthread_mutex_t* new_shared_ctl_mutex() {
+  void* p = ::mmap(nullptr, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* mu = static_cast<pthread_mutex_t*>(p);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);  // a process may die holding it
+  pthread_mutex_init(mu, &attr);
+  pthread_mutexattr_destroy(&attr);
+  return mu;
+}
+
+CtlExchange::CtlExchange(ShimContext* c) : threads_(c->ctl_mu), processes_(c->ctl_shared_mu) {
+  if (processes_ && pthread_mutex_lock(processes_) == EOWNERDEAD) pthread_mutex_consistent(processes_);
+}
+
+CtlExchange::~CtlExchange() {
+  if (processes_) pthread_mutex_unlock(processes_);
+}
+
 }  // namespace simnic::shim
 
 using namespace simnic::shim;
@@ -182,6 +207,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   c->vctx.sz = sizeof(verbs_context);
   fill_context_ops(c);
   map_context_page(c);
+  c->ctl_shared_mu = new_shared_ctl_mutex();
   debug("opened %s (simnicd pid %u)", device->name, hello.daemon_pid);
   return &ctx;
 }
@@ -193,6 +219,7 @@ int ibv_close_device(struct ibv_context* context) {
   ::close(c->doorbell_fd);
   ::close(context->async_fd);
   if (c->page) ::munmap(c->page, c->page_bytes);
+  if (c->ctl_shared_mu) ::munmap(c->ctl_shared_mu, sizeof(pthread_mutex_t));
   pthread_mutex_destroy(&context->mutex);
   delete c;
   return 0;

@@ -58,6 +58,22 @@ struct ShimContext {
   std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
   abi::ContextShared* page = nullptr;  // shared with simnicd: the sequence idle pollers sleep on
   size_t page_bytes = 0;
+  pthread_mutex_t* ctl_shared_mu = nullptr;  // ctl_fd across the processes a fork shares it with (context.cc)
+};
+
+// One request/reply at a time on a context's control socket, across the processes that share
+// it since a fork (as they share a uverbs file: each command is the caller's own system call
+// there). Without it a child's reply can reach its parent (EPROTO, or another call's answer).
+class CtlExchange {
+ public:
+  explicit CtlExchange(ShimContext* c);
+  ~CtlExchange();
+  CtlExchange(const CtlExchange&) = delete;
+  CtlExchange& operator=(const CtlExchange&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> threads_;
+  pthread_mutex_t* processes_;
 };
 
 struct ShimCq {
@@ -144,7 +160,7 @@ inline int fail_errno(int err) {
 template <class Req, class Reply>
 int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<int>* fds_out = nullptr,
         std::initializer_list<int> fds_in = {}) {
-  std::lock_guard lock(c->ctl_mu);
+  CtlExchange lock(c);
   int st = abi::call_fixed(c->ctl_fd, op, req, reply, std::span<const int>(fds_in.begin(), fds_in.size()), fds_out);
   if (st == ECONNRESET || st == EPIPE || st == ENOTCONN) {
     c->lost.store(true, std::memory_order_relaxed);
@@ -169,7 +185,7 @@ int rpc_status(ShimContext* c, abi::Op op, const Req& req) {
 // A slow-path call whose reply (or refusal) is text: 0 or an errno, *text either way.
 template <class Req>
 int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
-  std::lock_guard lock(c->ctl_mu);
+  CtlExchange lock(c);
   std::vector<uint8_t> body;
   int st = abi::call(c->ctl_fd, op, &req, sizeof req, body);
   text->assign(body.begin(), body.end());

@@ -547,6 +547,9 @@ class Device : private ObjectTables {
   int check_mr_access(uint32_t access);
   int check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
   int check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
+  // A registration that passed its verb's checks becomes an MR with a fresh key.
+  int add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
+  int reg_dm_range(Context* ctx, const abi::RegDmMrReq& req, Mr** out);  // the MR of reg_dm_mr, length 0 too
   int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
   void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
   void trace_mr_destroy(const Mr& mr);

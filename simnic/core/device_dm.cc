@@ -52,9 +52,23 @@ int Device::reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out) {
   if (req.dm_offset > dm->length || req.length > dm->length - req.dm_offset)
     return refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
                               ") is not within the device memory's " + std::to_string(dm->length) + " bytes");
-  if (int e = reg_mr(ctx, req.pd, req.mapped_at + req.dm_offset, req.length, 0, req.access, out)) return e;
+  if (int e = reg_dm_range(ctx, req, out)) return e;
   dm_mrs_[(*out)->handle] = dm->handle;
   return 0;
+}
+
+// The kernel's REG_DM_MR checks only that [dm_offset, +length) lies within the DM; a length of
+// 0 passes, and mlx5 registers it (mlx5_ib_reg_dm_mr makes an mkey of that length). rxe has no
+// device memory. So a zero-length DM MR is registered (at the DM's start as anywhere in it),
+// unlike a zero-length ibv_reg_mr at a page boundary (covers_no_page): it serves zero-byte
+// accesses only.
+int Device::reg_dm_range(Context* ctx, const abi::RegDmMrReq& req, Mr** out) {
+  const uint64_t addr = req.mapped_at + req.dm_offset;
+  if (req.length) return reg_mr(ctx, req.pd, addr, req.length, 0, req.access, out);
+  Pd* pd = owned(pds_, ctx, req.pd);
+  if (!pd) return EINVAL;
+  if (int e = check_mr_access(req.access)) return e;
+  return add_mr(ctx, pd, addr, 0, 0, req.access, out);
 }
 
 bool Device::is_dm_mr(uint32_t mr_handle) const {

@@ -26,4 +26,11 @@ struct DmLimits {
                                       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
 };
 
+// ib_umem_get (and ib_init_umem_odp for ODP) pins or tracks the pages [addr, addr + length)
+// touches, rounded out to whole pages, and refuses a range that touches none with EINVAL
+// (npages == 0). So a zero-length MR is EINVAL at a page boundary and, anywhere else, covers
+// the one page addr lies in: rxe registers it (through ib_umem_get), and it serves zero-byte
+// accesses only.
+inline bool covers_no_page(uint64_t addr, uint64_t length) { return length == 0 && addr % 4096 == 0; }
+
 }  // namespace simnic::core

@@ -52,8 +52,9 @@ int Device::check_odp_range(uint64_t addr, uint64_t length, uint64_t iova) {
     if (iova != 0) return refuse(EINVAL, "implicit ODP (addr NULL, length SIZE_MAX) needs iova 0, not " + hex(iova));
     return 0;
   }
-  if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
-    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  if (covers_no_page(addr, length) || length > DeviceLimits::kMaxMrSize || addr + length < addr)
+    return refuse(EINVAL, "length " + std::to_string(length) + " at " + hex(addr) +
+                              " covers no page (0 at a page boundary), wraps around, or is more than max_mr_size");
   // ib_uverbs_reg_mr: the address and the iova must lie at the same offset in their pages.
   if ((addr ^ iova) & (kPage - 1))
     return refuse(EINVAL, "addr " + hex(addr) + " and iova " + hex(iova) + " are at different offsets in a page");

@@ -41,20 +41,27 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+  if (covers_no_page(addr, length))
+    return refuse(EINVAL, "a zero-length MR at " + hex(addr) + ", a page boundary, covers no page (the kernel's "
+                          "ib_umem_get refuses it; at an address inside a page it registers that page)");
   // ODP (device_odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
-  } else if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr) {
-    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+  } else if (length > DeviceLimits::kMaxMrSize || addr + length < addr) {
+    return refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
   }
+  // The kernel pins the pages at registration: an unmapped range fails here, not later (an
+  // ODP MR's pages are looked for at each access instead). A zero-length MR pins addr's page.
+  if (!(access & IBV_ACCESS_ON_DEMAND))
+    if (int e = check_pinnable(ctx, addr, length, access)) return e;
+  return add_mr(ctx, pd, addr, length, iova, access, out);
+}
+
+// A checked registration becomes an MR with a fresh key (ibv_reg_mr, ibv_reg_dm_mr).
+int Device::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out) {
   if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr)
     return refuse(ENOMEM, "too many MRs: " + std::to_string(ctx->mrs.size()) + " in this program (at most " +
                               std::to_string(ContextLimits::kMaxMr) + " per program)");
-  // The kernel pins the pages at registration: an unmapped range fails here, not later (an
-  // ODP MR's pages are looked for at each access instead).
-  if (!(access & IBV_ACCESS_ON_DEMAND))
-    if (int e = check_pinnable(ctx, addr, length, access)) return e;
-
   auto mr = make_object<Mr>(ctx);
   mr->pd = pd;
   mr->addr = addr;

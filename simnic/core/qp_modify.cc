@@ -11,13 +11,6 @@
 
 namespace simnic::core {
 
-namespace {
-
-constexpr uint32_t kQpAccessBits =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-
-}  // namespace
-
 int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, std::string* why) {
   (void)qp;
   auto fail = [&](const std::string& s) { *why = s; return EINVAL; };
@@ -39,7 +32,9 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
   if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return fail("rnr_retry " + std::to_string(a.rnr_retry) + " is over 7");
   if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return fail("min_rnr_timer " + std::to_string(a.min_rnr_timer) + " is over 31");
   if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > proto::kPsnMask) return fail("dest_qp_num " + hex(a.dest_qp_num) + " is over 24 bits");
-  if ((mask & IBV_QP_ACCESS_FLAGS) && (a.qp_access_flags & ~kQpAccessBits)) return fail("qp_access_flags has bits other than LOCAL_WRITE/REMOTE_WRITE/REMOTE_READ/REMOTE_ATOMIC");
+  // qp_access_flags are taken as given, other bits too (IBV_ACCESS_ON_DEMAND when a program
+  // passes its MRs' flags): rxe_qp_from_attr copies them unchecked, and only the remote rights
+  // (IBA 11.2.4.2, "Remote Access Enable") mean anything to a QP.
   if ((mask & IBV_QP_CAP)) return fail("resizing a QP (IBV_QP_CAP) is not supported");
   return 0;
 }
