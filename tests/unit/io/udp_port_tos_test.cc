@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <unistd.h>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -15,7 +16,9 @@
 namespace simnic::io {
 namespace {
 
-constexpr uint32_t kIpA = 0x7f4d1c0b, kIpB = 0x7f4d1c0c;  // 127.77.28.11 and .12: no other test's
+// 127.77.x.y and .y+1 from this process's pid: ctest runs each test in a process of its own,
+// several at once, and two of them on one address would take each other's datagrams.
+const uint32_t kIpA = 0x7f4d0000u | ((uint32_t(getpid()) * 2) & 0xfffe), kIpB = kIpA + 1;
 constexpr uint16_t kPort = 4791;
 
 struct Arrival {
