@@ -63,6 +63,17 @@ TEST(Conformance, EveryCpuIsACompletionVector) {
   EXPECT_TRUE(has(r, "simnic: ibv_create_cq: EINVAL: comp_vector " + std::to_string(cpus) + " does not exist")) << r.output;
 }
 
+// An extended CQ with every wc_flag rxe's provider offers (the standard fields and both
+// completion timestamps), on the last completion vector and a channel: a SEND with immediate
+// completes on it at both ends with every field readable through ibv_wc_read_*.
+TEST(Conformance, ExtendedCqWithRxesFlagsOnTheLastVectorCarriesCompletions) {
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = conformance_step(nics, "cqex");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "ok cqex")) << r.output;
+}
+
 // One program creates every PD, CQ and address handle ibv_query_device advertises (max_ah as
 // rxe's, 32767), and the next is ENOMEM, explained.
 TEST(Conformance, OneProgramReachesTheAdvertisedLimits) {

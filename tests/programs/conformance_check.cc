@@ -5,7 +5,9 @@
 // simnic through `simnic run`). One process, two RC QPs on one device: A sends to B.
 //
 //   simnic-conformance-check [-d DEV] [STEP...]   prints "ok STEP" per step, then "PASS"
-//   (exit 0), or "FAIL ..." (exit 1). Steps: errno handles notify vectors limits (all by default).
+//   (exit 0), or "FAIL ..." (exit 1). Steps: errno handles notify vectors cqex limits (all by
+//   default).
+#include <endian.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <unistd.h>
@@ -295,6 +297,64 @@ bool vectors(Nic& n) {
   return true;
 }
 
+// 13. Extended CQs, as rxe's provider offers them (RXE_SUP_WC_FLAGS: the standard fields and
+// both completion timestamps), on the last completion vector and a channel: a SEND from QP C to
+// QP D completes on it twice, and every field reads back through the ibv_wc_read_* accessors.
+bool extended_cq(Nic& n) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.channel = n.channel;
+  ca.comp_vector = uint32_t(n.ctx->num_comp_vectors - 1);
+  ca.wc_flags = uint64_t(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+  ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+  ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(n.ctx, &ca);
+  CHECK(cqx, "ibv_create_cq_ex with rxe's wc_flags on comp_vector %u: %s", ca.comp_vector, std::strerror(errno));
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  ibv_qp* c = make_qp(n, cq, cq);
+  ibv_qp* d = make_qp(n, n.send_cq, cq);
+  CHECK(c && d, "ibv_create_qp on the extended CQ");
+  CHECK(check::connect_qp(c, d->qp_num, n.gid, 0) && check::connect_qp(d, c->qp_num, n.gid, 0), "connect C and D");
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(n.buf.data() + 4096), 64, n.mr->lkey};
+  ibv_recv_wr rwr{}, *bad_r = nullptr;
+  rwr.wr_id = 71, rwr.sg_list = &rsge, rwr.num_sge = 1;
+  CHECK(ibv_post_recv(d, &rwr, &bad_r) == 0, "ibv_post_recv on D");
+  std::memcpy(n.buf.data(), "extended", 8);
+  ibv_sge ssge{reinterpret_cast<uintptr_t>(n.buf.data()), 8, n.mr->lkey};
+  ibv_send_wr swr{}, *bad_s = nullptr;
+  swr.wr_id = 70, swr.sg_list = &ssge, swr.num_sge = 1, swr.opcode = IBV_WR_SEND_WITH_IMM, swr.send_flags = IBV_SEND_SIGNALED;
+  swr.imm_data = htobe32(0x1234);
+  CHECK(ibv_post_send(c, &swr, &bad_s) == 0, "ibv_post_send on C");
+  int seen_send = 0, seen_recv = 0;
+  for (int spins = 0; seen_send + seen_recv < 2 && spins < 2000000; ++spins) {
+    ibv_poll_cq_attr pa{};
+    int rc = ibv_start_poll(cqx, &pa);
+    if (rc == ENOENT) continue;
+    CHECK(rc == 0, "ibv_start_poll: %d", rc);
+    do {
+      CHECK(cqx->status == IBV_WC_SUCCESS, "wr %llu: %s", (unsigned long long)cqx->wr_id, ibv_wc_status_str(cqx->status));
+      CHECK(ibv_wc_read_completion_ts(cqx) != 0 && ibv_wc_read_completion_wallclock_ns(cqx) != 0, "no completion time");
+      if (cqx->wr_id == 70) {
+        CHECK(ibv_wc_read_opcode(cqx) == IBV_WC_SEND && ibv_wc_read_qp_num(cqx) == c->qp_num, "C's SEND completion");
+        ++seen_send;
+      } else {
+        CHECK(cqx->wr_id == 71 && ibv_wc_read_opcode(cqx) == IBV_WC_RECV && ibv_wc_read_byte_len(cqx) == 8 &&
+                  ibv_wc_read_qp_num(cqx) == d->qp_num && ibv_wc_read_src_qp(cqx) == c->qp_num &&
+                  (ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM) && be32toh(ibv_wc_read_imm_data(cqx)) == 0x1234,
+              "D's receive completion: opcode %d byte_len %u qp 0x%x src 0x%x", int(ibv_wc_read_opcode(cqx)),
+              ibv_wc_read_byte_len(cqx), ibv_wc_read_qp_num(cqx), ibv_wc_read_src_qp(cqx));
+        ++seen_recv;
+      }
+    } while (ibv_next_poll(cqx) == 0);
+    ibv_end_poll(cqx);
+  }
+  CHECK(seen_send == 1 && seen_recv == 1, "completions on the extended CQ: %d SEND, %d RECV", seen_send, seen_recv);
+  CHECK(std::memcmp(n.buf.data() + 4096, "extended", 8) == 0, "the bytes D received");
+  CHECK(ibv_destroy_qp(c) == 0 && ibv_destroy_qp(d) == 0 && ibv_destroy_cq(cq) == 0, "destroy C, D and the CQ");
+  return true;
+}
+
 // Creates objects with `make` until it fails; returns how many it made and errno then.
 template <typename Make, typename Free>
 bool fill_to_limit(const char* what, int advertised, Make make, Free release) {
@@ -336,12 +396,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "-d") == 0 && i + 1 < argc) dev = argv[++i];
     else steps.push_back(argv[i]);
   }
-  if (steps.empty()) steps = {"errno", "handles", "notify", "vectors", "limits"};
+  if (steps.empty()) steps = {"errno", "handles", "notify", "vectors", "cqex", "limits"};
   Nic n;
   if (!setup(n, dev)) return 1;
   struct Step { const char* name; bool (*run)(Nic&); };
   const Step all[] = {{"errno", errno_follows_the_return}, {"handles", unknown_handles}, {"notify", notify},
-                      {"vectors", vectors}, {"limits", limits}};
+                      {"vectors", vectors}, {"cqex", extended_cq}, {"limits", limits}};
   for (const std::string& s : steps) {
     const Step* step = nullptr;
     for (const Step& candidate : all)
