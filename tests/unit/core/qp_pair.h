@@ -189,13 +189,17 @@ class QpPair : public ::testing::Test {
     h.dev.on_doorbell(h.ctx, now);
   }
   void post_recv(Host& h, uint64_t wr_id, size_t off, uint32_t len) {
+    post_recv_sge(h, wr_id, {mem.addr(h.pid, off), len, h.mr->lkey});
+  }
+  // A receive WQE with one SGE of the caller's choosing (any address, length and lkey).
+  void post_recv_sge(Host& h, uint64_t wr_id, ibv_sge sge) {
     auto& ring = h.qp->shm->rq;
     uint32_t p = ring.producer.value.load();
     abi::RecvWqe& w = h.qp->rq[p & (h.qp->rq_entries - 1)];
     w = {};
     w.wr_id = wr_id;
     w.num_sge = 1;
-    w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
+    w.sge[0] = sge;
     ring.producer.value.store(p + 1);
     h.dev.on_doorbell(h.ctx, now);
   }

@@ -13,18 +13,6 @@ using namespace simnic::proto;
 
 class ResponderConformance : public QpPair {
  protected:
-  // A receive WQE with one SGE of the caller's choosing, on B's RQ.
-  void post_recv_sge(Host& h, uint64_t wr_id, ibv_sge sge) {
-    auto& ring = h.qp->shm->rq;
-    uint32_t p = ring.producer.value.load();
-    abi::RecvWqe& w = h.qp->rq[p & (h.qp->rq_entries - 1)];
-    w = {};
-    w.wr_id = wr_id;
-    w.num_sge = 1;
-    w.sge[0] = sge;
-    ring.producer.value.store(p + 1);
-    h.dev.on_doorbell(h.ctx, now);
-  }
   void post_srq_recv(core::Srq* srq, uint64_t wr_id, ibv_sge sge) {
     auto& ring = srq->shm->ring;
     uint32_t p = ring.producer.value.load();

@@ -23,15 +23,7 @@ class ZeroLength : public QpPair {
   }
   // A receive WQE of one SGE: `len` bytes at `off` under `lkey`.
   void post_recv_sge(Host& h, uint64_t wr_id, size_t off, uint32_t len, uint32_t lkey) {
-    auto& ring = h.qp->shm->rq;
-    uint32_t p = ring.producer.value.load();
-    abi::RecvWqe& w = h.qp->rq[p & (h.qp->rq_entries - 1)];
-    w = {};
-    w.wr_id = wr_id;
-    w.num_sge = 1;
-    w.sge[0] = {mem.addr(h.pid, off), len, lkey};
-    ring.producer.value.store(p + 1);
-    h.dev.on_doorbell(h.ctx, now);
+    QpPair::post_recv_sge(h, wr_id, {mem.addr(h.pid, off), len, lkey});
   }
   // A's work request of `len` bytes from `off` under `lkey`, run to its completion: A's status.
   ibv_wc_status a_posts(ibv_wr_opcode op, size_t off, uint32_t len, uint32_t lkey, uint64_t raddr = 0,
