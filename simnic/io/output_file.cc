@@ -124,7 +124,7 @@ bool OutputFile::open(const std::string& path, const char* what, uint64_t max_by
   buf_.clear();
   buf_.reserve(kBufferBytes);
   ends_.clear();
-  ends_.reserve(kBufferBytes / 64);
+  ends_.reserve(kBufferBytes / 32);  // more than the smallest records (a 74-byte pcap one) fill
   return true;
 }
 
