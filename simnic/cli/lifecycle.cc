@@ -109,6 +109,10 @@ const char kUpUsage[] =
     "                      interface MTU: 4096 on loopback, 1024 on 1500-byte Ethernet)\n"
     "  --pcap-dir DIR      each NIC writes DIR/<name>.pcap\n"
     "  --trace DIR         each NIC records its trace events as DIR/<name>.jsonl\n"
+    "  --pcap-max-bytes N --trace-max-bytes N\n"
+    "                      stop each file at its last whole record before it passes N bytes\n"
+    "                      (K, M, G suffixes; default 1G). DIR must be yours and writable by\n"
+    "                      nobody else, or sticky like /tmp (docs/security.md)\n"
     "  --loss P --dup P --reorder P --delay US --seed N\n"
     "                      fault injection on every NIC's outgoing packets\n"
     "  --paused            start in step mode (see `simnic step`)\n"
@@ -191,7 +195,7 @@ int cmd_up(const std::vector<std::string>& args) {
     } else if (a == "--trace" || a == "--trace-dir") {
       if (!value(&trace_dir)) return std::fputs(kUpUsage, stderr), 2;
     } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed" ||
-               a == "--busy-poll-us") {
+               a == "--busy-poll-us" || a == "--pcap-max-bytes" || a == "--trace-max-bytes") {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);
@@ -220,11 +224,12 @@ int cmd_up(const std::vector<std::string>& args) {
   }
   const std::string dir = state_dir(true);
   if (dir.empty() || !link.begin(dir)) return 1;
-  // The output directories are made for the user, as `mkdir -p` would.
+  // The output directories are made for the user, as `mkdir -p` would; one made here is 0755
+  // whatever the umask, since simnicd refuses a directory others may write to (output_file.h).
   for (const std::string& out : {pcap_dir, trace_dir}) {
     if (out.empty()) continue;
     std::error_code ec;
-    std::filesystem::create_directories(out, ec);
+    if (std::filesystem::create_directories(out, ec)) ::chmod(out.c_str(), 0755);
     if (ec) {
       std::fprintf(stderr, "simnic up: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
       return 1;

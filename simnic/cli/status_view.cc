@@ -72,6 +72,15 @@ const std::vector<Group>& groups() {
                        {"cq_overruns", "completions lost: a CQ was full"},
                        {"dma_errors", "reads or writes of a program's memory that failed"},
                        {"event_drops", "events a program's full socket could not take"}}},
+      {"Output files (--pcap-dir, --trace; docs/security.md)",
+       {{"pcap_bytes", "bytes in the pcap file"},
+        {"pcap_max_bytes", "its size limit (--pcap-max-bytes)"},
+        {"pcap_records_lost", "packets not captured: the file stopped (its limit, or a failed write)"},
+        {"pcap_stopped", "no, size_limit or write_error (a full disk: cut back to its last whole record)"},
+        {"trace_bytes", "bytes in the trace file"},
+        {"trace_max_bytes", "its size limit (--trace-max-bytes)"},
+        {"trace_records_lost", "trace lines not written: the file stopped (its limit, or a failed write)"},
+        {"trace_stopped", "no, size_limit or write_error (a full disk: cut back to its last whole line)"}}},
   };
   return kGroups;
 }

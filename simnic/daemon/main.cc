@@ -1,6 +1,7 @@
 // simnicd: one simulated RoCEv2 NIC. Flags, then the event loop.
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,10 @@ const char kUsage[] =
     "  --pcap FILE      write every packet sent and received to FILE (Ethernet/IPv4/UDP/RoCEv2)\n"
     "  --trace FILE     record trace events as JSON lines (docs/trace-format.md); events also\n"
     "                   stream live on <dir>/<name>.trace\n"
+    "  --pcap-max-bytes N, --trace-max-bytes N\n"
+    "                   stop writing that file, at its last whole record, before it grows past N\n"
+    "                   bytes (a number, or with K, M or G: KiB, MiB, GiB; default 1G); what is\n"
+    "                   not written is counted in simnic status (pcap_records_lost, trace_records_lost)\n"
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
     "  --no-history     keep no recent events for viewers that attach later (tracing then costs\n"
     "                   nothing until a viewer attaches or --trace is given)\n"
@@ -103,6 +108,7 @@ struct Flags {
   std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
       gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us;
+  std::optional<std::string> pcap_max_bytes, trace_max_bytes;
   bool paused = false, no_history = false, verbose = false, help = false, gso = false, no_gso = false;
   std::vector<std::string> extras;
 };
@@ -123,7 +129,8 @@ int parse_command_line(int argc, char** argv, Flags* f) {
                              {"--loss", &f->loss}, {"--dup", &f->dup}, {"--reorder", &f->reorder},
                              {"--delay", &f->delay}, {"--seed", &f->seed}, {"--link-layer", &f->link_layer},
                              {"--lid", &f->lid}, {"--sm-lid", &f->sm_lid}, {"--lid-map", &f->lid_map},
-                             {"--gid-table", &f->gid_table}, {"--busy-poll-us", &f->busy_poll_us}})
+                             {"--gid-table", &f->gid_table}, {"--busy-poll-us", &f->busy_poll_us},
+                             {"--pcap-max-bytes", &f->pcap_max_bytes}, {"--trace-max-bytes", &f->trace_max_bytes}})
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
@@ -195,6 +202,29 @@ bool parse_busy_poll(const std::string& s, uint32_t* us) {
   return true;
 }
 
+// A size: digits, then optionally K, M or G (KiB, MiB, GiB). At least 1 byte, at most 1 TiB.
+bool parse_size(const std::string& s, uint64_t* bytes) {
+  char* end;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || end == s.c_str()) return false;
+  const std::string unit = end;
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (shift < 0 || v == 0 || v > (1ull << 40) >> shift) return false;
+  *bytes = uint64_t(v) << shift;
+  return true;
+}
+
+// Where the pcap and trace files go and how large each may grow. 0, or the exit code.
+int to_output_options(const Flags& f, simnic::io::NicOptions& opt) {
+  if (f.pcap) opt.pcap_path = *f.pcap;
+  if (f.trace) opt.trace_path = *f.trace;
+  if (f.pcap_max_bytes && !parse_size(*f.pcap_max_bytes, &opt.pcap_max_bytes))
+    return bad("--pcap-max-bytes", *f.pcap_max_bytes);
+  if (f.trace_max_bytes && !parse_size(*f.trace_max_bytes, &opt.trace_max_bytes))
+    return bad("--trace-max-bytes", *f.trace_max_bytes);
+  return 0;
+}
+
 // Faults, outputs and modes. 0, or the exit code.
 int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.loss && !parse_prob(f.loss->c_str(), &opt.faults.loss)) return bad("--loss", *f.loss);
@@ -202,8 +232,7 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.reorder && !parse_prob(f.reorder->c_str(), &opt.faults.reorder)) return bad("--reorder", *f.reorder);
   if (f.delay) opt.faults.delay_us = uint32_t(std::strtoul(f.delay->c_str(), nullptr, 10));
   if (f.seed) opt.faults.seed = std::strtoull(f.seed->c_str(), nullptr, 10);
-  if (f.pcap) opt.pcap_path = *f.pcap;
-  if (f.trace) opt.trace_path = *f.trace;
+  if (int rc = to_output_options(f, opt)) return rc;
   if (f.dir) opt.dir = *f.dir;
   if (f.lid_map) opt.lid_map = *f.lid_map;
   opt.start_paused = f.paused;

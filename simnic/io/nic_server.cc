@@ -143,10 +143,10 @@ int NicServer::start(std::string* error) {
 // The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.
 int NicServer::open_outputs(std::string* error) {
   if (!opt_.pcap_path.empty()) {
-    if (!pcap_.open(opt_.pcap_path, error)) return 1;
+    if (!pcap_.open(opt_.pcap_path, opt_.pcap_max_bytes, &logger_, error)) return 1;
     port_.set_pcap(&pcap_);
   }
-  if (!opt_.trace_path.empty() && !trace_.open_file(opt_.trace_path, error)) return 1;
+  if (!opt_.trace_path.empty() && !trace_.open_file(opt_.trace_path, opt_.trace_max_bytes, &logger_, error)) return 1;
   std::string trace_sock = opt_.dir + "/" + opt_.device.name + ".trace";  // not *.sock: those are NICs
   trace_.set_history(opt_.history);
   if (!trace_.listen(trace_sock, error, [this] {

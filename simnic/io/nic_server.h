@@ -39,6 +39,8 @@ struct NicOptions {
   std::string dir;          // where the control and telemetry sockets live
   std::string pcap_path;    // empty: no capture
   std::string trace_path;   // empty: no trace file
+  uint64_t pcap_max_bytes = kDefaultOutputMaxBytes;   // each file stops, whole, at this size
+  uint64_t trace_max_bytes = kDefaultOutputMaxBytes;
   core::FaultConfig faults;
   bool verbose = false;
   bool start_paused = false;

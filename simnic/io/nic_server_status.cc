@@ -38,6 +38,7 @@ std::string NicServer::status_text() {
   s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";
   if (!opt_.pcap_path.empty()) s += "pcap " + opt_.pcap_path + "\n";
   if (!opt_.trace_path.empty()) s += "trace " + opt_.trace_path + "\n";
+  s += pcap_.file().status_lines() + trace_.file().status_lines();  // sizes, limits, records lost
   return s;
 }
 

@@ -1,10 +1,5 @@
 #include "simnic/io/pcap_writer.h"
 
-#include <cerrno>
-#include <cstring>
-
-#include "simnic/io/output_file.h"
-
 namespace simnic::io {
 
 namespace {
@@ -23,24 +18,28 @@ void mac_for(uint32_t ip, uint8_t* mac) {
   mac[5] = uint8_t(ip);
 }
 
+template <class T>
+std::span<const uint8_t> bytes_of(const T& t) {
+  return {reinterpret_cast<const uint8_t*>(&t), sizeof t};
+}
+
 }  // namespace
 
-bool PcapWriter::open(const std::string& path, std::string* error) {
-  file_ = open_output_file(path, "pcap", error);
-  if (!file_) return false;
+bool PcapWriter::open(const std::string& path, uint64_t max_bytes, core::Logger* log, std::string* error) {
+  if (!file_.open(path, "pcap", max_bytes, log, error)) return false;
   struct {
     uint32_t magic;
     uint16_t major, minor;
     int32_t zone;
     uint32_t sigfigs, snaplen, linktype;
   } hdr{kPcapMagic, 2, 4, 0, 0, kSnapLen, kLinkTypeEthernet};
-  std::fwrite(&hdr, sizeof hdr, 1, file_);
-  std::fflush(file_);
+  file_.append({bytes_of(hdr)});
+  file_.flush();  // a valid (empty) capture from the start
   return true;
 }
 
 void PcapWriter::write(uint64_t unix_time_ns, const proto::IpUdpInfo& ip, std::span<const uint8_t> udp_payload) {
-  if (!file_) return;
+  if (!file_.is_open()) return;
   uint8_t eth[14];
   mac_for(ip.dst_ip, eth);
   mac_for(ip.src_ip, eth + 6);
@@ -52,21 +51,12 @@ void PcapWriter::write(uint64_t unix_time_ns, const proto::IpUdpInfo& ip, std::s
   struct {
     uint32_t sec, usec, caplen, len;
   } rec{uint32_t(unix_time_ns / 1000000000), uint32_t(unix_time_ns % 1000000000 / 1000), len, len};
-  std::fwrite(&rec, sizeof rec, 1, file_);
-  std::fwrite(eth, sizeof eth, 1, file_);
-  std::fwrite(ipudp, sizeof ipudp, 1, file_);
-  std::fwrite(udp_payload.data(), 1, udp_payload.size(), file_);
+  // One record: written whole or, past the size limit or on a full disk, not at all.
+  file_.append({bytes_of(rec), std::span<const uint8_t>(eth), std::span<const uint8_t>(ipudp), udp_payload});
 }
 
-void PcapWriter::flush() {
-  if (file_) std::fflush(file_);
-}
+void PcapWriter::flush() { file_.flush(); }
 
-void PcapWriter::close() {
-  if (file_) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
-}
+void PcapWriter::close() { file_.close(); }
 
 }  // namespace simnic::io

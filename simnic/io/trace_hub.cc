@@ -23,14 +23,16 @@ std::string mark_snapshot(const std::string& line) {
   return line.substr(0, line.size() - 1) + ",\"snapshot\":true}";
 }
 
+constexpr uint8_t kNewlineByte[] = {'\n'};
+constexpr std::span<const uint8_t> kNewline(kNewlineByte);
+
 bool is_nic_up(const std::string& line) { return line.find("\"kind\":\"nic_up\"") != std::string::npos; }
 }  // namespace
 
 TraceHub::~TraceHub() { close(); }
 
-bool TraceHub::open_file(const std::string& path, std::string* error) {
-  file_ = open_output_file(path, "trace", error);
-  return file_ != nullptr;
+bool TraceHub::open_file(const std::string& path, uint64_t max_bytes, core::Logger* log, std::string* error) {
+  return file_.open(path, "trace", max_bytes, log, error);
 }
 
 bool TraceHub::listen(const std::string& path, std::string* error, std::function<void()> on_subscribe) {
@@ -85,10 +87,7 @@ void TraceHub::close() {
     s->sd->close(ec);
   }
   subscribers_.clear();
-  if (file_) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
+  file_.close();
 }
 
 void TraceHub::remember(const std::string& line) {
@@ -150,10 +149,9 @@ void TraceHub::write_line(const std::string& line) {
     send_later(s);
     return;
   }
-  if (file_) {
-    std::fputs(line.c_str(), file_);
-    std::fputc('\n', file_);
-  }
+  // A line is written whole or not at all (the size limit, a full disk: output_file.h).
+  if (file_.is_open())
+    file_.append({std::span(reinterpret_cast<const uint8_t*>(line.data()), line.size()), kNewline});
   if (listener_ && history_on_) remember(line);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     SubscriberPtr s = *it++;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "simnic/core/trace.h"
+#include "simnic/io/output_file.h"
 
 namespace simnic::io {
 
@@ -24,18 +25,21 @@ class TraceHub final : public core::TraceSink {
   explicit TraceHub(boost::asio::io_context& io) : io_(io), accept_backoff_(io) {}
   ~TraceHub() override;
 
-  bool open_file(const std::string& path, std::string* error);
+  // The JSON-lines file (an OutputFile: exclusive, bounded by `max_bytes`, whole lines only).
+  bool open_file(const std::string& path, std::string* error) {
+    return open_file(path, kDefaultOutputMaxBytes, nullptr, error);
+  }
+  bool open_file(const std::string& path, uint64_t max_bytes, core::Logger* log, std::string* error);
   // Listens on `path`; `on_subscribe` runs for each new subscriber (to send it a snapshot).
   bool listen(const std::string& path, std::string* error, std::function<void()> on_subscribe);
   void close();
   // While listening with the history on, every event is kept in it, so tracing is on: that
   // costs the data path (ib_write_bw ~20% on a 2-vCPU machine); --no-history saves it.
-  bool active() const { return file_ || !subscribers_.empty() || (listener_ != nullptr && history_on_); }
+  bool active() const { return file_.is_open() || !subscribers_.empty() || (listener_ != nullptr && history_on_); }
   void set_history(bool on) { history_on_ = on; }
   void write_line(const std::string& line) override;
-  void flush_file() {
-    if (file_) std::fflush(file_);
-  }
+  void flush_file() { file_.flush(); }
+  const OutputFile& file() const { return file_; }
   // While a snapshot is sent, lines go to the newest subscriber only.
   void begin_snapshot() { snapshot_only_ = true; }
   void end_snapshot() { snapshot_only_ = false; }
@@ -64,7 +68,7 @@ class TraceHub final : public core::TraceSink {
   void replay_history(Subscriber& s);
 
   boost::asio::io_context& io_;
-  std::FILE* file_ = nullptr;
+  OutputFile file_;
   std::string socket_path_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> listener_;
   boost::asio::steady_timer accept_backoff_;  // out of descriptors: accept again later, not at once
