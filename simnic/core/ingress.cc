@@ -59,9 +59,10 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
 // the address and UDP port it is bound to, which is the port family's (transmit.cc sends from
 // and to config_.udp_port: 4791, or --port). Its peer's address:port is held by the peer
 // NIC's socket (bound without SO_REUSEADDR, so no other user can bind it too), so a packet
-// from another port is another program's, forging. RoCEv2 fixes only the destination port
-// (IBA Annex A17.2.1, 4791); real RNICs pick source ports per flow for ECMP, so on a LAN
-// address nothing can be required of it (docs/security.md).
+// from another port is another program's, forging. RoCEv2 (IBA Annex A17) fixes only the
+// destination port, 4791; real RNICs pick a source port per flow for ECMP (rxe: 0xC000 plus a
+// hash of the QPN, rxe_qp.c), so on a LAN address nothing can be required of it
+// (docs/security.md).
 bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port) {
   if ((config_.ipv4 >> 24) != 127 || src_port == config_.udp_port) return true;
   ++counters_.rx_drop_wrong_source;

@@ -168,6 +168,36 @@ TEST_F(Spoofing, SweepOfDistinctQpnsWritesABoundedLogAndCountsEveryPacket) {
   EXPECT_TRUE(b->logger.contains("sent an RNR NAK")) << "a real error after the flood is logged";
 }
 
+// The same budget for code with a Logger of its own (the CM agent's REQ complaints): 100,000
+// lines of one kind over 10 s and as many of kinds that vary (more kinds than the budget keeps
+// apart) write a bounded log, a summary counts the rest, and a line of another kind a second
+// after the flood is written.
+TEST(LogBudgetAlone, FloodsOfOneKindOrManyStayBoundedAndCounted) {
+  core::LogBudget budget;
+  CapturingLogger logger;
+  static const char* kKinds[] = {"cm_req", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o",
+                                 "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "aa", "bb", "cc", "dd", "ee",
+                                 "ff", "gg", "hh", "ii"};
+  uint64_t now = 1000 * kMs;
+  for (uint32_t i = 0; i < 200'000; ++i) {
+    const char* kind = i % 2 ? kKinds[i % std::size(kKinds)] : "cm_req";
+    core::log_within_budget(logger, budget, core::LogLevel::kWarn, kind, now, [&] {
+      return std::string(110, 'x');  // a CM REQ line is about 110 bytes
+    });
+    now += 50 * kUs;
+  }
+  size_t bytes = 0;
+  for (auto& l : logger.lines) bytes += l.size() + 1;
+  EXPECT_LT(bytes, 64u * 1024) << logger.lines.size() << " lines";
+  EXPECT_TRUE(logger.contains("more log lines suppressed"));
+  EXPECT_GT(budget.suppressed_total(), 190'000u) << "what was not written was counted";
+  now += 1000 * kMs;
+  const size_t before = logger.lines.size();
+  core::log_within_budget(logger, budget, core::LogLevel::kError, "legit", now, [] { return std::string("real error"); });
+  EXPECT_TRUE(logger.contains("real error"));
+  EXPECT_GT(logger.lines.size(), before);
+}
+
 // --- point 6: UD Q_Key guessing ---
 
 // A classmate sweeps QPNs with the well-known Q_Key at 100,000 datagrams a second from an
