@@ -70,8 +70,10 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     ++counters_.rx_drop_qkey;
     tracer_.event("pkt_drop").u("qp", qp.qpn)
         .s("reason", "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)");
+    ud_missed(qp.qpn, now_);  // a guess of the Q_Key: UdProbeGuard counts it
     return;
   }
+  ud_guard_.delivered(src_ip);  // the sender knows the QPN and Q_Key: let it through a sweep
   RecvInProgress rip;
   if (!peek_recv_wqe(qp, &rip)) {
     ++counters_.rx_drop_no_wqe;

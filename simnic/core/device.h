@@ -35,6 +35,7 @@
 #include "simnic/core/multicast.h"
 #include "simnic/core/objects.h"
 #include "simnic/core/trace.h"
+#include "simnic/core/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
 
 namespace simnic::core {
@@ -269,10 +270,15 @@ class Device : private ObjectTables {
   void log(LogLevel level, const std::string& line);
   // A complaint that may repeat in a storm: written the first time, then at most once a second
   // per `what` and QP, with the count held back. `line` is built only when written.
+  // Past that, all such lines share a budget per `what` and one for all (LogBudget), so a
+  // sweep of QPNs cannot fill the disk; a summary says how many were suppressed.
   template <class MakeLine>
   void log_limited(LogLevel level, const char* what, uint32_t qpn, MakeLine&& line) {
+    log_budget_summary();
+    if (!log_budget_.has_room(what, now_)) return log_budget_.suppressed(what);
     uint64_t held = 0;
     if (!log_limiter_.allow(std::string(what) + ":" + std::to_string(qpn), now_, &held)) return;
+    log_budget_.spend(what);
     std::string text = line();
     notice(qpn, text);
     if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
@@ -280,6 +286,7 @@ class Device : private ObjectTables {
   }
   // The program that owns QP `qpn` is told too, when it next asks (a bounded queue).
   void notice(uint32_t qpn, const std::string& text);
+  void log_budget_summary();  // ingress.cc: the LogBudget's summary line, when one is due
 
   // qp_modify.cc
   int check_qp_attr_values(const Qp& qp, const ibv_qp_attr& attr, int mask, std::string* why);
@@ -333,6 +340,10 @@ class Device : private ObjectTables {
   void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
                       uint32_t dst_ip);
   bool qp_accepts(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip);  // false: dropped, counted
+  // ingress.cc, issue 29: false when the packet is dropped (counted, logged within budget).
+  bool from_nic_port(const proto::ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port);
+  bool ud_guard_admits(const proto::ParsedPacket& pkt, uint32_t src_ip, uint64_t now);
+  void ud_missed(uint32_t qpn, uint64_t now);
 
   // responder.cc
   void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
@@ -504,6 +515,8 @@ class Device : private ObjectTables {
   std::string refusal_;       // see take_refusal
   KeySource keys_;
   LogLimiter log_limiter_;
+  LogBudget log_budget_;      // all log_limited lines together (issue 29 point 4)
+  UdProbeGuard ud_guard_;     // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
 
   // The object tables: ObjectTables (device_objects.h).
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN

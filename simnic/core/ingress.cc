@@ -55,6 +55,54 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
   return true;
 }
 
+// On a loopback NIC every sender is a process of this host, and a simnic NIC sends only from
+// the address and UDP port it is bound to, which is the port family's (transmit.cc sends from
+// and to config_.udp_port: 4791, or --port). Its peer's address:port is held by the peer
+// NIC's socket (bound without SO_REUSEADDR, so no other user can bind it too), so a packet
+// from another port is another program's, forging. RoCEv2 (IBA Annex A17) fixes only the
+// destination port, 4791; real RNICs pick a source port per flow for ECMP (rxe: 0xC000 plus a
+// hash of the QPN, rxe_qp.c), so on a LAN address nothing can be required of it
+// (docs/security.md).
+bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port) {
+  if ((config_.ipv4 >> 24) != 127 || src_port == config_.udp_port) return true;
+  ++counters_.rx_drop_wrong_source;
+  tracer_.event("pkt_drop").s("reason", "not from a NIC's UDP port").u("qp", pkt.h.bth.dest_qp);
+  log_limited(LogLevel::kWarn, "source_port", pkt.h.bth.dest_qp, [&] {
+    return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " for QP " + hex(pkt.h.bth.dest_qp) +
+           " from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": on loopback a simnic NIC sends only from " +
+           "its own address and UDP port " + std::to_string(config_.udp_port) +
+           ", so another program on this host sent it (a forged packet?)";
+  });
+  return false;
+}
+
+// A UD datagram that missed (no such QP, or the wrong Q_Key) counts towards UdProbeGuard;
+// the miss that closes the guard says so once in the log.
+void Device::ud_missed(uint32_t qpn, uint64_t now) {
+  if (!ud_guard_.miss(now)) return;
+  log_limited(LogLevel::kWarn, "ud_probe", 0, [&] {
+    return "UD datagrams from senders that have not delivered one are dropped for the next " +
+           std::to_string(UdProbeGuard::kClosedNs / 1'000'000) + " ms: " +
+           std::to_string(UdProbeGuard::kMaxMissesPerWindow) + " in a second named no QP here or the wrong Q_Key "
+           "(the last for QP " + hex(qpn) + "), as a sweep for a UD QP's QPN and Q_Key does; peers that already "
+           "delivered a datagram are not affected (counted in rx_drop_ud_throttled)";
+  });
+}
+
+// While UdProbeGuard is closed, a UD datagram from a sender it does not know is dropped before
+// its QPN and Q_Key are looked at, so a guess made during a sweep is wasted.
+bool Device::ud_guard_admits(const ParsedPacket& pkt, uint32_t src_ip, uint64_t now) {
+  if (!(pkt.mask & kIsUd) || !ud_guard_.refuses(src_ip, now)) return true;
+  ++counters_.rx_drop_ud_throttled;
+  tracer_.event("pkt_drop").s("reason", "UD sweep guard: a new sender during a QPN/Q_Key sweep").u("qp", pkt.h.bth.dest_qp);
+  return false;
+}
+
+// The budget's "N more lines suppressed", written when due (log_limited calls this first).
+void Device::log_budget_summary() {
+  if (std::string summary = log_budget_.take_summary(now_); !summary.empty()) log(LogLevel::kWarn, summary);
+}
+
 void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
                             uint32_t dst_ip) {
   ++counters_.rx_packets;
@@ -67,10 +115,11 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   if (err != ParseError::kOk) {
     if (err == ParseError::kBadIcrc) ++counters_.rx_drop_icrc;
     else ++counters_.rx_drop_malformed;
-    log(LogLevel::kDebug, std::string("dropped a packet: ") + parse_error_name(err));
+    log_limited(LogLevel::kDebug, "malformed", 0, [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
     tracer_.event("pkt_drop").s("reason", parse_error_name(err));
     return;
   }
+  if (!from_nic_port(pkt, src_ip, src_port)) return;
   if (pkt.h.bth.dest_qp == kMulticastQpn || is_multicast_ipv4(dst_ip)) {
     if (tracer_.on()) trace_packet("pkt_rx", nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
     receive_multicast(pkt, src_ip, dst_ip, bytes.size());
@@ -79,8 +128,10 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
   if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
   if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, pkt, now);  // QP1: the CM's
+  if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
     ++counters_.rx_drop_no_qp;
+    if (pkt.mask & kIsUd) ud_missed(pkt.h.bth.dest_qp, now);
     tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
     log_limited(LogLevel::kWarn, "no_qp", pkt.h.bth.dest_qp, [&] {
       return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) +
