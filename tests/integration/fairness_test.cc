@@ -6,8 +6,12 @@
 // protocol behaviour: tests/unit/core/limits_and_keys_test.cc, UserShares.*.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -99,6 +103,82 @@ TEST(Fairness, OneUserHoldsAtMostItsShareOfTheNicsConnectionsAndIsToldWhy) {
   std::ifstream in(nics.dir() + "/simnic0.log");
   log.assign(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(log.find("refused a control connection of pid"), std::string::npos) << log;
+}
+
+// Connections of this process to `path` until one is refused (or `most` are open), each bounded
+// by a receive timeout so that a NIC out of descriptors cannot hang the test. Returns them.
+std::vector<int> connect_until_refused(const std::string& path, size_t most, int* refusal) {
+  std::vector<int> conns;
+  *refusal = 0;
+  while (conns.size() < most) {
+    int fd = abi::connect_control(path);
+    if (fd < 0) break;
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (int e = hello(fd)) {
+      *refusal = e;
+      ::close(fd);
+      break;
+    }
+    conns.push_back(fd);
+  }
+  return conns;
+}
+
+// The case of several users on one NIC that simnic allows today: a NIC serves its owner and
+// root (control_listener.cc; the shim of any other user refuses it). Root's connections to a
+// NIC that uid 65534 (nobody) runs stop at root's share, and the owner's programs still get in.
+TEST(Fairness, AnotherUsersConnectionsLeaveTheOwnerItsShare) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a NIC as uid 65534 (nobody) beside root's connections";
+  if (!have_program("setpriv") || !have_program("prlimit")) GTEST_SKIP() << "needs setpriv and prlimit";
+  const std::vector<std::string> as_nobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  auto with = [&](std::vector<std::string> cmd) {
+    std::vector<std::string> v = as_nobody;
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return v;
+  };
+  if (run(with({"test", "-x", bin_dir() + "/simnicd"}), {}, 10s).exit_code != 0 ||
+      run(with({"test", "-r", shim_dir() + "/libibverbs.so.1"}), {}, 10s).exit_code != 0)
+    GTEST_SKIP() << "uid 65534 cannot run " << bin_dir() << " (a private build tree)";
+  char tmpl[] = "/tmp/simnic-it-fair-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  const std::string addr = "127.29." + std::to_string(1 + ::getpid() % 250) + ".1";  // this test's own
+  const std::vector<std::string> env = {"env", "SIMNIC_DIR=" + dir, "LD_LIBRARY_PATH=" + shim_dir()};
+  auto nobody_runs = [&](std::vector<std::string> cmd) {
+    std::vector<std::string> v = env;
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return run(with(v), {}, 30s);
+  };
+  // Started with a small descriptor limit, as `ulimit -n 256` would give: 36 connections a user.
+  Result up = nobody_runs({"prlimit", "--nofile=256:256", bin_dir() + "/simnic", "up", "1", "--addr", addr});
+  long nic = 0;
+  std::ifstream(dir + "/simnic0.pid") >> nic;
+  auto cleanup = [&] {
+    nobody_runs({bin_dir() + "/simnic", "down"});
+    if (nic > 0) ::kill(pid_t(nic), SIGKILL);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  };
+  if (up.exit_code != 0 || nic <= 0) {
+    cleanup();
+    FAIL() << "simnic up as uid 65534: " << up.output;
+  }
+  int refusal = 0;
+  std::vector<int> roots = connect_until_refused(abi::control_socket_path(dir, "simnic0"), 60, &refusal);
+  const std::string why = abi::last_refusal();
+  Result owner = nobody_runs({bin_dir() + "/simnic", "status", "simnic0"});
+  Result devices = have_program("ibv_devices") ? nobody_runs({"ibv_devices"}) : Result{0, "simnic0 (not run)", false};
+  for (int fd : roots) ::close(fd);
+  cleanup();
+
+  EXPECT_EQ(roots.size(), 36u) << "root took more than its share of the NIC's connections";
+  EXPECT_EQ(refusal, EMFILE);
+  EXPECT_NE(why.find("uid 0 already has 36 connections to simnic0"), std::string::npos) << why;
+  EXPECT_EQ(owner.exit_code, 0) << owner.output;  // the NIC's own user is still served
+  EXPECT_NE(devices.output.find("simnic0"), std::string::npos) << devices.output;
 }
 
 }  // namespace
