@@ -181,6 +181,8 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   std::vector<int> none;
   int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello, std::span<const int>({doorbell, async[1]}));
   ::close(async[1]);  // simnicd has its own copy now
+  // A refused Hello says why (e.g. the user's share of the NIC's connections, EMFILE).
+  if (st != 0 && !last_refusal().empty()) warn("%s", last_refusal().c_str());
   if (st == 0) st = allow_daemon_access(pid_t(hello.daemon_pid));
   if (st != 0) {
     ::close(ctl);

@@ -30,6 +30,7 @@ bool probe(const std::string& path, abi::HelloReply* out) {
   timeval tv{2, 0};  // a hung daemon must not hang ibv_get_device_list
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   int st = abi::call_fixed(fd, abi::Op::Hello, abi::HelloReq{abi::kAbiVersion, 0}, out);
+  if (st != 0 && !abi::last_refusal().empty()) warn("%s", abi::last_refusal().c_str());  // e.g. over a share
   ::close(fd);
   return st == 0;
 }

@@ -99,6 +99,15 @@ struct ContextLimits {
 };
 static_assert(ContextLimits::kMaxQp == DeviceLimits::kMaxQp && ContextLimits::kMaxQueueBytes == 1ull << 30);
 
+// What one user (uid, from SO_PEERCRED) may hold on a NIC that several users' programs use
+// (issue 29): alone, everything the NIC has, as above; while another user has a context open
+// on the NIC, at most 3/4 of each of the NIC's totals of PDs, MRs, CQs, QPs and AHs, so that
+// the last quarter stays for the others whatever one user's programs do. Counted over all of
+// the user's contexts, so a second context does not double a share.
+struct UserShares {
+  static constexpr size_t share_of(size_t total) { return total - total / 4; }
+};
+
 // The object tables are a private base: the verbs and the engines name them directly
 // (qps_, mrs_, ...), and outside Device only object_counts() shows them.
 class Device : private ObjectTables {
@@ -264,6 +273,10 @@ class Device : private ObjectTables {
   void unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem);
   // device_qp.cc: what RC, UC, UD and XRC QPs share
   int check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq);
+  // 0, or ENOMEM with the reason when ctx's user already holds its UserShares of `total`
+  // objects of a kind (`held`: that kind's handles in a context) while another user is here.
+  int check_user_share(const Context* ctx, std::vector<uint32_t> Context::*held, size_t total, const char* objects,
+                       const char* attr);
   int map_qp_queues(Context* ctx, Qp& qp, const QpLayout& layout);
   Qp* add_qp(std::unique_ptr<Qp> qp);
   void remove_qp(Context* ctx, Qp& qp);

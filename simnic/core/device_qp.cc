@@ -24,7 +24,7 @@ int Device::check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool ha
   if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp)
     return refuse(ENOMEM, "the NIC's " + std::to_string(DeviceLimits::kMaxQp) + " QPs (max_qp) are all in use, " +
                               std::to_string(ctx->qps.size()) + " of them by this program");
-  return 0;
+  return check_user_share(ctx, &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp");
 }
 
 // The rings of a new QP (of any type) in shared memory, and what every QP starts with in

@@ -1,7 +1,10 @@
 // simnicd: one simulated RoCEv2 NIC. Flags, then the event loop.
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <sys/resource.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -276,7 +279,32 @@ void say_ready(const simnic::io::NicOptions& opt) {
                simnic::abi::control_socket_path(opt.dir, opt.device.name).c_str());
 }
 
+// Every context holds a few of simnicd's descriptors, and at the usual soft limit of 1,024,
+// 1,007 connections once left none for anyone else (issue 29). The soft limit is raised to
+// the hard one, as servers do (the kernel caps RLIM_INFINITY at fs.nr_open); each user's
+// share of it is SessionShares (control_listener.h).
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  rlim_t want = r.rlim_max;
+  if (want == RLIM_INFINITY) {
+    want = 1 << 20;  // the kernel's default fs.nr_open
+    if (std::FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+      unsigned long long nr_open = 0;
+      if (std::fscanf(f, "%llu", &nr_open) == 1 && nr_open > 0) want = rlim_t(nr_open);
+      std::fclose(f);
+    }
+  }
+  const rlim_t had = r.rlim_cur;
+  r.rlim_cur = want;
+  if (::setrlimit(RLIMIT_NOFILE, &r) != 0)
+    std::fprintf(stderr, "simnicd: cannot raise the descriptor limit to %llu: %s (keeping %llu)\n",
+                 static_cast<unsigned long long>(want), std::strerror(errno),
+                 static_cast<unsigned long long>(had));
+}
+
 int run_nic(const simnic::io::NicOptions& opt) {
+  raise_descriptor_limit();
   simnic::io::NicServer server(opt);
   std::string error;
   if (int rc = server.start(&error)) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +13,12 @@
 namespace simnic::io {
 
 namespace asio = boost::asio;
+
+size_t SessionShares::per_user(rlim_t nofile) {
+  const rlim_t usable = nofile > kReservedFds ? nofile - kReservedFds : 0;
+  const size_t sessions = size_t(usable / kFdsPerSession);
+  return std::max(kMinSessionsPerUser, sessions - sessions / 4);
+}
 
 namespace {
 // Connections accepted per turn: a connect storm takes turns with everything else.

@@ -4,6 +4,7 @@
 // spinning; a peer of another user (SO_PEERCRED) is refused. What a connection then says is
 // NicServer's business.
 #pragma once
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
@@ -16,6 +17,20 @@
 #include "simnic/core/env.h"
 
 namespace simnic::io {
+
+// Control connections one user (uid) may hold on a NIC at once (issue 29): every connection
+// takes simnicd's descriptors (a context about four: the connection, its doorbell, its event
+// socket, the pidfd of its process), and at `ulimit -n 1024` 1,007 connections once left
+// none for anybody else. One user gets 3/4 of what the descriptor limit `nofile` allows after
+// a reserve for the NIC's own files and sockets, never fewer than kMinSessionsPerUser.
+struct SessionShares {
+  static constexpr rlim_t kReservedFds = 64;
+  static constexpr rlim_t kFdsPerSession = 4;
+  static constexpr size_t kMinSessionsPerUser = 8;
+  // A user over its share whose connections wait for their refusal: beyond these, closed at once.
+  static constexpr size_t kMaxRefusalsPending = 16;
+  static size_t per_user(rlim_t nofile);
+};
 
 class ControlListener {
  public:

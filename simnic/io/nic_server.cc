@@ -58,6 +58,8 @@ struct NicServer::Session {
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> doorbell;
   std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
+  bool counted = false;  // in sessions_per_uid_ (else refused: in refusals_pending_)
+  std::string refusal;   // why this connection is over its user's share ("" if it is not)
 };
 
 void StderrLogger::log(core::LogLevel level, const std::string& line) {
@@ -246,11 +248,44 @@ void NicServer::watch_for_viewer_wqes() {
   });
 }
 
+// A user holding its share of connections (SessionShares): "" if not, else why the new one
+// is refused. The limit is read at each connection (a control-path system call), so that one
+// changed with prlimit while the NIC runs counts too.
+std::string NicServer::over_session_share(uid_t uid) {
+  rlimit nofile{};
+  fd_limit_ = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024;
+  max_sessions_per_uid_ = SessionShares::per_user(fd_limit_);
+  auto held = sessions_per_uid_.find(uid);
+  if (held == sessions_per_uid_.end() || held->second < max_sessions_per_uid_) return {};
+  return "uid " + std::to_string(uid) + " already has " + std::to_string(held->second) + " connections to " +
+         opt_.device.name + ", its share of simnicd's descriptors (at most " + std::to_string(max_sessions_per_uid_) +
+         " per user: 3/4 of what simnicd's descriptor limit of " + std::to_string(fd_limit_) +
+         " allows, so that one user cannot take them all; docs/security.md); close some contexts "
+         "(ibv_close_device) and try again";
+}
+
 void NicServer::add_session(int fd, const ucred& peer) {
+  std::string refusal = over_session_share(peer.uid);
+  if (!refusal.empty()) {
+    // Told why in answer to its first request; a user flooding connections past that gets
+    // them closed at once, so refusals cannot take the descriptors either.
+    if (sessions_refused_++ % 1000 == 0)
+      logger_.log(core::LogLevel::kWarn, "refused a control connection of pid " + std::to_string(peer.pid) + ": " +
+                                             refusal + " (" + std::to_string(sessions_refused_) + " refused so far)");
+    if (refusals_pending_[peer.uid] >= SessionShares::kMaxRefusalsPending) {
+      ::close(fd);
+      return;
+    }
+    ++refusals_pending_[peer.uid];
+  } else {
+    ++sessions_per_uid_[peer.uid];
+  }
   auto s = std::make_unique<Session>();
   s->id = next_session_id_++;
   s->state.pid = peer.pid;
   s->state.uid = peer.uid;
+  s->counted = refusal.empty();
+  s->refusal = std::move(refusal);
   s->control = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
   Session* raw = s.get();
   sessions_[raw] = std::move(s);
@@ -291,6 +326,7 @@ void NicServer::serve_control(Session* s) {
       refuse_message(s, buf, EMFILE);
       continue;
     }
+    if (!s->refusal.empty()) return refuse_session(s, buf, fds);
     handle_message(s, buf, fds);
   }
   // More may be waiting, and the edge-triggered wait would not report it again: come back.
@@ -329,6 +365,18 @@ void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int 
   std::memcpy(&h, buf.data(), sizeof h);
   abi::RespHeader rh{h.op, 0, status, 0};
   abi::send_message(s->control->native_handle(), &rh, sizeof rh, nullptr, 0);
+}
+
+// The first request of a connection over its user's share: EMFILE (what opening one more
+// uverbs file would give a process out of descriptors) with the reason, then the connection ends.
+void NicServer::refuse_session(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  abi::ReqHeader h;
+  std::memcpy(&h, buf.data(), sizeof h);
+  abi::RespHeader rh{h.op, uint32_t(s->refusal.size()), EMFILE, 0};
+  abi::send_message(s->control->native_handle(), &rh, sizeof rh, s->refusal.data(), s->refusal.size());
+  close_session(s);
+  after_event();
 }
 
 int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
@@ -375,6 +423,13 @@ void NicServer::watch_process(Session* s) {
   });
 }
 
+namespace {
+void forget_session_of(std::map<uid_t, size_t>& per_uid, uid_t uid) {
+  auto it = per_uid.find(uid);
+  if (it != per_uid.end() && --it->second == 0) per_uid.erase(it);
+}
+}  // namespace
+
 void NicServer::close_session(Session* s) {
   boost::system::error_code ec;
   if (s->state.ctx) {
@@ -393,6 +448,7 @@ void NicServer::close_session(Session* s) {
   }
   if (s->process) s->process->close(ec);
   if (s->control) s->control->close(ec);
+  forget_session_of(s->counted ? sessions_per_uid_ : refusals_pending_, s->state.uid);
   sessions_.erase(s);
 }
 

@@ -85,6 +85,8 @@ class NicServer {
   void serve_control(Session* s);
   void handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
   void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
+  std::string over_session_share(uid_t uid);
+  void refuse_session(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
   bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);
@@ -132,6 +134,12 @@ class NicServer {
   bool viewer_watch_armed_ = false;
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   uint64_t next_session_id_ = 1;
+  // Control connections per uid, held to SessionShares::per_user of the descriptor limit.
+  std::map<uid_t, size_t> sessions_per_uid_;
+  std::map<uid_t, size_t> refusals_pending_;  // connections over the share, awaiting their refusal
+  rlim_t fd_limit_ = 0;
+  size_t max_sessions_per_uid_ = 0;
+  uint64_t sessions_refused_ = 0;
 };
 
 }  // namespace simnic::io

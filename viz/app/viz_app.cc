@@ -17,7 +17,7 @@ bool VizApp::start(std::string* error) {
       *error = "no trace events in the given file(s)";
       return false;
     }
-    if (skipped) last_message = std::to_string(skipped) + " malformed line(s) skipped";
+    if (skipped) last_message = std::to_string(skipped) + " malformed or over-long (1 MiB) line(s) skipped";
     pos = double(timeline.first_pos());
     follow_live = false;
     return true;

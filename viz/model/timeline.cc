@@ -9,7 +9,7 @@ namespace simnic::viz {
 void Timeline::append(std::vector<Event> events) {
   for (Event& e : events) {
     size_t pos = end_pos();
-    if (pos % kCheckpointEvery == 0) checkpoints_[pos] = live_;
+    checkpoint_if_due(pos);
     if (e.kind == "nic_up") nic_by_addr_[e.s("addr")] = e.nic;
     if (e.kind == "pkt_tx") {
       Flight f;
@@ -50,6 +50,13 @@ void Timeline::append(std::vector<Event> events) {
     live_[e.nic].apply(e, pos);
     events_.push_back(std::move(e));
   }
+}
+
+void Timeline::checkpoint_if_due(size_t pos) {
+  if (pos < next_checkpoint_) return;
+  checkpoints_[pos] = live_;
+  nic_states_copied_ += live_.size();
+  next_checkpoint_ = pos + std::max(kCheckpointEvery, live_.size());
 }
 
 World Timeline::state_at(size_t pos) const {

@@ -50,9 +50,17 @@ class Timeline {
   // Keeps memory bounded for long live sessions: drops the oldest events beyond `max_events`.
   void trim(size_t max_events);
   std::vector<std::string> nics() const;
+  // NIC states copied into checkpoints so far (what the hostile-trace test bounds).
+  uint64_t nic_states_copied() const { return nic_states_copied_; }
 
  private:
+  // A checkpoint copies every NIC's state, so one is taken every max(1024, NICs) events: the
+  // copying costs at most one NIC state per event however many NICs a trace names, and
+  // replaying from a checkpoint costs no more than the World copy state_at returns anyway.
   static constexpr size_t kCheckpointEvery = 1024;
+  void checkpoint_if_due(size_t pos);
+  size_t next_checkpoint_ = 0;
+  uint64_t nic_states_copied_ = 0;
   std::deque<Event> events_;
   size_t base_ = 0;
   World base_state_;                     // the state at base_

@@ -16,25 +16,64 @@ uint64_t monotonic_now_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
 
+void TraceLineReader::feed(std::string_view bytes, const OnLine& on_line) {
+  for (size_t nl; (nl = bytes.find('\n')) != std::string_view::npos; bytes.remove_prefix(nl + 1))
+    take(bytes.substr(0, nl), /*ends_line=*/true, on_line);
+  take(bytes, /*ends_line=*/false, on_line);
+}
+
+void TraceLineReader::take(std::string_view piece, bool ends_line, const OnLine& on_line) {
+  if (!skipping_ && partial_.size() + piece.size() > kMaxLineBytes) {
+    ++oversized_;
+    skipping_ = true;
+    partial_.clear();
+  }
+  if (!skipping_) {
+    if (ends_line && partial_.empty()) {
+      on_line(piece);  // the common case: a whole line within one piece, not copied
+    } else {
+      partial_.append(piece);
+      if (ends_line) on_line(partial_), partial_.clear();
+    }
+  }
+  if (ends_line) skipping_ = false;
+}
+
+void TraceLineReader::feed_from(std::istream& in, const OnLine& on_line) {
+  std::string buf(size_t(1) << 16, '\0');
+  while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0)
+    feed(std::string_view(buf.data(), size_t(in.gcount())), on_line);
+}
+
+void TraceLineReader::finish(const OnLine& on_line) {
+  if (!skipping_ && !partial_.empty()) on_line(partial_);
+  partial_.clear();
+  skipping_ = false;
+}
+
 bool load_trace_files(const std::vector<std::string>& paths, Timeline* timeline, std::string* error,
-                      size_t* skipped) {
+                      size_t* skipped, size_t* oversized) {
   TimelineMerge merge;
-  size_t bad = 0;
+  size_t bad = 0, too_long = 0;
+  auto on_line = [&](std::string_view line) {
+    if (line.empty()) return;
+    if (auto e = parse_event_line(std::string(line))) merge.push(std::move(*e));
+    else ++bad;
+  };
   for (const auto& path : paths) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
       *error = "cannot read " + path + ": " + std::strerror(errno);
       return false;
     }
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      if (auto e = parse_event_line(line)) merge.push(std::move(*e));
-      else ++bad;
-    }
+    TraceLineReader reader;
+    reader.feed_from(in, on_line);
+    reader.finish(on_line);
+    too_long += reader.oversized();
   }
   timeline->append(merge.drain(/*all_in=*/true));
-  if (skipped) *skipped = bad;
+  if (skipped) *skipped = bad + too_long;
+  if (oversized) *oversized = too_long;
   return true;
 }
 
@@ -65,12 +104,16 @@ bool LiveFeed::attach(const std::string& dir, const std::string& nic, std::strin
 size_t LiveFeed::poll(Timeline* timeline) {
   uint64_t now = monotonic_now_ns();
   char buf[65536];
+  auto on_line = [&](std::string_view line) {
+    if (auto e = parse_event_line(std::string(line))) merge_.push(std::move(*e), now);
+    else ++malformed_;
+  };
   for (auto& c : conns_) {
     if (c.fd < 0) continue;
     for (;;) {
       ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n > 0) {
-        c.partial.append(buf, size_t(n));
+        c.lines.feed(std::string_view(buf, size_t(n)), on_line);
         continue;
       }
       if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -79,12 +122,6 @@ size_t LiveFeed::poll(Timeline* timeline) {
       }
       break;
     }
-    size_t start = 0;
-    for (size_t nl; (nl = c.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (auto e = parse_event_line(c.partial.substr(start, nl - start))) merge_.push(std::move(*e), now);
-      else ++malformed_;
-    }
-    c.partial.erase(0, start);
   }
   auto ready = merge_.drain(/*all_in=*/!any_connected(), now);
   size_t n = ready.size();
@@ -96,6 +133,12 @@ bool LiveFeed::any_connected() const {
   for (auto& c : conns_)
     if (c.fd >= 0) return true;
   return false;
+}
+
+size_t LiveFeed::malformed() const {
+  size_t n = malformed_;
+  for (auto& c : conns_) n += c.lines.oversized();
+  return n;
 }
 
 std::vector<std::string> LiveFeed::nics() const {

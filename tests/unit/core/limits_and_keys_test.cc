@@ -18,7 +18,7 @@ struct Nic {
     c.key_seed = key_seed;
     return c;
   }
-  core::Context* open(pid_t pid) { return dev.open_context(pid, 0, -1, -1); }
+  core::Context* open(pid_t pid, uid_t uid = 0) { return dev.open_context(pid, uid, -1, -1); }
   uint32_t pd(core::Context* ctx) {
     uint32_t h = 0;
     EXPECT_EQ(dev.alloc_pd(ctx, &h), 0);
@@ -170,6 +170,94 @@ TEST(ContextLimits, OneContextHoldsRxesMaxAhAddressHandles) {
   EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), ENOMEM);
   EXPECT_EQ(x.dev.destroy_ah(c, h), 0);
   EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), 0);
+}
+
+// Per-user shares (issue 29 point 7): one program with two contexts used to take every CQ and
+// QP of a NIC, and others got ENOMEM. While another user (uid) has a context on the NIC, one
+// user's contexts together hold at most 3/4 of each total; the refusal names the rule. The
+// other user reaches the last quarter, and once alone again the first reaches everything.
+TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsHere) {
+  Nic x(0x7f000001, 7);
+  const ibv_device_attr attr = x.dev.device_attr();
+  core::Context* a1 = x.open(100, 1000);
+  core::Context* a2 = x.open(101, 1000);  // the same user's second context
+  core::Context* b = x.open(200, 1001);   // a classmate
+  const size_t pd_share = size_t(attr.max_pd) * 3 / 4, cq_share = size_t(attr.max_cq) * 3 / 4;
+  uint32_t h = 0;
+  size_t pds = 0;
+  for (core::Context* c = a1; x.dev.alloc_pd(c, &h) == 0; c = c == a1 ? a2 : a1) ++pds;
+  EXPECT_EQ(pds, pd_share);
+  std::string why = x.dev.take_refusal();
+  EXPECT_NE(why.find("uid 1000 already holds 3072 of the NIC's 4096 PDs (max_pd)"), std::string::npos) << why;
+  EXPECT_NE(why.find("at most 3/4 of each total"), std::string::npos) << why;
+  EXPECT_NE(why.find("uid 1001"), std::string::npos) << why;
+
+  core::Cq* cq = nullptr;
+  core::Cq* cq_a1 = x.cq(a1);  // each context's first CQ, for its QPs below
+  core::Cq* cq_a2 = x.cq(a2);
+  size_t cqs = 2;
+  for (core::Context* c = a1; x.dev.create_cq(c, 1, 0, &cq) == 0; c = c == a1 ? a2 : a1) ++cqs;
+  EXPECT_EQ(cqs, cq_share);
+  EXPECT_NE(x.dev.take_refusal().find("CQs (max_cq)"), std::string::npos);
+
+  // QPs need a PD and a CQ of the context: a1 has half of each.
+  const uint32_t pd_a1 = a1->pds.front(), pd_a2 = a2->pds.front();
+  size_t qps = 0;
+  int err = 0;
+  for (bool first = true; (err = first ? x.qp(a1, pd_a1, cq_a1, 1) : x.qp(a2, pd_a2, cq_a2, 1)) == 0; first = !first)
+    ++qps;
+  EXPECT_EQ(err, ENOMEM);
+  EXPECT_EQ(qps, size_t(attr.max_qp) * 3 / 4);
+  EXPECT_NE(x.dev.take_refusal().find("QPs (max_qp)"), std::string::npos);
+
+  // The classmate gets the quarter that was kept: every remaining PD, CQ and QP of the NIC.
+  size_t b_pds = 0, b_cqs = 1;
+  while (x.dev.alloc_pd(b, &h) == 0) ++b_pds;
+  EXPECT_EQ(b_pds, size_t(attr.max_pd) - pd_share);
+  core::Cq* cq_b = x.cq(b);
+  while (x.dev.create_cq(b, 1, 0, &cq) == 0) ++b_cqs;
+  EXPECT_EQ(b_cqs, size_t(attr.max_cq) - cq_share);
+  size_t b_qps = 0;
+  while (x.qp(b, b->pds.front(), cq_b, 1) == 0) ++b_qps;
+  EXPECT_EQ(b_qps, size_t(attr.max_qp) - qps);
+  EXPECT_EQ(x.dev.object_counts().qps, size_t(attr.max_qp));
+
+  // The classmate leaves: alone again, the first user reaches everything the NIC advertises.
+  x.dev.close_context(b);
+  size_t more = 0;
+  while (x.dev.alloc_pd(a1, &h) == 0) ++more;
+  EXPECT_EQ(pds + more, size_t(attr.max_pd));
+  EXPECT_EQ(x.dev.object_counts().pds, size_t(attr.max_pd));
+}
+
+// MRs and address handles follow the same rule; one user alone is not limited by it (the
+// tests above: a single context reaches max_pd, max_cq, max_ah).
+TEST(UserShares, MrsAndAddressHandlesToo) {
+  Nic x(0x7f000001, 7);
+  const ibv_device_attr attr = x.dev.device_attr();
+  core::Context* a = x.open(100, 1000);
+  core::Context* b = x.open(200, 0);  // root's program on a user's NIC counts as another user
+  const uint32_t pd = x.pd(a);
+  ibv_ah_attr av{};
+  av.is_global = 1;
+  av.port_num = 1;
+  av.grh.dgid = x.dev.gid0();
+  uint32_t h = 0;
+  size_t ahs = 0;
+  while (x.dev.create_ah(a, pd, av, &h) == 0) ++ahs;
+  EXPECT_EQ(ahs, core::UserShares::share_of(attr.max_ah));
+  EXPECT_NE(x.dev.take_refusal().find("address handles (max_ah)"), std::string::npos);
+  EXPECT_EQ(x.dev.create_ah(b, x.pd(b), av, &h), 0);
+
+  core::Mr* mr = nullptr;
+  size_t mrs = 0;
+  int err = 0;
+  while ((err = x.dev.reg_mr(a, pd, x.mem.addr(a->pid, 0), 4096, x.mem.addr(a->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr)) == 0)
+    ++mrs;
+  EXPECT_EQ(err, ENOMEM);
+  EXPECT_EQ(mrs, core::UserShares::share_of(attr.max_mr));
+  EXPECT_NE(x.dev.take_refusal().find("MRs (max_mr)"), std::string::npos);
+  EXPECT_EQ(x.dev.reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
 }
 
 }  // namespace
