@@ -71,7 +71,8 @@ enum class Op : uint32_t {
   CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
-  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page]; once per context
+  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page, simnicd's
+                    //    DaemonAlive page (daemon_alive.h) when alive_bytes]; once per context
   // Verbs completeness (issue 17; control_dispatch_verbs.cc).
   ReregMr,          // ReregMrReq -> RegMrReply (the same MR handle)
   QueryClock,       // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
@@ -117,8 +118,8 @@ struct HelloReq {
 };
 
 struct MapContextPageReply {
-  uint32_t bytes;  // of the memfd, to map
-  uint32_t reserved;
+  uint32_t bytes;        // of the memfd, to map
+  uint32_t alive_bytes;  // of the second memfd (simnicd's DaemonAlive page, read-only), 0: none sent
 };
 
 struct HelloReply {

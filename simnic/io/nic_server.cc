@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
 #include "simnic/abi/state_dir.h"
@@ -83,7 +84,7 @@ NicServer::NicServer(NicOptions options)
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
-                   file_identity, same_file}),
+                   file_identity, same_file, [this] { return daemon_alive_fd(); }}),
       step_(device_, clock_, opt_.device.name,
             {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); },
              [this] { after_event(); },
@@ -98,7 +99,15 @@ NicServer::NicServer(NicOptions options)
   device_.tracer().set_nic(opt_.device.name);
 }
 
-NicServer::~NicServer() { stop(); }
+NicServer::~NicServer() {
+  stop();
+  if (alive_fd_ >= 0) ::close(alive_fd_);
+}
+
+// A descriptor of the alive page for one reply (the I/O layer closes what it sent).
+int NicServer::daemon_alive_fd() const {
+  return alive_fd_ < 0 ? -1 : ::fcntl(alive_fd_, F_DUPFD_CLOEXEC, 0);
+}
 
 uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
 
@@ -118,6 +127,11 @@ int NicServer::start(std::string* error) {
     *error = "a simnicd named " + opt_.device.name + " is already running (" + socket_path_ + ")";
     return 2;
   }
+  // On the thread that runs the NIC for the process' life (the mutex is its until it exits).
+  alive_fd_ = abi::create_daemon_alive_memfd();
+  if (alive_fd_ < 0)
+    logger_.log(core::LogLevel::kWarn, std::string("no alive page (") + std::strerror(errno) +
+                                           "): applications see this NIC's death on every 128th post only");
   if (opt_.gso >= 0) port_.set_gso_mode(opt_.gso ? UdpPort::GsoMode::kOn : UdpPort::GsoMode::kOff);
   if (!port_.open(error)) return 2;
   // What this NIC keeps in flight towards one peer stays well under a receive buffer like its

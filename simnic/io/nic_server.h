@@ -98,6 +98,7 @@ class NicServer {
   void watch_for_viewer_wqes();
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
+  int daemon_alive_fd() const;
 
   NicOptions opt_;
   boost::asio::io_context io_;
@@ -130,6 +131,7 @@ class NicServer {
   bool viewer_watch_armed_ = false;
   std::map<Session*, std::unique_ptr<Session>> sessions_;
   uint64_t next_session_id_ = 1;
+  int alive_fd_ = -1;  // simnicd's DaemonAlive page (abi/daemon_alive.h)
 };
 
 }  // namespace simnic::io
