@@ -97,8 +97,15 @@ struct RespHeader {
   uint32_t op;      // echoes the request's op
   uint32_t len;     // bytes of body following the header
   int32_t status;   // 0 or a positive errno
-  uint32_t reserved;
+  uint32_t flags;   // kRespMore, or 0 (was reserved, always 0: a one-message reply)
 };
+
+// A reply longer than one message (kMaxMessage) comes in pieces, in order, each a RespHeader
+// with this op, status and its own len; every piece but the last has kRespMore. The
+// descriptors, if any, ride on the first. (`simnic status` of a NIC with a thousand QPs.)
+constexpr uint32_t kRespMore = 1;
+constexpr uint32_t kMaxReplyPiece = kMaxMessage - uint32_t(sizeof(RespHeader));
+constexpr size_t kMaxReplyBytes = 64u << 20;  // what a client takes in pieces before it gives up
 
 struct HandleReq {
   uint32_t handle;

@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +60,11 @@ struct NicServer::Session {
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> doorbell;
   std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
+  // A reply longer than one message, being sent in pieces (abi::kRespMore): the rest goes
+  // when the socket has room, and no request of this connection is read meanwhile.
+  abi::RespHeader unsent_head{};
+  std::vector<uint8_t> unsent;
+  size_t unsent_from = 0;
 };
 
 void StderrLogger::log(core::LogLevel level, const std::string& line) {
@@ -287,6 +293,7 @@ void NicServer::on_control_readable(Session* s) {
 // The socket is non-blocking (simnicd's own end), so nothing here waits for the client.
 void NicServer::serve_control(Session* s) {
   for (int served = 0; served < kMaxMessagesPerTurn; ++served) {
+    if (!s->unsent.empty()) return;  // send_pieces comes back here once the reply is out
     std::vector<uint8_t> buf;
     std::vector<int> fds;
     bool fds_lost = false;
@@ -327,15 +334,58 @@ void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vecto
   }
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
-  abi::RespHeader rh{h.op, uint32_t(reply.body.size()), reply.status, 0};
-  // Non-blocking: a client that does not read its replies loses them, the NIC never waits.
-  abi::send_message(s->control->native_handle(), &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+  send_reply(s, h.op, reply);
   for (int fd : reply.fds) ::close(fd);
   if (s->state.ctx && !s->doorbell) {
     watch_doorbell(s);
     watch_process(s);
   }
   after_event();
+}
+
+// One message, or pieces when the body is longer than a message can carry (abi::kRespMore:
+// `simnic status` of a NIC with a thousand QPs). Non-blocking: a client that does not read its
+// replies loses a one-message reply; the rest of a reply in pieces waits for room in its socket
+// (a client can only hold back its own connection), the NIC never waits.
+void NicServer::send_reply(Session* s, uint32_t op, core::ControlReply& reply) {
+  const int fd = s->control->native_handle();
+  if (reply.body.size() <= abi::kMaxReplyPiece) {
+    abi::RespHeader rh{op, uint32_t(reply.body.size()), reply.status, 0};
+    abi::send_message(fd, &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+    return;
+  }
+  abi::RespHeader first{op, abi::kMaxReplyPiece, reply.status, abi::kRespMore};
+  if (abi::send_message(fd, &first, sizeof first, reply.body.data(), abi::kMaxReplyPiece, reply.fds) != 0) return;
+  s->unsent_head = abi::RespHeader{op, 0, reply.status, 0};
+  s->unsent = std::move(reply.body);
+  s->unsent_from = abi::kMaxReplyPiece;
+  send_pieces(s);
+}
+
+// Sends what the socket takes of the reply in pieces; waits for room for the rest, and then
+// serves the connection again (serve_control stopped reading it meanwhile). All sent at once,
+// the caller's serve_control simply goes on: no second reader of the socket is started.
+void NicServer::send_pieces(Session* s, bool resume) {
+  const int fd = s->control->native_handle();
+  while (s->unsent_from < s->unsent.size()) {
+    const size_t n = std::min<size_t>(abi::kMaxReplyPiece, s->unsent.size() - s->unsent_from);
+    abi::RespHeader rh = s->unsent_head;
+    rh.len = uint32_t(n);
+    rh.flags = s->unsent_from + n < s->unsent.size() ? abi::kRespMore : 0;
+    int e = abi::send_message(fd, &rh, sizeof rh, s->unsent.data() + s->unsent_from, n);
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      s->control->async_wait(asio::posix::descriptor_base::wait_write,
+                             [this, s, id = s->id](const boost::system::error_code& ec) {
+                               if (!ec && alive(s, id)) send_pieces(s, true);
+                             });
+      return;
+    }
+    if (e != 0) break;  // the client went away: serve_control finds the end of the connection
+    s->unsent_from += n;
+  }
+  s->unsent.clear();
+  s->unsent_from = 0;
+  if (resume) serve_control(s);
 }
 
 void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int status) {

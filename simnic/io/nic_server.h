@@ -83,6 +83,8 @@ class NicServer {
   void serve_control(Session* s);
   void handle_message(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
   void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
+  void send_reply(Session* s, uint32_t op, core::ControlReply& reply);
+  void send_pieces(Session* s, bool resume = false);
   bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);
