@@ -1,6 +1,8 @@
 // `simnic up` and `simnic down`: start NICs in the background and stop them, by pid.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -102,18 +104,18 @@ std::string explain_taken_address(const std::string& addr) {
   if (inet_pton(AF_INET, addr.c_str(), &ia) != 1) return "";
   const PortHolder h = udp_port_holder(ia.s_addr, 4791);
   const std::string where = addr + ":4791";
+  const std::string pick = "choose a free address with `simnic up --addr 127.0.N.1`, N your own number";
   if (!h.found) return where + " was taken, and is free again now: try `simnic up` once more";
   if (h.uid != ::getuid())
     return where + " is held by user " + user_name(h.uid) + " (uid " + std::to_string(h.uid) +
            "), not by a simnic NIC of yours: your NIC's traffic (and its peers' packets: RETHs with "
-           "addresses and rkeys, payloads) would reach them; pick another address (`--addr 127.0.N.1`, "
-           "N your own number) and tell your peers";
+           "addresses and rkeys, payloads) would reach them; " + pick + ", and tell your peers";
   if (h.pid && is_simnicd(h.pid))
     return where + " is held by a simnicd of yours (pid " + std::to_string(h.pid) +
            "), a NIC of another SIMNIC_DIR or started by hand; stop it (`kill " + std::to_string(h.pid) +
-           "`) or pick another address";
+           "`), or " + pick;
   return where + " is held by a process of yours that is not a NIC" +
-         (h.pid ? " (pid " + std::to_string(h.pid) + ")" : std::string()) + "; stop it or pick another address";
+         (h.pid ? " (pid " + std::to_string(h.pid) + ")" : std::string()) + "; stop it, or " + pick;
 }
 
 pid_t read_pid(const std::string& dir, const std::string& name) {
@@ -397,6 +399,73 @@ int cmd_down(const std::vector<std::string>& args) {
     ::unlink(abi::pid_file_path(dir, name).c_str());
     std::printf("%s stopped (pid %d)\n", name.c_str(), int(pid));
   }
+  return failures ? 1 : 0;
+}
+
+namespace {
+
+// Waits until simnicd closes `fd` (its end of a control connection): at its exec every
+// descriptor but the UDP socket closes.
+bool wait_for_hangup(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, int(timeout.count())) != 1) return false;
+  char c;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+bool wait_until_answering(const std::string& dir, const std::string& name, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// One NIC: SIGUSR2 makes simnicd execute itself anew with the same pid and command line and
+// its UDP socket still bound (simnic/io/nic_server.cc, restart_in_place). Between `simnic down`
+// and `simnic up` the address is free, and another user can bind it and receive the packets
+// the NIC's peers keep sending (issue 29 point 3); here it never is.
+int restart_one(const std::string& dir, const std::string& name) {
+  pid_t pid = read_pid(dir, name);
+  if (pid <= 0 || !is_simnicd(pid)) {
+    std::fprintf(stderr, "simnic: %s is not running in %s; start it with `simnic up`\n", name.c_str(), dir.c_str());
+    return 1;
+  }
+  std::string text;
+  query_nic(dir, name, unsigned(abi::Op::Status), "", &text);
+  const std::string addr = parse_kv(text)["addr"];
+  std::string why;
+  int held = abi::connect_nic(abi::control_socket_path(dir, name), &why);
+  if (held < 0) {
+    std::fprintf(stderr, "simnic: cannot reach %s: %s\n", name.c_str(), why.empty() ? std::strerror(errno) : why.c_str());
+    return 1;
+  }
+  ::kill(pid, SIGUSR2);
+  const bool went = wait_for_hangup(held, 5s);
+  ::close(held);
+  if (!went || !wait_until_answering(dir, name, 10s)) {
+    std::fprintf(stderr, "simnic: %s did not restart%s:\n%s", name.c_str(), went ? " (it exec'd but does not answer)" : "",
+                 tail_of(log_path(dir, name), 5).c_str());
+    return 1;
+  }
+  std::printf("%s restarted in place (pid %d; %s:4791 stayed bound throughout)\n", name.c_str(), int(pid),
+              addr.empty() ? "its address" : addr.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_restart(const std::vector<std::string>& args) {
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
+  std::vector<std::string> names = args.empty() ? list_nics(dir) : args;
+  if (names.empty()) {
+    std::printf("no NIC is running in %s\n", dir.c_str());
+    return 1;
+  }
+  int failures = 0;
+  for (const auto& name : names) failures += restart_one(dir, name);
   return failures ? 1 : 0;
 }
 

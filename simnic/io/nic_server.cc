@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sys/socket.h>
 #include <linux/kcmp.h>
 #include <sys/stat.h>
@@ -20,6 +23,7 @@
 #include "simnic/abi/seqpacket.h"
 #include "simnic/abi/state_dir.h"
 #include "simnic/io/fd_checks.h"
+#include "simnic/io/netif.h"
 
 namespace simnic::io {
 
@@ -138,6 +142,7 @@ int NicServer::start(std::string* error) {
   if (alive_fd_ < 0)
     logger_.log(core::LogLevel::kWarn, std::string("no alive page (") + std::strerror(errno) +
                                            "): applications see this NIC's death on every 128th post only");
+  if (opt_.udp_fd >= 0) port_.adopt(opt_.udp_fd);
   if (opt_.gso >= 0) port_.set_gso_mode(opt_.gso ? UdpPort::GsoMode::kOn : UdpPort::GsoMode::kOff);
   if (!port_.open(error)) return 2;
   // What this NIC keeps in flight towards one peer stays well under a receive buffer like its
@@ -150,14 +155,76 @@ int NicServer::start(std::string* error) {
   write_device_files();
   if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;
   start_port();
-  signals_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (!ec) stop();
-  });
+  signals_.add(SIGUSR2);  // `simnic restart NAME`
+  wait_for_signals();
   if (opt_.start_paused) {
     int st;
     step_.command("on", &st);
   }
   return 0;
+}
+
+// SIGTERM/SIGINT stop the NIC; SIGUSR2 restarts it in place.
+void NicServer::wait_for_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (signo != SIGUSR2) return stop();
+    restart_in_place();
+    wait_for_signals();  // only reached when the exec failed: the NIC goes on as it was
+  });
+}
+
+namespace {
+// This process' command line, without a --udp-fd it was given.
+std::vector<std::string> own_command_line_without_udp_fd() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) {
+    if (a == "--udp-fd") {
+      std::getline(in, a, '\0');
+      continue;
+    }
+    if (a.rfind("--udp-fd=", 0) != 0) args.push_back(a);
+  }
+  return args;
+}
+
+std::string own_executable_path() {
+  std::error_code ec;
+  std::string path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string deleted = " (deleted)";  // the binary was replaced since: run the new one
+  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    path.resize(path.size() - deleted.size());
+  return ec ? "/proc/self/exe" : path;
+}
+}  // namespace
+
+// `simnic restart NAME` (SIGUSR2): simnicd executes itself anew, same pid and command line,
+// handing its bound UDP socket to the new image (--udp-fd). The NIC's address is never
+// released, so no other local user can bind it between the old NIC and the new one and
+// receive its peers' packets (issue 29 point 3). Contexts end as on any restart: the control
+// connections close, and the kernel clears the alive word (abi/daemon_alive.h) at exec.
+void NicServer::restart_in_place() {
+  const int fd = port_.native_fd();
+  std::vector<std::string> args = own_command_line_without_udp_fd();
+  if (fd < 0 || args.empty()) return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket or command line");
+  args.insert(args.end(), {"--udp-fd", std::to_string(fd)});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  logger_.log(core::LogLevel::kInfo, "restarting in place (simnic restart): keeping " + ipv4_string(opt_.device.ipv4) +
+                                         ":" + std::to_string(opt_.device.udp_port) + " bound");
+  trace_.flush_file();
+  std::fflush(nullptr);
+  ::fcntl(fd, F_SETFD, 0);  // the one descriptor the new image keeps
+  // By its path, not /proc/self/exe: the new image's name (comm) must stay "simnicd", which
+  // `simnic down` looks for; a rebuilt binary at that path is what a restart should run.
+  const std::string exe = own_executable_path();
+  ::execv(exe.c_str(), argv.data());
+  const int e = errno;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  logger_.log(core::LogLevel::kError, std::string("cannot restart in place: exec: ") + std::strerror(e) +
+                                          "; the NIC goes on as it was");
 }
 
 // The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.

@@ -36,6 +36,7 @@ inline constexpr uint32_t kDefaultBusyPollUs = 0;
 
 struct NicOptions {
   core::DeviceConfig device;
+  int udp_fd = -1;          // --udp-fd: a socket already bound to the NIC's address (restart in place)
   std::string dir;          // where the control and telemetry sockets live
   std::string pcap_path;    // empty: no capture
   std::string trace_path;   // empty: no trace file
@@ -101,6 +102,8 @@ class NicServer {
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
   int daemon_alive_fd() const;
+  void wait_for_signals();
+  void restart_in_place();
 
   NicOptions opt_;
   boost::asio::io_context io_;
