@@ -18,6 +18,7 @@
 
 #include "shim/shim.h"
 #include "shim/verbs_ext.h"
+#include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/state_dir.h"
 #include "simnic/abi/wr_opcodes.h"
 
@@ -47,8 +48,15 @@ bool nic_lost(ShimContext* c) {
   return true;
 }
 
+// Every call: the kernel cleared simnicd's alive word when its main thread exited (a load,
+// no system call: abi/daemon_alive.h). Every kLostCheckInterval-th call: the control socket,
+// which also says that simnicd dropped this context while it lives on.
 bool nic_lost_sampled(ShimContext* c) {
   if (c->lost.load(std::memory_order_relaxed)) return true;
+  if (c->alive && !daemon_alive(c->alive)) {
+    if (!c->lost.exchange(true)) debug("%s: simnicd is gone (its alive word was cleared)", c->vctx.context.device->name);
+    return true;
+  }
   if (c->fast_calls.fetch_add(1, std::memory_order_relaxed) % kLostCheckInterval != kLostCheckInterval - 1)
     return false;
   return nic_lost(c);
@@ -84,6 +92,20 @@ void* map_rings_or_destroy(ShimContext* c, std::vector<int>& fds, size_t bytes, 
   return mem;
 }
 
+namespace {
+// simnicd's alive page: read-only (it is sealed against writes); without it, a dead NIC is
+// seen by the sampled check of the control socket only.
+void map_daemon_alive(ShimContext* c, std::vector<int>& fds, uint32_t bytes) {
+  if (fds.size() != 1 || bytes < kDaemonAliveBytes) {
+    for (int fd : fds) ::close(fd);
+    return;
+  }
+  void* p = ::mmap(nullptr, kDaemonAliveBytes, PROT_READ, MAP_SHARED, fds[0], 0);
+  ::close(fds[0]);
+  if (p != MAP_FAILED) c->alive = static_cast<const DaemonAlive*>(p);
+}
+}  // namespace
+
 void map_context_page(ShimContext* c) {
   MapContextPageReply rep{};
   std::vector<int> fds;
@@ -93,10 +115,13 @@ void map_context_page(ShimContext* c) {
     for (int fd : fds) ::close(fd);
     return;
   }
+  std::vector<int> alive_fds;
+  if (fds.size() == 2) alive_fds.push_back(fds.back()), fds.pop_back();
   if (void* p = map_shared(fds, rep.bytes)) {
     c->page = static_cast<ContextShared*>(p);
     c->page_bytes = rep.bytes;
   }
+  map_daemon_alive(c, alive_fds, rep.alive_bytes);
 }
 
 namespace {
@@ -221,6 +246,7 @@ int ibv_close_device(struct ibv_context* context) {
   ::close(c->doorbell_fd);
   ::close(context->async_fd);
   if (c->page) ::munmap(c->page, c->page_bytes);
+  if (c->alive) ::munmap(const_cast<DaemonAlive*>(c->alive), kDaemonAliveBytes);
   if (c->ctl_shared_mu) ::munmap(c->ctl_shared_mu, sizeof(pthread_mutex_t));
   pthread_mutex_destroy(&context->mutex);
   delete c;

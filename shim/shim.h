@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "simnic/abi/control.h"
+#include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/rings.h"
 #include "simnic/abi/seqpacket.h"
 
@@ -58,6 +59,7 @@ struct ShimContext {
   std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
   abi::ContextShared* page = nullptr;  // shared with simnicd: the sequence idle pollers sleep on
   size_t page_bytes = 0;
+  const abi::DaemonAlive* alive = nullptr;  // simnicd's alive page, read-only (abi/daemon_alive.h)
   pthread_mutex_t* ctl_shared_mu = nullptr;  // ctl_fd across the processes a fork shares it with (context.cc)
 };
 

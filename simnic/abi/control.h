@@ -71,7 +71,8 @@ enum class Op : uint32_t {
   CmDisconnect,     // CmDisconnectReq: sends DREQ, or DREP to a DREQ
   CmInitQpAttr,     // CmInitQpAttrReq -> CmInitQpAttrReply
   ResizeCq,         // ResizeCqReq -> CreateCqReply (the same CQ handle), fds: [memfd of the new ring]
-  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page]; once per context
+  MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page, simnicd's
+                    //    DaemonAlive page (daemon_alive.h) when alive_bytes]; once per context
   // Verbs completeness (issue 17; control_dispatch_verbs.cc).
   ReregMr,          // ReregMrReq -> RegMrReply (the same MR handle)
   QueryClock,       // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
@@ -96,8 +97,15 @@ struct RespHeader {
   uint32_t op;      // echoes the request's op
   uint32_t len;     // bytes of body following the header
   int32_t status;   // 0 or a positive errno
-  uint32_t reserved;
+  uint32_t flags;   // kRespMore, or 0 (was reserved, always 0: a one-message reply)
 };
+
+// A reply longer than one message (kMaxMessage) comes in pieces, in order, each a RespHeader
+// with this op, status and its own len; every piece but the last has kRespMore. The
+// descriptors, if any, ride on the first. (`simnic status` of a NIC with a thousand QPs.)
+constexpr uint32_t kRespMore = 1;
+constexpr uint32_t kMaxReplyPiece = kMaxMessage - uint32_t(sizeof(RespHeader));
+constexpr size_t kMaxReplyBytes = 64u << 20;  // what a client takes in pieces before it gives up
 
 struct HandleReq {
   uint32_t handle;
@@ -117,8 +125,8 @@ struct HelloReq {
 };
 
 struct MapContextPageReply {
-  uint32_t bytes;  // of the memfd, to map
-  uint32_t reserved;
+  uint32_t bytes;        // of the memfd, to map
+  uint32_t alive_bytes;  // of the second memfd (simnicd's DaemonAlive page, read-only), 0: none sent
 };
 
 struct HelloReply {

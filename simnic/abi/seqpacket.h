@@ -109,6 +109,27 @@ inline std::string& last_refusal() {
   return why;
 }
 
+// The rest of a reply that came in pieces (kRespMore), appended to `reply`. Returns 0, a
+// transport errno, EPROTO for a piece of another op or status, or EMSGSIZE past kMaxReplyBytes.
+inline int recv_more_pieces(int sock, const RespHeader& first, std::vector<uint8_t>& reply) {
+  uint32_t flags = first.flags;
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  while (flags & kRespMore) {
+    if (reply.size() > kMaxReplyBytes) return EMSGSIZE;
+    if (int e = recv_message(sock, buf, fds)) return e;
+    for (int fd : fds) ::close(fd);  // descriptors ride on the first piece only
+    fds.clear();
+    RespHeader rh;
+    if (buf.size() < sizeof(rh)) return EPROTO;
+    std::memcpy(&rh, buf.data(), sizeof(rh));
+    if (rh.op != first.op || rh.status != first.status || rh.len != buf.size() - sizeof(rh)) return EPROTO;
+    reply.insert(reply.end(), buf.begin() + sizeof(rh), buf.end());
+    flags = rh.flags;
+  }
+  return 0;
+}
+
 inline int call(int sock, Op op, const void* req, size_t req_len, std::vector<uint8_t>& reply,
                 std::span<const int> fds_in = {}, std::vector<int>* fds_out = nullptr) {
   ReqHeader h{static_cast<uint32_t>(op), static_cast<uint32_t>(req_len)};
@@ -126,6 +147,7 @@ inline int call(int sock, Op op, const void* req, size_t req_len, std::vector<ui
   std::memcpy(&rh, buf.data(), sizeof(rh));
   if (rh.op != h.op || rh.len != buf.size() - sizeof(RespHeader)) return EPROTO;
   reply.assign(buf.begin() + sizeof(RespHeader), buf.end());
+  if (int e = recv_more_pieces(sock, rh, reply)) return e;
   if (rh.status != 0) last_refusal().assign(reply.begin(), reply.end());
   else last_refusal().clear();
   return rh.status;

@@ -29,6 +29,7 @@ using client::query_nic;
 
 int cmd_up(const std::vector<std::string>& args);
 int cmd_down(const std::vector<std::string>& args);
+int cmd_restart(const std::vector<std::string>& args);
 int cmd_status(const std::vector<std::string>& args);
 void print_status_view(const std::string& name, const std::string& status_text);  // status_view.cc
 int cmd_run(const std::vector<std::string>& args);

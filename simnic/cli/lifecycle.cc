@@ -1,6 +1,10 @@
 // `simnic up` and `simnic down`: start NICs in the background and stop them, by pid.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,6 +49,73 @@ bool is_simnicd(pid_t pid) {
   auto open = stat.find('('), close = stat.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return false;
   return stat.substr(open + 1, close - open - 1) == "simnicd" && stat[close + 2] != 'Z';
+}
+
+// Who holds UDP `addr`:4791 (issue 29 point 3: another user binds a NIC's address while it
+// restarts, and would receive its peers' packets). /proc/net/udp gives every socket's local
+// address, uid and inode; the owning process is found by the inode among the processes we
+// may look into (our own; all of them as root).
+struct PortHolder {
+  bool found = false;
+  uid_t uid = 0;
+  unsigned long inode = 0;
+  pid_t pid = 0;  // 0: not a process we can see
+};
+
+PortHolder udp_port_holder(uint32_t addr_be, uint16_t port) {
+  PortHolder h;
+  std::ifstream in("/proc/net/udp");
+  std::string line;
+  std::getline(in, line);  // the column titles
+  while (std::getline(in, line)) {
+    unsigned slot = 0, local = 0, lport = 0, uid = 0;
+    unsigned long inode = 0;
+    // "  12: 0100007F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000  0 4242 ..."
+    if (std::sscanf(line.c_str(), " %u: %X:%X %*X:%*X %*X %*X:%*X %*X:%*X %*X %u %*d %lu", &slot, &local, &lport,
+                    &uid, &inode) != 5)
+      continue;
+    if (lport != port || (local != addr_be && local != INADDR_ANY)) continue;
+    h = PortHolder{true, uid_t(uid), inode, 0};
+    break;
+  }
+  if (!h.found || !h.inode) return h;
+  const std::string target = "socket:[" + std::to_string(h.inode) + "]";
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", ec)) {
+      std::error_code ec2;
+      if (std::filesystem::read_symlink(fd.path(), ec2).string() == target) return h.pid = pid_t(std::stol(pid)), h;
+    }
+  }
+  return h;
+}
+
+std::string user_name(uid_t uid) {
+  passwd* pw = ::getpwuid(uid);
+  return pw ? pw->pw_name : "uid " + std::to_string(uid);
+}
+
+// Why `addr`:4791 is taken, said so that the user knows whether their NIC's traffic would
+// reach someone else.
+std::string explain_taken_address(const std::string& addr) {
+  in_addr ia{};
+  if (inet_pton(AF_INET, addr.c_str(), &ia) != 1) return "";
+  const PortHolder h = udp_port_holder(ia.s_addr, 4791);
+  const std::string where = addr + ":4791";
+  const std::string pick = "choose a free address with `simnic up --addr 127.0.N.1`, N your own number";
+  if (!h.found) return where + " was taken, and is free again now: try `simnic up` once more";
+  if (h.uid != ::getuid())
+    return where + " is held by user " + user_name(h.uid) + " (uid " + std::to_string(h.uid) +
+           "), not by a simnic NIC of yours: your NIC's traffic (and its peers' packets: RETHs with "
+           "addresses and rkeys, payloads) would reach them; " + pick + ", and tell your peers";
+  if (h.pid && is_simnicd(h.pid))
+    return where + " is held by a simnicd of yours (pid " + std::to_string(h.pid) +
+           "), a NIC of another SIMNIC_DIR or started by hand; stop it (`kill " + std::to_string(h.pid) +
+           "`), or " + pick;
+  return where + " is held by a process of yours that is not a NIC" +
+         (h.pid ? " (pid " + std::to_string(h.pid) + ")" : std::string()) + "; stop it, or " + pick;
 }
 
 pid_t read_pid(const std::string& dir, const std::string& name) {
@@ -236,7 +307,7 @@ int cmd_up(const std::vector<std::string>& args) {
     }
   }
 
-  struct Started { std::string name; pid_t pid; };
+  struct Started { std::string name; pid_t pid; std::string addr; };
   std::vector<Started> started;
   int failures = 0;
   for (int i = 0; i < count; ++i) {
@@ -263,7 +334,7 @@ int cmd_up(const std::vector<std::string>& args) {
       continue;
     }
     write_pid_file(abi::pid_file_path(dir, name), pid);
-    started.push_back({name, pid});
+    started.push_back({name, pid, addr});
   }
   // The LID registry: NICs read it only when a program names a LID, after `simnic up` is done.
   if (!link.commit()) ++failures;
@@ -297,8 +368,7 @@ int cmd_up(const std::vector<std::string>& args) {
       std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
                            "its interface (rdma_rxe); see docs/wire.md\n");
     else if (why.find("Address already in use") != std::string::npos)
-      std::fprintf(stderr, "simnic: its address is taken (another user's NICs, or NICs of another SIMNIC_DIR); "
-                           "choose free ones with `simnic up --addr 127.0.N.1`, N your own number\n");
+      std::fprintf(stderr, "simnic: %s\n", explain_taken_address(s.addr).c_str());
   }
   return failures ? 1 : 0;
 }
@@ -334,6 +404,73 @@ int cmd_down(const std::vector<std::string>& args) {
     ::unlink(abi::pid_file_path(dir, name).c_str());
     std::printf("%s stopped (pid %d)\n", name.c_str(), int(pid));
   }
+  return failures ? 1 : 0;
+}
+
+namespace {
+
+// Waits until simnicd closes `fd` (its end of a control connection): at its exec every
+// descriptor but the UDP socket closes.
+bool wait_for_hangup(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, int(timeout.count())) != 1) return false;
+  char c;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+bool wait_until_answering(const std::string& dir, const std::string& name, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// One NIC: SIGUSR2 makes simnicd execute itself anew with the same pid and command line and
+// its UDP socket still bound (simnic/io/nic_server.cc, restart_in_place). Between `simnic down`
+// and `simnic up` the address is free, and another user can bind it and receive the packets
+// the NIC's peers keep sending (issue 29 point 3); here it never is.
+int restart_one(const std::string& dir, const std::string& name) {
+  pid_t pid = read_pid(dir, name);
+  if (pid <= 0 || !is_simnicd(pid)) {
+    std::fprintf(stderr, "simnic: %s is not running in %s; start it with `simnic up`\n", name.c_str(), dir.c_str());
+    return 1;
+  }
+  std::string text;
+  query_nic(dir, name, unsigned(abi::Op::Status), "", &text);
+  const std::string addr = parse_kv(text)["addr"];
+  std::string why;
+  int held = abi::connect_nic(abi::control_socket_path(dir, name), &why);
+  if (held < 0) {
+    std::fprintf(stderr, "simnic: cannot reach %s: %s\n", name.c_str(), why.empty() ? std::strerror(errno) : why.c_str());
+    return 1;
+  }
+  ::kill(pid, SIGUSR2);
+  const bool went = wait_for_hangup(held, 5s);
+  ::close(held);
+  if (!went || !wait_until_answering(dir, name, 10s)) {
+    std::fprintf(stderr, "simnic: %s did not restart%s:\n%s", name.c_str(), went ? " (it exec'd but does not answer)" : "",
+                 tail_of(log_path(dir, name), 5).c_str());
+    return 1;
+  }
+  std::printf("%s restarted in place (pid %d; %s:4791 stayed bound throughout)\n", name.c_str(), int(pid),
+              addr.empty() ? "its address" : addr.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_restart(const std::vector<std::string>& args) {
+  const std::string dir = state_dir(false);
+  if (dir.empty()) return 1;
+  std::vector<std::string> names = args.empty() ? list_nics(dir) : args;
+  if (names.empty()) {
+    std::printf("no NIC is running in %s\n", dir.c_str());
+    return 1;
+  }
+  int failures = 0;
+  for (const auto& name : names) failures += restart_one(dir, name);
   return failures ? 1 : 0;
 }
 

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
       {"down", simnic::cli::cmd_down,
        "usage: simnic down [NAME...]\nStops the named NICs (default: all): SIGTERM, SIGKILL after 5 s; clears stale "
        "sockets.\n"},
+      {"restart", simnic::cli::cmd_restart,
+       "usage: simnic restart [NAME...]\nRestarts the named NICs (default: all) in place: same pid, options and "
+       "address,\nwhose UDP port stays bound throughout, so no other user can take it meanwhile.\nPrograms using "
+       "them lose their contexts, as with down and up.\n"},
       {"status", simnic::cli::cmd_status, nullptr},
       {"run", simnic::cli::cmd_run, nullptr},
       {"env", simnic::cli::cmd_env,

@@ -3,8 +3,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "simnic/abi/control.h"
 #include "simnic/abi/paths.h"
+#include "simnic/abi/seqpacket.h"
 #include "simnic/cli/cli.h"
 
 namespace simnic::cli {
@@ -19,6 +22,24 @@ int not_running(const std::string& dir, const std::string& name, int err) {
   std::fprintf(stderr, "simnic: %s is not running in %s (%s); start it with `simnic up`\n", name.c_str(),
                dir.c_str(), std::strerror(err));
   return 1;
+}
+
+// Whether the NIC is really gone: nobody accepts on its socket any more (ECONNREFUSED: a socket
+// file left behind by a dead simnicd; ENOENT: no socket). A reply that could not be read, or a
+// NIC too busy to answer, says nothing of the kind, and `simnic down` would stop a live NIC.
+bool nic_gone(const std::string& dir, const std::string& name) {
+  int s = abi::connect_control(abi::control_socket_path(dir, name));
+  if (s >= 0) return ::close(s), false;
+  return errno == ECONNREFUSED || errno == ENOENT;
+}
+
+// What went wrong with a NIC that is running but whose answer we could not use.
+std::string unreadable_reply(int err) {
+  const char* what = err == EPROTO     ? "answered with a reply simnic cannot read (EPROTO)"
+                     : err == EMSGSIZE ? "answered with a reply too large to read (EMSGSIZE)"
+                     : err == ECONNRESET ? "closed the connection before answering"
+                                       : nullptr;
+  return what ? what : std::string("answered with an error: ") + std::strerror(err);
 }
 
 // Sends a text command (SetFault or Step) to each named NIC, or to all when none is named.
@@ -86,10 +107,16 @@ int cmd_status(const std::vector<std::string>& all_args) {
       rc = 1;
       continue;
     }
-    if (st) {
+    if (st && nic_gone(dir, name)) {
       rc = args.empty() ? (std::printf("%-10s not running (stale socket; `simnic down %s` clears it)\n",
                                        name.c_str(), name.c_str()), 1)
                         : not_running(dir, name, st);
+      continue;
+    }
+    if (st) {  // it runs: never advise `simnic down` for a reply we could not read
+      std::printf("%-10s is running but %s; the NIC is left as it is (its log: %s/%s.log)\n", name.c_str(),
+                  unreadable_reply(st).c_str(), dir.c_str(), name.c_str());
+      rc = 1;
       continue;
     }
     auto kv = parse_kv(text);

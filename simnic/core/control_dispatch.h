@@ -49,6 +49,9 @@ class ControlDispatcher {
     // ibv_import_device: whether descriptor `their_fd` of process `pid` and our `fd` are the
     // same open file (kcmp). Unset: no context can be imported (EOPNOTSUPP).
     std::function<bool(pid_t pid, int their_fd, int fd)> same_file;
+    // A new descriptor of simnicd's DaemonAlive page (abi/daemon_alive.h), sent with each
+    // context's page so the shim sees a dead NIC on every post; -1 or unset (tests): none.
+    std::function<int()> daemon_alive_fd;
   };
 
   ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "simnic/abi/daemon_alive.h"
 #include "simnic/core/control_ops.h"
 
 namespace simnic::core::control {
@@ -122,11 +123,15 @@ ControlReply resize_cq(Request& r, const ResizeCqReq& q) {
   return cq_reply(*cq);
 }
 
-// The page an idle ibv_poll_cq sleeps on (context_page.cc), once per context.
+// The page an idle ibv_poll_cq sleeps on (context_page.cc), once per context, and with it
+// simnicd's read-only "alive" page (abi/daemon_alive.h), which the shim reads on every post.
 ControlReply map_context_page(Request& r) {
   ShmRegion* page = nullptr;
   if (int e = r.dev.map_context_page(r.ctx, &page)) return fail(e);
-  return ok(MapContextPageReply{uint32_t(page->size), 0}, *page);
+  const int alive = r.hooks.daemon_alive_fd ? r.hooks.daemon_alive_fd() : -1;
+  ControlReply reply = ok(MapContextPageReply{uint32_t(page->size), alive >= 0 ? uint32_t(abi::kDaemonAliveBytes) : 0}, *page);
+  if (alive >= 0) reply.fds.push_back(alive);
+  return reply;
 }
 
 ControlReply create_qp(Request& r, const CreateQpReq& q) {

@@ -110,7 +110,7 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
 struct Flags {
   std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
       gid_table;
-  std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us;
+  std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us, udp_fd;
   std::optional<std::string> pcap_max_bytes, trace_max_bytes;
   bool paused = false, no_history = false, verbose = false, help = false, gso = false, no_gso = false;
   std::vector<std::string> extras;
@@ -133,7 +133,8 @@ int parse_command_line(int argc, char** argv, Flags* f) {
                              {"--delay", &f->delay}, {"--seed", &f->seed}, {"--link-layer", &f->link_layer},
                              {"--lid", &f->lid}, {"--sm-lid", &f->sm_lid}, {"--lid-map", &f->lid_map},
                              {"--gid-table", &f->gid_table}, {"--busy-poll-us", &f->busy_poll_us},
-                             {"--pcap-max-bytes", &f->pcap_max_bytes}, {"--trace-max-bytes", &f->trace_max_bytes}})
+                             {"--pcap-max-bytes", &f->pcap_max_bytes}, {"--trace-max-bytes", &f->trace_max_bytes},
+                             {"--udp-fd", &f->udp_fd}})
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
@@ -186,6 +187,13 @@ int to_port_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.addr && inet_pton(AF_INET, f.addr->c_str(), &a) != 1) return bad("--addr", *f.addr);
   if (f.addr) d.ipv4 = ntohl(a.s_addr);
   if (f.port && !parse_port(*f.port, &d.udp_port)) return bad("--port", *f.port);
+  // --udp-fd N: internal, from a restart in place (`simnic restart`): the NIC's bound socket.
+  if (f.udp_fd) {
+    char* end = nullptr;
+    long fd = std::strtol(f.udp_fd->c_str(), &end, 10);
+    if (end == f.udp_fd->c_str() || *end || fd < 3 || fd > 65535) return bad("--udp-fd", *f.udp_fd);
+    opt.udp_fd = int(fd);
+  }
   if (f.mtu && !parse_mtu(*f.mtu, &d.mtu_bytes)) return bad("--mtu", *f.mtu);
   if (f.link_layer && *f.link_layer != "ib" && *f.link_layer != "eth") return bad("--link-layer", *f.link_layer);
   if (f.link_layer) d.infiniband = *f.link_layer == "ib";

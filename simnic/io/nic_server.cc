@@ -4,20 +4,26 @@
 #include <malloc.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sys/socket.h>
 #include <linux/kcmp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
 #include "simnic/abi/state_dir.h"
 #include "simnic/io/fd_checks.h"
+#include "simnic/io/netif.h"
 
 namespace simnic::io {
 
@@ -60,6 +66,11 @@ struct NicServer::Session {
   std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
   bool counted = false;  // in sessions_per_uid_ (else refused: in refusals_pending_)
   std::string refusal;   // why this connection is over its user's share ("" if it is not)
+  // A reply longer than one message, being sent in pieces (abi::kRespMore): the rest goes
+  // when the socket has room, and no request of this connection is read meanwhile.
+  abi::RespHeader unsent_head{};
+  std::vector<uint8_t> unsent;
+  size_t unsent_from = 0;
 };
 
 void StderrLogger::log(core::LogLevel level, const std::string& line) {
@@ -85,7 +96,7 @@ NicServer::NicServer(NicOptions options)
                    [this](core::FdRole role, int fd, const core::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
-                   file_identity, same_file}),
+                   file_identity, same_file, [this] { return daemon_alive_fd(); }}),
       step_(device_, clock_, opt_.device.name,
             {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); },
              [this] { after_event(); },
@@ -100,7 +111,15 @@ NicServer::NicServer(NicOptions options)
   device_.tracer().set_nic(opt_.device.name);
 }
 
-NicServer::~NicServer() { stop(); }
+NicServer::~NicServer() {
+  stop();
+  if (alive_fd_ >= 0) ::close(alive_fd_);
+}
+
+// A descriptor of the alive page for one reply (the I/O layer closes what it sent).
+int NicServer::daemon_alive_fd() const {
+  return alive_fd_ < 0 ? -1 : ::fcntl(alive_fd_, F_DUPFD_CLOEXEC, 0);
+}
 
 uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
 
@@ -120,6 +139,12 @@ int NicServer::start(std::string* error) {
     *error = "a simnicd named " + opt_.device.name + " is already running (" + socket_path_ + ")";
     return 2;
   }
+  // On the thread that runs the NIC for the process' life (the mutex is its until it exits).
+  alive_fd_ = abi::create_daemon_alive_memfd();
+  if (alive_fd_ < 0)
+    logger_.log(core::LogLevel::kWarn, std::string("no alive page (") + std::strerror(errno) +
+                                           "): applications see this NIC's death on every 128th post only");
+  if (opt_.udp_fd >= 0) port_.adopt(opt_.udp_fd);
   if (opt_.gso >= 0) port_.set_gso_mode(opt_.gso ? UdpPort::GsoMode::kOn : UdpPort::GsoMode::kOff);
   if (!port_.open(error)) return 2;
   // What this NIC keeps in flight towards one peer stays well under a receive buffer like its
@@ -132,14 +157,76 @@ int NicServer::start(std::string* error) {
   write_device_files();
   if (!listener_.open(socket_path_, error, [this](int fd, const ucred& peer) { add_session(fd, peer); })) return 1;
   start_port();
-  signals_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (!ec) stop();
-  });
+  signals_.add(SIGUSR2);  // `simnic restart NAME`
+  wait_for_signals();
   if (opt_.start_paused) {
     int st;
     step_.command("on", &st);
   }
   return 0;
+}
+
+// SIGTERM/SIGINT stop the NIC; SIGUSR2 restarts it in place.
+void NicServer::wait_for_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (signo != SIGUSR2) return stop();
+    restart_in_place();
+    wait_for_signals();  // only reached when the exec failed: the NIC goes on as it was
+  });
+}
+
+namespace {
+// This process' command line, without a --udp-fd it was given.
+std::vector<std::string> own_command_line_without_udp_fd() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) {
+    if (a == "--udp-fd") {
+      std::getline(in, a, '\0');
+      continue;
+    }
+    if (a.rfind("--udp-fd=", 0) != 0) args.push_back(a);
+  }
+  return args;
+}
+
+std::string own_executable_path() {
+  std::error_code ec;
+  std::string path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string deleted = " (deleted)";  // the binary was replaced since: run the new one
+  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    path.resize(path.size() - deleted.size());
+  return ec ? "/proc/self/exe" : path;
+}
+}  // namespace
+
+// `simnic restart NAME` (SIGUSR2): simnicd executes itself anew, same pid and command line,
+// handing its bound UDP socket to the new image (--udp-fd). The NIC's address is never
+// released, so no other local user can bind it between the old NIC and the new one and
+// receive its peers' packets (issue 29 point 3). Contexts end as on any restart: the control
+// connections close, and the kernel clears the alive word (abi/daemon_alive.h) at exec.
+void NicServer::restart_in_place() {
+  const int fd = port_.native_fd();
+  std::vector<std::string> args = own_command_line_without_udp_fd();
+  if (fd < 0 || args.empty()) return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket or command line");
+  args.insert(args.end(), {"--udp-fd", std::to_string(fd)});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  logger_.log(core::LogLevel::kInfo, "restarting in place (simnic restart): keeping " + ipv4_string(opt_.device.ipv4) +
+                                         ":" + std::to_string(opt_.device.udp_port) + " bound");
+  trace_.flush_file();
+  std::fflush(nullptr);
+  ::fcntl(fd, F_SETFD, 0);  // the one descriptor the new image keeps
+  // By its path, not /proc/self/exe: the new image's name (comm) must stay "simnicd", which
+  // `simnic down` looks for; a rebuilt binary at that path is what a restart should run.
+  const std::string exe = own_executable_path();
+  ::execv(exe.c_str(), argv.data());
+  const int e = errno;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  logger_.log(core::LogLevel::kError, std::string("cannot restart in place: exec: ") + std::strerror(e) +
+                                          "; the NIC goes on as it was");
 }
 
 // The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.
@@ -308,6 +395,7 @@ void NicServer::on_control_readable(Session* s) {
 // The socket is non-blocking (simnicd's own end), so nothing here waits for the client.
 void NicServer::serve_control(Session* s) {
   for (int served = 0; served < kMaxMessagesPerTurn; ++served) {
+    if (!s->unsent.empty()) return;  // send_pieces comes back here once the reply is out
     std::vector<uint8_t> buf;
     std::vector<int> fds;
     bool fds_lost = false;
@@ -349,15 +437,58 @@ void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vecto
   }
   for (int fd : fds)
     if (fd >= 0) ::close(fd);
-  abi::RespHeader rh{h.op, uint32_t(reply.body.size()), reply.status, 0};
-  // Non-blocking: a client that does not read its replies loses them, the NIC never waits.
-  abi::send_message(s->control->native_handle(), &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+  send_reply(s, h.op, reply);
   for (int fd : reply.fds) ::close(fd);
   if (s->state.ctx && !s->doorbell) {
     watch_doorbell(s);
     watch_process(s);
   }
   after_event();
+}
+
+// One message, or pieces when the body is longer than a message can carry (abi::kRespMore:
+// `simnic status` of a NIC with a thousand QPs). Non-blocking: a client that does not read its
+// replies loses a one-message reply; the rest of a reply in pieces waits for room in its socket
+// (a client can only hold back its own connection), the NIC never waits.
+void NicServer::send_reply(Session* s, uint32_t op, core::ControlReply& reply) {
+  const int fd = s->control->native_handle();
+  if (reply.body.size() <= abi::kMaxReplyPiece) {
+    abi::RespHeader rh{op, uint32_t(reply.body.size()), reply.status, 0};
+    abi::send_message(fd, &rh, sizeof rh, reply.body.data(), reply.body.size(), reply.fds);
+    return;
+  }
+  abi::RespHeader first{op, abi::kMaxReplyPiece, reply.status, abi::kRespMore};
+  if (abi::send_message(fd, &first, sizeof first, reply.body.data(), abi::kMaxReplyPiece, reply.fds) != 0) return;
+  s->unsent_head = abi::RespHeader{op, 0, reply.status, 0};
+  s->unsent = std::move(reply.body);
+  s->unsent_from = abi::kMaxReplyPiece;
+  send_pieces(s);
+}
+
+// Sends what the socket takes of the reply in pieces; waits for room for the rest, and then
+// serves the connection again (serve_control stopped reading it meanwhile). All sent at once,
+// the caller's serve_control simply goes on: no second reader of the socket is started.
+void NicServer::send_pieces(Session* s, bool resume) {
+  const int fd = s->control->native_handle();
+  while (s->unsent_from < s->unsent.size()) {
+    const size_t n = std::min<size_t>(abi::kMaxReplyPiece, s->unsent.size() - s->unsent_from);
+    abi::RespHeader rh = s->unsent_head;
+    rh.len = uint32_t(n);
+    rh.flags = s->unsent_from + n < s->unsent.size() ? abi::kRespMore : 0;
+    int e = abi::send_message(fd, &rh, sizeof rh, s->unsent.data() + s->unsent_from, n);
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      s->control->async_wait(asio::posix::descriptor_base::wait_write,
+                             [this, s, id = s->id](const boost::system::error_code& ec) {
+                               if (!ec && alive(s, id)) send_pieces(s, true);
+                             });
+      return;
+    }
+    if (e != 0) break;  // the client went away: serve_control finds the end of the connection
+    s->unsent_from += n;
+  }
+  s->unsent.clear();
+  s->unsent_from = 0;
+  if (resume) serve_control(s);
 }
 
 void NicServer::refuse_message(Session* s, const std::vector<uint8_t>& buf, int status) {

@@ -36,6 +36,7 @@ inline constexpr uint32_t kDefaultBusyPollUs = 0;
 
 struct NicOptions {
   core::DeviceConfig device;
+  int udp_fd = -1;          // --udp-fd: a socket already bound to the NIC's address (restart in place)
   std::string dir;          // where the control and telemetry sockets live
   std::string pcap_path;    // empty: no capture
   std::string trace_path;   // empty: no trace file
@@ -87,6 +88,8 @@ class NicServer {
   void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
   std::string over_session_share(uid_t uid);
   void refuse_session(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
+  void send_reply(Session* s, uint32_t op, core::ControlReply& reply);
+  void send_pieces(Session* s, bool resume = false);
   bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);
@@ -102,6 +105,9 @@ class NicServer {
   void watch_for_viewer_wqes();
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
+  int daemon_alive_fd() const;
+  void wait_for_signals();
+  void restart_in_place();
 
   NicOptions opt_;
   boost::asio::io_context io_;
@@ -140,6 +146,7 @@ class NicServer {
   rlim_t fd_limit_ = 0;
   size_t max_sessions_per_uid_ = 0;
   uint64_t sessions_refused_ = 0;
+  int alive_fd_ = -1;  // simnicd's DaemonAlive page (abi/daemon_alive.h)
 };
 
 }  // namespace simnic::io

@@ -1,5 +1,7 @@
 #include "simnic/io/udp_port.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
@@ -58,8 +60,30 @@ UdpPort::UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port)
 
 UdpPort::~UdpPort() { close(); }
 
+namespace {
+// Whether `fd` is a UDP socket bound to ip:port (host order).
+bool bound_to(int fd, uint32_t ip, uint16_t port) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  int type = 0;
+  socklen_t tlen = sizeof type;
+  return ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 && a.sin_family == AF_INET &&
+         ntohl(a.sin_addr.s_addr) == ip && ntohs(a.sin_port) == port &&
+         ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 && type == SOCK_DGRAM;
+}
+}  // namespace
+
 bool UdpPort::open(std::string* error) {
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const bool inherited = inherited_fd_ >= 0;
+  if (inherited && !bound_to(inherited_fd_, ip_, port_)) {
+    *error = "--udp-fd " + std::to_string(inherited_fd_) + " is not a UDP socket bound to this NIC's address and port";
+    return false;
+  }
+  int fd = inherited ? inherited_fd_ : ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (inherited) {
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
   if (fd < 0) {
     *error = std::string("socket: ") + std::strerror(errno);
     return false;
@@ -107,7 +131,7 @@ bool UdpPort::open(std::string* error) {
   a.sin_family = AF_INET;
   a.sin_port = htons(port_);
   a.sin_addr.s_addr = htonl(ip_);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  if (!inherited && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     int e = errno;
     char buf[INET_ADDRSTRLEN];
     ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);

@@ -32,6 +32,10 @@ class UdpPort final : public core::PacketSink {
 
   // Binds <ip>:<port>. On failure says why in *error.
   bool open(std::string* error);
+  // Makes open() take `fd`, a UDP socket already bound to <ip>:<port> (simnicd restarting in
+  // place keeps its address: `simnic restart`), instead of binding a new one.
+  void adopt(int fd) { inherited_fd_ = fd; }
+  int native_fd() { return socket_.is_open() ? socket_.native_handle() : -1; }
   // Starts receiving; `on_batch_done` runs after each batch (the NIC then does pending work).
   void start(PacketHandler on_packet, std::function<void()> on_batch_done);
   void close();
@@ -80,6 +84,7 @@ class UdpPort final : public core::PacketSink {
   uint64_t rx_gro_buffers() const { return rx_gro_buffers_; }
 
  private:
+  int inherited_fd_ = -1;
   struct Delayed {
     uint64_t due_ns;
     uint32_t dst_ip;

@@ -1,14 +1,16 @@
 // Creates N RC QPs with WR-deep queues on the first device, reports how many it got, and exits
 // without destroying them: the NIC must clean up after a process as the kernel does.
-// Usage: simnic-many-qps N WR
+// With HOLD_S, it keeps them that many seconds after reporting (the test reads `simnic status`).
+// Usage: simnic-many-qps N WR [HOLD_S]
 #include <infiniband/verbs.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: simnic-many-qps N WR\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: simnic-many-qps N WR [HOLD_S]\n");
     return 2;
   }
   const int n = std::atoi(argv[1]);
@@ -39,5 +41,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("made %d QPs\n", made);
+  std::fflush(stdout);
+  if (argc == 4) ::sleep(unsigned(std::atoi(argv[3])));
   return 0;
 }

@@ -6,11 +6,21 @@
 // Exits 0 when all four say the device is gone, 1 otherwise, 3 if polling never failed.
 //
 //   simnic-nic-loss-watch DEV
+//
+// With PID (simnicd's): waits, without touching the verbs, until that process has exited (a
+// pidfd), then posts 100 receives and 100 sends; every one must fail with EIO at once, with
+// *bad_wr at the WR (docs/shim.md "When the NIC goes away"):
+//   posts_after_death: recv_eio=N send_eio=N of 100
+//
+//   simnic-nic-loss-watch DEV PID
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -41,11 +51,38 @@ ibv_qp* create_init_qp(ibv_pd* pd, ibv_cq* cq) {
   return qp;
 }
 
+// Blocks until process `pid` has exited (its pidfd turns readable), at most 30 s.
+bool wait_for_exit(pid_t pid) {
+  int fd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  bool gone = ::poll(&p, 1, 30000) == 1;
+  ::close(fd);
+  return gone;
+}
+
+// Every post after simnicd's death fails with EIO, the first as the hundredth.
+int posts_after_death(ibv_qp* qp, ibv_recv_wr& rwr, ibv_sge& sge) {
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  int recv_eio = 0, send_eio = 0;
+  for (int i = 0; i < 100; ++i) {
+    ibv_recv_wr* bad_r = nullptr;
+    ibv_send_wr* bad_s = nullptr;
+    recv_eio += ibv_post_recv(qp, &rwr, &bad_r) == EIO && bad_r == &rwr;
+    send_eio += ibv_post_send(qp, &swr, &bad_s) == EIO && bad_s == &swr;
+  }
+  std::printf("posts_after_death: recv_eio=%d send_eio=%d of 100\n", recv_eio, send_eio);
+  return recv_eio == 100 && send_eio == 100 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DEV\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s DEV [SIMNICD_PID]\n", argv[0]);
     return 2;
   }
   ibv_context* ctx = open_device(argv[1]);
@@ -66,6 +103,10 @@ int main(int argc, char** argv) {
   if (ibv_post_recv(qp, &rwr, &bad_r)) return 2;
   std::printf("ready\n");
   std::fflush(stdout);
+  if (argc == 3) {
+    if (!wait_for_exit(pid_t(std::atoi(argv[2])))) return std::printf("simnicd did not exit\n"), 2;
+    return posts_after_death(qp, rwr, sge);
+  }
 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   ibv_wc wc{};
