@@ -39,7 +39,7 @@ uint32_t ip_of(const std::string& s) {
 // The RoCEv2 datagram of a REQ from `src` to the rdma_cm port `port` of the NIC at `dst`: what
 // rdma_connect would send, with the attacker's own address (or a malformed one: `qpn` 0).
 std::vector<uint8_t> forged_req(uint32_t src, uint16_t src_port, uint32_t dst, uint16_t port, uint32_t comm_id,
-                                uint32_t qpn) {
+                                uint32_t qpn, uint8_t resources = 1) {
   cm::Message m;
   m.attr_id = cm::kReq;
   m.tid = uint64_t(comm_id) << 32 | 1;
@@ -47,7 +47,7 @@ std::vector<uint8_t> forged_req(uint32_t src, uint16_t src_port, uint32_t dst, u
   m.service_id = cm::service_id(abi::kPsTcp, port);
   m.qpn = qpn;
   m.starting_psn = comm_id & 0xffffff;
-  m.responder_resources = m.initiator_depth = 1;
+  m.responder_resources = m.initiator_depth = resources;
   m.remote_cm_response_timeout = m.local_cm_response_timeout = 20;
   m.retry_count = m.rnr_retry_count = 7;
   m.max_cm_retries = 15;
@@ -150,6 +150,27 @@ TEST(CmFlood, AForgedRequestFloodFromOneSourceDoesNotShutOutTheRealClient) {
   EXPECT_NE(log.find("dropped a REQ from " + attacker), std::string::npos) << log;
   EXPECT_NE(log.find("that source already has 32 requests waiting"), std::string::npos) << log;
   EXPECT_LT(log.size(), 64u * 1024) << "a log line per forged REQ";
+}
+
+// A forged REQ may say anything the fields hold: 255 responder resources and initiator depth.
+// rdma_accept(id, NULL) takes the request's values; as librdmacm's, ours caps them at what the
+// device supports, so RTR and RTS do not fail (before: EINVAL, max_dest_rd_atomic 255 > 16).
+TEST(CmFlood, AcceptingAForgedRequestWithAbsurdResourcesWorks) {
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string server_ip = nics.addr(0);
+  const std::string attacker = server_ip.substr(0, server_ip.rfind('.')) + ".201";
+  const uint16_t port = uint16_t(22000 + ::getpid() % 1000);
+  auto server = nics.start({bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port), "accept-null"});
+  for (int i = 0; i < 300 && server->output().find("listening") == std::string::npos; ++i) ::usleep(50 * 1000);
+  ASSERT_NE(server->output().find("listening"), std::string::npos) << server->output();
+  const pid_t sender = flood(attacker, 5556, server_ip, {forged_req(ip_of(attacker), 5556, ip_of(server_ip), port, 77,
+                                                                    0x4242, 255)});
+  ASSERT_GT(sender, 0);
+  EXPECT_EQ(wait_bounded(sender, 30s), 0);
+  Result srv = server->wait(30s);
+  EXPECT_EQ(srv.exit_code, 0) << srv.output;
+  EXPECT_NE(srv.output.find("rdma_accept: ok"), std::string::npos) << srv.output;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // scenario ended as the kernel's rdma_cm would end it, 1 otherwise.
 //
 //   server ADDR PORT accept|reject|disconnect|wait    (one connection)
+//   server ADDR PORT accept-null       (rdma_accept(id, NULL) of the first request, then exits)
 //   server ADDR PORT accept-from=IP   (rejects requests from other addresses, 10 ms each, as a
 //                                      program with an allow list; accepts the first from IP)
 //   client ADDR PORT SRC expect-established|expect-rejected|expect-unreachable|disconnect|wait|die
@@ -10,6 +11,7 @@
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -138,6 +140,11 @@ int server(const char* ip, int port, const std::string& mode) {
     return rdma_reject(id, why, sizeof why) ? 1 : 0;
   }
   make_qp(id);
+  if (mode == "accept-null") {  // the request's own responder resources and initiator depth
+    const int r = rdma_accept(id, nullptr);
+    std::printf("rdma_accept: %s\n", r ? std::strerror(errno) : "ok");
+    return r ? 1 : 0;
+  }
   rdma_conn_param p{};
   const char hello[] = "welcome";
   p.private_data = hello;
@@ -169,6 +176,11 @@ int client(const char* ip, int port, const char* src, const std::string& mode) {
   if (rdma_resolve_route(id, 2000)) return 1;
   expect(RDMA_CM_EVENT_ROUTE_RESOLVED);
   make_qp(id);
+  if (mode == "accept-null") {  // the request's own responder resources and initiator depth
+    const int r = rdma_accept(id, nullptr);
+    std::printf("rdma_accept: %s\n", r ? std::strerror(errno) : "ok");
+    return r ? 1 : 0;
+  }
   rdma_conn_param p{};
   p.retry_count = 7;
   p.rnr_retry_count = 7;
