@@ -6,11 +6,14 @@
 //    cannot accept (a REQ with QPN 0 used to reach it, and its rdma_accept then failed EINVAL);
 //  - the requests of a listener are bounded per source (address and UDP port) and in total;
 //    when the total is full, the oldest request of the source holding the most is evicted;
-//  - the program is told of at most `backlog` requests at a time (rdma_listen's argument, as
-//    the kernel's ucma bounds its CONNECT_REQUEST events by it); the others wait in the NIC,
-//    and the next one told is the oldest of the source holding the fewest.
-#include <cerrno>
-#include <cstring>
+//  - the program is told of at most `backlog` requests at a time (rdma_listen's argument); the
+//    others wait in the NIC, and the next one told is the oldest of the source holding the
+//    fewest. The kernel's ucma_connect_event_handler takes one from the backlog for each
+//    CONNECT_REQUEST it queues and gives it back when the program reads the event; past it,
+//    the request is rejected (-ENOMEM). simnicd cannot see the program read its channel, so
+//    a request counts until the program answers it (accept, reject or destroy), and the ones
+//    past the backlog wait instead of being rejected: a flood delays a real client, it does
+//    not turn it away.
 #include <limits>
 
 #include "simnic/core/cm_agent.h"
@@ -66,7 +69,7 @@ const char* CmAgent::malformed_req(uint32_t src_ip, const cm::Message& m, const 
 void CmAgent::drop_malformed(uint32_t src_ip, const cm::Message& m, const char* why, uint64_t now) {
   ++reqs_malformed_;
   tracer_.event("pkt_drop").u("qp", 1).s("reason", std::string("QP1: malformed REQ: ") + why);
-  log_limited("cm_malformed", now, [&] {
+  log_limited(LogLevel::kWarn, "cm_malformed", now, [&] {
     return "dropped a REQ from " + ip_string(src_ip) + " for port " + std::to_string(cm::service_port(m.service_id)) +
            ": " + why + " (a malformed or forged connection request; the program never sees it)";
   });
@@ -101,7 +104,7 @@ bool CmAgent::evict_from_largest_source(const CmId& listener, size_t newcomer_ho
   }
   if (!victim) return false;
   ++reqs_evicted_;
-  log_limited("cm_evict", now, [&] {
+  log_limited(LogLevel::kWarn, "cm_evict", now, [&] {
     return "rdma_cm id " + std::to_string(listener.handle) + " (port " + std::to_string(listener.local_port) +
            "): rejected the oldest waiting request of " + ip_string(victim->remote_ip) + " (" +
            std::to_string(victim_holds) + " waiting) to make room: the listener holds " +
@@ -118,7 +121,7 @@ bool CmAgent::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_
               (pending_requests(listener) < kMaxPendingRequests || evict_from_largest_source(listener, mine, now));
   if (room) return true;
   ++reqs_refused_;
-  log_limited("cm_refuse", now, [&] {
+  log_limited(LogLevel::kWarn, "cm_refuse", now, [&] {
     return "rdma_cm id " + std::to_string(listener.handle) + " (port " + std::to_string(listener.local_port) +
            ") rejected a request from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": " +
            (mine >= kMaxRequestsPerSource ? "that source already has " + std::to_string(mine) +
@@ -130,7 +133,7 @@ bool CmAgent::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_
 }
 
 // The program hears of a new request now if fewer than `backlog` of the listener's requests
-// wait for its answer; else the NIC holds it until one is answered.
+// it was told of wait for its answer; else the NIC holds it until one is answered.
 void CmAgent::offer_request(CmId& id, const abi::CmEventMsg& ev) {
   auto l = ids_.find(id.listener);
   if (l == ids_.end() || told_requests(*l->second) < l->second->backlog + 1) {  // +1: `id` counts

@@ -175,12 +175,12 @@ class CmAgent {
   // A complaint a flood repeats (forged or malformed requests): written the first time, then at
   // most once a second per `what`, with the count held back. `line` is built only when written.
   template <class MakeLine>
-  void log_limited(const char* what, uint64_t now, MakeLine&& line) {
+  void log_limited(LogLevel level, const char* what, uint64_t now, MakeLine&& line) {
     uint64_t held = 0;
     if (!log_limiter_.allow(what, now, &held)) return;
     std::string text = line();
     if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
-    logger_.log(LogLevel::kWarn, text);
+    logger_.log(level, text);
   }
   size_t pending_requests(const CmId& listener) const;
   void trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const proto::cm::Message& m,

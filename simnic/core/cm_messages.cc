@@ -159,7 +159,7 @@ void CmAgent::on_req(uint32_t src_ip, uint16_t udp_port, const cm::Message& m, u
   cm::CmaHdr hdr;
   CmId* listener = find_listener(cm::service_port_space(m.service_id), cm::service_port(m.service_id));
   if (!listener || !cm::decode_cma_hdr(m.private_data, &hdr)) {
-    log_limited("cm_no_listener", now, [&] {
+    log_limited(LogLevel::kInfo, "cm_no_listener", now, [&] {
       return "rejected a REQ from " + ip_string(src_ip) + " for service ID " + hex(m.service_id) +
              ": nobody listens on port " + std::to_string(cm::service_port(m.service_id));
     });
