@@ -263,12 +263,14 @@ int rdma_accept(struct rdma_cm_id* id, struct rdma_conn_param* conn_param) {
   req.id = p->handle;
   req.rnr_retry_count = 7;
   if (id->qp_type != IBV_QPT_UD) {
-    req.initiator_depth = p->initiator_depth;
-    req.responder_resources = p->responder_resources;
-    if (conn_param) {
-      req.initiator_depth = uint8_t(std::min<int>(conn_param->initiator_depth, p->nic->attr.max_qp_init_rd_atom));
-      req.responder_resources = uint8_t(std::min<int>(conn_param->responder_resources, p->nic->attr.max_qp_rd_atom));
-    }
+    // As librdmacm's rdma_accept: the request's values (whatever the peer sent: a forged REQ
+    // may say 255) or the caller's, never past what this device supports, so that RTR and RTS
+    // cannot fail on them.
+    int depth = p->initiator_depth, resources = p->responder_resources;
+    if (conn_param && conn_param->initiator_depth != RDMA_MAX_INIT_DEPTH) depth = conn_param->initiator_depth;
+    if (conn_param && conn_param->responder_resources != RDMA_MAX_RESP_RES) resources = conn_param->responder_resources;
+    req.initiator_depth = uint8_t(std::min<int>(depth, p->nic->attr.max_qp_init_rd_atom));
+    req.responder_resources = uint8_t(std::min<int>(resources, p->nic->attr.max_qp_rd_atom));
     int e = modify_qp_to(p, IBV_QPS_RTR, req.responder_resources);
     if (!e) e = modify_qp_to(p, IBV_QPS_RTS, req.initiator_depth);
     if (e) {

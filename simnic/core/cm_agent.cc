@@ -103,16 +103,28 @@ CmId& CmAgent::add_id(uint32_t client, uint32_t channel, uint64_t cookie, uint16
   return ref;
 }
 
+namespace {
+// A passive id its program has still to accept or reject: it counts against the listener.
+bool awaits_answer(CmState s) { return s == CmState::kReqRcvd || s == CmState::kSidrReqRcvd; }
+}  // namespace
+
+// An answered (or vanished) request makes room in the listener's backlog for a held one.
 void CmAgent::erase_id(uint32_t handle) {
   tracer_.event("cm_id").u("id", handle).s("action", "destroy");
+  auto it = ids_.find(handle);
+  const uint32_t listener = it != ids_.end() && awaits_answer(it->second->state) ? it->second->listener : 0;
+  held_events_.erase(handle);
   ids_.erase(handle);
+  if (listener) release_held(listener);
 }
 
 void CmAgent::set_state(CmId& id, CmState s, const char* cause) {
   if (id.state == s) return;
   tracer_.event("cm_state").u("id", id.handle).s("from", cm_state_name(id.state)).s("to", cm_state_name(s))
       .s("cause", cause).u("local_comm_id", id.local_comm_id).u("remote_comm_id", id.remote_comm_id);
+  const bool answered = id.listener && awaits_answer(id.state) && !awaits_answer(s);
   id.state = s;
+  if (answered) release_held(id.listener);
 }
 
 abi::CmEventMsg CmAgent::event_for(const CmId& id, uint32_t type, int32_t status) const {
@@ -209,6 +221,10 @@ void CmAgent::abandon(CmId& id, uint64_t now) {
     for (auto& [h, c] : ids_)
       if (c->listener == id.handle && (c->state == CmState::kReqRcvd || c->state == CmState::kSidrReqRcvd))
         children.push_back(h);
+    for (uint32_t h : children) {  // none of them is told to the program now
+      ids_[h]->held = false;
+      held_events_.erase(h);
+    }
     for (uint32_t h : children) abandon(*ids_[h], now);
   }
   erase_id(id.handle);
@@ -257,8 +273,13 @@ int CmAgent::bind(uint32_t client, const abi::CmBindReq& req, uint16_t* port) {
 int CmAgent::listen(uint32_t client, const abi::CmListenReq& req) {
   CmId* id = owned(client, req.id);
   if (!id) return EINVAL;
-  if (id->state == CmState::kListen) return 0;  // a new backlog: nothing else changes
+  if (id->state == CmState::kListen) {  // a new backlog: nothing else changes
+    id->backlog = listen_backlog(req.backlog);
+    release_held(id->handle);
+    return 0;
+  }
   if (id->state != CmState::kBound) return refuse(EINVAL, "rdma_listen: bind the id first");
+  id->backlog = listen_backlog(req.backlog);
   set_state(*id, CmState::kListen, "listen");
   // Said once per listener: `simnic logs` shows which ports a NIC serves (and tests wait for it).
   logger_.log(LogLevel::kInfo, "rdma_cm id " + std::to_string(id->handle) + " listening on port " +

@@ -19,6 +19,7 @@
 #include "simnic/abi/cm.h"
 #include "simnic/core/env.h"
 #include "simnic/core/key_source.h"
+#include "simnic/core/log_limiter.h"
 #include "simnic/core/trace.h"
 #include "simnic/proto/cm_mad.h"
 #include "simnic/proto/packet.h"
@@ -38,6 +39,9 @@ enum class CmState {
   kClosed,       // rejected, timed out or disconnected: only rdma_destroy_id is left
 };
 const char* cm_state_name(CmState s);
+// The requests a listener's program may have unanswered for rdma_listen(id, asked), as the
+// kernel's ucma: asked, or the maximum (1024) for <= 0 or more.
+uint32_t listen_backlog(int32_t asked);
 
 struct CmNicInfo {
   uint32_t ipv4 = 0;         // host order
@@ -59,6 +63,9 @@ struct CmId {
   uint32_t remote_ip = 0;
   uint16_t remote_port = 0;
   uint32_t listener = 0;     // a passive id: the listener it came from
+  uint16_t src_udp_port = 0; // a passive id: the UDP source port its request came from
+  bool held = false;         // a passive id the program has not been told about (backlog full)
+  uint32_t backlog = 0;      // a listener: requests its program may have unanswered at once
   uint32_t local_comm_id = 0, remote_comm_id = 0;
   uint64_t tid = 0;
   // What the QP needs (CmInitQpAttr), from both sides' messages.
@@ -97,13 +104,21 @@ class CmAgent {
   std::string take_refusal() { return std::exchange(refusal_, {}); }
 
   // --- From the wire and the clock ---
-  void on_mad(uint32_t src_ip, const proto::ParsedPacket& pkt, uint64_t now);
+  void on_mad(uint32_t src_ip, const proto::ParsedPacket& pkt, uint64_t now) {
+    on_mad(src_ip, nic_.udp_port, pkt, now);
+  }
+  void on_mad(uint32_t src_ip, uint16_t src_port, const proto::ParsedPacket& pkt, uint64_t now);
   void on_timer(uint64_t now);
   uint64_t next_deadline() const;
 
   const std::map<uint32_t, std::unique_ptr<CmId>>& ids() const { return ids_; }
   uint64_t mads_sent() const { return mads_sent_; }
   uint64_t mads_received() const { return mads_received_; }
+  // Requests dropped as malformed, and refused or evicted to keep one source from filling a
+  // listener (cm_admission.cc).
+  uint64_t reqs_malformed() const { return reqs_malformed_; }
+  uint64_t reqs_refused() const { return reqs_refused_; }
+  uint64_t reqs_evicted() const { return reqs_evicted_; }
 
  private:
   struct Channel {
@@ -137,16 +152,36 @@ class CmAgent {
   void send_drep(CmId& id, uint64_t now, bool remember);
   void stop_timer(CmId& id) { id.deadline_ns = 0; }
   void enter_timewait(CmId& id, uint64_t now);
-  void on_req(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
+  void on_req(uint32_t src_ip, uint16_t udp_port, const proto::cm::Message& m, uint64_t now);
   void on_rep(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_rtu(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_rej(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_mra(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_dreq(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_drep(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
-  void on_sidr_req(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
+  void on_sidr_req(uint32_t src_ip, uint16_t udp_port, const proto::cm::Message& m, uint64_t now);
   void on_sidr_rep(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_timeout(CmId& id, uint64_t now);
+  // cm_admission.cc: which requests a listener takes, and when its program hears of them
+  const char* malformed_req(uint32_t src_ip, const proto::cm::Message& m, const proto::cm::CmaHdr& hdr,
+                            const CmId& listener) const;
+  void drop_malformed(uint32_t src_ip, const proto::cm::Message& m, const char* why, uint64_t now);
+  bool admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_port, uint64_t now);
+  bool evict_from_largest_source(const CmId& listener, size_t newcomer_holds, uint64_t now);
+  size_t requests_from(const CmId& listener, uint32_t ip, uint16_t port) const;
+  size_t told_requests(const CmId& listener) const;
+  void offer_request(CmId& id, const abi::CmEventMsg& ev);
+  void release_held(uint32_t listener_handle);
+  // A complaint a flood repeats (forged or malformed requests): written the first time, then at
+  // most once a second per `what`, with the count held back. `line` is built only when written.
+  template <class MakeLine>
+  void log_limited(LogLevel level, const char* what, uint64_t now, MakeLine&& line) {
+    uint64_t held = 0;
+    if (!log_limiter_.allow(what, now, &held)) return;
+    std::string text = line();
+    if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
+    logger_.log(level, text);
+  }
   size_t pending_requests(const CmId& listener) const;
   void trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const proto::cm::Message& m,
                  const char* fault);
@@ -162,6 +197,9 @@ class CmAgent {
   uint32_t next_handle_ = 1;
   uint32_t gsi_psn_ = 0;
   uint64_t mads_sent_ = 0, mads_received_ = 0;
+  uint64_t reqs_malformed_ = 0, reqs_refused_ = 0, reqs_evicted_ = 0;
+  std::map<uint32_t, abi::CmEventMsg> held_events_;  // CONNECT_REQUESTs not told yet, by new id
+  LogLimiter log_limiter_;
   std::map<uint32_t, Channel> channels_;
   std::map<uint32_t, std::unique_ptr<CmId>> ids_;
   std::vector<uint8_t> tx_;

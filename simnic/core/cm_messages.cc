@@ -20,28 +20,21 @@ constexpr uint64_t kTimewaitNs = 4096ull << 17;
 
 const uint8_t* user_data(const cm::Message& m) { return m.private_data + cm::kCmaHdrBytes; }
 
-// Connection requests a listener holds before its program accepts or rejects them: beyond
-// this, new ones are rejected (the kernel bounds them with the listen backlog).
-constexpr size_t kMaxPendingRequests = 1024;
 // An id just created for a request (REQ, SIDR_REQ) that reached `listener`: where the request
-// came from and which of the peer's ids and transactions it answers.
-void take_request(CmId& id, const CmId& listener, uint32_t src_ip, uint16_t src_port, const cm::Message& m) {
+// came from (the datagram's address and UDP port, the rdma_cm port of the IP CM header) and
+// which of the peer's ids and transactions it answers.
+void take_request(CmId& id, const CmId& listener, uint32_t src_ip, uint16_t udp_port, uint16_t src_port,
+                  const cm::Message& m) {
   id.listener = listener.handle;
   id.local_port = listener.local_port;
   id.remote_ip = src_ip;
+  id.src_udp_port = udp_port;
   id.remote_port = src_port;
   id.remote_comm_id = m.local_comm_id;
   id.tid = m.tid;
 }
 
 }  // namespace
-
-size_t CmAgent::pending_requests(const CmId& listener) const {
-  size_t n = 0;
-  for (const auto& [h, id] : ids_)
-    n += id->listener == listener.handle && (id->state == CmState::kReqRcvd || id->state == CmState::kSidrReqRcvd);
-  return n;
-}
 
 void CmAgent::trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const cm::Message& m,
                         const char* fault) {
@@ -124,7 +117,7 @@ void CmAgent::enter_timewait(CmId& id, uint64_t now) {
 
 // ------------------------------------------------------------------------- receive
 
-void CmAgent::on_mad(uint32_t src_ip, const ParsedPacket& pkt, uint64_t now) {
+void CmAgent::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& pkt, uint64_t now) {
   ++mads_received_;
   cm::Message m;
   cm::DecodeError err = pkt.h.bth.opcode != kUdSendOnly ? cm::DecodeError::kNotCm
@@ -138,22 +131,23 @@ void CmAgent::on_mad(uint32_t src_ip, const ParsedPacket& pkt, uint64_t now) {
     tracer_.event("cm_rx").s("cm", cm::attr_name(m.attr_id)).s("src", ip_string(src_ip))
         .u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
   switch (m.attr_id) {
-    case cm::kReq: return on_req(src_ip, m, now);
+    case cm::kReq: return on_req(src_ip, src_port, m, now);
     case cm::kRep: return on_rep(src_ip, m, now);
     case cm::kRtu: return on_rtu(src_ip, m, now);
     case cm::kRej: return on_rej(src_ip, m, now);
     case cm::kMra: return on_mra(src_ip, m, now);
     case cm::kDreq: return on_dreq(src_ip, m, now);
     case cm::kDrep: return on_drep(src_ip, m, now);
-    case cm::kSidrReq: return on_sidr_req(src_ip, m, now);
+    case cm::kSidrReq: return on_sidr_req(src_ip, src_port, m, now);
     case cm::kSidrRep: return on_sidr_rep(src_ip, m, now);
     default: return;
   }
 }
 
 // IBA 12.6.2: a REQ for a service nobody listens on is rejected with "invalid service ID"
-// (reason 8), which rdma_cm reports as RDMA_CM_EVENT_REJECTED, status 8.
-void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
+// (reason 8), which rdma_cm reports as RDMA_CM_EVENT_REJECTED, status 8. A malformed REQ is
+// dropped, and one the listener has no room for is rejected (cm_admission.cc).
+void CmAgent::on_req(uint32_t src_ip, uint16_t udp_port, const cm::Message& m, uint64_t now) {
   if (CmId* dup = find_by_remote(m.local_comm_id, src_ip)) {  // IBA 12.9.7: a duplicate REQ
     if (dup->state == CmState::kRepSent) {
       cm::Message rep;
@@ -165,17 +159,20 @@ void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
   cm::CmaHdr hdr;
   CmId* listener = find_listener(cm::service_port_space(m.service_id), cm::service_port(m.service_id));
   if (!listener || !cm::decode_cma_hdr(m.private_data, &hdr)) {
-    logger_.log(LogLevel::kInfo, "rejected a REQ from " + ip_string(src_ip) + " for service ID " + hex(m.service_id) +
-                                     ": nobody listens on port " + std::to_string(cm::service_port(m.service_id)));
+    log_limited(LogLevel::kInfo, "cm_no_listener", now, [&] {
+      return "rejected a REQ from " + ip_string(src_ip) + " for service ID " + hex(m.service_id) +
+             ": nobody listens on port " + std::to_string(cm::service_port(m.service_id));
+    });
     send_rej(src_ip, m.tid, keys_.next() | 1, m.local_comm_id, cm::kRejInvalidServiceId, cm::kRefReq, nullptr, 0, now);
     return;
   }
-  if (pending_requests(*listener) >= kMaxPendingRequests) {  // a REQ flood must not fill the NIC
+  if (const char* why = malformed_req(src_ip, m, hdr, *listener)) return drop_malformed(src_ip, m, why, now);
+  if (!admit_request(*listener, src_ip, udp_port, now)) {  // a REQ flood must not fill the NIC
     send_rej(src_ip, m.tid, keys_.next() | 1, m.local_comm_id, cm::kRejConsumerDefined, cm::kRefReq, nullptr, 0, now);
     return;
   }
   CmId& id = add_id(listener->client, listener->channel, listener->cookie, listener->ps, IBV_QPT_RC);
-  take_request(id, *listener, src_ip, hdr.src_port, m);
+  take_request(id, *listener, src_ip, udp_port, hdr.src_port, m);
   id.local_comm_id = keys_.next() | 1;
   id.remote_qpn = m.qpn;
   id.remote_psn = m.starting_psn;
@@ -183,7 +180,7 @@ void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
   id.initiator_depth = m.responder_resources;
   id.retry_count = m.retry_count;
   id.rnr_retry_count = m.rnr_retry_count;
-  id.mtu = (m.path_mtu && m.path_mtu < uint8_t(nic_.mtu)) ? ibv_mtu(m.path_mtu) : nic_.mtu;
+  id.mtu = m.path_mtu < uint8_t(nic_.mtu) ? ibv_mtu(m.path_mtu) : nic_.mtu;
   id.interval_ns = (4096ull << m.remote_cm_response_timeout) + 2 * (4096ull << 16);
   id.retries_left = m.max_cm_retries;
   set_state(id, CmState::kReqRcvd, "REQ received");
@@ -194,7 +191,7 @@ void CmAgent::on_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
   ev.srq = m.srq;
   ev.private_len = uint8_t(cm::private_data_size(cm::kReq) - cm::kCmaHdrBytes);
   std::memcpy(ev.private_data, user_data(m), ev.private_len);
-  deliver(id, ev);
+  offer_request(id, ev);
 }
 
 void CmAgent::on_rep(uint32_t src_ip, const cm::Message& m, uint64_t now) {
@@ -242,6 +239,7 @@ void CmAgent::on_rej(uint32_t src_ip, const cm::Message& m, uint64_t) {
       id->state != CmState::kReqRcvd)
     return;
   stop_timer(*id);
+  if (id->held) return erase_id(id->handle);  // the program never heard of it: nothing to say
   const bool passive_waiting = id->state == CmState::kReqRcvd;
   set_state(*id, CmState::kClosed, "REJ received");
   if (passive_waiting) return;  // the program has not accepted: the kernel says nothing either
@@ -300,7 +298,7 @@ void CmAgent::on_drep(uint32_t src_ip, const cm::Message& m, uint64_t now) {
 }
 
 // IBA 12.11.1: SIDR_REQ asks which UD QP serves a service ID; no listener: "unsupported".
-void CmAgent::on_sidr_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
+void CmAgent::on_sidr_req(uint32_t src_ip, uint16_t udp_port, const cm::Message& m, uint64_t now) {
   cm::CmaHdr hdr;
   CmId* listener = find_listener(cm::service_port_space(m.service_id), cm::service_port(m.service_id));
   if (!listener || listener->qp_type != IBV_QPT_UD || !cm::decode_cma_hdr(m.private_data, &hdr)) {
@@ -313,18 +311,18 @@ void CmAgent::on_sidr_req(uint32_t src_ip, const cm::Message& m, uint64_t now) {
     send_mad(nullptr, src_ip, rep, now, false);
     return;
   }
-  if (pending_requests(*listener) >= kMaxPendingRequests) return;
   for (auto& [h, other] : ids_)  // a retransmitted SIDR_REQ is already being handled
     if (other->listener == listener->handle && other->remote_ip == src_ip && other->remote_comm_id == m.local_comm_id)
       return;
+  if (!admit_request(*listener, src_ip, udp_port, now)) return;
   CmId& id = add_id(listener->client, listener->channel, listener->cookie, listener->ps, IBV_QPT_UD);
-  take_request(id, *listener, src_ip, hdr.src_port, m);
+  take_request(id, *listener, src_ip, udp_port, hdr.src_port, m);
   set_state(id, CmState::kSidrReqRcvd, "SIDR_REQ received");
   abi::CmEventMsg ev = event_for(id, abi::kCmConnectRequest);
   ev.new_id = id.handle;
   ev.private_len = uint8_t(cm::private_data_size(cm::kSidrReq) - cm::kCmaHdrBytes);
   std::memcpy(ev.private_data, user_data(m), ev.private_len);
-  deliver(id, ev);
+  offer_request(id, ev);
 }
 
 void CmAgent::on_sidr_rep(uint32_t src_ip, const cm::Message& m, uint64_t) {

@@ -127,7 +127,7 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
   if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
-  if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, pkt, now);  // QP1: the CM's
+  if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, src_port, pkt, now);  // QP1: the CM's
   if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
     ++counters_.rx_drop_no_qp;

@@ -3,11 +3,15 @@
 // scenario ended as the kernel's rdma_cm would end it, 1 otherwise.
 //
 //   server ADDR PORT accept|reject|disconnect|wait    (one connection)
+//   server ADDR PORT accept-null       (rdma_accept(id, NULL) of the first request, then exits)
+//   server ADDR PORT accept-from=IP   (rejects requests from other addresses, 10 ms each, as a
+//                                      program with an allow list; accepts the first from IP)
 //   client ADDR PORT SRC expect-established|expect-rejected|expect-unreachable|disconnect|wait|die
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +67,57 @@ void make_qp(rdma_cm_id* id) {
   }
 }
 
+// The first CONNECT_REQUEST from `peer`; the others are rejected, each after 10 ms (a slow
+// program: a flood of forged requests outpaces it). Exits on any other event.
+rdma_cm_id* first_request_from(const std::string& peer) {
+  int rejected = 0;
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(g_ch, &ev)) {
+      std::perror("rdma_get_cm_event");
+      std::exit(1);
+    }
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+      std::printf("event %s status %d\n", rdma_event_str(ev->event), ev->status);
+      std::exit(1);
+    }
+    rdma_cm_id* id = ev->id;
+    rdma_ack_cm_event(ev);
+    char from[INET_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(rdma_get_peer_addr(id))->sin_addr, from, sizeof from);
+    if (peer == from) {
+      std::printf("request from %s after rejecting %d others\n", from, rejected);
+      std::fflush(stdout);
+      return id;
+    }
+    ::usleep(10 * 1000);
+    if (rdma_reject(id, nullptr, 0) || rdma_destroy_id(id)) {
+      std::perror("rdma_reject");
+      std::exit(1);
+    }
+    ++rejected;
+  }
+}
+
+// ESTABLISHED for `id`; CONNECT_REQUESTs that come meanwhile are rejected. Exits on anything else.
+void established_rejecting_others(rdma_cm_id* id) {
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(g_ch, &ev)) std::exit(1);
+    const rdma_cm_event_type type = ev->event;
+    rdma_cm_id* other = ev->id;
+    rdma_ack_cm_event(ev);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST && other != id) {
+      rdma_reject(other, nullptr, 0);
+      rdma_destroy_id(other);
+      continue;
+    }
+    std::printf("event %s\n", rdma_event_str(type));
+    if (type != RDMA_CM_EVENT_ESTABLISHED || other != id) std::exit(1);
+    return;
+  }
+}
+
 int server(const char* ip, int port, const std::string& mode) {
   rdma_cm_id* listen = nullptr;
   rdma_create_id(g_ch, &listen, nullptr, RDMA_PS_TCP);
@@ -73,25 +128,37 @@ int server(const char* ip, int port, const std::string& mode) {
   }
   std::printf("listening\n");
   std::fflush(stdout);
-  rdma_cm_event* ev = next_event();
-  if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 1;
-  rdma_cm_id* id = ev->id;
-  rdma_ack_cm_event(ev);
+  rdma_cm_id* id = mode.rfind("accept-from=", 0) == 0 ? first_request_from(mode.substr(12)) : nullptr;
+  if (!id) {
+    rdma_cm_event* ev = next_event();
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 1;
+    id = ev->id;
+    rdma_ack_cm_event(ev);
+  }
   if (mode == "reject") {
     const char why[] = "go away";
     return rdma_reject(id, why, sizeof why) ? 1 : 0;
   }
   make_qp(id);
+  if (mode == "accept-null") {  // the request's own responder resources and initiator depth
+    const int r = rdma_accept(id, nullptr);
+    std::printf("rdma_accept: %s\n", r ? std::strerror(errno) : "ok");
+    return r ? 1 : 0;
+  }
   rdma_conn_param p{};
   const char hello[] = "welcome";
   p.private_data = hello;
   p.private_data_len = sizeof hello;
   if (rdma_accept(id, &p)) return 1;
+  if (mode.rfind("accept-from=", 0) == 0) {  // other requests keep coming: turn them away
+    established_rejecting_others(id);
+    return 0;
+  }
   expect(RDMA_CM_EVENT_ESTABLISHED);
   if (mode == "disconnect") {
     if (rdma_disconnect(id)) return 1;
   }
-  if (mode == "accept") return 0;
+  if (mode == "accept" || mode.rfind("accept-from=", 0) == 0) return 0;
   expect(RDMA_CM_EVENT_DISCONNECTED);
   if (mode == "wait") rdma_disconnect(id);  // the DREP
   rdma_destroy_qp(id);
@@ -109,6 +176,11 @@ int client(const char* ip, int port, const char* src, const std::string& mode) {
   if (rdma_resolve_route(id, 2000)) return 1;
   expect(RDMA_CM_EVENT_ROUTE_RESOLVED);
   make_qp(id);
+  if (mode == "accept-null") {  // the request's own responder resources and initiator depth
+    const int r = rdma_accept(id, nullptr);
+    std::printf("rdma_accept: %s\n", r ? std::strerror(errno) : "ok");
+    return r ? 1 : 0;
+  }
   rdma_conn_param p{};
   p.retry_count = 7;
   p.rnr_retry_count = 7;
