@@ -109,6 +109,11 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// The flooder sends from a free loopback address on the NICs' port: a loopback NIC drops what
+// comes from any other port (rx_drop_wrong_source, spoofing_test.cc), so this is the one way a
+// classmate's REQs still reach the CM.
+constexpr uint16_t kNicPort = 4791;
+
 // Forged REQs from one address and port, 10,000 in two seconds and on while the real client
 // connects (and one malformed, QPN 0), used to fill the listener's 1,024 requests: the real
 // client was rejected (REJECTED, status 28).
@@ -121,16 +126,16 @@ TEST(CmFlood, AForgedRequestFloodFromOneSourceDoesNotShutOutTheRealClient) {
   const std::string attacker = server_ip.substr(0, server_ip.rfind('.')) + ".200";
   const uint16_t port = uint16_t(21000 + ::getpid() % 1000);
   std::vector<std::vector<uint8_t>> reqs;
-  reqs.push_back(forged_req(ip_of(attacker), 5555, ip_of(server_ip), port, 7, 0));  // malformed: QPN 0
+  reqs.push_back(forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 7, 0));  // malformed: QPN 0
   for (uint32_t i = 0; i < 100000; ++i)
-    reqs.push_back(forged_req(ip_of(attacker), 5555, ip_of(server_ip), port, 1000 + i, 0x100 + i));
+    reqs.push_back(forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 1000 + i, 0x100 + i));
 
   auto server = nics.start({bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port),
                             "accept-from=" + client_ip});
   for (int i = 0; i < 300 && server->output().find("listening") == std::string::npos; ++i) ::usleep(50 * 1000);
   ASSERT_NE(server->output().find("listening"), std::string::npos) << server->output();
 
-  const pid_t flooder = flood(attacker, 5555, server_ip, reqs);
+  const pid_t flooder = flood(attacker, kNicPort, server_ip, reqs);
   ASSERT_GT(flooder, 0);
   std::this_thread::sleep_for(300ms);  // the flood is under way
   Result client = nics.run({bin_dir() + "/simnic-cm-check", "client", server_ip, std::to_string(port), client_ip,
@@ -164,7 +169,7 @@ TEST(CmFlood, AcceptingAForgedRequestWithAbsurdResourcesWorks) {
   auto server = nics.start({bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port), "accept-null"});
   for (int i = 0; i < 300 && server->output().find("listening") == std::string::npos; ++i) ::usleep(50 * 1000);
   ASSERT_NE(server->output().find("listening"), std::string::npos) << server->output();
-  const pid_t sender = flood(attacker, 5556, server_ip, {forged_req(ip_of(attacker), 5556, ip_of(server_ip), port, 77,
+  const pid_t sender = flood(attacker, kNicPort, server_ip, {forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 77,
                                                                     0x4242, 255)});
   ASSERT_GT(sender, 0);
   EXPECT_EQ(wait_bounded(sender, 30s), 0);

@@ -346,7 +346,7 @@ TEST_F(CmAgentTest, MalformedRequestsAreDroppedBeforeTheProgramSeesThem) {
 // at most `backlog` at a time, and the next it hears of is from the source holding the fewest.
 TEST_F(CmAgentTest, OneFloodingSourceCannotShutOutARealClient) {
   listen_on_a(7174);  // backlog 1, as rdma_listen(id, 1)
-  for (uint32_t i = 0; i < 10000; ++i) inject(a, kIpC, 5555, forged_req(kIpC, 7174, 1000 + i), now);
+  for (uint32_t i = 0; i < 10000; ++i) inject(a, kIpC, 4791, forged_req(kIpC, 7174, 1000 + i), now);
   fabric.queue.clear();  // the REJs to the attacker
   EXPECT_EQ(connect_requests(events(a)), 1u) << "the program hears of one request at a time (backlog 1)";
   EXPECT_EQ(a.cm().reqs_refused(), 10000u - 32u);
@@ -371,19 +371,20 @@ TEST_F(CmAgentTest, OneFloodingSourceCannotShutOutARealClient) {
   EXPECT_EQ(events(b).back().qp_num, 0x654321u);
 }
 
-// Many sources (one address, many ports) fill the listener's 1,024: the oldest waiting request
+// Many sources (32 loopback addresses, each from the NICs' port 4791: a loopback NIC drops
+// anything from another port) fill the listener's 1,024: the oldest waiting request
 // of the source holding the most is rejected to make room for a newcomer, never one the
 // program was told of.
 TEST_F(CmAgentTest, AFullListenerEvictsFromTheSourceHoldingTheMost) {
   uint32_t listener = listen_on_a(7174);
   ASSERT_EQ(a.cm().listen(client_a, abi::CmListenReq{listener, 4}), 0);
   uint32_t comm = 1;
-  for (uint16_t port = 6000; port < 6032; ++port)
-    for (int i = 0; i < 32; ++i) inject(a, kIpC, port, forged_req(kIpC, 7174, comm++), now);
+  for (uint32_t src = kIpC; src < kIpC + 32; ++src)
+    for (int i = 0; i < 32; ++i) inject(a, src, 4791, forged_req(src, 7174, comm++), now);
   ASSERT_EQ(connect_requests(events(a)), 4u);
   const std::vector<abi::CmEventMsg> told = events(a);
   EXPECT_EQ(a.cm().reqs_evicted(), 0u);
-  inject(a, kIpC, 7000, forged_req(kIpC, 7174, comm++), now);  // a 33rd source: one is evicted
+  inject(a, kIpC + 40, 4791, forged_req(kIpC + 40, 7174, comm++), now);  // a 33rd source: one is evicted
   EXPECT_EQ(a.cm().reqs_evicted(), 1u);
   EXPECT_EQ(a.cm().reqs_refused(), 0u);
   // The evicted one was rejected on the wire (REJ, consumer defined), and was not one told.
@@ -405,7 +406,7 @@ TEST_F(CmAgentTest, AFullListenerEvictsFromTheSourceHoldingTheMost) {
   connect_from_b(7174, "real");
   fabric.deliver_all(now);
   EXPECT_EQ(a.cm().reqs_evicted(), 2u);
-  for (int i = 0; i < 2; ++i) {  // the newcomer from port 7000 came first, then the real client
+  for (int i = 0; i < 2; ++i) {  // the newcomer from the 33rd address came first, then the real client
     abi::CmRejectReq rej{};
     rej.id = told[i].new_id;
     ASSERT_EQ(a.cm().reject(client_a, rej, now), 0);
@@ -421,7 +422,7 @@ TEST_F(CmAgentTest, AFullListenerEvictsFromTheSourceHoldingTheMost) {
 TEST_F(CmAgentTest, TheProgramIsToldOfAtMostBacklogRequests) {
   uint32_t listener = listen_on_a(7174);
   ASSERT_EQ(a.cm().listen(client_a, abi::CmListenReq{listener, 2}), 0);
-  for (uint16_t i = 0; i < 5; ++i) inject(a, kIpC, uint16_t(6000 + i), forged_req(kIpC, 7174, 50 + i), now);
+  for (uint32_t i = 0; i < 5; ++i) inject(a, kIpC + i, 4791, forged_req(kIpC + i, 7174, 50 + i), now);
   EXPECT_EQ(connect_requests(events(a)), 2u);
   EXPECT_EQ(a.cm().reqs_refused(), 0u);
   abi::CmAcceptReq acc{};
