@@ -17,6 +17,7 @@ const char kUsage[] =
     "  status [NAME]           list running NICs with counters (all counters of NAME)\n"
     "  run -- PROGRAM ARGS     run a verbs program on simnic (e.g. simnic run -- ibv_devinfo)\n"
     "  down [NAME...]          stop NICs (default: all)\n"
+    "  restart [NAME...]       restart NICs in place, keeping their addresses (default: all)\n"
     "  fault [NAME...] SETTINGS  loss=P dup=P reorder=P delay=US seed=N, or off\n"
     "  step [NAME...] CMD      step mode: on | off | next [N] | status\n"
     "  viz [NAME...]           watch the NICs live in simnic-viz (replay: simnic viz --replay FILE...)\n"
