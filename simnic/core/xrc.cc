@@ -148,6 +148,7 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
       init.cap.max_inline_data > abi::kMaxInlineData)
     return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
   if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
+  if (int e = check_user_share(ctx, &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp")) return e;
   auto qp = std::make_unique<Qp>();
   qp->sq_entries = tgt ? 1 : round_up_pow2(std::max(1u, init.cap.max_send_wr));
   qp->cap.max_send_wr = tgt ? 0 : qp->sq_entries;

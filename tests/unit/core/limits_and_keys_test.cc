@@ -260,5 +260,30 @@ TEST(UserShares, MrsAndAddressHandlesToo) {
   EXPECT_EQ(x.dev.reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
 }
 
+// Memory windows and SRQs too.
+TEST(UserShares, MemoryWindowsAndSrqsToo) {
+  Nic x(0x7f000001, 7);
+  const ibv_device_attr attr = x.dev.device_attr();
+  core::Context* a = x.open(100, 1000);
+  core::Context* b = x.open(200, 1001);
+  const uint32_t pd = x.pd(a);
+  core::Mw* mw = nullptr;
+  size_t mws = 0;
+  while (x.dev.alloc_mw(a, pd, IBV_MW_TYPE_2, &mw) == 0) ++mws;
+  EXPECT_EQ(mws, core::UserShares::share_of(attr.max_mw));
+  EXPECT_NE(x.dev.take_refusal().find("memory windows (max_mw)"), std::string::npos);
+  EXPECT_EQ(x.dev.alloc_mw(b, x.pd(b), IBV_MW_TYPE_2, &mw), 0);
+
+  ibv_srq_attr sa{};
+  sa.max_wr = 1;
+  sa.max_sge = 1;
+  core::Srq* srq = nullptr;
+  size_t srqs = 0;
+  while (x.dev.create_srq(a, pd, sa, &srq) == 0) ++srqs;
+  EXPECT_EQ(srqs, core::UserShares::share_of(attr.max_srq));
+  EXPECT_NE(x.dev.take_refusal().find("SRQs (max_srq)"), std::string::npos);
+  EXPECT_EQ(x.dev.create_srq(b, x.pd(b), sa, &srq), 0);
+}
+
 }  // namespace
 }  // namespace simnic::testing
