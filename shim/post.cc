@@ -92,6 +92,32 @@ int bind_wr_error(const ibv_send_wr& wr, std::string* why) {
   return 0;
 }
 
+// The WQE's data: inline bytes copied now (so the application may reuse its buffer on
+// return), or the scatter/gather list as given.
+int fill_payload(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::string* why) {
+  if (!(wr.send_flags & IBV_SEND_INLINE)) {
+    w.inline_len = 0;
+    w.num_sge = uint32_t(wr.num_sge);
+    if (wr.num_sge) std::memcpy(w.sge, wr.sg_list, sizeof(ibv_sge) * size_t(wr.num_sge));
+    return 0;
+  }
+  size_t total = 0;
+  for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+  if (total > qp->cap.max_inline_data) {
+    *why = "IBV_SEND_INLINE with " + std::to_string(total) + " bytes, more than the QP's max_inline_data " +
+           std::to_string(qp->cap.max_inline_data);
+    return EINVAL;
+  }
+  size_t off = 0;
+  for (int i = 0; i < wr.num_sge; ++i) {
+    std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+    off += wr.sg_list[i].length;
+  }
+  w.inline_len = uint32_t(total);
+  w.num_sge = 0;
+  return 0;
+}
+
 // Fills one send WQE; returns 0 or the errno post_send returns, with *why for the student.
 int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::string* why) {
   const ibv_qp& q = qp->qpx.qp_base;
@@ -152,28 +178,7 @@ int build_send_wqe(const ShimQp* qp, const ibv_send_wr& wr, SendWqe& w, std::str
     w.remote_qpn = wr.wr.ud.remote_qpn;
     w.remote_qkey = wr.wr.ud.remote_qkey;
   }
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    // The payload is copied now, so the application may reuse its buffer on return.
-    size_t total = 0;
-    for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
-    if (total > qp->cap.max_inline_data) {
-      *why = "IBV_SEND_INLINE with " + std::to_string(total) + " bytes, more than the QP's max_inline_data " +
-             std::to_string(qp->cap.max_inline_data);
-      return EINVAL;
-    }
-    size_t off = 0;
-    for (int i = 0; i < wr.num_sge; ++i) {
-      std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
-      off += wr.sg_list[i].length;
-    }
-    w.inline_len = uint32_t(total);
-    w.num_sge = 0;
-  } else {
-    w.inline_len = 0;
-    w.num_sge = uint32_t(wr.num_sge);
-    if (wr.num_sge) std::memcpy(w.sge, wr.sg_list, sizeof(ibv_sge) * size_t(wr.num_sge));
-  }
-  return 0;
+  return fill_payload(qp, wr, w, why);
 }
 
 int fill_recv_wqe(const ibv_recv_wr& wr, uint32_t max_sge, RecvWqe& w) {
