@@ -16,6 +16,37 @@ using namespace simnic::abi;
 
 namespace simnic::shim {
 
+// A QP moved to RESET leaves no completions behind on its CQs, as on mlx5 (the provider's
+// mlx5_cq_clean, the kernel's __mlx5_ib_cq_clean): a program that resets a QP after an error
+// and brings it back (rdma-core's tests/test_mr.py restate_qps) finds its next completion, not
+// the failed and flushed ones of before. The CQEs of other QPs keep their order: walking from
+// the newest to the oldest, each is moved up over the removed ones, then the consumer index
+// skips the slots freed at the bottom. simnicd writes only past the producer index it published,
+// and writes nothing more for a QP in RESET, so the slots between the two indexes are the shim's.
+void remove_completions_of_qp(ibv_cq* ibcq, uint32_t qp_num) {
+  if (!ibcq) return;
+  ShimCq* cq = to_shim(ibcq);
+  std::lock_guard lock(cq->poll_mu);
+  auto& ring = cq->shm->ring;
+  const uint32_t cons = ring.consumer.value.load(std::memory_order_relaxed);
+  const uint32_t prod = ring.producer.value.load(std::memory_order_acquire);
+  const uint32_t mask = cq->entries - 1;
+  auto* stamps = const_cast<uint64_t*>(cq->timestamps);
+  uint32_t removed = 0;
+  for (uint32_t k = prod - cons; k-- > 0;) {
+    const uint32_t from = (cons + k) & mask;
+    if (cq->slots[from].qp_num == qp_num) {
+      ++removed;
+      continue;
+    }
+    if (!removed) continue;
+    const uint32_t to = (cons + k + removed) & mask;
+    cq->slots[to] = cq->slots[from];
+    if (stamps) stamps[to] = stamps[from];
+  }
+  if (removed) ring.consumer.value.store(cons + removed, std::memory_order_release);
+}
+
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   ShimCq* cq = to_shim(ibcq);
   if (num_entries < 0) return -1;

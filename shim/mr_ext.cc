@@ -36,18 +36,35 @@ struct ShimDm {
 };
 ShimDm* to_shim_dm(ibv_dm* dm) { return reinterpret_cast<ShimDm*>(dm); }
 
-// Beyond the DM: EFAULT, as mlx5. (mlx5 also wants offset and length in multiples of 4, a
-// limit of its hardware; simnic copies bytes.)
+// As mlx5's mlx5_access_dm, the provider with device memory: beyond the DM is EFAULT; an
+// offset or length that is not a multiple of 4 is EINVAL (a limit of its hardware, which
+// rdma-core's tests and programs written for it expect; simnic keeps it so they behave alike).
+int dm_access_error(const char* verb, const ShimDm* dm, uint64_t off, size_t len) {
+  int err = 0;
+  std::string why;
+  if (off > dm->length || len > dm->length - off) {
+    err = EFAULT;
+    why = "[" + std::to_string(off) + ", +" + std::to_string(len) + ") is not within the device memory's " +
+          std::to_string(dm->length) + " bytes";
+  } else if ((off & 3) || (len & 3)) {
+    err = EINVAL;
+    why = "offset " + std::to_string(off) + " and length " + std::to_string(len) +
+          " must be multiples of 4 (device memory is accessed in 4-byte words, as on mlx5)";
+  }
+  if (err) explain_refusal(verb, err, why);
+  return err;
+}
+
 int memcpy_to_dm(ibv_dm* ibdm, uint64_t off, const void* host, size_t len) {
   ShimDm* dm = to_shim_dm(ibdm);
-  if (off > dm->length || len > dm->length - off) return EFAULT;
+  if (int e = dm_access_error("ibv_memcpy_to_dm", dm, off, len)) return e;
   std::memcpy(static_cast<uint8_t*>(dm->map) + off, host, len);
   return 0;
 }
 
 int memcpy_from_dm(void* host, ibv_dm* ibdm, uint64_t off, size_t len) {
   ShimDm* dm = to_shim_dm(ibdm);
-  if (off > dm->length || len > dm->length - off) return EFAULT;
+  if (int e = dm_access_error("ibv_memcpy_from_dm", dm, off, len)) return e;
   std::memcpy(host, static_cast<const uint8_t*>(dm->map) + off, len);
   return 0;
 }

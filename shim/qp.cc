@@ -139,7 +139,13 @@ int ibv_modify_qp(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_mask) {
   std::string why;
   int st = rpc_text(to_shim(qp->context), Op::ModifyQp, req, &why);
   explain_refusal("ibv_modify_qp", st, why);
-  if (st == 0 && (attr_mask & IBV_QP_STATE)) qp->state = attr->qp_state;
+  if (st == 0 && (attr_mask & IBV_QP_STATE)) {
+    qp->state = attr->qp_state;
+    if (attr->qp_state == IBV_QPS_RESET) {  // as mlx5: no completions of before the reset stay
+      remove_completions_of_qp(qp->send_cq, qp->qp_num);
+      if (qp->recv_cq != qp->send_cq) remove_completions_of_qp(qp->recv_cq, qp->qp_num);
+    }
+  }
   return fail_errno(st);
 }
 

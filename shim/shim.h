@@ -220,6 +220,9 @@ void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before);
 // context.cc: maps the context's page (abi::ContextShared); without it empty polls yield.
 void map_context_page(ShimContext* c);
 
+// cq.cc: removes the completions of QP `qp_num` still waiting on `cq` (after the QP was reset).
+void remove_completions_of_qp(ibv_cq* cq, uint32_t qp_num);
+
 // Maps the rings of a QP or SRQ simnicd just created (through the allocator of `pd` when it
 // is a parent domain: domains.cc); on failure asks simnicd to destroy the object again and
 // returns nullptr with errno set (context.cc).

@@ -57,6 +57,7 @@ TEST(Mem, DeviceMemoryRefusesCopiesAndRdmaBeyondIt) {
   EXPECT_TRUE(says(r, "device memory: RDMA WRITE and READ through a DM MR at offset 512; past its end REM_ACCESS_ERR"))
       << r.output;
   EXPECT_TRUE(says(r, "device memory: copies and MRs beyond the DM refused, the DM unchanged")) << r.output;
+  EXPECT_TRUE(says(r, "must be multiples of 4 (device memory is accessed in 4-byte words, as on mlx5)")) << r.output;
 }
 
 TEST(Mem, ProcessesSharingAContextAllocateDeviceMemoryAtOnce) {
