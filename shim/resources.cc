@@ -117,7 +117,6 @@ int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ib
   if (!(wc->wc_flags & IBV_WC_GRH)) return 0;
   if (!grh) return -1;
   ah_attr->is_global = 1;
-  ah_attr->grh.hop_limit = 0xff;
   union ibv_gid dgid;  // where the datagram was sent: one of our GIDs
   const auto* raw = reinterpret_cast<const uint8_t*>(grh);
   if ((raw[0] >> 4) != 6 && (raw[20] >> 4) == 4) {
@@ -130,11 +129,13 @@ int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ib
     mapped(raw + 20 + 12, &ah_attr->grh.dgid);  // the sender's address
     mapped(raw + 20 + 16, &dgid);
     ah_attr->grh.traffic_class = raw[21];
+    ah_attr->grh.hop_limit = raw[20 + 8];  // the TTL, as rdma-core's set_ah_attr_by_ipv4
   } else {
     ah_attr->grh.dgid = grh->sgid;
     uint32_t flow = be32toh(grh->version_tclass_flow);
     ah_attr->grh.flow_label = flow & 0xfffff;
     ah_attr->grh.traffic_class = uint8_t(flow >> 20);
+    ah_attr->grh.hop_limit = grh->hop_limit;
     dgid = grh->dgid;
   }
   // The index of the local RoCE v2 GID the datagram was sent to (rdma-core's

@@ -150,6 +150,10 @@ bool case_tclass(Env& e) {
         "ibv_init_ah_from_wc");
   CHECK(back.is_global && back.grh.traffic_class == kTclass, "ibv_init_ah_from_wc: traffic_class %u",
         back.grh.traffic_class);
+  // The hop limit is the IPv4 TTL the datagram arrived with (64), as rdma-core's
+  // set_ah_attr_by_ipv4 takes it.
+  CHECK(ip[8] == 64 && back.grh.hop_limit == ip[8], "ibv_init_ah_from_wc: hop_limit %u, the TTL was %u",
+        back.grh.hop_limit, ip[8]);
   CHECK(std::memcmp(&back.grh.dgid, &e.gid, sizeof e.gid) == 0, "ibv_init_ah_from_wc: dgid is not the sender's");
   std::printf("tclass: TOS %u in the receiver's GRH, traffic_class %u from ibv_init_ah_from_wc\n", ip[1],
               back.grh.traffic_class);
