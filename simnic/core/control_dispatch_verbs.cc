@@ -54,16 +54,6 @@ bool qp_attr_enums_valid(std::span<const uint8_t> body, ModifyQpReq* req) {
   return true;
 }
 
-// A create verb's ENOMEM once the NIC holds all `limit` objects of a kind: says so (one program
-// may hold them all, as on rxe, whose pools are per device), unless there was room and the
-// Device gave its own reason (queue memory, ...).
-int explain_nic_full(Request& r, int e, size_t held, size_t limit, const char* objects, const char* attr) {
-  if (e == ENOMEM && held >= limit)
-    r.dev.refuse(ENOMEM, "the NIC's " + std::to_string(limit) + " " + objects + " (" + attr +
-                             " of ibv_query_device) are all in use; destroy some, in this program or another");
-  return e;
-}
-
 ControlReply cq_reply(Cq& cq) { return ok(CreateCqReply{cq.handle, cq.cqe, cq.entries, 0, cq.mem.size}, cq.mem); }
 
 }  // namespace
@@ -74,15 +64,13 @@ uint32_t offset_in(const ShmRegion& mem, const void* p) {
 
 ControlReply alloc_pd(Request& r) {
   HandleReply rep{};
-  if (int e = r.dev.alloc_pd(r.ctx, &rep.handle))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().pds, DeviceLimits::kMaxPd, "PDs", "max_pd"));
+  if (int e = r.dev.alloc_pd(r.ctx, &rep.handle)) return fail(e);
   return ok(rep);
 }
 
 ControlReply reg_mr(Request& r, const RegMrReq& q) {
   Mr* mr = nullptr;
-  if (int e = r.dev.reg_mr(r.ctx, q.pd, q.addr, q.length, q.iova, q.access, &mr))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().mrs, DeviceLimits::kMaxMr, "MRs", "max_mr"));
+  if (int e = r.dev.reg_mr(r.ctx, q.pd, q.addr, q.length, q.iova, q.access, &mr)) return fail(e);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
@@ -90,8 +78,7 @@ ControlReply alloc_mw(Request& r, const AllocMwReq& q) {
   // Checked before the cast: a value outside the enum is undefined behaviour once loaded.
   if (q.type != IBV_MW_TYPE_1 && q.type != IBV_MW_TYPE_2) return fail(EINVAL);
   Mw* mw = nullptr;
-  if (int e = r.dev.alloc_mw(r.ctx, q.pd, ibv_mw_type(q.type), &mw))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().mws, DeviceLimits::kMaxMw, "memory windows", "max_mw"));
+  if (int e = r.dev.alloc_mw(r.ctx, q.pd, ibv_mw_type(q.type), &mw)) return fail(e);
   return ok(AllocMwReply{mw->handle, mw->rkey});
 }
 
@@ -112,8 +99,7 @@ ControlReply create_cq(Request& r, const CreateCqReq& q) {
                                          " completion vectors (ibv_context.num_comp_vectors), 0 to " +
                                          std::to_string(Device::num_comp_vectors() - 1)));
   Cq* cq = nullptr;
-  if (int e = r.dev.create_cq(r.ctx, q.cqe, q.channel, &cq))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().cqs, DeviceLimits::kMaxCq, "CQs", "max_cq"));
+  if (int e = r.dev.create_cq(r.ctx, q.cqe, q.channel, &cq)) return fail(e);
   return cq_reply(*cq);
 }
 
@@ -142,8 +128,7 @@ ControlReply create_qp(Request& r, const CreateQpReq& q) {
   init.sq_sig_all = int(q.sq_sig_all);
   init.cap = q.cap;
   Qp* qp = nullptr;
-  if (int e = r.dev.create_qp(r.ctx, init, q.pd, q.send_cq, q.recv_cq, q.srq, &qp))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().qps, DeviceLimits::kMaxQp, "QPs", "max_qp"));
+  if (int e = r.dev.create_qp(r.ctx, init, q.pd, q.send_cq, q.recv_cq, q.srq, &qp)) return fail(e);
   return ok(qp_reply(*qp), qp->mem);
 }
 
@@ -179,8 +164,7 @@ ControlReply query_qp(Request& r, const QueryQpReq& q) {
 
 ControlReply create_srq(Request& r, const CreateSrqReq& q) {
   Srq* srq = nullptr;
-  if (int e = r.dev.create_srq(r.ctx, q.pd, q.attr, &srq))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq"));
+  if (int e = r.dev.create_srq(r.ctx, q.pd, q.attr, &srq)) return fail(e);
   return ok(srq_reply(*srq), srq->mem);
 }
 
@@ -200,8 +184,7 @@ ControlReply query_srq(Request& r, const HandleReq& q) {
 
 ControlReply create_ah(Request& r, const CreateAhReq& q) {
   HandleReply rep{};
-  if (int e = r.dev.create_ah(r.ctx, q.pd, q.attr, &rep.handle))
-    return fail(explain_nic_full(r, e, r.dev.object_counts().ahs, DeviceLimits::kMaxAh, "address handles", "max_ah"));
+  if (int e = r.dev.create_ah(r.ctx, q.pd, q.attr, &rep.handle)) return fail(e);
   return ok(rep);
 }
 

@@ -85,19 +85,17 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxTotalMcastQpAttach = 4096;
 };
 
-// What one context (one ibv_open_device) may hold. Objects: all the NIC has, as on rxe, whose
-// pools are per device (rxe_pool.c) - a program can create what ibv_query_device advertises,
-// and the NIC's total stays bounded by DeviceLimits. Queue memory: a quarter of the NIC's, so
-// that one runaway program cannot take all of simnicd's memory from the others. Past a limit
-// the verb fails with ENOMEM, as a kernel driver's does when its pool or memory runs out.
+// What one context (one ibv_open_device) may hold. Objects: no limit of its own - all the NIC
+// has, as on rxe, whose pools are per device (rxe_pool.c): a program can create what
+// ibv_query_device advertises, and the NIC's totals (DeviceLimits) bound them all
+// (Device::check_room). Queue memory: a quarter of the NIC's, so that one runaway program
+// cannot take all of simnicd's memory from the others. Past a limit the verb fails with ENOMEM,
+// as a kernel driver's does when its pool or memory runs out.
 struct ContextLimits {
-  static constexpr size_t kMaxPd = DeviceLimits::kMaxPd, kMaxMr = DeviceLimits::kMaxMr, kMaxMw = DeviceLimits::kMaxMw,
-                          kMaxCq = DeviceLimits::kMaxCq, kMaxSrq = DeviceLimits::kMaxSrq, kMaxQp = DeviceLimits::kMaxQp,
-                          kMaxAh = DeviceLimits::kMaxAh;
   static constexpr size_t kMaxChannel = 2048;  // completion channels: the NIC has no limit of its own
   static constexpr uint64_t kMaxQueueBytes = DeviceLimits::kMaxQueueBytes / 4;
 };
-static_assert(ContextLimits::kMaxQp == DeviceLimits::kMaxQp && ContextLimits::kMaxQueueBytes == 1ull << 30);
+static_assert(ContextLimits::kMaxQueueBytes == 1ull << 30);
 
 // What one user (uid, from SO_PEERCRED) may hold on a NIC that several users' programs use
 // (issue 29): alone, everything the NIC has, as above; while another user has a context open
@@ -273,8 +271,11 @@ class Device : private ObjectTables {
   void unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem);
   // device_qp.cc: what RC, UC, UD and XRC QPs share
   int check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq);
-  // 0, or ENOMEM with the reason when ctx's user already holds its UserShares of `total`
-  // objects of a kind (`held`: that kind's handles in a context) while another user is here.
+  // device_shares.cc: room for one more object of a kind on the NIC: 0, or ENOMEM with the
+  // reason when the NIC holds all `total` of them (`in_use`), or when ctx's user already holds
+  // its UserShares of them (`held`: that kind's handles in a context) while another user is here.
+  int check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
+                 const char* objects, const char* attr);
   int check_user_share(const Context* ctx, std::vector<uint32_t> Context::*held, size_t total, const char* objects,
                        const char* attr);
   int map_qp_queues(Context* ctx, Qp& qp, const QpLayout& layout);

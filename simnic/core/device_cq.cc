@@ -24,8 +24,7 @@ int Device::destroy_channel(Context* ctx, uint32_t handle) {
 
 int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
-  if (cqs_.size() >= DeviceLimits::kMaxCq || ctx->cqs.size() >= ContextLimits::kMaxCq) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq")) return e;
+  if (int e = check_room(ctx, cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq")) return e;
   Channel* ch = nullptr;
   if (channel) {
     ch = owned(channels_, ctx, channel);

@@ -16,8 +16,7 @@ constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
 }  // namespace
 
 int Device::alloc_pd(Context* ctx, uint32_t* handle) {
-  if (pds_.size() >= DeviceLimits::kMaxPd || ctx->pds.size() >= ContextLimits::kMaxPd) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::pds, DeviceLimits::kMaxPd, "PDs", "max_pd")) return e;
+  if (int e = check_room(ctx, pds_.size(), &Context::pds, DeviceLimits::kMaxPd, "PDs", "max_pd")) return e;
   auto pd = make_object<Pd>(ctx);
   tracer_.event("pd_create").u("ctx", ctx->id).u("pd", pd->handle);
   *handle = insert_object(pds_, ctx->pds, std::move(pd))->handle;
@@ -60,10 +59,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
 
 // A checked registration becomes an MR with a fresh key (ibv_reg_mr, ibv_reg_dm_mr).
 int Device::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out) {
-  if (mrs_.size() >= DeviceLimits::kMaxMr || ctx->mrs.size() >= ContextLimits::kMaxMr)
-    return refuse(ENOMEM, "too many MRs: " + std::to_string(ctx->mrs.size()) + " in this program (at most " +
-                              std::to_string(ContextLimits::kMaxMr) + " per program)");
-  if (int e = check_user_share(ctx, &Context::mrs, DeviceLimits::kMaxMr, "MRs", "max_mr")) return e;
+  if (int e = check_room(ctx, mrs_.size(), &Context::mrs, DeviceLimits::kMaxMr, "MRs", "max_mr")) return e;
   auto mr = make_object<Mr>(ctx);
   mr->pd = pd;
   mr->addr = addr;
@@ -130,8 +126,7 @@ int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr,
     log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
     return refuse(EINVAL, why);
   }
-  if (ahs_.size() >= DeviceLimits::kMaxAh || ctx->ahs.size() >= ContextLimits::kMaxAh) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::ahs, DeviceLimits::kMaxAh, "address handles", "max_ah")) return e;
+  if (int e = check_room(ctx, ahs_.size(), &Context::ahs, DeviceLimits::kMaxAh, "address handles", "max_ah")) return e;
   auto ah = make_object<Ah>(ctx);
   ah->pd = pd;
   ah->attr = attr;

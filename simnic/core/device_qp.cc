@@ -21,10 +21,7 @@ int Device::check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool ha
     return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
                           "at most " + std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
                           std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
-  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp)
-    return refuse(ENOMEM, "the NIC's " + std::to_string(DeviceLimits::kMaxQp) + " QPs (max_qp) are all in use, " +
-                              std::to_string(ctx->qps.size()) + " of them by this program");
-  return check_user_share(ctx, &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp");
+  return check_room(ctx, qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp");
 }
 
 // The rings of a new QP (of any type) in shared memory, and what every QP starts with in

@@ -8,6 +8,14 @@
 
 namespace simnic::core {
 
+int Device::check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
+                       const char* objects, const char* attr) {
+  if (in_use >= total)
+    return refuse(ENOMEM, "the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
+                              " of ibv_query_device) are all in use; destroy some, in this program or another");
+  return check_user_share(ctx, held, total, objects, attr);
+}
+
 int Device::check_user_share(const Context* ctx, std::vector<uint32_t> Context::*held, size_t total,
                              const char* objects, const char* attr) {
   // Control path only (a create verb): one pass over the contexts, no per-packet cost.

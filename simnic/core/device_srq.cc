@@ -17,8 +17,7 @@ int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& att
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
     return EINVAL;
-  if (srqs_.size() >= DeviceLimits::kMaxSrq || ctx->srqs.size() >= ContextLimits::kMaxSrq) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq")) return e;
+  if (int e = check_room(ctx, srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq")) return e;
   auto srq = make_object<Srq>(ctx);
   srq->pd = pd;
   srq->entries = round_up_pow2(attr.max_wr);

@@ -26,8 +26,7 @@ int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** ou
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
-  if (mws_.size() >= DeviceLimits::kMaxMw || ctx->mws.size() >= ContextLimits::kMaxMw) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::mws, DeviceLimits::kMaxMw, "memory windows", "max_mw")) return e;
+  if (int e = check_room(ctx, mws_.size(), &Context::mws, DeviceLimits::kMaxMw, "memory windows", "max_mw")) return e;
   auto mw = std::make_unique<Mw>();
   mw->handle = new_mw_index();  // also the rkey's index (rkey >> 8), so random too
   mw->ctx = ctx;

@@ -40,8 +40,8 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
     if (x && (oflags & O_EXCL))
       return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " + std::to_string(x->handle) + ")");
   }
-  // As many as PDs: per program, and (new domains) per NIC.
-  if (ctx->xrcds.size() >= ContextLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
+  // As many as PDs: opens per program, and (new domains) per NIC.
+  if (ctx->xrcds.size() >= DeviceLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
   if (!x) {
     auto d = std::make_unique<Xrcd>();
     d->handle = new_handle();
@@ -147,8 +147,7 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
   if (init.cap.max_send_wr > DeviceLimits::kMaxQpWr || init.cap.max_send_sge > abi::kMaxSge ||
       init.cap.max_inline_data > abi::kMaxInlineData)
     return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
-  if (qps_.size() >= DeviceLimits::kMaxQp || ctx->qps.size() >= ContextLimits::kMaxQp) return ENOMEM;
-  if (int e = check_user_share(ctx, &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp")) return e;
+  if (int e = check_room(ctx, qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp")) return e;
   auto qp = std::make_unique<Qp>();
   qp->sq_entries = tgt ? 1 : round_up_pow2(std::max(1u, init.cap.max_send_wr));
   qp->cap.max_send_wr = tgt ? 0 : qp->sq_entries;
@@ -191,8 +190,7 @@ int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* han
   Qp* qp = find_qp_by_qpn(qpn);
   if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
     return refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
-  const auto mine = std::count_if(tgt_opens_.begin(), tgt_opens_.end(), [&](const auto& o) { return o.second.first == ctx; });
-  if (size_t(mine) >= ContextLimits::kMaxQp || tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;
+  if (tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;  // this program's opens are among them
   *handle = new_handle();
   tgt_opens_[*handle] = {ctx, qp};
   *out = qp;
