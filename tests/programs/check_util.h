@@ -91,6 +91,25 @@ inline bool poll_one(ibv_cq* cq, ibv_wc* wc, std::chrono::seconds limit = std::c
   CHECK(false, "no completion within %lld s", static_cast<long long>(limit.count()));
 }
 
+// One signalled work request with one SGE (or none when len is 0 and lkey is 0), waited for: its status,
+// -1 if the post failed, -2 if no completion came (poll_one says so).
+inline int post_wait(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, const void* local, uint32_t len, uint32_t lkey,
+              uint64_t raddr = 0, uint32_t rkey = 0) {
+  ibv_sge sge{uint64_t(uintptr_t(local)), len, lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 1;
+  wr.opcode = op;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  if (ibv_post_send(qp, &wr, &bad)) return -1;
+  ibv_wc wc{};
+  if (!poll_one(cq, &wc)) return -2;
+  return int(wc.status);
+}
+
 // The fixed-size message two check processes exchange over their socket pair.
 template <typename Msg>
 bool send_msg(int fd, const Msg& m) {

@@ -71,24 +71,6 @@ void close_side(Side& s) {
   if (s.ctx) ibv_close_device(s.ctx);
 }
 
-// One work request with one SGE (or none when len is 0 and lkey is 0), waited for: its status.
-int post_wait(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, const void* local, uint32_t len, uint32_t lkey,
-              uint64_t raddr = 0, uint32_t rkey = 0) {
-  ibv_sge sge{uint64_t(uintptr_t(local)), len, lkey};
-  ibv_send_wr wr{}, *bad = nullptr;
-  wr.wr_id = 1;
-  wr.opcode = op;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  if (ibv_post_send(qp, &wr, &bad)) return -1;
-  ibv_wc wc{};
-  if (!poll_one(cq, &wc)) return -2;
-  return int(wc.status);
-}
-
 bool post_recv(ibv_qp* qp, void* buf, uint32_t len, uint32_t lkey) {
   ibv_sge sge{uint64_t(uintptr_t(buf)), len, lkey};
   ibv_recv_wr wr{}, *bad = nullptr;

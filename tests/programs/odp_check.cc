@@ -72,24 +72,6 @@ bool open_side(const char* dev, Side* s) {
   return true;
 }
 
-// One RDMA WRITE or READ, waited for; its completion status.
-int rdma(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, void* local, uint32_t len, uint32_t lkey, uint64_t raddr,
-         uint32_t rkey) {
-  ibv_sge sge{uint64_t(uintptr_t(local)), len, lkey};
-  ibv_send_wr wr{}, *bad = nullptr;
-  wr.opcode = op;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  if (ibv_post_send(qp, &wr, &bad)) return -1;
-  ibv_wc wc{};
-  int n = 0;
-  for (long spins = 0; n == 0 && spins < 200'000'000; ++spins) n = ibv_poll_cq(cq, 1, &wc);
-  return n == 1 ? int(wc.status) : -2;
-}
-
 // The server's GiB: reserved, then unmapped but for kKept; every hole checked unmapped (mincore
 // fails with ENOMEM on a range with no mapping), since a later mmap could have filled one.
 uint8_t* reserve_sparse() {
@@ -175,27 +157,27 @@ bool client_steps(Side& s, const Msg& m, Msg* out) {
   CHECK(mr, "client ODP MR");
   ibv_cq* cq = s.cq;
   fill(buf, kPage, 30);
-  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[0], m.rkey) == IBV_WC_SUCCESS, "write 0");
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[0], m.rkey) == IBV_WC_SUCCESS, "write 0");
   fill(buf, kPage, 31);
-  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[2], m.rkey) == IBV_WC_SUCCESS, "write 2");
-  CHECK(rdma(s.qp[0], cq, IBV_WR_RDMA_READ, buf + kPage, kPage, mr->lkey, m.base + kKept[1], m.rkey) == IBV_WC_SUCCESS &&
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[2], m.rkey) == IBV_WC_SUCCESS, "write 2");
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_READ, buf + kPage, kPage, mr->lkey, m.base + kKept[1], m.rkey) == IBV_WC_SUCCESS &&
             filled(buf + kPage, kPage, 11), "read the page at +333 MiB");
   std::printf("explicit ODP: 2 pages written and 1 read, 333 MiB and 1 GiB apart, bytes compared\n");
-  out->status[0] = rdma(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, m.base + kHole, m.rkey);
+  out->status[0] = post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, m.base + kHole, m.rkey);
   CHECK(out->status[0] == IBV_WC_REM_ACCESS_ERR, "WRITE to the hole: status %d", out->status[0]);
   std::printf("explicit ODP: a WRITE to an unmapped page completed with %s\n", ibv_wc_status_str(ibv_wc_status(out->status[0])));
   // Implicit ODP: the server's own addresses, any of them.
-  CHECK(rdma(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 4096, mr->lkey, m.small, m.implicit_rkey) == IBV_WC_SUCCESS &&
+  CHECK(post_wait(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 4096, mr->lkey, m.small, m.implicit_rkey) == IBV_WC_SUCCESS &&
             filled(buf, 4096, 20), "read through the implicit MR");
   fill(buf, kPage, 32);
-  CHECK(rdma(s.qp[1], cq, IBV_WR_RDMA_WRITE, buf, 4096, mr->lkey, m.small + 4096, m.implicit_rkey) == IBV_WC_SUCCESS,
+  CHECK(post_wait(s.qp[1], cq, IBV_WR_RDMA_WRITE, buf, 4096, mr->lkey, m.small + 4096, m.implicit_rkey) == IBV_WC_SUCCESS,
         "write through the implicit MR");
-  out->status[1] = rdma(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 64, mr->lkey, m.base + kHole, m.implicit_rkey);
+  out->status[1] = post_wait(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 64, mr->lkey, m.base + kHole, m.implicit_rkey);
   CHECK(out->status[1] == IBV_WC_REM_ACCESS_ERR, "READ of the hole via implicit: status %d", out->status[1]);
   std::printf("implicit ODP: 4096 bytes read and 4096 written, a READ of an unmapped page completed with %s\n",
               ibv_wc_status_str(ibv_wc_status(out->status[1])));
   // A local page fault: the WRITE's source is the unmapped page of our own ODP MR.
-  out->status[2] = rdma(s.qp[2], cq, IBV_WR_RDMA_WRITE, buf + 3 * kPage, 64, mr->lkey, m.base + kKept[1], m.rkey);
+  out->status[2] = post_wait(s.qp[2], cq, IBV_WR_RDMA_WRITE, buf + 3 * kPage, 64, mr->lkey, m.base + kKept[1], m.rkey);
   CHECK(out->status[2] == IBV_WC_LOC_PROT_ERR, "WRITE from our own hole: status %d", out->status[2]);
   std::printf("local ODP fault: a WRITE from an unmapped page completed with %s\n",
               ibv_wc_status_str(ibv_wc_status(out->status[2])));
