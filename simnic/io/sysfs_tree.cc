@@ -3,6 +3,8 @@
 // print_gid_type / print_ndev; device.c node_type_show and node_guid_show).
 #include "simnic/io/sysfs_tree.h"
 
+#include "simnic/core/text.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 #include <endian.h>
 
 namespace simnic::io {
@@ -54,12 +57,6 @@ const char* port_state_text(ibv_port_state s) {
   }
 }
 
-std::string hex_text(uint32_t v) {
-  char s[16];
-  std::snprintf(s, sizeof s, "0x%x", v);
-  return s;
-}
-
 std::string index_path(const std::string& root, const char* dir, uint32_t i) {
   return root + "/ports/1/" + dir + "/" + std::to_string(i);
 }
@@ -80,32 +77,39 @@ bool write_gids(const std::string& root, const core::Device& dev, uint32_t lengt
   return ok;
 }
 
+// The device's and port's attribute files under root (besides the per-GID ones), as the
+// kernel lists them: one list, for writing and for removing.
+constexpr const char* kFiles[] = {"node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type",
+                                  "ports/1/state", "ports/1/phys_state", "ports/1/link_layer",
+                                  "ports/1/lid", "ports/1/sm_lid"};
+
+// What each of kFiles holds, in kFiles' order.
+std::vector<std::string> attribute_texts(const core::Device& dev) {
+  const ibv_device_attr a = dev.device_attr();
+  const ibv_port_attr p = dev.port_attr();
+  const bool ib = p.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  return {"1: CA", guid_text(a.node_guid), guid_text(a.sys_image_guid), a.fw_ver, "simnic",
+          port_state_text(p.state), "5: LinkUp", ib ? "InfiniBand" : "Ethernet",
+          core::hex(p.lid), core::hex(p.sm_lid)};
+}
+
 }  // namespace
 
 std::string write_sysfs_tree(const std::string& root, const core::Device& dev, const std::string& netdev) {
   if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) return root + ": " + std::strerror(errno);
   for (const char* d : kDirs)
     if (::mkdir((root + "/" + d).c_str(), 0755) != 0 && errno != EEXIST) return root + "/" + d + ": " + std::strerror(errno);
-  const ibv_device_attr a = dev.device_attr();
-  const ibv_port_attr p = dev.port_attr();
-  const bool ib = p.link_layer == IBV_LINK_LAYER_INFINIBAND;
-  bool ok = write_file(root + "/node_type", "1: CA") && write_file(root + "/node_guid", guid_text(a.node_guid)) &&
-            write_file(root + "/sys_image_guid", guid_text(a.sys_image_guid)) && write_file(root + "/fw_ver", a.fw_ver) &&
-            write_file(root + "/hca_type", "simnic") && write_file(root + "/ports/1/state", port_state_text(p.state)) &&
-            write_file(root + "/ports/1/phys_state", "5: LinkUp") &&
-            write_file(root + "/ports/1/link_layer", ib ? "InfiniBand" : "Ethernet") &&
-            write_file(root + "/ports/1/lid", hex_text(p.lid)) &&
-            write_file(root + "/ports/1/sm_lid", hex_text(p.sm_lid));
-  ok &= write_gids(root, dev, p.gid_tbl_len, netdev);
+  const std::vector<std::string> texts = attribute_texts(dev);
+  bool ok = texts.size() == std::size(kFiles);
+  for (size_t i = 0; ok && i < texts.size(); ++i) ok = write_file(root + "/" + kFiles[i], texts[i]);
+  ok &= write_gids(root, dev, dev.port_attr().gid_tbl_len, netdev);
   return ok ? "" : root + ": a file could not be written";
 }
 
 void remove_sysfs_tree(const std::string& root, uint32_t gid_tbl_len) {
   for (const char* dir : {"gids", "gid_attrs/types", "gid_attrs/ndevs"})
     for (uint32_t i = 0; i < gid_tbl_len; ++i) ::unlink(index_path(root, dir, i).c_str());
-  for (const char* f : {"node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "ports/1/state",
-                        "ports/1/phys_state", "ports/1/link_layer", "ports/1/lid", "ports/1/sm_lid"})
-    ::unlink((root + "/" + f).c_str());
+  for (const char* f : kFiles) ::unlink((root + "/" + f).c_str());
   for (int i = int(std::size(kDirs)) - 1; i >= 0; --i) ::rmdir((root + "/" + kDirs[i]).c_str());
   ::rmdir(root.c_str());
 }
