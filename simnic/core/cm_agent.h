@@ -104,9 +104,6 @@ class CmAgent {
   std::string take_refusal() { return std::exchange(refusal_, {}); }
 
   // --- From the wire and the clock ---
-  void on_mad(uint32_t src_ip, const proto::ParsedPacket& pkt, uint64_t now) {
-    on_mad(src_ip, nic_.udp_port, pkt, now);
-  }
   void on_mad(uint32_t src_ip, uint16_t src_port, const proto::ParsedPacket& pkt, uint64_t now);
   void on_timer(uint64_t now);
   uint64_t next_deadline() const;
