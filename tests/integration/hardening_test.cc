@@ -280,7 +280,7 @@ TEST(Hardening, APollingProgramLearnsTheNicDied) {
   EXPECT_TRUE(contains(r.output, "async_event: local catastrophic error")) << r.output;
 }
 
-// ibv_rc_pingpong itself, busy-polling, exits with "poll CQ failed" when its NIC is killed.
+// ibv_rc_pingpong itself, busy-polling, exits with an error when its NIC is killed.
 TEST(Hardening, IbvRcPingpongExitsWhenItsNicIsKilled) {
   if (!have_program("ibv_rc_pingpong")) GTEST_SKIP() << "ibv_rc_pingpong not installed";
   Nics nics(2);
@@ -298,7 +298,13 @@ TEST(Hardening, IbvRcPingpongExitsWhenItsNicIsKilled) {
   Result s = srv->wait(20s);
   EXPECT_FALSE(s.timed_out) << s.output;
   EXPECT_NE(s.exit_code, 0) << s.output;
-  EXPECT_TRUE(contains(s.output, "poll CQ failed")) << s.output;
+  // Which verb notices first depends on where the program was when the NIC died: polling
+  // (ibv_poll_cq < 0: "poll CQ failed") or about to post after a completion it had already
+  // polled (EIO from the post: "Couldn't post send" / "Couldn't post receive"). Both are how a
+  // program meets a dead device on real hardware; hanging or exiting 0 is not.
+  EXPECT_TRUE(contains(s.output, "poll CQ failed") || contains(s.output, "Couldn't post send") ||
+              contains(s.output, "Couldn't post receive"))
+      << s.output;
   // The client's NIC is alive: it only fails if a send of its was outstanding (retries run
   // out); waiting for a receive, it waits, as on real hardware (RC has no keepalive).
   // Its Process kills it.
