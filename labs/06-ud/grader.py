@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lab 6 grader: service discovery over UD, judged from the datagrams on the wire.
 
-Three NICs: the reference registry (built from the lab's solution) on simnic0, the student's
+Three NICs: the reference registry (the lab's solution: lab.build_reference) on simnic0, the student's
 service on simnic1 and the student's client on simnic2. Checks from the trace: the UD QPs
 reached RTS; every message of the protocol travelled as a UD SEND with a DETH whose Q_Key is
 the one the receiving QP accepts (REGISTER and LOOKUP to the registry, the answer back, the
@@ -9,29 +9,12 @@ REQUEST sent straight to the service, the REPLY back to the client); no datagram
 for a wrong Q_Key; and the client printed the service's reply.
 """
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from simnic_lab import Lab, COMMON_DIR  # noqa: E402
+from simnic_lab import Lab  # noqa: E402
 
 REGISTRY_QKEY, SERVICE_QKEY, CLIENT_QKEY = 0x52454749, 0x53525643, 0x434C4E54
-
-
-def build_reference(lab):
-    """The lab's solution, built apart: its registry is the reference peer."""
-    src, build = os.path.join(lab.tmp, "ref-src"), os.path.join(lab.tmp, "ref-build")
-    os.makedirs(src)
-    sol = os.path.join(lab.lab_dir, "solution")
-    for name in os.listdir(sol):
-        shutil.copy(os.path.join(sol, name), src)
-    shutil.copy(os.path.join(lab.lab_dir, "CMakeLists.txt"), src)
-    shutil.copy(os.path.join(COMMON_DIR, "labutil.h"), src)
-    for cmd in (["cmake", "-S", src, "-B", build], ["cmake", "--build", build, "-j2"]):
-        r = lab._run_plain(cmd, 240, "reference build")
-        if r.rc != 0:
-            raise RuntimeError("the reference registry does not build: " + r.tail(6))
-    return os.path.join(build, "ud_lab")
 
 
 def ud_rx(t, nic, src_addr, qkey):
@@ -51,7 +34,7 @@ def drop_hint(t, nic):
 
 def grade(lab):
     lab.build(["ud_lab"])
-    reference = build_reference(lab)
+    reference = lab.build_reference(["ud_lab"])["ud_lab"]  # the registry is the reference peer
     lab.up(3)
     boot = os.path.join(lab.tmp, "registry.addr")
     text = "hello from the grader %d" % (os.getpid() % 10000)

@@ -48,8 +48,13 @@ A grader looks like this:
 Programs take the device name with -d and the GID index with -g (lab.device(i),
 lab.gid_index), so the same binaries run on simnic (`simnic run`) and on a real NIC.
 
-lab.build_reference(["server", "client"]) builds the lab's solution apart and returns the
-paths of its programs, to run the student's programs against a reference peer. Each
+lab.build_reference(["server", "client"]) returns the paths of the lab's reference peer
+programs, to run the student's programs against: in an install, the prebuilt execute-only
+peers in <prefix>/lib/simnic/labs/NN-topic/ref/ (students may run them but not read them or
+the solution; $SIMNIC_LAB_REF_DIR names another folder of NN-topic/ref/ peers, e.g. the build
+tree's build/lib/simnic/labs); in the source tree, the lab's solution/ built apart.
+In an install the solution/ and broken/ variants (--solution, --broken) are read from the
+sealed <prefix>/share/simnic/teacher/labs/NN-topic/ (teachers only; see sealed_dir). Each
 lab.up() starts fresh NICs with a trace of their own; lab.down() loads it into lab.trace
 (the first one is the trace saved for the student).
 """
@@ -71,6 +76,33 @@ COMMON_DIR = os.path.dirname(os.path.abspath(__file__))
 LABS_DIR = os.path.dirname(COMMON_DIR)
 REPO_DIR = os.path.dirname(LABS_DIR)
 SKIP_NAMES = {"build", "trace", ".git", "CMakeCache.txt", "CMakeFiles"}
+
+
+def _install_prefix():
+    """<prefix> when these labs run from an install (<prefix>/share/simnic/labs), else None."""
+    share_simnic = os.path.dirname(LABS_DIR)
+    if os.path.basename(LABS_DIR) == "labs" and os.path.basename(share_simnic) == "simnic" \
+            and os.path.basename(os.path.dirname(share_simnic)) == "share":
+        return os.path.dirname(os.path.dirname(share_simnic))
+    return None
+
+
+def sealed_dir(lab_dir):
+    """Where a lab's solution/, broken/ and teacher/ are: next to its grader in the source
+    tree, in <prefix>/share/simnic/teacher/labs/NN-topic in an install (owner/teachers only)."""
+    prefix = _install_prefix()
+    if prefix is None or os.path.isdir(os.path.join(lab_dir, "solution")):
+        return lab_dir
+    return os.path.join(prefix, "share", "simnic", "teacher", "labs", os.path.basename(lab_dir))
+
+
+def reference_peer_dir(lab_dir):
+    """The folder of a lab's prebuilt reference peers ($SIMNIC_LAB_REF_DIR/NN-topic/ref, or
+    <prefix>/lib/simnic/labs/NN-topic/ref in an install), or None: build them from solution/."""
+    root = os.environ.get("SIMNIC_LAB_REF_DIR")
+    if not root and _install_prefix():
+        root = os.path.join(_install_prefix(), "lib", "simnic", "labs")
+    return os.path.join(root, os.path.basename(lab_dir), "ref") if root else None
 
 
 class LabAbort(Exception):
@@ -317,9 +349,13 @@ class Lab:
             return [os.path.abspath(a.src)]
         if a.starter:
             return [os.path.join(self.lab_dir, "starter")]
+        sealed = sealed_dir(self.lab_dir)
+        if sealed != self.lab_dir and not os.access(sealed, os.R_OK | os.X_OK):
+            raise LabAbort("the solutions are sealed: only teachers (group simnic-teachers) can grade "
+                           "--solution or --broken (%s is not readable for you)" % sealed)
         if a.broken:
-            return [os.path.join(self.lab_dir, "solution"), os.path.join(self.lab_dir, "broken", a.broken)]
-        return [os.path.join(self.lab_dir, "solution")]
+            return [os.path.join(sealed, "solution"), os.path.join(sealed, "broken", a.broken)]
+        return [os.path.join(sealed, "solution")]
 
     def what(self):
         a = self.args
@@ -362,15 +398,29 @@ class Lab:
         return os.path.join(self.build_dir, program)
 
     def build_reference(self, programs):
-        """Builds the lab's solution apart, as the reference peer for the student's programs;
-        returns {program: path}. A reference that does not build is a grader error."""
+        """The reference peer for the student's programs: {program: path}. Prebuilt peers when
+        there are (an install: students cannot read the solution), else the lab's solution
+        built apart. A missing or unbuildable reference is a grader error."""
+        prebuilt = reference_peer_dir(self.lab_dir)
+        if prebuilt:
+            return self._prebuilt_reference(prebuilt, programs)
         src, build = os.path.join(self.tmp, "reference-src"), os.path.join(self.tmp, "reference-build")
-        self._assemble_sources(src, [os.path.join(self.lab_dir, "solution")])
+        self._assemble_sources(src, [os.path.join(sealed_dir(self.lab_dir), "solution")])
         for cmd in (["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Debug"], ["cmake", "--build", build, "-j2"]):
             r = self._run_plain(cmd, 240, "reference build")
             if r.rc != 0:
                 raise RuntimeError("the lab's reference solution does not build: " + r.tail(6))
         return {p: os.path.join(build, p) for p in programs}
+
+    @staticmethod
+    def _prebuilt_reference(ref_dir, programs):
+        # os.access(X_OK), not a read: the installed peers are execute-only (0711).
+        paths = {p: os.path.join(ref_dir, p) for p in programs}
+        missing = [p for p, path in paths.items() if not os.access(path, os.X_OK)]
+        if missing:
+            raise RuntimeError("the lab's reference peer %s is not installed in %s (reinstall simnic's labs)"
+                               % (", ".join(missing), ref_dir))
+        return paths
 
     def _run_plain(self, argv, timeout, name):
         try:

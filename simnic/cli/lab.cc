@@ -51,13 +51,32 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// labs/ next to the build tree (build/bin/../../labs), or the installed share/simnic/labs.
+// The installed <prefix>/share/simnic/labs (bin/../share/simnic/labs), or labs/ next to the
+// build tree (build/bin/../../labs). The install comes first: from /usr/bin, ../../labs is /labs.
 std::string labs_dir() {
   if (const char* d = std::getenv("SIMNIC_LABS_DIR"); d && *d) return d;
   const std::string bin = self_dir();
-  for (std::string dir : {bin + "/../../labs", bin + "/../share/simnic/labs"})
+  for (std::string dir : {bin + "/../share/simnic/labs", bin + "/../../labs"})
     if (::access((dir + "/common/simnic_lab.py").c_str(), R_OK) == 0) return fs::weakly_canonical(dir).string();
   return "";
+}
+
+// Where lab `lab`'s solution/, broken/ and teacher/ are: next to its grader in the source tree;
+// in an install, sealed in share/simnic/teacher/labs/ (readable by root and simnic-teachers).
+std::string sealed_dir(const std::string& root, const std::string& lab) {
+  if (is_dir(root + "/" + lab + "/solution")) return root + "/" + lab;
+  return fs::path(root).parent_path().string() + "/teacher/labs/" + lab;
+}
+
+// --solution and --broken grade the sealed code; say so plainly when this user may not read it.
+bool sealed_readable(const std::string& root, const std::string& lab, const std::string& mode) {
+  const std::string dir = sealed_dir(root, lab);
+  if (::access(dir.c_str(), R_OK | X_OK) == 0) return true;
+  std::fprintf(stderr,
+               "simnic lab: the solutions are sealed: only teachers (group simnic-teachers) can run %s "
+               "(%s is not readable for you)\n",
+               mode.c_str(), dir.c_str());
+  return false;
 }
 
 // The lab folders, "01-devices", "02-rc-send-recv", ..., sorted.
@@ -219,7 +238,7 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
   for (const auto& e : fs::directory_iterator(src, it_ec)) {
     std::string name = e.path().filename().string();
     bool grader_only = name == "grader.py" || name == "expect.txt" || name == "starter" || name == "solution" ||
-                       name == "broken" || name == "__pycache__";
+                       name == "broken" || name == "teacher" || name == "__pycache__";
     if (ok && !grader_only) ok = copy_tree(e.path(), fs::path(dir) / name);
   }
   if (!ok) return 1;
@@ -242,7 +261,7 @@ int check_broken(const std::string& root, const std::string& lab, const std::vec
                  const std::vector<std::string>& extra) {
   std::vector<std::string> variants = names;
   if (variants.empty())
-    for (const auto& e : fs::directory_iterator(root + "/" + lab + "/broken"))
+    for (const auto& e : fs::directory_iterator(sealed_dir(root, lab) + "/broken"))
       if (e.is_directory()) variants.push_back(e.path().filename().string());
   std::sort(variants.begin(), variants.end());
   int missed = 0;
@@ -271,6 +290,7 @@ int lab_check(const std::string& root, const std::string& lab, int n, const std:
     else if (mode == "--broken") broken.push_back(a);
     else dir = a;
   }
+  if ((mode == "--solution" || mode == "--broken") && !sealed_readable(root, lab, mode)) return 2;
   if (mode == "--broken") return check_broken(root, lab, broken, extra);
   if (!mode.empty()) {
     extra.insert(extra.begin(), mode);
