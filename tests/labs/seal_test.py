@@ -104,16 +104,44 @@ def reference_peers(prefix):
             for p in sorted(os.listdir(os.path.join(root, l, "ref")))] if os.path.isdir(root) else []
 
 
+def read_bytes(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def secret_contents(labs_src):
+    """The bytes of every sealed file that is not also public (a starter may ship a header
+    unchanged from the solution)."""
+    public = set()
+    for lab in os.listdir(labs_src):
+        for d, _, files in os.walk(os.path.join(labs_src, lab, "starter")):
+            public.update(read_bytes(os.path.join(d, x)) for x in files)
+    out = set()
+    for lab, part, rel in sealed_files(labs_src):
+        data = read_bytes(os.path.join(labs_src, lab, part, rel))
+        if data not in public:
+            out.add(data)
+    return out
+
+
+def nobody_can_cat(path):
+    return subprocess.run(["runuser", "-u", "nobody", "--", "cat", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+
+
 def check_as_nobody(f, prefix, labs_src, env):
     teacher = os.path.join(prefix, "share", "simnic", "teacher", "labs")
-    readable = []
-    for lab, part, rel in sealed_files(labs_src):
-        path = os.path.join(teacher, lab, part, rel)
-        if subprocess.run(["runuser", "-u", "nobody", "--", "cat", path], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, timeout=10).returncode == 0:
-            readable.append(path)
-    f.expect(len(sealed_files(labs_src)) > 0 and not readable,
-             "nobody cannot cat any of the %d sealed files (readable: %s)" % (len(sealed_files(labs_src)), readable[:5]))
+    sealed = [os.path.join(teacher, lab, part, rel) for lab, part, rel in sealed_files(labs_src)]
+    readable = [p for p in sealed if nobody_can_cat(p)]
+    f.expect(len(sealed) > 0 and not readable,
+             "nobody cannot cat any of the %d sealed files (readable: %s)" % (len(sealed), readable[:5]))
+    # Wherever the install put a copy of a solution's file, nobody cannot read it.
+    secrets = secret_contents(labs_src)
+    copies = [os.path.join(d, x) for d, _, files in os.walk(prefix) for x in files
+              if read_bytes(os.path.join(d, x)) in secrets]
+    leaked = [p for p in copies if nobody_can_cat(p)]
+    f.expect(copies and not leaked, "nobody can read no copy of a solution's file anywhere in the install "
+             "(%d copies; readable: %s)" % (len(copies), [os.path.relpath(p, prefix) for p in leaked[:5]]))
 
     peers = reference_peers(prefix)
     f.expect(len(peers) >= 9, "the reference peers of labs 2, 3, 4, 6 and 9 are installed (%d)" % len(peers))
@@ -139,21 +167,23 @@ def check_student_run(f, prefix, env, home):
     f.expect(rc != 0 and SEALED_MESSAGE in out, "nobody: simnic lab check 2 --solution says the solutions are sealed")
 
 
-def check_correct_student(f, prefix, labs_src, env, home):
-    """A student whose lab 3 is right (the solution's files, copied in by root) passes every
-    check as nobody: the execute-only reference peers work on simnic, not only start."""
-    work = os.path.join(home, "lab03-done")
-    shutil.copytree(os.path.join(prefix, "share", "simnic", "labs", "03-one-sided", "starter"), work)
-    for name in os.listdir(os.path.join(labs_src, "03-one-sided", "solution")):
-        shutil.copy(os.path.join(labs_src, "03-one-sided", "solution", name), work)
+def check_correct_student(f, prefix, labs_src, env, home, lab):
+    """A student whose lab is right (the solution's files, copied in by root) passes every
+    check as nobody: the labs work from the install for a second user, and the execute-only
+    reference peers work on simnic, not only start."""
+    number = int(lab[:2])
+    work = os.path.join(home, "done-" + lab)
+    shutil.copytree(os.path.join(prefix, "share", "simnic", "labs", lab, "starter"), work)
+    shutil.copytree(os.path.join(labs_src, lab, "solution"), work, dirs_exist_ok=True)
     for d, _, files in os.walk(work):
         for x in [d] + [os.path.join(d, y) for y in files]:
             shutil.chown(x, "nobody")
-    rc, out = run([os.path.join(prefix, "bin", "simnic"), "lab", "check", "3", work], cwd=home, env=env,
+    rc, out = run([os.path.join(prefix, "bin", "simnic"), "lab", "check", str(number), work], cwd=home, env=env,
                   user="nobody", timeout=300)
-    f.expect(rc == 0 and " 0 failed" in out and "PASS your client works with the reference server" in out
-             and "PASS your server works with the reference client" in out,
-             "nobody: a correct lab 3 passes every check, with the reference peers")
+    with_refs = number != 3 or ("PASS your client works with the reference server" in out
+                                and "PASS your server works with the reference client" in out)
+    f.expect(rc == 0 and " 0 failed" in out and with_refs,
+             "nobody: a correct lab %d passes every check from the install" % number)
 
 
 def check_teacher_run(f, prefix, env, home):
@@ -189,7 +219,8 @@ def main():
         env = clean_env(prefix, home)
         check_as_nobody(f, prefix, labs_src, env)
         check_student_run(f, prefix, env, home)
-        check_correct_student(f, prefix, labs_src, env, home)
+        for lab in sorted(x for x in os.listdir(labs_src) if os.path.isfile(os.path.join(labs_src, x, "grader.py"))):
+            check_correct_student(f, prefix, labs_src, env, home, lab)
         check_teacher_run(f, prefix, dict(env, HOME=base), base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
