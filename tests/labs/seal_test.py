@@ -165,6 +165,8 @@ def check_student_run(f, prefix, env, home):
              "nobody: the starter ran against the installed reference peers")
     rc, out = run([simnic, "lab", "check", "2", "--solution"], cwd=home, env=env, user="nobody")
     f.expect(rc != 0 and SEALED_MESSAGE in out, "nobody: simnic lab check 2 --solution says the solutions are sealed")
+    rc, out = run([simnic, "lab", "check", "3", "--broken"], cwd=home, env=env, user="nobody")
+    f.expect(rc != 0 and SEALED_MESSAGE in out, "nobody: simnic lab check 3 --broken says the solutions are sealed")
 
 
 def check_correct_student(f, prefix, labs_src, env, home, lab):
