@@ -19,7 +19,7 @@ set(SIMNIC_LAB_REF_INSTALL_DIR lib/simnic/labs)
 set(SIMNIC_LAB_REF_BUILD_DIR ${CMAKE_BINARY_DIR}/${SIMNIC_LAB_REF_INSTALL_DIR})
 set(_sealed_parts solution broken teacher)
 
-# Student-visible: everything in labs/ but the sealed parts, caches and this tree's build glue.
+# Student-visible: everything in labs/ but the sealed parts and Python caches.
 install(DIRECTORY ${SIMNIC_LABS_SRC}/ DESTINATION ${CMAKE_INSTALL_DATADIR}/simnic/labs COMPONENT labs
         REGEX "/[0-9][0-9]-[^/]+/(solution|broken|teacher)$" EXCLUDE
         PATTERN "__pycache__" EXCLUDE)
