@@ -165,24 +165,29 @@ def run_demo(repo, simnic, name, script):
     env.update(SIMNIC_DIR=os.path.join(work, "nics"), TMPDIR=work,
                PATH=os.path.dirname(os.path.abspath(simnic)) + os.pathsep + env.get("PATH", ""))
     os.makedirs(env["SIMNIC_DIR"])
+    os.chmod(env["SIMNIC_DIR"], 0o700)  # simnic refuses a NIC folder other users can reach
     body = "set -e\n" + privatise(script, private_addresses(), free_tcp_port())
-    proc = subprocess.Popen(["bash", "-c", body], cwd=repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # Output to a file, not a pipe: a program the script left in the background (a server
+    # whose client failed) must not keep us waiting for the end of a pipe.
+    log_path = os.path.join(work, "demo.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(["bash", "-c", body], cwd=repo, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=DEMO_TIMEOUT_S)
-        ok = proc.returncode == 0
-        out += "\n(exit status %d)" % proc.returncode
+        proc.wait(timeout=DEMO_TIMEOUT_S)
+        ok, status = proc.returncode == 0, "(exit status %d)" % proc.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        ok, out = False, out + "\n(killed after %d s)" % DEMO_TIMEOUT_S
+        ok, status = False, "(killed after %d s)" % DEMO_TIMEOUT_S
     finally:
         subprocess.run([simnic, "down"], env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the script's group: whatever it left running
         except ProcessLookupError:
             pass
+        proc.wait()
+        with open(log_path, errors="replace") as f:
+            out = f.read() + "\n" + status
         shutil.rmtree(work, ignore_errors=True)
     return ok, out
 
