@@ -6,7 +6,8 @@ For every lab folder labs/NN-topic/ with a README:
   - labs/NN-topic/teacher/answers.md has a `## Question K` heading with an answer under it for
     every numbered question K of the README's `## Questions` section, and no heading for a
     question the README does not ask (a renumbered README must renumber its key);
-  - docs/course/NN-topic.md exists (the lecture notes) and has at least one ```sh demo block.
+  - docs/course/NN-topic.md exists (the lecture notes) and has at least one ```sh demo block;
+  - `simnic lab start N` does not copy teacher/ (the answer keys) into the student's folder.
 Then every ```sh demo block of docs/course/*.md is run, one script per file, from the source
 tree with `simnic` on PATH, a private SIMNIC_DIR and TMPDIR, the NICs moved to private loopback
 addresses (`simnic up N` gets `--addr`, 127.0.0.1/.2/.3 in the script become those addresses,
@@ -120,6 +121,19 @@ def check_notes(repo, lab, fail):
         fail(lab, "docs/course/%s.md has fewer than 8 slides" % lab)
 
 
+def check_start_leaves_keys_out(simnic, lab, fail):
+    """`simnic lab start N` hands a student the starter, never the sealed teacher/ folder."""
+    n = str(int(lab[:2]))
+    with tempfile.TemporaryDirectory(prefix="course-start-") as tmp:
+        dest = os.path.join(tmp, "lab")
+        r = subprocess.run([simnic, "lab", "start", n, dest], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        if r.returncode != 0:
+            fail(lab, "simnic lab start %s failed: %s" % (n, r.stdout.strip()[-300:]))
+        elif os.path.exists(os.path.join(dest, "teacher")):
+            fail(lab, "simnic lab start %s copied teacher/ (the answer keys) to the student" % n)
+
+
 def udp_port_free(addr, port=4791):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -226,6 +240,7 @@ def main():
         check_objectives(lab, text, fail)
         check_answers(lab_dir, lab, text, fail)
         check_notes(args.repo, lab, fail)
+        check_start_leaves_keys_out(simnic, lab, fail)
     print("checked the objectives, answer keys and notes of %d labs" % len(labs), flush=True)
 
     why_not = demos_possible()
