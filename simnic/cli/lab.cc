@@ -232,7 +232,8 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
   fs::create_directories(dir, ec);
   const std::string src = root + "/" + lab;
   // The starter's files, labutil.h, and the lab's own top-level files (README.md, img/,
-  // CMakeLists.txt, helpers such as a plot script), but not the grader's.
+  // CMakeLists.txt, helpers such as a plot script), but not the grader's nor the teacher's
+  // (teacher/: answer keys, sealed like solution/).
   bool ok = copy_tree(src + "/starter", dir) && copy_tree(root + "/common/labutil.h", dir + "/labutil.h");
   std::error_code it_ec;
   for (const auto& e : fs::directory_iterator(src, it_ec)) {
