@@ -59,6 +59,7 @@ import collections
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -77,6 +78,9 @@ class LabAbort(Exception):
     """Raised by Lab.require: a check that the rest of the grading cannot do without failed."""
 
 
+MAX_SIMNIC_LINES = 6  # in one hint: enough for every refused verb of a run, short enough to read
+
+
 class Result:
     """A finished program: exit status (-1 when killed at its timeout), its output."""
 
@@ -86,9 +90,25 @@ class Result:
     def ok(self):
         return self.rc == 0
 
+    def simnic_lines(self):
+        """simnic's own explanations in the output (`simnic: ...`, e.g. why a verb was refused),
+        each once, in order."""
+        seen = []
+        for line in self.out.splitlines():
+            line = line.strip()
+            if line.startswith("simnic:") and line not in seen:
+                seen.append(line)
+        return seen
+
     def tail(self, lines=6):
-        """The last lines of the output, for a hint."""
-        text = self.out.strip().splitlines()[-lines:]
+        """The last lines of the output, for a hint, after the `simnic:` lines from before them:
+        such a line is often the decisive explanation, and a tail alone would drop it."""
+        all_lines = self.out.strip().splitlines()
+        text = all_lines[-lines:]
+        earlier = [l for l in Result(self.name, 0, "\n".join(all_lines[:-lines]), False).simnic_lines()
+                   if l not in (t.strip() for t in text)]
+        if earlier:
+            text = earlier[:MAX_SIMNIC_LINES] + ["..."] + text
         what = "timed out" if self.timed_out else "exit status %d" % self.rc
         return "%s (%s)%s" % (self.name, what, (": " + " | ".join(text)) if text else ", printed nothing")
 
@@ -242,6 +262,20 @@ class Trace:
             if "ACKNOWLEDGE" not in p.get("opcode", "") and "RESPONSE" not in p.get("opcode", ""):
                 return p.get("psn")
         return None
+
+    def qp_walk(self, nic, type="RC"):
+        """How the first `type` QP of `nic` walked, for a hint: "RESET -> INIT -> ...", or
+        why it went nowhere: no such QP, or created but never moved (with the NIC's reason when
+        it refused a modify)."""
+        qps = self.qps(nic, type)
+        if not qps:
+            return "nowhere (no %s QP created)" % type
+        states = self.qp_states(nic, qps[0][1])
+        if states:
+            return " -> ".join(states)
+        refused = [e.get("rule", "") for e in self.events("error", nic, qp=qps[0][1]) if e.get("status") == "EINVAL"]
+        return "nowhere: QP 0x%x was created but stayed in RESET (%s)" % (
+            qps[0][1], "the NIC refused ibv_modify_qp: " + refused[0] if refused else "no ibv_modify_qp reached the NIC")
 
     def nic_of_addr(self, addr):
         for e in self.events("nic_up"):
@@ -611,10 +645,21 @@ class Lab:
         if self.skipped:
             summary += ", %d skipped" % self.skipped
         print(summary, flush=True)
+        if self.failed and not self.args.verbose:
+            self.notes_at_end.append("to see everything the programs printed: %s" % self.verbose_command())
         for n in self.notes_at_end:
             print(n, flush=True)
         self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
         sys.exit(self.exit_code)
+
+    def verbose_command(self):
+        """The command that reruns this grading with the programs' full output."""
+        a, m = self.args, re.match(r"(\d+)-", os.path.basename(self.lab_dir))
+        which = ([a.src] if a.src else ["--starter"] if a.starter else ["--broken", a.broken] if a.broken
+                 else ["--solution"])
+        if self.device_mode:
+            which += ["--device", a.device, "--gid-index", self.gid_index]
+        return "simnic lab check %s %s --verbose" % (int(m.group(1)) if m else "N", " ".join(shlex.quote(w) for w in which))
 
     def _cleanup(self):
         for p in self.procs:
