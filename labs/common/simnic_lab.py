@@ -482,6 +482,9 @@ class Lab:
         copy of the first session's: --trace-out, the student's DIR/trace)."""
         for p in self.procs:
             p.kill()
+            if self.args.verbose and p.result is None:
+                p.wait(1)  # a program waited for by the grader itself, or stopped here: show it too
+            self._show_output(p)
         if self.device_mode or not self.nic_count:
             return
         self._simnic(["down"], 30)
@@ -527,9 +530,9 @@ class Lab:
 
     def run(self, argv, timeout=30, name=None):
         """Runs a program to completion (killed after `timeout` s); returns a Result."""
-        r = self.start(argv, name).wait(timeout)
-        if self.args.verbose:
-            self.note("---- %s (exit %d) ----\n%s" % (r.name, r.rc, r.out))
+        p = self.start(argv, name)
+        r = p.wait(timeout)
+        self._show_output(p)
         return r
 
     def wait_all(self, procs, timeout):
@@ -538,9 +541,15 @@ class Lab:
         out = []
         for p in procs:
             out.append(p.wait(max(0.1, deadline - time.monotonic())))
-            if self.args.verbose:
-                self.note("---- %s (exit %d) ----\n%s" % (p.name, out[-1].rc, out[-1].out))
+            self._show_output(p)
         return out
+
+    def _show_output(self, proc):
+        """--verbose: prints a finished program's whole output, once."""
+        if self.args.verbose and proc.result is not None and not getattr(proc, "shown", False):
+            proc.shown = True
+            r = proc.result
+            self.note("---- %s (%s) ----\n%s" % (r.name, "timed out" if r.timed_out else "exit %d" % r.rc, r.out))
 
     @staticmethod
     def free_port():

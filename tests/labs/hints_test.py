@@ -80,6 +80,20 @@ def test_lab5_send_in_reset(labs, simnic, tmp, failures):
             failures.append("lab 5: hint of %r should quote the refusal in RESET, not rnr_retry: %s" % (check, h))
     if "simnic lab check 5 %s --verbose" % src not in out:
         failures.append("lab 5: the failed run does not suggest `simnic lab check 5 DIR --verbose`")
+    p = subprocess.run([simnic, "lab", "check", "5", src, "--verbose"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    verbose = p.stdout.decode("utf-8", "replace")
+    print("$ simnic lab check 5 %s --verbose  (exit %d)\n%s" % (src, p.returncode, verbose))
+    if "missing_attr: INIT->RTR without IBV_QP_DEST_QPN returned" not in verbose:
+        failures.append("lab 5: `simnic lab check 5 DIR --verbose` does not show the program's full output")
+
+
+def test_verbose_shows_every_program(labs, simnic, failures):
+    """Lab 6 waits for its registry and service itself: --verbose shows them too."""
+    rc, out = grade(labs, "06-ud", simnic, ["--solution", "--verbose"])
+    shown = set(re.findall(r"^      ---- (\S+)", out, re.M))
+    if not {"registry", "service", "client"} <= shown:
+        failures.append("lab 6 --verbose shows only %s of registry, service, client" % sorted(shown))
 
 
 def test_lab2_qp_stays_in_reset(labs, simnic, tmp, failures):
@@ -117,6 +131,7 @@ def main():
         test_lab5_send_in_reset(labs, simnic, tmp, failures)
         test_lab2_qp_stays_in_reset(labs, simnic, tmp, failures)
         test_lab2_starter_listen_hint(labs, simnic, failures)
+        test_verbose_shows_every_program(labs, simnic, failures)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures:

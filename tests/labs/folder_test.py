@@ -4,7 +4,7 @@
 start` run inside a lab folder must refuse, with advice, instead of nesting a fresh starter
 (lab02/lab02) that `check` would then grade instead of the student's code.
 
-    lab_folder_test.py --simnic build/bin/simnic --labs labs
+    folder_test.py --simnic build/bin/simnic --labs labs
 """
 import argparse
 import os
@@ -82,7 +82,7 @@ def main():
         shutil.rmtree(home, ignore_errors=True)
     for f in failures:
         print("FAILED: " + f)
-    print("lab_folder_test: %s" % ("ok" if not failures else "%d failure(s)" % len(failures)))
+    print("folder_test: %s" % ("ok" if not failures else "%d failure(s)" % len(failures)))
     return 1 if failures else 0
 
 
