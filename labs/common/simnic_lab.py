@@ -26,7 +26,9 @@ Command line of every grader (what `simnic lab check` runs):
 
 Output: one line per check, `PASS name`, `FAIL name` followed by `  hint: ...`, or
 `SKIP name (needs simnic's trace)`, then `N passed, M failed[, K skipped]`. Exit status 0
-only when nothing failed; 2 when the grader itself broke.
+only when nothing failed; 2 when the grader itself broke. A failed run then names the command
+that shows the programs' full output (`simnic lab check N ... --verbose`), and a hint quoting a
+program (Result.tail) always keeps its `simnic:` lines, simnic's explanation of what it refused.
 
 A grader looks like this:
 
