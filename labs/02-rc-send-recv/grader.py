@@ -39,6 +39,15 @@ def ping_pong(lab, server, client, names=("server", "client")):
     return lab.wait_all([srv], 5)[0], cli, listening
 
 
+def not_listening(server):
+    """Why the server never listened. server.c (given) listens with lab_tcp_accept once
+    conn_create() returns, so what stopped it came before: its output says what."""
+    if server.timed_out:
+        return ("the server was still running but never listened: it is stuck before server.c's "
+                "lab_tcp_accept() call, in your conn_create(): " + server.tail())
+    return "the server stopped before it listened: " + server.tail()
+
+
 with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
     lab.build(["server", "client"])
     ref = lab.build_reference(["server", "client"])
@@ -47,8 +56,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
     lab.down()
     tr = lab.trace
 
-    lab.check("the server listens on the TCP port given with -p", listening,
-              "the server never listened: " + s.tail() + ". lab_tcp_accept(port) does it")
+    lab.check("the server listens on the TCP port given with -p", listening, lambda: not_listening(s))
     lab.check("the client gets all %d replies and exits 0" % MESSAGES,
               cli.rc == 0 and all_ok(cli.out, "client: reply", MESSAGES), "it did not: " + cli.tail())
     lab.check("the server receives all %d messages and exits 0" % MESSAGES,
@@ -67,7 +75,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
             states = tr.qp_states(nic, qp) if qp is not None else []
             by_hand = all(t.get("cause") == "modify_qp" for t in tr.qp_transitions(nic, qp)[:3])
             if states[:4] != WALK or not by_hand:
-                bad.append("the %s's QP went %s" % (who, " -> ".join(states) or "nowhere (no RC QP created)"))
+                bad.append("the %s's QP went %s" % (who, tr.qp_walk(nic, "RC")))
         return bad
 
     lab.trace_check("each QP went RESET -> INIT -> RTR -> RTS (trace: qp_state)", lambda: not walk_problems(),

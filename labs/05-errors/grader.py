@@ -37,7 +37,7 @@ def grade(lab):
         lab.check("scenario %s reports ok" % name, verdict == "ok",
                   "scenario %s: %s" % (name, "not written yet: step %d, the TODO in scenario_%s()" % (STEP[name], name)
                                        if verdict == "TODO" else "the program stopped before it (see the first check)"
-                                       if verdict is None else "it said " + verdict))
+                                       if verdict is None else "it said " + verdict + refused_in(run, name)))
 
     # 1. bad rkey
     lab.trace_check("bad rkey: the responder sent a NAK 'remote access error'",
@@ -57,12 +57,14 @@ def grade(lab):
     # 3. RNR
     lab.trace_check("RNR: the responder sent an RNR NAK",
                     lambda: mc.naks(t, "RNR") and mc.aeth_packets(t, "RNR_NAK"),
-                    "no RNR NAK in the trace (step 3): SEND to a QP that has no receive posted")
+                    lambda: "no RNR NAK in the trace (step 3): SEND to a QP that has no receive posted"
+                    + refused_in(run, "rnr"))
     lab.trace_check("RNR: a completion with IBV_WC_RNR_RETRY_EXC_ERR",
                     lambda: t.cqes(status=mc.WC_RNR_RETRY_EXC_ERR),
-                    lambda: "no 'RNR retry counter exceeded' CQE (step 3): connect the sender with rnr_retry = 0"
-                    + (" (the RNR NAKs were there, but rnr_retry 7 means retry forever)"
-                       if mc.naks(t, "RNR") else ""))
+                    lambda: "no 'RNR retry counter exceeded' CQE (step 3): " + (
+                        "the RNR NAKs were there, but the sender retried: connect it with rnr_retry = 0 "
+                        "(7 means retry forever)" if mc.naks(t, "RNR") else
+                        "no RNR NAK came back to fail a SEND (see the check above)" + refused_in(run, "rnr")))
     # 4. retry exceeded
     lab.trace_check("dead peer: the ACK timer fired and the request was sent again",
                     lambda: t.events("timer", what="ack_timeout", action="fired")
@@ -111,6 +113,25 @@ def invalid_moves(t):
         return ""
     return ("; the NIC refused %s: a QP reaches INIT only from RESET, so recover through RESET first "
             "(ibv_modify_qp to IBV_QPS_RESET, or qp_reset())" % ", ".join(bad))
+
+
+def scenario_output(out, name):
+    """The lines the program printed during one scenario: after the previous scenario's
+    verdict line, up to this one's."""
+    lines, start = out.splitlines(), 0
+    for i, line in enumerate(lines):
+        if line.startswith("scenario %s:" % name):
+            return lines[start:i]
+        if line.startswith("scenario "):
+            start = i + 1
+    return []
+
+
+def refused_in(run, name):
+    """Part of a hint: what simnic said during scenario `name` (a refused verb explains why the
+    error the scenario wants never happened, e.g. a SEND posted while the QP was in RESET)."""
+    said = [l.strip() for l in scenario_output(run.out, name) if l.strip().startswith("simnic:")]
+    return "; during scenario %s: %s" % (name, " | ".join(said)) if said else ""
 
 
 STEP = {"bad_rkey": 1, "missing_attr": 2, "rnr": 3, "retry": 4, "flush": 5, "recover": 6}

@@ -105,7 +105,7 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager") as lab:
             qps = tr.qps(nic, "RC")
             states = tr.qp_states(nic, qps[0][1]) if qps else []
             if states[:4] != WALK:
-                bad.append("the %s's QP went %s" % (who, " -> ".join(states) or "nowhere (no RC QP created)"))
+                bad.append("the %s's QP went %s" % (who, tr.qp_walk(nic, "RC")))
         return bad
 
     lab.trace_check("each QP went RESET -> INIT -> RTR -> RTS without a hand-written modify (trace: qp_state)",

@@ -49,6 +49,11 @@ static inline struct ibv_context *lab_open_device(const char *name) {
   return ctx;
 }
 
+/* The default TCP port of the side channel (-p): 18515 plus your uid (`id -u`) mod 10000. It
+ * is per user so that on a shared machine your client, started without -p, reaches your own
+ * server and never a classmate's, whose server listens on their own port. */
+static inline int lab_default_port(void) { return 18515 + (int)(getuid() % 10000); }
+
 /* Listens on TCP `port` and returns the listening socket (for servers with several clients:
  * call accept() on it once per client). */
 static inline int lab_tcp_listen(int port) {

@@ -26,7 +26,9 @@ Command line of every grader (what `simnic lab check` runs):
 
 Output: one line per check, `PASS name`, `FAIL name` followed by `  hint: ...`, or
 `SKIP name (needs simnic's trace)`, then `N passed, M failed[, K skipped]`. Exit status 0
-only when nothing failed; 2 when the grader itself broke.
+only when nothing failed; 2 when the grader itself broke. A failed run then names the command
+that shows the programs' full output (`simnic lab check N ... --verbose`), and a hint quoting a
+program (Result.tail) always keeps its `simnic:` lines, simnic's explanation of what it refused.
 
 A grader looks like this:
 
@@ -64,6 +66,7 @@ import collections
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -109,6 +112,9 @@ class LabAbort(Exception):
     """Raised by Lab.require: a check that the rest of the grading cannot do without failed."""
 
 
+MAX_SIMNIC_LINES = 6  # in one hint: enough for every refused verb of a run, short enough to read
+
+
 class Result:
     """A finished program: exit status (-1 when killed at its timeout), its output."""
 
@@ -118,9 +124,25 @@ class Result:
     def ok(self):
         return self.rc == 0
 
+    def simnic_lines(self):
+        """simnic's own explanations in the output (`simnic: ...`, e.g. why a verb was refused),
+        each once, in order."""
+        seen = []
+        for line in self.out.splitlines():
+            line = line.strip()
+            if line.startswith("simnic:") and line not in seen:
+                seen.append(line)
+        return seen
+
     def tail(self, lines=6):
-        """The last lines of the output, for a hint."""
-        text = self.out.strip().splitlines()[-lines:]
+        """The last lines of the output, for a hint, after the `simnic:` lines from before them:
+        such a line is often the decisive explanation, and a tail alone would drop it."""
+        all_lines = self.out.strip().splitlines()
+        text = all_lines[-lines:]
+        earlier = [l for l in Result(self.name, 0, "\n".join(all_lines[:-lines]), False).simnic_lines()
+                   if l not in (t.strip() for t in text)]
+        if earlier:
+            text = earlier[:MAX_SIMNIC_LINES] + ["..."] + text
         what = "timed out" if self.timed_out else "exit status %d" % self.rc
         return "%s (%s)%s" % (self.name, what, (": " + " | ".join(text)) if text else ", printed nothing")
 
@@ -274,6 +296,20 @@ class Trace:
             if "ACKNOWLEDGE" not in p.get("opcode", "") and "RESPONSE" not in p.get("opcode", ""):
                 return p.get("psn")
         return None
+
+    def qp_walk(self, nic, type="RC"):
+        """How the first `type` QP of `nic` walked, for a hint: "RESET -> INIT -> ...", or
+        why it went nowhere: no such QP, or created but never moved (with the NIC's reason when
+        it refused a modify)."""
+        qps = self.qps(nic, type)
+        if not qps:
+            return "nowhere (no %s QP created)" % type
+        states = self.qp_states(nic, qps[0][1])
+        if states:
+            return " -> ".join(states)
+        refused = [e.get("rule", "") for e in self.events("error", nic, qp=qps[0][1]) if e.get("status") == "EINVAL"]
+        return "nowhere: QP 0x%x was created but stayed in RESET (%s)" % (
+            qps[0][1], "the NIC refused ibv_modify_qp: " + refused[0] if refused else "no ibv_modify_qp reached the NIC")
 
     def nic_of_addr(self, addr):
         for e in self.events("nic_up"):
@@ -498,6 +534,9 @@ class Lab:
         copy of the first session's: --trace-out, the student's DIR/trace)."""
         for p in self.procs:
             p.kill()
+            if self.args.verbose and p.result is None:
+                p.wait(1)  # a program waited for by the grader itself, or stopped here: show it too
+            self._show_output(p)
         if self.device_mode or not self.nic_count:
             return
         self._simnic(["down"], 30)
@@ -543,9 +582,9 @@ class Lab:
 
     def run(self, argv, timeout=30, name=None):
         """Runs a program to completion (killed after `timeout` s); returns a Result."""
-        r = self.start(argv, name).wait(timeout)
-        if self.args.verbose:
-            self.note("---- %s (exit %d) ----\n%s" % (r.name, r.rc, r.out))
+        p = self.start(argv, name)
+        r = p.wait(timeout)
+        self._show_output(p)
         return r
 
     def wait_all(self, procs, timeout):
@@ -554,9 +593,15 @@ class Lab:
         out = []
         for p in procs:
             out.append(p.wait(max(0.1, deadline - time.monotonic())))
-            if self.args.verbose:
-                self.note("---- %s (exit %d) ----\n%s" % (p.name, out[-1].rc, out[-1].out))
+            self._show_output(p)
         return out
+
+    def _show_output(self, proc):
+        """--verbose: prints a finished program's whole output, once."""
+        if self.args.verbose and proc.result is not None and not getattr(proc, "shown", False):
+            proc.shown = True
+            r = proc.result
+            self.note("---- %s (%s) ----\n%s" % (r.name, "timed out" if r.timed_out else "exit %d" % r.rc, r.out))
 
     @staticmethod
     def free_port():
@@ -661,10 +706,21 @@ class Lab:
         if self.skipped:
             summary += ", %d skipped" % self.skipped
         print(summary, flush=True)
+        if self.failed and not self.args.verbose:
+            self.notes_at_end.append("to see everything the programs printed: %s" % self.verbose_command())
         for n in self.notes_at_end:
             print(n, flush=True)
         self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
         sys.exit(self.exit_code)
+
+    def verbose_command(self):
+        """The command that reruns this grading with the programs' full output."""
+        a, m = self.args, re.match(r"(\d+)-", os.path.basename(self.lab_dir))
+        which = ([a.src] if a.src else ["--starter"] if a.starter else ["--broken", a.broken] if a.broken
+                 else ["--solution"])
+        if self.device_mode:
+            which += ["--device", a.device, "--gid-index", self.gid_index]
+        return "simnic lab check %s %s --verbose" % (int(m.group(1)) if m else "N", " ".join(shlex.quote(w) for w in which))
 
     def _cleanup(self):
         for p in self.procs:

@@ -35,8 +35,9 @@ const char kLabUsage[] =
     "The coursework labs (labs/ in the simnic tree; SIMNIC_LABS_DIR overrides).\n"
     "  list      the labs and, for each, how your copy in ./labNN did at its last check\n"
     "  start     copy lab N's starter code, build file and README into DIR (default ./labNN)\n"
-    "  check     build your code in DIR (default ./labNN), run it on private simulated NICs and\n"
-    "            print each check as PASS or FAIL with a hint; exit status 0 when all pass.\n"
+    "  check     build your code in DIR (default: the lab N folder you are in, else ./labNN),\n"
+    "            run it on private simulated NICs and print each check as PASS or FAIL with a\n"
+    "            hint; exit status 0 when all pass. --verbose shows the programs' full output.\n"
     "            The NICs' trace is saved in DIR/trace (simnic viz --replay DIR/trace/*.jsonl).\n"
     "            --solution/--starter grade the lab's own code; --broken grades its deliberately\n"
     "            broken variants (exit status 0 when the grader caught every one);\n"
@@ -45,6 +46,9 @@ const char kLabUsage[] =
     "            (default ./labNN-grades.csv) with each check and the score\n";
 
 const char kStatusFile[] = ".simnic-lab-status";
+// Written by `lab start`: the lab number, so that `lab check N` run inside the folder finds it
+// and `lab start` never nests a starter inside a lab folder.
+const char kMarkerFile[] = ".simnic-lab";
 
 bool is_dir(const std::string& p) {
   struct stat st{};
@@ -113,6 +117,29 @@ std::string default_dir(int n) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "lab%02d", n);
   return buf;
+}
+
+// The lab number of the lab folder `dir` (0: not one): its marker file, or, for a folder
+// started before markers existed, its status file or the name labNN with a README next to it.
+int lab_folder_number(const fs::path& dir) {
+  std::ifstream marker(dir / kMarkerFile);
+  int n = 0;
+  if (marker >> n && n > 0) return n;
+  const std::string name = dir.filename().string();
+  bool named = name.size() == 5 && name.rfind("lab", 0) == 0 && isdigit(name[3]) && isdigit(name[4]);
+  bool looks_started = fs::exists(dir / kStatusFile) || fs::exists(dir / "README.md");
+  return named && looks_started ? std::atoi(name.c_str() + 3) : 0;
+}
+
+// The innermost lab folder containing `path` (itself included), or "" when none does.
+std::string enclosing_lab_folder(const fs::path& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  for (; !p.empty(); p = p.parent_path()) {
+    if (lab_folder_number(p)) return p.string();
+    if (p == p.root_path()) break;
+  }
+  return "";
 }
 
 // Runs argv; its output goes to our stdout when `echo`, and is returned. Exit status in *rc.
@@ -223,6 +250,14 @@ int lab_list(const std::string& root) {
 
 int lab_start(const std::string& root, const std::string& lab, int n, const std::vector<std::string>& rest) {
   std::string dir = rest.empty() ? default_dir(n) : rest[0];
+  // A starter nested in a lab folder would be graded instead of the student's code there.
+  if (std::string outer = enclosing_lab_folder(fs::absolute(dir).parent_path()); !outer.empty()) {
+    std::fprintf(stderr,
+                 "simnic lab: %s is inside the lab folder %s (lab %d); start lab %d next to it, not in it: "
+                 "cd %s && simnic lab start %d\n",
+                 dir.c_str(), outer.c_str(), lab_folder_number(outer), n, fs::path(outer).parent_path().c_str(), n);
+    return 1;
+  }
   std::error_code ec;
   if (is_dir(dir) && !fs::is_empty(dir, ec)) {
     std::fprintf(stderr, "simnic lab: %s already exists and is not empty; not touching it (choose another DIR)\n",
@@ -242,6 +277,7 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
                        name == "broken" || name == "teacher" || name == "__pycache__";
     if (ok && !grader_only) ok = copy_tree(e.path(), fs::path(dir) / name);
   }
+  std::ofstream(fs::path(dir) / kMarkerFile) << n << "\n";
   if (!ok) return 1;
   std::printf("Lab %d (%s) is in %s/. Next:\n"
               "  read     %s/README.md\n"
@@ -255,6 +291,24 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
 void write_status(const std::string& dir, const Grading& g) {
   std::ofstream out(dir + "/" + kStatusFile);
   out << (g.rc == 0 ? "PASS " : "FAIL ") << g.passed() << "/" << g.counted() << " checks\n";
+}
+
+// Where `lab check N` looks without a DIR: the lab N folder the student is in (the README
+// says `cd labNN`), else ./labNN. Returns "" after saying why there is none.
+std::string default_check_dir(int n) {
+  std::error_code ec;
+  const std::string here = enclosing_lab_folder(fs::current_path(ec));
+  const int here_lab = here.empty() ? 0 : lab_folder_number(here);
+  if (here_lab == n) return here;
+  if (is_dir(default_dir(n))) return default_dir(n);
+  if (here_lab)
+    std::fprintf(stderr, "simnic lab: you are in lab %d's folder %s, not lab %d's: check it with simnic lab check %d, "
+                 "or go back up (cd %s) before simnic lab start %d\n", here_lab, here.c_str(), n, here_lab,
+                 fs::path(here).parent_path().c_str(), n);
+  else
+    std::fprintf(stderr, "simnic lab: no folder %s here; start the lab first: simnic lab start %d\n",
+                 default_dir(n).c_str(), n);
+  return "";
 }
 
 // check N --broken [NAME]: every broken variant must fail its grading.
@@ -297,7 +351,7 @@ int lab_check(const std::string& root, const std::string& lab, int n, const std:
     extra.insert(extra.begin(), mode);
     return grade(root, lab, extra, true).rc;
   }
-  if (dir.empty()) dir = default_dir(n);
+  if (dir.empty() && (dir = default_check_dir(n)).empty()) return 1;
   if (!is_dir(dir)) {
     std::fprintf(stderr, "simnic lab: no folder %s; start the lab first: simnic lab start %d\n", dir.c_str(), n);
     return 1;

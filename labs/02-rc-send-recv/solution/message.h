@@ -18,7 +18,7 @@ struct options {
 };
 
 static inline struct options parse_options(int argc, char **argv, int is_client) {
-  struct options o = {.dev = NULL, .gid_index = 0, .port = 18515, .messages = 5, .server = NULL};
+  struct options o = {.dev = NULL, .gid_index = 0, .port = lab_default_port(), .messages = 5, .server = NULL};
   for (int opt; (opt = getopt(argc, argv, "d:g:p:n:")) != -1;) {
     if (opt == 'd') o.dev = optarg;
     else if (opt == 'g') o.gid_index = atoi(optarg);

@@ -1,7 +1,7 @@
 /* Lab 2 server: accepts one client on TCP, connects an RC QP to it by hand, then answers each
  * message (a SEND into one of its posted receives) with a reply of the same size.
  *
- *   simnic run -- ./server -d simnic0 -p 18515 [-g GID_INDEX] [-n MESSAGES]
+ *   simnic run -- ./server -d simnic0 [-p PORT] [-g GID_INDEX] [-n MESSAGES]
  */
 #include <stdio.h>
 #include <stdlib.h>

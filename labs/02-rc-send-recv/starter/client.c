@@ -1,7 +1,7 @@
 /* Lab 2 client: connects to the server over TCP, connects an RC QP to the server's by hand,
  * then sends messages and checks each reply.
  *
- *   simnic run -- ./client -d simnic1 -p 18515 [-g GID_INDEX] [-n MESSAGES] SERVER_IP
+ *   simnic run -- ./client -d simnic1 [-p PORT] [-g GID_INDEX] [-n MESSAGES] SERVER_IP
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Lab 3 client: puts key-value pairs into the server's table with RDMA WRITE and reads them
  * back with RDMA READ. The server's CPU takes no part: only its NIC answers.
  *
- *   simnic run -- ./client -d simnic1 -p 18515 [-g GID_INDEX] [-s SEED] SERVER_IP
+ *   simnic run -- ./client -d simnic1 [-p PORT] [-g GID_INDEX] [-s SEED] SERVER_IP
  */
 #include <stdio.h>
 #include <stdlib.h>

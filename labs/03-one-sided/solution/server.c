@@ -2,7 +2,7 @@
  * it directly. Its CPU never touches the table while the client works: it registers the
  * memory, hands out the address and key, and waits. At the end it prints what is in the table.
  *
- *   simnic run -- ./server -d simnic0 -p 18515 [-g GID_INDEX]
+ *   simnic run -- ./server -d simnic0 [-p PORT] [-g GID_INDEX]
  */
 #include <stdio.h>
 #include <stdlib.h>

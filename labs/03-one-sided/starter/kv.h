@@ -33,7 +33,7 @@ struct options {
 };
 
 static inline struct options parse_options(int argc, char **argv, int is_client) {
-  struct options o = {.dev = NULL, .gid_index = 0, .port = 18515, .seed = "lab3", .server = NULL};
+  struct options o = {.dev = NULL, .gid_index = 0, .port = lab_default_port(), .seed = "lab3", .server = NULL};
   for (int opt; (opt = getopt(argc, argv, "d:g:p:s:")) != -1;) {
     if (opt == 'd') o.dev = optarg;
     else if (opt == 'g') o.gid_index = atoi(optarg);

@@ -1,7 +1,7 @@
 /* Lab 4 server: shares three 8-byte words (struct shared) with several clients and does
  * nothing else: the clients' atomics are executed by its NIC. At the end it prints them.
  *
- *   simnic run -- ./server -d simnic0 -p 18515 -c CLIENTS [-g GID_INDEX]
+ *   simnic run -- ./server -d simnic0 [-p PORT] -c CLIENTS [-g GID_INDEX]
  */
 #include <stdio.h>
 #include <stdlib.h>

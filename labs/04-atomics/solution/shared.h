@@ -27,7 +27,7 @@ struct options {
 };
 
 static inline struct options parse_options(int argc, char **argv, int is_client) {
-  struct options o = {.dev = NULL, .port = 18515, .clients = 2, .id = 1, .increments = 100, .updates = 10};
+  struct options o = {.dev = NULL, .port = lab_default_port(), .clients = 2, .id = 1, .increments = 100, .updates = 10};
   for (int opt; (opt = getopt(argc, argv, "d:g:p:c:i:n:m:")) != -1;) {
     if (opt == 'd') o.dev = optarg;
     else if (opt == 'g') o.gid_index = atoi(optarg);

@@ -2,7 +2,7 @@
  * rdma_cm port, accepts one client, answers each message with a reply of the same size, and
  * waits for the client to disconnect.
  *
- *   simnic run -- ./server -a 127.0.0.1 -p 18515 [-n MESSAGES]
+ *   simnic run -- ./server -a 127.0.0.1 [-p PORT] [-n MESSAGES]
  */
 #include <stdio.h>
 

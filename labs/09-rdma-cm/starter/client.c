@@ -1,7 +1,7 @@
 /* Lab 9 client: lab 2's client with rdma_cm instead of a TCP side channel. It connects to the
  * server's rdma_cm port, sends messages, checks each reply, then disconnects.
  *
- *   simnic run -- ./client [-a SOURCE_IP] -p 18515 [-n MESSAGES] SERVER_IP
+ *   simnic run -- ./client [-a SOURCE_IP] [-p PORT] [-n MESSAGES] SERVER_IP
  */
 #include <stdio.h>
 

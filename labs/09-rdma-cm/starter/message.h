@@ -17,7 +17,7 @@ struct options {
 };
 
 static inline struct options parse_options(int argc, char **argv, int is_client) {
-  struct options o = {.addr = is_client ? NULL : "0.0.0.0", .port = 18515, .messages = 5, .server = NULL};
+  struct options o = {.addr = is_client ? NULL : "0.0.0.0", .port = lab_default_port(), .messages = 5, .server = NULL};
   const char *usage = is_client ? "[-a SOURCE_IP] [-p PORT] [-n MESSAGES] SERVER_IP" : "[-a LISTEN_IP] [-p PORT] [-n MESSAGES]";
   setvbuf(stdout, NULL, _IOLBF, 0); /* a grader that stops a stuck program still sees what it said */
   for (int opt; (opt = getopt(argc, argv, "a:p:n:")) != -1;) {

@@ -1,7 +1,7 @@
 /* Lab 3 client, done the two-sided way (a plausible mistake): every put and get is a SEND the
  * server's CPU has to receive and answer. The grader must catch it.
  *
- *   simnic run -- ./client -d simnic1 -p 18515 [-g GID_INDEX] [-s SEED] SERVER_IP
+ *   simnic run -- ./client -d simnic1 [-p PORT] [-g GID_INDEX] [-s SEED] SERVER_IP
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * requests and this server's CPU receives each one, copies values in and out of the table and
  * SENDs replies. It works, but it is not what the lab asks: the grader must catch it.
  *
- *   simnic run -- ./server -d simnic0 -p 18515 [-g GID_INDEX]
+ *   simnic run -- ./server -d simnic0 [-p PORT] [-g GID_INDEX]
  */
 #include <stdio.h>
 #include <stdlib.h>

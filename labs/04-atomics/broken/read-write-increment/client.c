@@ -2,7 +2,7 @@
  * spinlock taken and released with CMP_SWP. Several clients run at once; the NIC that owns the
  * words executes each atomic as one indivisible step, so no increment is lost.
  *
- *   simnic run -- ./client -d simnic1 -p 18515 -i ID [-n INCREMENTS] [-m UPDATES] [-g GID_INDEX] SERVER_IP
+ *   simnic run -- ./client -d simnic1 [-p PORT] -i ID [-n INCREMENTS] [-m UPDATES] [-g GID_INDEX] SERVER_IP
  */
 #include <stdio.h>
 #include <stdlib.h>
