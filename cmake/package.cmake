@@ -10,9 +10,11 @@
 # share/simnic/labs and sealed ones to share/simnic/teacher. Take that rule file in when it
 # exists and nothing included it yet; without it the .deb carries the labs as simnic/cli installs them.
 get_cmake_property(_simnic_components COMPONENTS)
+get_property(_simnic_subdirs DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
 if(NOT "labs" IN_LIST _simnic_components)
   include(${PROJECT_SOURCE_DIR}/cmake/labs_install.cmake OPTIONAL RESULT_VARIABLE _simnic_labs_rules)
-  if(NOT _simnic_labs_rules AND EXISTS ${PROJECT_SOURCE_DIR}/labs/CMakeLists.txt)
+  if(NOT _simnic_labs_rules AND EXISTS ${PROJECT_SOURCE_DIR}/labs/CMakeLists.txt
+     AND NOT "${PROJECT_SOURCE_DIR}/labs" IN_LIST _simnic_subdirs)
     add_subdirectory(labs)
   endif()
 endif()

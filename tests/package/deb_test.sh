@@ -75,11 +75,16 @@ if [[ ! -d $T ]]; then
   # Without the sealed labs component the package carries no teacher dir; a stand-in, as dpkg
   # would unpack it (root only), still shows what postinst does to it: dpkg-reconfigure reruns it.
   echo "NOTE no share/simnic/teacher in this package (no sealed labs component): checking postinst on a stand-in"
+  STANDIN=1
   mkdir -p -m 0700 "$T/labs/01-x/solution" && echo secret > "$T/labs/01-x/solution/main.c"
   chmod 0700 "$T" "$T/labs" && chmod 0600 "$T/labs/01-x/solution/main.c"
   IN dpkg-reconfigure simnic > /dev/null 2>&1 || IN sh -c '/var/lib/dpkg/info/simnic.postinst configure'
 fi
 check "group simnic-teachers created" IN sh -c 'getent group simnic-teachers > /dev/null'
+if [[ -z ${STANDIN:-} ]]; then  # the package seals its labs: no solution left in the student-visible tree
+  check "no solution/ or broken/ in share/simnic/labs" \
+    test -z "$(find "$R/usr/share/simnic/labs" -path '*/[0-9][0-9]-*/solution' -o -path '*/[0-9][0-9]-*/broken')"
+fi
 if [[ -d $T ]]; then
   check "sealed material: group simnic-teachers, dirs 0750, files 0640" sh -c \
     "[ -z \"\$(find '$T' ! -group \"\$(chroot '$R' getent group simnic-teachers | cut -d: -f3)\")\" ] &&
