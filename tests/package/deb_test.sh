@@ -86,9 +86,12 @@ if [[ -z ${STANDIN:-} ]]; then  # the package seals its labs: no solution left i
     test -z "$(find "$R/usr/share/simnic/labs" -path '*/[0-9][0-9]-*/solution' -o -path '*/[0-9][0-9]-*/broken')"
 fi
 if [[ -d $T ]]; then
-  check "sealed material: group simnic-teachers, dirs 0750, files 0640" sh -c \
-    "[ -z \"\$(find '$T' ! -group \"\$(chroot '$R' getent group simnic-teachers | cut -d: -f3)\")\" ] &&
-     [ -z \"\$(find '$T' -type d ! -perm 0750)\" ] && [ -z \"\$(find '$T' -type f ! -perm 0640)\" ]"
+  readable_by_teachers_only() {  # all of it group simnic-teachers, dirs 0750, files 0640
+    local gid; gid=$(IN getent group simnic-teachers | cut -d: -f3)
+    [[ -n $gid && -z $(find "$T" ! -group "$gid") && -z $(find "$T" -type d ! -perm 0750) &&
+       -z $(find "$T" -type f ! -perm 0640) ]]
+  }
+  check "sealed material: group simnic-teachers, dirs 0750, files 0640" readable_by_teachers_only
 fi
 
 IN useradd -m -s /bin/bash student
