@@ -6,18 +6,10 @@
 # and bash completion. Included last from the top-level CMakeLists.txt, so every install rule,
 # the sealed labs' too, is known here.
 
-# The labs: the seal (issue 24 point 1) installs them as component "labs", student files to
-# share/simnic/labs and sealed ones to share/simnic/teacher. Take that rule file in when it
-# exists and nothing included it yet; without it the .deb carries the labs as simnic/cli installs them.
-get_cmake_property(_simnic_components COMPONENTS)
-get_property(_simnic_subdirs DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
-if(NOT "labs" IN_LIST _simnic_components)
-  include(${PROJECT_SOURCE_DIR}/cmake/labs_install.cmake OPTIONAL RESULT_VARIABLE _simnic_labs_rules)
-  if(NOT _simnic_labs_rules AND EXISTS ${PROJECT_SOURCE_DIR}/labs/CMakeLists.txt
-     AND NOT "${PROJECT_SOURCE_DIR}/labs" IN_LIST _simnic_subdirs)
-    add_subdirectory(labs)
-  endif()
-endif()
+# The labs come from cmake/labs_install.cmake (component "labs", included by the top-level
+# CMakeLists.txt): student files in share/simnic/labs, sealed ones in share/simnic/teacher,
+# execute-only reference peers in lib/simnic/labs. The postinst below gives the sealed ones to
+# the group simnic-teachers.
 
 set(SIMNIC_PACKAGE_PREFIX /usr)
 set(SIMNIC_VERSION ${PROJECT_VERSION})
