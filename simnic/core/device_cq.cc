@@ -23,12 +23,15 @@ int Device::destroy_channel(Context* ctx, uint32_t handle) {
 }
 
 int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
-  if (cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
+  if (cqe < 1 || cqe > DeviceLimits::kMaxCqe)
+    return refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " + std::to_string(DeviceLimits::kMaxCqe) +
+                              " entries (max_cqe of ibv_query_device)");
   if (int e = check_room(ctx, cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq")) return e;
   Channel* ch = nullptr;
   if (channel) {
     ch = owned(channels_, ctx, channel);
-    if (!ch) return EINVAL;
+    if (!ch) return refuse(EINVAL, "channel " + std::to_string(channel) + " is no completion channel of this program "
+                                   "(ibv_create_comp_channel makes one)");
   }
   auto cq = make_object<Cq>(ctx);
   cq->channel = ch;
