@@ -16,7 +16,9 @@ int Device::create_channel(Context* ctx, int fd, uint32_t* handle) {
 int Device::destroy_channel(Context* ctx, uint32_t handle) {
   Channel* ch = owned(channels_, ctx, handle);
   if (!ch) return EINVAL;
-  if (ch->users) return EBUSY;
+  if (ch->users)
+    return refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " + std::to_string(handle) +
+                             ": ibv_destroy_cq them first");
   notifier_.release_fd(ch->fd);
   erase_object(channels_, ctx->channels, handle);
   return 0;
@@ -51,7 +53,9 @@ int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
 int Device::destroy_cq(Context* ctx, uint32_t handle) {
   Cq* cq = owned(cqs_, ctx, handle);
   if (!cq) return EINVAL;
-  if (cq->users) return EBUSY;
+  if (cq->users)
+    return refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
+                             " times as send_cq or recv_cq): ibv_destroy_qp them first");
   tracer_.event("cq_destroy").u("ctx", ctx->id).u("cq", handle).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   if (cq->channel) cq->channel->users--;
   unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);

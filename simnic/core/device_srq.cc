@@ -59,7 +59,9 @@ int Device::query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr) {
 int Device::destroy_srq(Context* ctx, uint32_t handle) {
   Srq* srq = owned(srqs_, ctx, handle);
   if (!srq) return EINVAL;
-  if (srq->users) return EBUSY;
+  if (srq->users)
+    return refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
+                             ": ibv_destroy_qp them first");
   if (srq->xrcd) xrc_release_srq(*srq);
   srq->pd->users--;
   unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);

@@ -142,6 +142,8 @@ TEST_F(Explain, EveryRefusedVerbSaysWhy) {
        {"simnic: ibv_query_port(simnic0, port 2): EINVAL: port 2 does not exist: a simnic NIC has one port, port 1"}},
       {"alloc-mw-type", "EINVAL", {"simnic: ibv_alloc_mw: EINVAL: type 7: a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2"}},
       {"create-qp-no-cq", "EINVAL", {"simnic: ibv_create_qp: EINVAL: recv_cq is NULL: a QP needs a PD and both CQs"}},
+      {"dealloc-pd-busy", "EBUSY", {"simnic: ibv_dealloc_pd: EBUSY: 3 object(s) (MRs, QPs, SRQs, AHs) still use PD "}},
+      {"destroy-cq-busy", "EBUSY", {"simnic: ibv_destroy_cq: EBUSY: QPs still use CQ ", " (4 times as send_cq or recv_cq): ibv_destroy_qp them first"}},
   };
   for (const RefusedVerb& c : cases) {
     SCOPED_TRACE(c.mode);

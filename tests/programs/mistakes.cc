@@ -4,7 +4,7 @@
 // Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
 //        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-ah-port
 //          | query-gid-index | query-gid-ex-index | query-gid-table-small | query-port-2 | alloc-mw-type
-//          | create-qp-no-cq (each prints "done <errno name>")
+//          | create-qp-no-cq | dealloc-pd-busy | destroy-cq-busy (each prints "done <errno name>")
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -124,6 +124,8 @@ std::string refused_verb(Setup& s, const std::string& mode) {
       if (!ibv_alloc_pd(s.ctx)) return refused(true);
     return "accepted";
   }
+  if (mode == "dealloc-pd-busy") return refused(ibv_dealloc_pd(s.pd) != 0);  // its MR and QPs still use it
+  if (mode == "destroy-cq-busy") return refused(ibv_destroy_cq(s.cq) != 0);  // the QPs still use it
   if (mode == "create-cq-cqe") return refused(!ibv_create_cq(s.ctx, 1 << 20, nullptr, nullptr, 0));
   if (mode == "create-cq-ex-flags") {
     ibv_cq_init_attr_ex attr{};
