@@ -128,6 +128,8 @@ TEST_F(Explain, EveryRefusedVerbSaysWhy) {
       {"create-cq-cqe", "EINVAL", {"simnic: ibv_create_cq: EINVAL: cqe 1048576: a CQ holds 1 to 65536 entries (max_cqe"}},
       {"create-cq-ex-flags", "EOPNOTSUPP", {"simnic: ibv_create_cq_ex: EOPNOTSUPP: wc_flags 0x", "no CVLAN"}},
       {"create-srq-wr", "EINVAL", {"simnic: ibv_create_srq: EINVAL: max_wr 1048576, max_sge 1: an SRQ takes 1 to 16384"}},
+      {"create-srq-ex-tm", "EOPNOTSUPP",
+       {"simnic: ibv_create_srq_ex: EOPNOTSUPP: srq_type 2: simnic has basic and XRC SRQs, no tag matching"}},
       {"create-ah-port", "EINVAL", {"simnic: ibv_create_ah: EINVAL: port_num 2 does not exist"}},
       {"query-gid-index", "EINVAL",
        {"simnic: ibv_query_gid(simnic0, port 1, index 1): EINVAL: GID index 1 is past the table (gid_tbl_len 1), "

@@ -2,7 +2,7 @@
 // error a real NIC gives, and (under `simnic run`) an explanation on stderr. stdout gets one
 // line, "done <what the program saw>", and nothing else, so a test can tell the two apart.
 // Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
-//        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-ah-port
+//        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-srq-ex-tm | create-ah-port
 //          | query-gid-index | query-gid-ex-index | query-gid-table-small | query-port-2 | alloc-mw-type
 //          | create-qp-no-cq | dealloc-pd-busy | destroy-cq-busy (each prints "done <errno name>")
 #include <infiniband/verbs.h>
@@ -138,6 +138,15 @@ std::string refused_verb(Setup& s, const std::string& mode) {
     init.attr.max_wr = 1u << 20;
     init.attr.max_sge = 1;
     return refused(!ibv_create_srq(s.pd, &init));
+  }
+  if (mode == "create-srq-ex-tm") {  // a tag-matching SRQ
+    ibv_srq_init_attr_ex init{};
+    init.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    init.srq_type = IBV_SRQT_TM;
+    init.pd = s.pd;
+    init.attr.max_wr = 4;
+    init.attr.max_sge = 1;
+    return refused(!ibv_create_srq_ex(s.ctx, &init));
   }
   if (mode == "create-ah-port") {
     ibv_ah_attr ah{};
