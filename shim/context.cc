@@ -126,6 +126,17 @@ void map_context_page(ShimContext* c) {
 
 namespace {
 
+// Why simnicd refused to open the device: its own reason (e.g. the user's share of the NIC's
+// connections, EMFILE), or what the errno means here.
+std::string hello_refusal(ibv_device* device, int st) {
+  const std::string verb = std::string("ibv_open_device(") + device->name + "): ";
+  if (!last_refusal().empty()) return verb + last_refusal();
+  if (st == EPROTO)
+    return verb + "simnicd speaks another version of the shim's protocol: the shim (libibverbs.so.1 on "
+                  "LD_LIBRARY_PATH) and simnicd come from different builds; run both from one (`simnic run`)";
+  return verb + std::strerror(st) + " (`simnic logs " + device->name + "` shows what the NIC logged)";
+}
+
 // simnicd "DMAs" with process_vm_readv/writev, which Yama restricts to a process' ancestors
 // unless the process names its tracer. Name the daemon; with two daemons (two devices open
 // in one process) only "any" covers both.
@@ -144,7 +155,13 @@ int allow_daemon_access(pid_t daemon_pid) {
   if (named == daemon_pid) return 0;
   unsigned long who = named == 0 ? static_cast<unsigned long>(daemon_pid) : PR_SET_PTRACER_ANY;
   // EINVAL means the kernel has no Yama, which then needs nothing.
-  if (::prctl(PR_SET_PTRACER, who, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+  if (::prctl(PR_SET_PTRACER, who, 0, 0, 0) != 0 && errno != EINVAL) {
+    int e = errno;
+    warn("ibv_open_device: prctl(PR_SET_PTRACER) failed (%s), so simnicd (pid %d) could not reach this "
+         "program's memory regions",
+         std::strerror(e), int(daemon_pid));
+    return e;
+  }
   named = named == 0 ? daemon_pid : -1;
   return 0;
 }
@@ -173,6 +190,34 @@ CtlExchange::CtlExchange(ShimContext* c) : threads_(c->ctl_mu), processes_(c->ct
 
 CtlExchange::~CtlExchange() {
   if (processes_) pthread_mutex_unlock(processes_);
+}
+
+namespace {
+
+// "ibv_query_gid(simnic0, port 1, index 1)": the call, with the arguments that were refused.
+std::string call_on(const char* verb, ibv_context* context, uint32_t port_num, const std::string& more = "") {
+  return std::string(verb) + "(" + context->device->name + ", port " + std::to_string(port_num) + more + ")";
+}
+std::string call_on(const char* verb, ibv_context* context, uint32_t port_num, int64_t index) {
+  return call_on(verb, context, port_num, ", index " + std::to_string(index));
+}
+
+}  // namespace
+
+// Port queries: a wrong port is explained (simnicd's reason names the one port there is).
+static int query_port_attr(ibv_context* context, const char* verb, uint32_t port_num, QueryPortReply* rep) {
+  int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, rep);
+  explain_refusal(call_on(verb, context, port_num), st, last_refusal());
+  return st;
+}
+
+// GID queries: ENODATA is an empty slot below gid_tbl_len, which programs walking the table
+// meet on purpose (ibv_devinfo -v), so only the other refusals (past the table, no such port)
+// are explained.
+static int query_gid_entry(ibv_context* context, const char* verb, uint32_t port_num, uint32_t index, QueryGidReply* rep) {
+  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, index}, rep);
+  if (st != ENODATA) explain_refusal(call_on(verb, context, port_num, int64_t(index)), st, last_refusal());
+  return st;
 }
 
 }  // namespace simnic::shim
@@ -207,7 +252,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello, std::span<const int>({doorbell, async[1]}));
   ::close(async[1]);  // simnicd has its own copy now
   // A refused Hello says why (e.g. the user's share of the NIC's connections, EMFILE).
-  if (st != 0 && !last_refusal().empty()) warn("%s", last_refusal().c_str());
+  if (st != 0) warn("%s", hello_refusal(device, st).c_str());
   if (st == 0) st = allow_daemon_access(pid_t(hello.daemon_pid));
   if (st != 0) {
     ::close(ctl);
@@ -264,15 +309,18 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* device
 // port_cap_flags2; current binaries come through verbs_context.query_port instead.
 int ibv_query_port(struct ibv_context* context, uint8_t port_num, struct _compat_ibv_port_attr* port_attr) {
   QueryPortReply rep{};
-  int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
+  int st = query_port_attr(context, "ibv_query_port", port_num, &rep);
   if (st == 0) std::memcpy(port_attr, &rep.attr, offsetof(ibv_port_attr, port_cap_flags2));
   return fail_errno(st);
 }
 
 int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
-  if (index < 0) return EINVAL;
+  if (index < 0) {
+    explain_refusal(call_on("ibv_query_gid", context, port_num, int64_t(index)), EINVAL, "a GID index is 0 or more");
+    return EINVAL;
+  }
   QueryGidReply rep{};
-  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, uint32_t(index)}, &rep);
+  int st = query_gid_entry(context, "ibv_query_gid", port_num, uint32_t(index), &rep);
   if (st == ENODATA) std::memset(gid, 0, sizeof *gid);  // an empty slot reads as the zero GID
   else if (st == 0) *gid = rep.gid;
   return st == 0 || st == ENODATA ? 0 : -1;  // rdma-core returns -1 here, not an errno
@@ -283,7 +331,7 @@ int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, unio
 // an index beyond the table fails with -1.
 int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned int index, uint32_t* type) {
   QueryGidReply rep{};
-  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, index}, &rep);
+  int st = query_gid_entry(context, "ibv_query_gid_type", port_num, index, &rep);
   if (st != 0 && st != ENODATA) return -1;
   *type = st == 0 && rep.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
   return 0;
@@ -291,10 +339,13 @@ int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned i
 
 int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       struct ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  if (flags) return fail_errno(EINVAL);
-  if (entry_size < sizeof(ibv_gid_entry)) return fail_errno(EINVAL);
+  if (flags || entry_size < sizeof(ibv_gid_entry)) {
+    explain_refusal(call_on("ibv_query_gid_ex", context, port_num, int64_t(gid_index)), EINVAL,
+                    flags ? "flags must be 0" : "entry_size is smaller than struct ibv_gid_entry");
+    return fail_errno(EINVAL);
+  }
   QueryGidReply rep{};
-  int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, gid_index}, &rep);
+  int st = query_gid_entry(context, "ibv_query_gid_ex", port_num, gid_index, &rep);
   if (st != 0) return fail_errno(st);
   std::memset(entry, 0, sizeof *entry);
   entry->gid = rep.gid;
@@ -307,7 +358,11 @@ int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t g
 
 ssize_t _ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_size) {
-  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  const std::string verb = std::string("ibv_query_gid_table(") + context->device->name + ")";
+  if (flags || entry_size < sizeof(ibv_gid_entry)) {
+    explain_refusal(verb, EINVAL, flags ? "flags must be 0" : "entry_size is smaller than struct ibv_gid_entry");
+    return -EINVAL;
+  }
   ibv_device_attr dev{};
   if (int st = ibv_query_device(context, &dev)) return -st;
   size_t n = 0;
@@ -321,7 +376,12 @@ ssize_t _ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* 
       int st = _ibv_query_gid_ex(context, port, uint32_t(i), &e, 0, sizeof e);
       if (st == ENODATA) continue;  // only the valid entries are listed
       if (st != 0) return -st;
-      if (n == max_entries) return -EINVAL;  // rdma-core: the caller's table is too small
+      if (n == max_entries) {  // rdma-core: the caller's table is too small
+        explain_refusal(verb, EINVAL, "max_entries " + std::to_string(max_entries) +
+                                          " is too few: the table has more valid entries (ibv_query_port's "
+                                          "gid_tbl_len bounds them)");
+        return -EINVAL;
+      }
       std::memcpy(reinterpret_cast<uint8_t*>(entries) + n * entry_size, &e, sizeof e);
       ++n;
     }
@@ -400,7 +460,7 @@ namespace {
 
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* port_attr, size_t len) {
   QueryPortReply rep{};
-  int st = rpc(to_shim(context), Op::QueryPort, QueryPortReq{port_num, 0}, &rep);
+  int st = query_port_attr(context, "ibv_query_port", port_num, &rep);
   if (st != 0) return fail_errno(st);
   std::memset(port_attr, 0, len);
   std::memcpy(port_attr, &rep.attr, std::min(len, sizeof rep.attr));

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -219,6 +220,12 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
   return read_completion_ts(cq) + uint64_t(to_shim_ex(cq)->wallclock_offset_ns);
 }
 
+std::string hex_string(uint64_t v) {
+  char s[24];
+  std::snprintf(s, sizeof s, "0x%llx", static_cast<unsigned long long>(v));
+  return s;
+}
+
 }  // namespace
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
@@ -228,13 +235,26 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
                               IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                               IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-  if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+  if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
+    explain_refusal("ibv_create_cq_ex", EINVAL, "comp_mask " + hex_string(attr->comp_mask) +
+                                                    " has bits other than IBV_CQ_INIT_ATTR_MASK_FLAGS and _PD");
     return fail_null<ibv_cq_ex>(EINVAL);
-  if (attr->wc_flags & ~kFlags) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  if (attr->wc_flags & ~kFlags) {
+    explain_refusal("ibv_create_cq_ex", EOPNOTSUPP,
+                    "wc_flags " + hex_string(attr->wc_flags & ~kFlags) +
+                        ": simnic has no CVLAN, FLOW_TAG or TM_INFO completion fields (no VLANs, flow steering or "
+                        "tag matching)");
+    return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+  }
   // IBV_CQ_INIT_ATTR_MASK_PD: a parent domain (mlx5: EINVAL for a plain PD or none).
   ibv_pd* domain = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ? attr->parent_domain : nullptr;
-  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!domain || !parent_domain_protection(domain)))
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!domain || !parent_domain_protection(domain))) {
+    explain_refusal("ibv_create_cq_ex", EINVAL,
+                    "IBV_CQ_INIT_ATTR_MASK_PD needs parent_domain to be a parent domain (ibv_alloc_parent_domain), "
+                    "not a plain PD or NULL");
     return fail_null<ibv_cq_ex>(EINVAL);
+  }
   ShimCq* cq = create_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector), domain);
   if (!cq) return nullptr;
   cq->wallclock = attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -50,10 +51,18 @@ void explain(const std::string& line) {
   std::fprintf(stderr, "simnic: %s\n", line.c_str());
 }
 
-void explain_refusal(const char* verb, int err, const std::string& why) {
-  if (!explaining() || err == 0 || why.empty()) return;
+// A refusal whose reason simnicd did not give still says what is known: the NIC is gone (EIO
+// from a lost connection), or where to look.
+static std::string reason_or_fallback(int err, const std::string& why) {
+  if (!why.empty()) return why;
+  if (err == EIO) return "the NIC is gone (simnicd exited or dropped this program); `simnic status` shows what runs";
+  return "simnicd gave no reason; `simnic logs` shows what the NIC logged";
+}
+
+void explain_refusal(const std::string& verb, int err, const std::string& why) {
+  if (!explaining() || err == 0) return;
   const char* name = strerrorname_np(err);
-  explain(std::string(verb) + ": " + (name ? name : std::to_string(err)) + ": " + why);
+  explain(verb + ": " + (name ? name : std::to_string(err)) + ": " + reason_or_fallback(err, why));
 }
 
 void explain_completion(ibv_context* context, const ibv_wc& wc) {

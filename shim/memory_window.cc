@@ -2,6 +2,8 @@
 // ibv_context.ops (verbs.h's inline wrappers call them). Allocation is a slow-path call; a
 // bind is a BIND_MW work request on the QP's send queue, as on rxe and mlx5, so it is ordered
 // with the QP's other work and completes with IBV_WC_BIND_MW.
+#include <string>
+
 #include "shim/shim.h"
 
 using namespace simnic::abi;
@@ -9,10 +11,16 @@ using namespace simnic::abi;
 namespace simnic::shim {
 
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
-  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return fail_null<ibv_mw>(EINVAL);
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+    explain_refusal("ibv_alloc_mw", EINVAL,
+                    "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
+    return fail_null<ibv_mw>(EINVAL);
+  }
   AllocMwReply rep{};
-  if (int st = rpc(to_shim(pd->context), Op::AllocMw, AllocMwReq{pd->handle, uint32_t(type)}, &rep))
+  if (int st = rpc(to_shim(pd->context), Op::AllocMw, AllocMwReq{pd->handle, uint32_t(type)}, &rep)) {
+    explain_refusal("ibv_alloc_mw", st, last_refusal());
     return fail_null<ibv_mw>(st);
+  }
   auto* mw = new ibv_mw{};
   mw->context = pd->context;
   mw->pd = pd;

@@ -66,7 +66,11 @@ ShimSrq* new_shim_srq(ibv_pd* pd, void* srq_context, const CreateSrqReply& rep, 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   // verbs.h's ibv_create_qp_ex comes here when the PD is all it was given: an XRC INI QP.
   if (pd && init->qp_type == IBV_QPT_XRC_SEND) return create_xrc_qp_on_pd(pd, init);
-  if (!pd || !init->send_cq || !init->recv_cq) return fail_null<ibv_qp>(EINVAL);
+  if (!pd || !init->send_cq || !init->recv_cq) {
+    explain_refusal("ibv_create_qp", EINVAL, std::string(!pd ? "pd" : !init->send_cq ? "send_cq" : "recv_cq") +
+                                                 " is NULL: a QP needs a PD and both CQs (one CQ may serve as both)");
+    return fail_null<ibv_qp>(EINVAL);
+  }
   ShimContext* c = to_shim(pd->context);
   CreateQpReq req{};
   req.pd = pd->handle;
@@ -198,7 +202,10 @@ struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init
   CreateSrqReq req{pd->handle, 0, init->attr};
   CreateSrqReply rep{};
   std::vector<int> fds;
-  if (int st = rpc(c, Op::CreateSrq, req, &rep, &fds)) return fail_null<ibv_srq>(st);
+  if (int st = rpc(c, Op::CreateSrq, req, &rep, &fds)) {
+    explain_refusal("ibv_create_srq", st, last_refusal());
+    return fail_null<ibv_srq>(st);
+  }
   void* mem = map_rings_or_destroy(c, fds, rep.mem_bytes, Op::DestroySrq, rep.handle, pd, kResTypeSrq);
   if (!mem) return fail_null<ibv_srq>(errno);
   ShimSrq* srq = new_shim_srq(pd, init->srq_context, rep, mem);

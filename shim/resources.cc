@@ -26,7 +26,10 @@ ibv_mr* new_ibv_mr(ibv_pd* pd, void* addr, size_t length, uint32_t handle, uint3
 namespace {
 
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (!pd) return fail_null<ibv_mr>(EINVAL);
+  if (!pd) {
+    explain_refusal("ibv_reg_mr", EINVAL, "pd is NULL (ibv_alloc_pd returned NULL earlier?)");
+    return fail_null<ibv_mr>(EINVAL);
+  }
   RegMrReq req{pd->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   RegMrReply rep{};
   if (int st = rpc(to_shim(pd->context), Op::RegMr, req, &rep)) {
@@ -42,7 +45,10 @@ extern "C" {
 
 struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
   HandleReply rep{};
-  if (int st = rpc(to_shim(context), Op::AllocPd, HandleReq{}, &rep)) return fail_null<ibv_pd>(st);
+  if (int st = rpc(to_shim(context), Op::AllocPd, HandleReq{}, &rep)) {
+    explain_refusal("ibv_alloc_pd", st, simnic::abi::last_refusal());  // e.g. the NIC's max_pd
+    return fail_null<ibv_pd>(st);
+  }
   auto* pd = new ibv_pd{};
   pd->context = context;
   pd->handle = rep.handle;

@@ -202,7 +202,9 @@ int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
 // (under `simnic run`; each distinct line once).
 bool explaining();
 void explain(const std::string& line);
-void explain_refusal(const char* verb, int err, const std::string& why);
+// `verb` names the call, e.g. "ibv_alloc_pd" or "ibv_query_gid(simnic0, port 1, index 1)"; an
+// empty `why` (simnicd gave none) is explained as far as the shim can.
+void explain_refusal(const std::string& verb, int err, const std::string& why);
 void explain_completion(ibv_context* context, const ibv_wc& wc);
 // While a program polls and nothing completes (an RNR storm, a peer that never answers), what
 // the NIC noticed is fetched about once a second and explained.

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <string>
 
 #include "shim/shim.h"
 
@@ -59,9 +60,16 @@ uint32_t xrcd_handle(const ibv_xrcd* xrcd) { return reinterpret_cast<const ShimX
 // An XRC SRQ needs its domain, the CQ its receives complete on, and a PD for its buffers.
 ibv_srq* create_xrc_srq(ibv_context* context, ibv_srq_init_attr_ex* a) {
   constexpr uint32_t kNeeded = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-  if ((a->comp_mask & kNeeded) != kNeeded || !a->pd || !a->xrcd || !a->cq) return fail_null<ibv_srq>(EINVAL);
-  if (a->pd->context != context || a->xrcd->context != context || a->cq->context != context)
+  if ((a->comp_mask & kNeeded) != kNeeded || !a->pd || !a->xrcd || !a->cq) {
+    explain_refusal("ibv_create_srq_ex", EINVAL,
+                    "an XRC SRQ needs pd, xrcd and cq, each set and named in comp_mask (IBV_SRQ_INIT_ATTR_PD, "
+                    "_XRCD, _CQ)");
     return fail_null<ibv_srq>(EINVAL);
+  }
+  if (a->pd->context != context || a->xrcd->context != context || a->cq->context != context) {
+    explain_refusal("ibv_create_srq_ex", EINVAL, "pd, xrcd and cq must belong to the context the SRQ is created on");
+    return fail_null<ibv_srq>(EINVAL);
+  }
   ShimContext* c = to_shim(context);
   CreateXrcSrqReq req{a->pd->handle, xrcd_handle(a->xrcd), a->cq->handle, 0, a->attr};
   CreateXrcSrqReply rep{};
@@ -85,8 +93,15 @@ ibv_srq* create_xrc_srq(ibv_context* context, ibv_srq_init_attr_ex* a) {
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* a) {
   const bool typed = a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
   if (typed && a->srq_type == IBV_SRQT_XRC) return create_xrc_srq(context, a);
-  if (typed && a->srq_type != IBV_SRQT_BASIC) return fail_null<ibv_srq>(EOPNOTSUPP);  // tag matching
-  if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) return fail_null<ibv_srq>(EINVAL);
+  if (typed && a->srq_type != IBV_SRQT_BASIC) {  // tag matching
+    explain_refusal("ibv_create_srq_ex", EOPNOTSUPP,
+                    "srq_type " + std::to_string(int(a->srq_type)) + ": simnic has basic and XRC SRQs, no tag matching");
+    return fail_null<ibv_srq>(EOPNOTSUPP);
+  }
+  if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) {
+    explain_refusal("ibv_create_srq_ex", EINVAL, "a basic SRQ needs pd, set and named in comp_mask (IBV_SRQ_INIT_ATTR_PD)");
+    return fail_null<ibv_srq>(EINVAL);
+  }
   ibv_srq_init_attr init{a->srq_context, a->attr};
   ibv_srq* srq = ibv_create_srq(a->pd, &init);
   if (srq) a->attr = init.attr;

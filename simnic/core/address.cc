@@ -24,6 +24,50 @@ int Device::query_gid(uint32_t index, GidEntry* out) const {
   return 0;
 }
 
+namespace {
+
+// "index 0: ::ffff:127.0.0.1, RoCE v2; index 1: ..." (the first four; long tables are listed by
+// `ibv_devinfo -v`).
+std::string listed_entries(const GidTable& t) {
+  std::string out;
+  for (size_t i = 0; i < t.entries.size() && i < 4; ++i)
+    out += std::string(i ? "; " : "") + "index " + std::to_string(i) + ": " + gid_string(t.entries[i].gid) + ", " +
+           gid_type_name(t.entries[i].type);
+  if (t.entries.size() > 4) out += "; ...";
+  return out;
+}
+
+// Where a program that insists on GID index `index` finds it usable: the other tables simnic
+// lists, with the index of their RoCE v2 IPv4 GID.
+std::string tables_to_try(uint32_t index, uint32_t ipv4, GidTableKind current) {
+  std::string exact, all;
+  for (GidTableKind k : {GidTableKind::kSimple, GidTableKind::kRxe, GidTableKind::kMlx5}) {
+    if (k == current) continue;
+    const int usable = usable_gid_index(build_gid_table(k, false, ipv4, 0));
+    all += std::string(all.empty() ? "" : ", ") + "--gid-table " + gid_table_kind_name(k) + " has it at index " +
+           std::to_string(usable);
+    if (usable == int(index)) exact = gid_table_kind_name(k);
+  }
+  if (!exact.empty())
+    return "`simnic up --gid-table " + exact + "` lists " + exact + "'s table, whose RoCE v2 GID is index " +
+           std::to_string(index);
+  return "the RoCE v2 GID is index " + std::to_string(usable_gid_index(build_gid_table(current, false, ipv4, 0))) +
+         " here (" + all + ")";
+}
+
+}  // namespace
+
+std::string Device::gid_index_refusal(uint32_t index) const {
+  const size_t n = gids_.entries.size();
+  std::string why = "GID index " + std::to_string(index) + " is past the table (gid_tbl_len " +
+                    std::to_string(gids_.length) + "), which has " + std::to_string(n) +
+                    (n == 1 ? " entry (" : " entries (") + listed_entries(gids_) + ")";
+  const int usable = usable_gid_index(gids_);
+  if (usable >= 0) why += "; use index " + std::to_string(usable) + " (ibv_rc_pingpong -g " + std::to_string(usable) + ")";
+  if (!config_.infiniband) why += ", or " + tables_to_try(index, config_.ipv4, config_.gid_table);
+  return why + "; see docs/link-layer.md, GID tables";
+}
+
 uint16_t Device::lid_of(uint32_t ipv4) {
   if (!config_.infiniband) return 0;
   if (ipv4 == config_.ipv4) return config_.lid;

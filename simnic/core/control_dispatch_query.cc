@@ -73,15 +73,25 @@ ControlReply step(Request& r) { return text_command(r.hooks.step, r.body); }
 
 ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.device_attr()}); }
 
+namespace {
+// ibv_query_port, ibv_query_gid ...: one port, number 1.
+ControlReply no_such_port(Request& r, uint32_t port_num) {
+  return fail(r.dev.refuse(EINVAL, "port " + std::to_string(port_num) + " does not exist: a simnic NIC has one port, "
+                                   "port 1 (phys_port_cnt 1)"));
+}
+}  // namespace
+
 ControlReply query_port(Request& r, const QueryPortReq& q) {
-  if (q.port_num != 1) return fail(EINVAL);
+  if (q.port_num != 1) return no_such_port(r, q.port_num);
   return ok(QueryPortReply{r.dev.port_attr()});
 }
 
 ControlReply query_gid(Request& r, const QueryGidReq& q) {
-  if (q.port_num != 1) return fail(EINVAL);
+  if (q.port_num != 1) return no_such_port(r, q.port_num);
   GidEntry e;
-  if (int st = r.dev.query_gid(q.index, &e)) return fail(st);  // ENODATA: an empty slot
+  if (int st = r.dev.query_gid(q.index, &e)) {  // ENODATA: an empty slot, which needs no reason
+    return fail(st == EINVAL ? r.dev.refuse(st, r.dev.gid_index_refusal(q.index)) : st);
+  }
   QueryGidReply rep{};
   rep.gid = e.gid;
   rep.gid_type = e.type;

@@ -133,6 +133,9 @@ class Device : private ObjectTables {
   const GidTable& gid_table() const { return gids_; }
   // GID `index` of port 1: 0, ENODATA for an empty slot (below gid_tbl_len), else EINVAL.
   int query_gid(uint32_t index, GidEntry* out) const;
+  // Why GID `index` is past the table (a query_gid EINVAL): what the table holds, and which
+  // `simnic up --gid-table` lists a table where the program's index is the usable GID.
+  std::string gid_index_refusal(uint32_t index) const;
   // IB mode: where LIDs lead (nullptr: only this port's own LID is known).
   void set_lid_directory(LidDirectory* lids) { lids_ = lids; }
   // The NIC address an address vector sends to: by its GRH's dgid (RoCE needs one; its

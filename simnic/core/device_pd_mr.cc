@@ -26,7 +26,9 @@ int Device::alloc_pd(Context* ctx, uint32_t* handle) {
 int Device::dealloc_pd(Context* ctx, uint32_t handle) {
   Pd* pd = owned(pds_, ctx, handle);
   if (!pd) return EINVAL;
-  if (pd->users) return EBUSY;
+  if (pd->users)
+    return refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
+                             std::to_string(handle) + ": destroy them first");
   tracer_.event("pd_destroy").u("ctx", ctx->id).u("pd", handle);
   erase_object(pds_, ctx->pds, handle);
   return 0;

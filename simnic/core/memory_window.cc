@@ -25,7 +25,8 @@ std::string mw_name(const Mw& mw) {
 int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** out) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
+    return refuse(EINVAL, "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
   if (int e = check_room(ctx, mws_.size(), &Context::mws, DeviceLimits::kMaxMw, "memory windows", "max_mw")) return e;
   auto mw = std::make_unique<Mw>();
   mw->handle = new_mw_index();  // also the rkey's index (rkey >> 8), so random too

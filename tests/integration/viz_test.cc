@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "viz/model/timeline.h"
 #include "viz/model/trace_sources.h"
+#include "viz/model/moment.h"
 #include "viz/model/wire_layout.h"
 
 namespace simnic::it {
@@ -221,6 +222,44 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
   Result bad = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", "--screenshot",
                                dir + "/bad.png", "--at", "simnic0:99999999"}), {}, 60s);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  run({"rm", "-rf", dir});
+}
+
+// --screenshot without --at shows the last data transfer, not the teardown's empty panels, and
+// at the default 1280x800 no part of a NIC's column (QPs, CQ ring, MR table, counters) is cut
+// off: what each part's content used is within its room (issue 24 point 8).
+TEST(VizScreenshot, WithoutAtTheLastTransferIsShownAndNothingIsCutOff) {
+  if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
+  std::string dir = record_exchange("viz-default");
+  viz::Timeline tl = load(dir);
+  const size_t moment = viz::last_transfer_pos(tl);
+  ASSERT_LT(moment, tl.end_pos()) << "the recorded run ends with its teardown";
+  ASSERT_TRUE(viz::is_data_transfer(tl.at(moment - 1)));
+  viz::World shown = tl.state_at(moment), end = tl.state_at(tl.end_pos());
+  EXPECT_FALSE(shown.at("simnic0").qps.empty());
+  EXPECT_TRUE(end.at("simnic0").qps.empty()) << "the end is the teardown";
+  std::string png = dir + "/default.png", panels = dir + "/default.panels";
+  Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
+                             "--screenshot", png, "--panel-dump", panels}), {}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("event position " + std::to_string(moment) + " of " + std::to_string(tl.end_pos())),
+            std::string::npos)
+      << r.output;
+  Png p = read_png(png);
+  EXPECT_EQ(p.w, 1280);
+  EXPECT_EQ(p.h, 800);
+  std::ifstream in(panels);
+  std::string l;
+  std::set<std::string> seen;
+  while (std::getline(in, l)) {
+    auto j = nlohmann::json::parse(l);
+    const std::string name = j["panel"].get<std::string>();
+    seen.insert(name);
+    EXPECT_LE(j["used"].get<float>(), j["room"].get<float>()) << name << " is cut off: " << l;
+    EXPECT_LE(j["x1"].get<float>(), 1280.0f) << l;
+    EXPECT_LE(j["y1"].get<float>(), 800.0f) << l;
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"simnic0/qps", "simnic0/side", "simnic0/mrs", "simnic1/qps", "simnic1/side", "simnic1/mrs"}));
   run({"rm", "-rf", dir});
 }
 

@@ -2,6 +2,9 @@
 // error a real NIC gives, and (under `simnic run`) an explanation on stderr. stdout gets one
 // line, "done <what the program saw>", and nothing else, so a test can tell the two apart.
 // Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
+//        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-srq-ex-tm | create-ah-port
+//          | query-gid-index | query-gid-ex-index | query-gid-table-small | query-port-2 | alloc-mw-type
+//          | create-qp-no-cq | dealloc-pd-busy | destroy-cq-busy (each prints "done <errno name>")
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -111,7 +114,72 @@ std::string first_error(Setup& s, int seconds = 10) {
   return "timeout";
 }
 
+// The errno a refused verb left, by name ("done EINVAL"); "accepted" when it was not refused.
+std::string refused(bool failed) { return failed ? strerrorname_np(errno) : "accepted"; }
+
+// One verb called wrongly, as a student might; "" for a mode that is not one of these.
+std::string refused_verb(Setup& s, const std::string& mode) {
+  if (mode == "alloc-pd-full") {  // more PDs than the NIC has (max_pd)
+    for (int i = 0; i < 100000; ++i)
+      if (!ibv_alloc_pd(s.ctx)) return refused(true);
+    return "accepted";
+  }
+  if (mode == "dealloc-pd-busy") return refused(ibv_dealloc_pd(s.pd) != 0);  // its MR and QPs still use it
+  if (mode == "destroy-cq-busy") return refused(ibv_destroy_cq(s.cq) != 0);  // the QPs still use it
+  if (mode == "create-cq-cqe") return refused(!ibv_create_cq(s.ctx, 1 << 20, nullptr, nullptr, 0));
+  if (mode == "create-cq-ex-flags") {
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = 16;
+    attr.wc_flags = IBV_WC_EX_WITH_CVLAN;
+    return refused(!ibv_create_cq_ex(s.ctx, &attr));
+  }
+  if (mode == "create-srq-wr") {
+    ibv_srq_init_attr init{};
+    init.attr.max_wr = 1u << 20;
+    init.attr.max_sge = 1;
+    return refused(!ibv_create_srq(s.pd, &init));
+  }
+  if (mode == "create-srq-ex-tm") {  // a tag-matching SRQ
+    ibv_srq_init_attr_ex init{};
+    init.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    init.srq_type = IBV_SRQT_TM;
+    init.pd = s.pd;
+    init.attr.max_wr = 4;
+    init.attr.max_sge = 1;
+    return refused(!ibv_create_srq_ex(s.ctx, &init));
+  }
+  if (mode == "create-ah-port") {
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.grh.dgid = s.gid;
+    ah.port_num = 2;
+    return refused(!ibv_create_ah(s.pd, &ah));
+  }
+  ibv_gid gid{};
+  if (mode == "query-gid-index") return refused(ibv_query_gid(s.ctx, 1, 1, &gid) != 0);
+  ibv_gid_entry entry{};
+  if (mode == "query-gid-ex-index") return refused(ibv_query_gid_ex(s.ctx, 1, 5, &entry, 0) != 0);
+  if (mode == "query-gid-table-small") {
+    ssize_t n = ibv_query_gid_table(s.ctx, &entry, 0, 0);
+    if (n < 0) errno = int(-n);
+    return refused(n < 0);
+  }
+  ibv_port_attr port{};
+  if (mode == "query-port-2") return refused(ibv_query_port(s.ctx, 2, &port) != 0);
+  if (mode == "alloc-mw-type") return refused(!ibv_alloc_mw(s.pd, ibv_mw_type(7)));
+  if (mode == "create-qp-no-cq") {
+    ibv_qp_init_attr init{};
+    init.send_cq = s.cq;  // recv_cq forgotten
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    return refused(!ibv_create_qp(s.pd, &init));
+  }
+  return "";
+}
+
 std::string run(Setup& s, const std::string& mode) {
+  if (std::string r = refused_verb(s, mode); !r.empty()) return r;
   if (mode == "gid-index") {
     if (to_init(s.a)) return "init failed";
     return to_rtr(s, s.a, s.b->qp_num, 1) == EINVAL ? "EINVAL" : "accepted";

@@ -17,6 +17,7 @@
 #include "simnic/abi/paths.h"
 #include "simnic/client/nic_client.h"
 #include "viz/app/viz_app.h"
+#include "viz/model/moment.h"
 
 using simnic::viz::VizApp;
 using simnic::viz::VizOptions;
@@ -30,13 +31,16 @@ const char* kUsage =
     "  --screenshot OUT.png   render one frame to a PNG and exit (live: after --wait-ms)\n"
     "  --wait-ms MS           live screenshot: watch this long first (default 1500)\n"
     "  --at SEQ | NIC:SEQ | @POS   the event to show: SEQ of the first NIC, NIC's SEQ, or\n"
-    "                         the position in the merged timeline (default: the end)\n"
+    "                         the position in the merged timeline (default: the last data\n"
+    "                         transfer, a data packet or a completion; not the teardown)\n"
     "  --select SEQ | NIC:SEQ | @POS   open this event in the inspector\n"
     "  --size WxH             window size (default 1280x800)\n"
     "  --zoom Z               the wire panel's zoom (default 1: the whole wire)\n"
     "  --legend               open the legend window (also: F1, View > Legend)\n"
     "  --big-inspector        start with the inspector enlarged (also: F2)\n"
-    "  --layout-dump FILE     with --screenshot: write the wire's label boxes as JSON lines\n";
+    "  --layout-dump FILE     with --screenshot: write the wire's label boxes as JSON lines\n"
+    "  --panel-dump FILE      with --screenshot: write each NIC panel part's height used and\n"
+    "                         available as JSON lines (a part that overflows is cut off)\n";
 
 bool parse_args(int argc, char** argv, VizOptions* o) {
   bool replay = false;
@@ -64,6 +68,8 @@ bool parse_args(int argc, char** argv, VizOptions* o) {
       if (!value(&o->select)) return false;
     } else if (a == "--layout-dump") {
       if (!value(&o->layout_dump)) return false;
+    } else if (a == "--panel-dump") {
+      if (!value(&o->panel_dump)) return false;
     } else if (a == "--zoom") {
       std::string v;
       if (!value(&v)) return false;
@@ -104,6 +110,19 @@ bool write_layout(const std::string& path, const VizApp& app) {
   return std::fclose(f) == 0;
 }
 
+// Each NIC panel part as drawn: its rect, the height its content used and the room it had, so
+// that a test can tell that nothing was cut off.
+bool write_panels(const std::string& path, const VizApp& app) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  for (const VizApp::PanelFit& p : app.panel_fits) {
+    nlohmann::json j{{"panel", p.panel}, {"x0", p.x0}, {"y0", p.y0}, {"x1", p.x1}, {"y1", p.y1}, {"used", p.used},
+                     {"room", p.room}};
+    std::fprintf(f, "%s\n", j.dump().c_str());
+  }
+  return std::fclose(f) == 0;
+}
+
 bool write_png(const std::string& path, int w, int h) {
   std::vector<unsigned char> px(size_t(w) * size_t(h) * 4);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
@@ -134,7 +153,9 @@ int main(int argc, char** argv) {
   }
   bool shot = !opt.screenshot.empty();
   if (shot && !app.live()) {
-    auto at = opt.at.empty() ? std::optional<double>(double(app.timeline.end_pos())) : app.resolve_at(opt.at);
+    // Not told when: the last data transfer, not the teardown's empty panels.
+    auto at = opt.at.empty() ? std::optional<double>(double(simnic::viz::last_transfer_pos(app.timeline)))
+                             : app.resolve_at(opt.at);
     if (!at) {
       std::fprintf(stderr, "simnic-viz: --at %s names no event of this trace\n", opt.at.c_str());
       return 2;
@@ -205,6 +226,9 @@ int main(int argc, char** argv) {
         rc = 1;
       } else if (!opt.layout_dump.empty() && !write_layout(opt.layout_dump, app)) {
         std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.layout_dump.c_str());
+        rc = 1;
+      } else if (!opt.panel_dump.empty() && !write_panels(opt.panel_dump, app)) {
+        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.panel_dump.c_str());
         rc = 1;
       } else {
         std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(),

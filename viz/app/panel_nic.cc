@@ -11,6 +11,7 @@
 #include "viz/app/ring_view.h"
 #include "viz/app/viz_app.h"
 #include "viz/model/format.h"
+#include "viz/model/panel_layout.h"
 
 namespace simnic::viz {
 
@@ -50,7 +51,9 @@ std::string timeout_text(uint32_t t) {
 void qp_header(uint32_t qpn, const QpInfo& qp) {
   ImGui::Text("QP %s  %s  %s", hex(qpn).c_str(), qp.type.c_str(), qp.state.c_str());
   if (!qp.attr.known || qp.state == "RESET" || qp.state == "INIT") {
-    ImGui::TextDisabled("not connected yet (the peer and PSNs are set on the move to RTR/RTS)");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+    ImGui::TextWrapped("not connected yet (the peer and PSNs are set on the move to RTR/RTS)");
+    ImGui::PopStyleColor();
   } else {
     const QpAttr& a = qp.attr;
     std::string peer = qp.type == "UD" ? std::string("datagrams (UD): each WR names its peer")
@@ -68,7 +71,9 @@ void qp_header(uint32_t qpn, const QpInfo& qp) {
   }
   std::string last = "last packet sent: " + (qp.has_tx ? "PSN " + hex(qp.last_tx_psn) + " to QP " + hex(qp.last_tx_dest_qp) : "none") +
                      "   last packet received: " + (qp.has_rx ? "PSN " + hex(qp.last_rx_psn) : "none");
-  ImGui::TextDisabled("%s", last.c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped("%s", last.c_str());  // wrapped: a narrow column must not cut it
+  ImGui::PopStyleColor();
 }
 
 // Objects the program destroyed, so an empty panel says why it is empty.
@@ -113,7 +118,7 @@ RingSpec ring_of_cq(uint32_t h, const CqInfo& cq) {
 }
 
 // Each QP: its attributes, state diagram and SQ/RQ rings; destroyed ones listed.
-void draw_qps(VizApp& app, const NicState& nic, float avail) {
+void draw_qps(VizApp& app, const NicState& nic, float avail, float ring) {
   bool qp_destroyed = std::any_of(nic.destroyed.begin(), nic.destroyed.end(), [](const Destroyed& d) { return d.what == "QP"; });
   if (nic.qps.empty()) ImGui::TextDisabled(qp_destroyed ? "no QPs now: every QP was destroyed" : "no QPs yet");
   destroyed_line(nic);
@@ -121,8 +126,11 @@ void draw_qps(VizApp& app, const NicState& nic, float avail) {
     ImGui::PushID(int(qpn));
     ImGui::Separator();
     qp_header(qpn, qp);
-    if (!qp.last_error.empty()) ImGui::TextColored({1, 0.35f, 0.3f, 1}, "error: %s", qp.last_error.c_str());
-    float ring = std::min(110.0f, avail * 0.22f);
+    if (!qp.last_error.empty()) {  // the whole sentence, wrapped: it names the rule broken
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.3f, 1));
+      ImGui::TextWrapped("error: %s", qp.last_error.c_str());
+      ImGui::PopStyleColor();
+    }
     draw_qp_diagram(qp.state, qp.prev_state, std::max(120.0f, avail - 2 * ring - 24), ring * 0.8f);
     ImGui::SameLine();
     pick(app, draw_ring(ring_of("SQ", qp.sq), ring));
@@ -132,80 +140,100 @@ void draw_qps(VizApp& app, const NicState& nic, float avail) {
   }
 }
 
-// The CQs, four rings a row.
-void draw_cqs(VizApp& app, const NicState& nic, float avail) {
+// The CQs, as many rings a row as fit.
+void draw_cqs(VizApp& app, const NicState& nic, float avail, float ring) {
   if (nic.cqs.empty()) return;
-  ImGui::Separator();
-  float ring = std::min(96.0f, avail * 0.2f);
+  const int per_row = std::max(1, int((avail + 4) / (ring + ImGui::GetStyle().ItemSpacing.x)));
   int shown = 0;
   for (const auto& [h, cq] : nic.cqs) {
     ImGui::PushID(int(h) + 100000);
-    if (shown++ % 4) ImGui::SameLine();
+    if (shown++ % per_row) ImGui::SameLine();
     pick(app, draw_ring(ring_of_cq(h, cq), ring));
     ImGui::PopID();
   }
 }
 
+// The MR table: the first four columns as wide as their widest cell (plan_nic_column), the
+// rights wrapped in the rest, so no cell is cut.
+void draw_mr_table(const NicState& nic, const NicColumnPlan& plan) {
+  ImGui::TextDisabled("Memory regions and windows");
+  if (!ImGui::BeginTable("mrs", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit))
+    return;
+  const char* headers[4] = {"MR", "lkey/rkey", "range", "length"};
+  const float cell_pad = 2 * ImGui::GetStyle().CellPadding.x;
+  for (int i = 0; i < 4; ++i) ImGui::TableSetupColumn(headers[i], ImGuiTableColumnFlags_WidthFixed, plan.mr_fixed_w[i] - cell_pad);
+  ImGui::TableSetupColumn("rights", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableHeadersRow();
+  const std::vector<MrRow> rows = mr_rows(nic);
+  for (const MrRow& r : rows) {
+    ImGui::TableNextRow();
+    for (int i = 0; i < 5; ++i) {
+      ImGui::TableNextColumn();
+      if (i == 2 && !r.bound) ImGui::TextDisabled("%s", r.cells[i].c_str());
+      else if (i == 4) ImGui::TextWrapped("%s", r.cells[i].c_str());
+      else ImGui::TextUnformatted(r.cells[i].c_str());
+    }
+  }
+  if (rows.empty()) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("none");
+  }
+  ImGui::EndTable();
+}
+
+// The counters, "name=N" pairs wrapped to the width: a table of one per line would not fit.
+void draw_counters(const NicState& nic) {
+  ImGui::TextDisabled("Counters");
+  ImGui::TextWrapped("%s", counters_text(nic).c_str());
+}
+
+// Where the part drawn in the current child window ended, against its height (--panel-dump).
+void note_fit(VizApp& app, const std::string& panel) {
+  const ImVec2 at = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  const float used = ImGui::GetCursorPosY() - ImGui::GetStyle().ItemSpacing.y;
+  app.panel_fits.push_back({panel, at.x, at.y, at.x + size.x, at.y + size.y, used, size.y});
+}
+
 }  // namespace
 
+// Sized by plan_nic_column so that every part fits the column: the QPs, and beside them the CQs
+// and the counters; the MR table under both, the column's whole width.
 void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
   std::string title = nic.name + "  (" + nic.addr + ", MTU " + std::to_string(nic.mtu) + ")" + (nic.paused ? "  HELD" : "") +
                       "###" + nic.name;
   if (!ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                                         ImGuiWindowFlags_NoBringToFrontOnFocus)) {
+                                         ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar)) {
     ImGui::End();
     return;
   }
   ImGui::PushID(nic.name.c_str());
-  float avail = ImGui::GetContentRegionAvail().x;
-  draw_qps(app, nic, avail);
-  draw_cqs(app, nic, avail);
-
-  if (ImGui::CollapsingHeader("Memory regions and windows", ImGuiTreeNodeFlags_DefaultOpen)) {
-    if (ImGui::BeginTable("mrs", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-      ImGui::TableSetupColumn("MR");
-      ImGui::TableSetupColumn("lkey/rkey");
-      ImGui::TableSetupColumn("range");
-      ImGui::TableSetupColumn("length");
-      ImGui::TableSetupColumn("rights");
-      ImGui::TableHeadersRow();
-      for (const auto& [handle, mr] : nic.mrs) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        ImGui::Text("%u", handle);
-        ImGui::TableNextColumn();
-        if (mr.lkey == mr.rkey) ImGui::Text("0x%x", mr.lkey);
-        else ImGui::Text("0x%x / 0x%x", mr.lkey, mr.rkey);
-        ImGui::TableNextColumn();
-        ImGui::Text("0x%llx", static_cast<unsigned long long>(mr.addr));
-        ImGui::TableNextColumn();
-        ImGui::Text("%llu", static_cast<unsigned long long>(mr.length));
-        ImGui::TableNextColumn();
-        ImGui::TextUnformatted(mr.access.empty() ? "LOCAL_READ" : mr.access.c_str());
-      }
-      // Memory windows: remote access to part of an MR under their own rkey.
-      for (const auto& [handle, mw] : nic.mws) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        ImGui::Text("MW %u (type %u)", handle, mw.type);
-        ImGui::TableNextColumn();
-        ImGui::Text("rkey 0x%x", mw.rkey);
-        ImGui::TableNextColumn();
-        if (mw.mr) ImGui::Text("0x%llx in MR %u", static_cast<unsigned long long>(mw.addr), mw.mr);
-        else ImGui::TextDisabled("not bound");
-        ImGui::TableNextColumn();
-        ImGui::Text("%llu", static_cast<unsigned long long>(mw.length));
-        ImGui::TableNextColumn();
-        ImGui::TextUnformatted(mw.mr ? mw.access.c_str() : "-");
-      }
-      ImGui::EndTable();
-    }
-  }
-  if (ImGui::CollapsingHeader("Counters")) {
-    for (const auto& [name, v] : nic.counters) ImGui::Text("%-22s %llu", name.c_str(), static_cast<unsigned long long>(v));
-  }
+  const ImGuiStyle& style = ImGui::GetStyle();
+  TextMetrics m;
+  m.line_h = ImGui::GetTextLineHeightWithSpacing();
+  m.char_w = ImGui::CalcTextSize("M").x;
+  m.title_h = ImGui::GetFrameHeight();
+  m.pad = style.WindowPadding.x;
+  const NicColumnPlan plan = plan_nic_column(nic, w, h, m);
+  const float body_h = ImGui::GetContentRegionAvail().y;
+  const float mr_h = std::min(body_h * 0.5f, plan.mr_h + style.ItemSpacing.y);
+  const float upper_h = body_h - mr_h - style.ItemSpacing.y;
+  ImGui::BeginChild("qps", {plan.left_w, upper_h}, false);
+  draw_qps(app, nic, ImGui::GetContentRegionAvail().x, plan.qp_ring);
+  note_fit(app, nic.name + "/qps");
+  ImGui::EndChild();
+  ImGui::SameLine(0, style.ItemSpacing.x * 2);
+  ImGui::BeginChild("side", {0, upper_h}, false);
+  draw_cqs(app, nic, ImGui::GetContentRegionAvail().x, plan.cq_ring);
+  draw_counters(nic);
+  note_fit(app, nic.name + "/side");
+  ImGui::EndChild();
+  ImGui::BeginChild("mrs", {0, mr_h}, false);
+  draw_mr_table(nic, plan);
+  note_fit(app, nic.name + "/mrs");
+  ImGui::EndChild();
   ImGui::PopID();
   ImGui::End();
 }

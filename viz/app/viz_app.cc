@@ -6,6 +6,7 @@
 
 #include "simnic/abi/control.h"
 #include "simnic/client/nic_client.h"
+#include "viz/model/panel_layout.h"
 
 namespace simnic::viz {
 
@@ -102,21 +103,19 @@ void VizApp::advance(float dt) {
 
 void VizApp::frame(float dt, float width, float height) {
   advance(dt);
+  panel_fits.clear();
   const float menu_h = draw_menu(*this);
-  const float bar_h = 64, wire_h = 170, bottom_h = std::max(200.0f, height * 0.28f);
-  draw_timeline_bar(*this, 0, menu_h, width, bar_h);
-  draw_wire(*this, 0, menu_h + bar_h, width, wire_h);
   const World& w = world();
-  float nic_y = menu_h + bar_h + wire_h, nic_h = std::max(120.0f, height - nic_y - bottom_h);
-  size_t n = std::max<size_t>(1, w.size());
-  float col = width / float(n);
+  const PanelRects r = layout_panels(width, height, menu_h, w.size(), inspector_big);
+  draw_timeline_bar(*this, r.timeline.x0, r.timeline.y0, r.timeline.x1 - r.timeline.x0, r.timeline.y1 - r.timeline.y0);
+  draw_wire(*this, r.wire.x0, r.wire.y0, r.wire.x1 - r.wire.x0, r.wire.y1 - r.wire.y0);
   size_t i = 0;
-  for (const auto& [name, nic] : w) draw_nic(*this, nic, col * float(i++), nic_y, col, nic_h);
-  draw_event_log(*this, 0, nic_y + nic_h, width * 0.58f, height - nic_y - nic_h);
-  // Enlarged, the inspector covers the NIC columns' right part too: long values and their
-  // explanations get room to wrap.
-  if (inspector_big) draw_inspector(*this, width * 0.35f, nic_y, width * 0.65f, height - nic_y);
-  else draw_inspector(*this, width * 0.58f, nic_y + nic_h, width * 0.42f, height - nic_y - nic_h);
+  for (const auto& [name, nic] : w) {
+    const Rect& c = r.nics[i++];
+    draw_nic(*this, nic, c.x0, c.y0, c.x1 - c.x0, c.y1 - c.y0);
+  }
+  draw_event_log(*this, r.log.x0, r.log.y0, r.log.x1 - r.log.x0, r.log.y1 - r.log.y0);
+  draw_inspector(*this, r.inspector.x0, r.inspector.y0, r.inspector.x1 - r.inspector.x0, r.inspector.y1 - r.inspector.y0);
   if (show_legend) draw_legend(*this, width * 0.3f, menu_h + 20, width * 0.55f, height * 0.8f);
 }
 

@@ -22,6 +22,7 @@ struct VizOptions {
   std::string select;                    // open this event in the inspector ("SEQ", "NIC:SEQ", "@POS")
   int wait_ms = 1500;                    // live --screenshot: watch this long first
   std::string layout_dump;               // with --screenshot: write the wire's label blocks here
+  std::string panel_dump;                // with --screenshot: write each NIC part's room and use here
   double zoom = 1;                       // the wire's initial zoom
   bool legend = false;                   // open the legend window at start
   bool big_inspector = false;            // start with the inspector enlarged
@@ -68,6 +69,14 @@ class VizApp {
   WireView wire_view;
   std::vector<WireBlock> wire_blocks;
   std::vector<size_t> burst_members;
+  // Each NIC column's parts as drawn last frame: their rect, and the height their content took
+  // (`used`) against what they have (`room`), for --panel-dump.
+  struct PanelFit {
+    std::string panel;  // "simnic0/qps", "simnic0/side"
+    float x0, y0, x1, y1;
+    float used, room;
+  };
+  std::vector<PanelFit> panel_fits;
   bool show_legend = false;
   bool inspector_big = false;  // the inspector over the NIC columns, for long values
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "viz/model/field_help.h"
+#include "viz/model/moment.h"
+#include "viz/model/panel_layout.h"
 #include "viz/model/packet_class.h"
 #include "viz/model/timeline.h"
 #include "viz/model/timeline_merge.h"
@@ -376,4 +378,139 @@ TEST(VizTeaching, XrcPacketsAreClassifiedAndTheirXrcethExplained) {
   EXPECT_FALSE(explain_field("xrc_srq_create", "srqn").empty());
 }
 
+}  // namespace simnic::viz
+
+namespace simnic::viz {
+namespace {
+
+// A lab-sized run on two NICs: set-up, one SEND with its ACK and completions, then a
+// connection-manager MAD and the teardown that destroys everything (issue 24 point 8).
+TraceBuilder run_with_teardown(size_t* last_cqe_pos) {
+  TraceBuilder tb;
+  const char* addr[2] = {"127.0.0.1", "127.0.0.2"};
+  for (int n = 0; n < 2; ++n) {
+    const std::string nic = "n" + std::to_string(n);
+    tb.add(nic, 1, "nic_up", {{"addr", addr[n]}, {"mtu", 1024}});
+    tb.add(nic, 2, "ctx_open", {{"ctx", 1}, {"pid", 42}});
+    tb.add(nic, 3, "pd_create", {{"ctx", 1}, {"pd", 1}});
+    tb.add(nic, 4, "mr_create", {{"ctx", 1}, {"pd", 1}, {"mr", 1}, {"lkey", 0x100}, {"rkey", 0x100}, {"addr", "0x7f0000"},
+                                 {"length", 4096}, {"access", "LOCAL_WRITE|REMOTE_WRITE"}});
+    tb.add(nic, 5, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 15}, {"entries", 16}});
+    tb.add(nic, 6, "qp_create", {{"ctx", 1}, {"qp", 17 + n}, {"type", "RC"}, {"sq_entries", 16}, {"rq_entries", 16},
+                                 {"send_cq", 1}, {"recv_cq", 1}});
+    for (const char* to : {"INIT", "RTR", "RTS"}) tb.add(nic, 7, "qp_state", {{"qp", 17 + n}, {"from", "RESET"}, {"to", to}});
+  }
+  tb.add("n1", 8, "wqe_posted", {{"qp", 18}, {"queue", "rq"}, {"index", 0}, {"wr_id", 1}, {"opcode", "RECV"}, {"length", 64}});
+  tb.add("n0", 8, "wqe_posted", {{"qp", 17}, {"queue", "sq"}, {"index", 0}, {"wr_id", 2}, {"opcode", "SEND"}, {"length", 64}});
+  auto send = tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 100, 17, 18);
+  send["payload"] = 64;
+  tb.add("n0", 9, "pkt_tx", send);
+  tb.add("n1", 9, "pkt_rx", send);
+  tb.add("n1", 10, "cqe", {{"cq", 1}, {"qp", 18}, {"index", 0}, {"wr_id", 1}, {"status", "success"}, {"status_num", 0},
+                           {"opcode", "RECV"}, {"byte_len", 64}});
+  auto ack = tb.pkt("127.0.0.2", "127.0.0.1", "RC_ACK", 17, 100, 18, 17);
+  ack["payload"] = 0;
+  tb.add("n1", 11, "pkt_tx", ack);
+  tb.add("n0", 11, "pkt_rx", ack);
+  tb.add("n0", 12, "cqe", {{"cq", 1}, {"qp", 17}, {"index", 0}, {"wr_id", 2}, {"status", "success"}, {"status_num", 0},
+                           {"opcode", "SEND"}, {"byte_len", 64}});
+  *last_cqe_pos = tb.events.size() - 1;
+  // A receive left posted, flushed when the QP goes to ERR at the end: no data moved.
+  tb.add("n1", 12, "qp_state", {{"qp", 18}, {"from", "RTS"}, {"to", "ERR"}, {"cause", "modify_qp"}});
+  tb.add("n1", 12, "cqe", {{"cq", 1}, {"qp", 18}, {"index", 1}, {"wr_id", 3}, {"status", "Work Request Flushed Error"},
+                           {"status_num", 5}, {"opcode", "RECV"}, {"byte_len", 0}});
+  auto mad = tb.pkt("127.0.0.1", "127.0.0.2", "UD_SEND_ONLY", 100, 1, 1, 1);
+  mad["payload"] = 256;
+  mad["cm"] = "DREQ";  // connection management, not data
+  tb.add("n0", 13, "pkt_tx", mad);
+  for (int n = 0; n < 2; ++n) {
+    const std::string nic = "n" + std::to_string(n);
+    tb.add(nic, 14, "qp_destroy", {{"ctx", 1}, {"qp", 17 + n}});
+    tb.add(nic, 14, "cq_destroy", {{"ctx", 1}, {"cq", 1}});
+    tb.add(nic, 14, "mr_destroy", {{"ctx", 1}, {"pd", 1}, {"mr", 1}});
+    tb.add(nic, 14, "pd_destroy", {{"ctx", 1}, {"pd", 1}});
+    tb.add(nic, 15, "ctx_close", {{"ctx", 1}, {"pid", 42}});
+  }
+  return tb;
+}
+
+Timeline merged(const TraceBuilder& tb) {
+  TimelineMerge merge;
+  for (const Event& e : tb.events) merge.push(e);
+  Timeline tl;
+  tl.append(merge.drain(true));
+  return tl;
+}
+
+size_t position_of(const Timeline& tl, const std::string& nic, const std::string& kind, uint64_t wr_id) {
+  for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p)
+    if (tl.at(p).nic == nic && tl.at(p).kind == kind && tl.at(p).u("wr_id") == wr_id) return p;
+  return tl.end_pos();
+}
+
+// --screenshot without --at: the last data transfer (the sender's completion here; not the
+// flushed receive after it), where the QPs, the CQ ring and the MR table are all still there;
+// not the end, where all is destroyed.
+TEST(VizMoment, ScreenshotDefaultIsTheLastDataTransferNotTheTeardown) {
+  size_t unused = 0;
+  Timeline tl = merged(run_with_teardown(&unused));
+  const size_t last_cqe = position_of(tl, "n0", "cqe", 2);
+  ASSERT_LT(last_cqe, tl.end_pos());
+  EXPECT_EQ(last_transfer_pos(tl), last_cqe + 1);
+  World shown = tl.state_at(last_transfer_pos(tl));
+  for (const char* nic : {"n0", "n1"}) {
+    EXPECT_EQ(shown.at(nic).qps.size(), 1u) << nic;
+    EXPECT_EQ(shown.at(nic).cqs.at(1).produced, 1u) << nic;
+    EXPECT_EQ(shown.at(nic).mrs.size(), 1u) << nic;
+  }
+  World end = tl.state_at(tl.end_pos());
+  EXPECT_TRUE(end.at("n0").qps.empty() && end.at("n0").mrs.empty() && end.at("n0").cqs.empty());
+}
+
+TEST(VizMoment, WithoutDataTheMomentIsBeforeTheTeardown) {
+  TraceBuilder tb;
+  tb.add("n0", 1, "ctx_open", {{"ctx", 1}, {"pid", 42}});
+  tb.add("n0", 2, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 15}, {"entries", 16}});
+  tb.add("n0", 3, "qp_create", {{"ctx", 1}, {"qp", 17}, {"type", "RC"}, {"sq_entries", 16}, {"rq_entries", 16},
+                                {"send_cq", 1}, {"recv_cq", 1}});
+  tb.add("n0", 4, "qp_state", {{"qp", 17}, {"from", "RESET"}, {"to", "INIT"}});
+  tb.add("n0", 5, "qp_destroy", {{"ctx", 1}, {"qp", 17}});
+  tb.add("n0", 6, "cq_destroy", {{"ctx", 1}, {"cq", 1}});
+  Timeline tl = merged(tb);
+  EXPECT_EQ(last_transfer_pos(tl), 4u);  // the qp_state applied, the qp_destroy not
+  EXPECT_EQ(tl.state_at(last_transfer_pos(tl)).at("n0").qps.at(17).state, "INIT");
+  EXPECT_TRUE(is_data_transfer(tb.events[0]) == false);
+}
+
+// At the default 1280x800, with two NICs: the panels tile the window, and each NIC column's
+// QPs (with a long error sentence), CQ ring, MR table and counters fit without being cut off.
+TEST(VizLayout, TwoNicsFitAt1280x800) {
+  size_t last = 0;
+  TraceBuilder tb = run_with_teardown(&last);
+  Timeline tl = merged(tb);
+  World w = tl.state_at(last_transfer_pos(tl));
+  w.at("n0").qps.at(17).last_error =
+      "rkey 0x1234 not valid for REMOTE_WRITE: the MR was registered without IBV_ACCESS_REMOTE_WRITE "
+      "(IBA 10.6.3.1, responder class C, remote access error)";
+  const PanelRects r = layout_panels(1280, 800, 19, w.size(), false);
+  ASSERT_EQ(r.nics.size(), 2u);
+  EXPECT_EQ(r.nics[1].x1, 1280);
+  EXPECT_EQ(r.log.y1, 800);
+  EXPECT_EQ(r.inspector.x1, 1280);
+  EXPECT_EQ(r.nics[0].y1, r.log.y0);  // nothing overlaps, nothing is left out
+  EXPECT_EQ(r.wire.y1, r.nics[0].y0);
+  for (size_t i = 0; i < 2; ++i) {
+    const NicState& nic = w.at("n" + std::to_string(i));
+    ASSERT_GT(nic.counters.size(), 8u);
+    NicColumnPlan p = plan_nic_column(nic, r.nics[i].x1 - r.nics[i].x0, r.nics[i].y1 - r.nics[i].y0);
+    EXPECT_TRUE(p.fits()) << "left " << p.left_h << " right " << p.right_h << " of " << p.body_h;
+    EXPECT_GE(p.qp_ring, 60.0f);
+    EXPECT_GE(p.cq_ring, 60.0f);
+  }
+  // The estimate is not generous: a column half as high does not fit.
+  const NicState& n0 = w.at("n0");
+  EXPECT_FALSE(plan_nic_column(n0, 640, 200).fits());
+}
+
+}  // namespace
 }  // namespace simnic::viz
