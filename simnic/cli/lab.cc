@@ -599,13 +599,15 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 void print_table(const std::vector<ClassRow>& rows) {
-  std::printf("%-24s %-9s %s\n", "student", "score", "failed checks");
+  int width = 24;
+  for (const auto& r : rows) width = std::max(width, int(r.student.size()));
+  std::printf("%-*s %-9s %s\n", width, "student", "score", "failed checks");
   for (const auto& r : rows) {
     std::vector<std::string> failed = r.failed();
     std::string what = joined(std::vector<std::string>(failed.begin(), failed.begin() + long(std::min<size_t>(2, failed.size()))), "; ");
     if (failed.size() > 2) what += "; and " + std::to_string(failed.size() - 2) + " more (see report.md)";
     if (!r.note().empty()) what = "(" + r.note() + ")" + (what.empty() ? "" : " " + what);
-    std::printf("%-24s %-9s %s\n", r.student.c_str(), (r.score_p + "/" + r.score_t).c_str(), what.c_str());
+    std::printf("%-*s %-9s %s\n", width, r.student.c_str(), (r.score_p + "/" + r.score_t).c_str(), what.c_str());
   }
 }
 
