@@ -12,7 +12,8 @@ one whose client hangs) and a missing folder, graded with -j 2. Asserts that:
 
     grade_test.py --simnic build/bin/simnic --labs labs [--class-size 30] [--keep]
 
---class-size N repeats the mix up to N submissions (to time a whole class by hand).
+--class-size N repeats the mix up to N submissions, and -j/--timeout set grade's (to time a
+whole class by hand).
 """
 import argparse
 import csv
@@ -166,7 +167,7 @@ def check_help(simnic, failures):
         failures.append("simnic lab grade --help does not describe -j, --out and --timeout")
 
 
-def check_rows(made, out, odir, csv_path, failures):
+def check_rows(made, out, odir, csv_path, failures, short_limit):
     table = table_scores(out)
     rows = csv_rows(csv_path) if os.path.exists(csv_path) else {}
     md = report_md_scores(os.path.join(odir, "report.md")) if os.path.exists(os.path.join(odir, "report.md")) else {}
@@ -193,7 +194,7 @@ def check_rows(made, out, odir, csv_path, failures):
     for s, kind in made.items():
         note = rows.get(s, {}).get("note", "")
         want = {"hangs": "timed out", "no-compile": "does not compile"}.get(kind, "")
-        if note != want:
+        if note != want and (kind != "hangs" or short_limit):
             failures.append("%s (%s): the CSV's note is %r, expected %r" % (s, kind, note, want))
     if rows.get("ghost", {}).get("note") != "no such folder":
         failures.append("the missing submission's note is not 'no such folder': %s" % rows.get("ghost"))
@@ -207,7 +208,7 @@ def read(path):
         return ""
 
 
-def check_feedback(made, odir, work, failures):
+def check_feedback(made, odir, work, failures, short_limit):
     for s, kind in made.items():
         fb = read(os.path.join(odir, s, "feedback.txt"))
         if "PASS builds" not in fb and "FAIL builds" not in fb:
@@ -222,7 +223,7 @@ def check_feedback(made, odir, work, failures):
         if kind == "starter" and "hint: " not in fb:
             failures.append("%s: feedback.txt lacks the hints" % s)
         if kind == "hangs":
-            if "timed out" not in fb and "stopped after" not in fb:
+            if short_limit and "stopped after" not in fb:
                 failures.append("%s: feedback.txt does not say the grading was stopped" % s)
             pidfile = os.path.join(work, "hang-%s.pid" % s)
             try:
@@ -241,6 +242,7 @@ def main():
     ap.add_argument("--labs", required=True)
     ap.add_argument("--class-size", type=int, default=0)
     ap.add_argument("-j", default="2")
+    ap.add_argument("--timeout", default=str(TIMEOUT), help="simnic lab grade --timeout (seconds)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     simnic, labs = os.path.abspath(a.simnic), os.path.abspath(a.labs)
@@ -256,7 +258,7 @@ def main():
         dirs = [os.path.join(subs, s) for s in sorted(made)] + [os.path.join(subs, "ghost")]
         t0 = time.monotonic()
         p = subprocess.run([simnic, "lab", "grade", "3"] + dirs + ["-j", a.j, "--out", odir, "--csv", csv_path,
-                                                                   "--timeout", str(TIMEOUT)],
+                                                                   "--timeout", a.timeout],
                            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=280)
         took = time.monotonic() - t0
         out = p.stdout.decode("utf-8", "replace")
@@ -264,8 +266,11 @@ def main():
         print("graded %d submissions with -j %s in %.1f s" % (len(dirs), a.j, took))
         if p.returncode != 0:
             failures.append("simnic lab grade exited %d" % p.returncode)
-        check_rows(made, out, odir, csv_path, failures)
-        check_feedback(made, odir, work, failures)
+        # The hanging client costs lab 3's grader about a minute of its own time limits: a
+        # --timeout below that stops the grading (a longer one, given by hand, may not).
+        short_limit = int(a.timeout) < 50
+        check_rows(made, out, odir, csv_path, failures, short_limit)
+        check_feedback(made, odir, work, failures, short_limit)
         if tree_digest(subs) != before:
             failures.append("the submissions changed during grading (something was written into them)")
         if os.path.exists(os.path.join(work, "lab03-grading")):
