@@ -417,9 +417,9 @@ class Lab:
         self._assemble_sources(src)
         steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
                  ["cmake", "--build", self.build_dir, "-j2"]]
-        for cmd in steps:
+        for i, cmd in enumerate(steps):
             r = self._run_plain(cmd, 240, "build")
-            self._keep_feedback("build.log", "$ %s\n%s" % (" ".join(cmd), r.out), append=True)
+            self._keep_feedback("build.log", "$ %s\n%s" % (" ".join(cmd), r.out), append=i > 0)
             if r.rc != 0:
                 errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
                 self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]))

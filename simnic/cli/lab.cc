@@ -479,6 +479,12 @@ struct Running {
   bool terminated = false;
 };
 
+// Whether `pid` has ended, without reaping it.
+bool exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
 // How long a grader told to stop (SIGTERM) has to stop its NICs and programs and print what
 // it graded, before its process group is killed.
 constexpr auto kStopGrace = std::chrono::seconds(10);
@@ -517,9 +523,12 @@ void run_graders(const std::string& root, const std::string& lab, const GradeOpt
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (size_t k = 0; k < running.size();) {
       Running& j = running[k];
-      int status = 0;
-      if (::waitpid(j.pid, &status, WNOHANG) == j.pid) {
-        ::kill(-j.pid, SIGKILL);  // whatever it left in its group (a compiler, a cmake)
+      if (exited(j.pid)) {
+        // Whatever it left in its group (a compiler, a cmake), while its unreaped pid still
+        // keeps the group's id from being reused.
+        ::kill(-j.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(j.pid, &status, 0);
         finish_row(&(*rows)[j.row], status, o.timeout_s);
         ++done;
         running.erase(running.begin() + long(k));
