@@ -8,7 +8,9 @@ one whose client hangs) and a missing folder, graded with -j 2. Asserts that:
   - the hanging one is stopped at --timeout, shown as "timed out", and its program is gone;
   - each student has feedback.txt (with the compiler error, the hints), and the trace;
   - the submissions are byte-identical afterwards (nothing written into them);
-  - `simnic lab grade|check|start --help` print usage.
+  - `simnic lab grade|check|start --help` print usage;
+  - with a (fake) grader printing weighted scores (`...; score P/T`), the rows carry its P/T,
+    and one that ignores SIGTERM is killed with its process group at the limit.
 
     grade_test.py --simnic build/bin/simnic --labs labs [--class-size 30] [--keep]
 
@@ -236,6 +238,74 @@ def check_feedback(made, odir, work, failures, short_limit):
                 os.kill(pid, signal.SIGKILL)
 
 
+FAKE_GRADER = r"""
+import os, signal, subprocess, sys, time
+src = sys.argv[sys.argv.index("--src") + 1]
+kind = open(os.path.join(src, "kind")).read().strip()
+print("Fake lab -- grading " + src, flush=True)
+if kind == "nobuild":
+    print("FAIL builds\n  hint: the compiler said: x.c:1:1: error: nope\n0 passed, 1 failed; score 0/7", flush=True)
+    sys.exit(1)
+print("PASS builds\nPASS first", flush=True)
+if kind == "stubborn":  # ignores SIGTERM: its group must be killed, a child of it included
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen(["sleep", "1000"])
+    open(os.path.join(os.environ["FAKE_PIDS"], os.path.basename(src)), "w").write(str(child.pid))
+    time.sleep(1000)
+if kind == "half":
+    print("FAIL second\n  hint: do the second thing\n2 passed, 1 failed; score 3/7", flush=True)
+    sys.exit(1)
+print("PASS second\n3 passed, 0 failed; score 7/7", flush=True)
+"""
+
+
+def check_weighted(simnic, work, failures):
+    """A grader printing weighted scores (`score P/T`): the rows take its P/T; one that
+    ignores the stop signal is killed with its group at the limit and scores 0/T."""
+    root = os.path.join(work, "fake-labs")
+    os.makedirs(os.path.join(root, "common"))
+    os.makedirs(os.path.join(root, "99-fake"))
+    open(os.path.join(root, "common", "simnic_lab.py"), "w").close()
+    with open(os.path.join(root, "99-fake", "README.md"), "w") as f:
+        f.write("# Lab 99: fake\n")
+    with open(os.path.join(root, "99-fake", "grader.py"), "w") as f:
+        f.write(FAKE_GRADER)
+    pids = os.path.join(work, "fake-pids")
+    os.makedirs(pids)
+    kinds = {"full": "7/7", "half": "3/7", "nobuild": "0/7", "stubborn": "0/7"}
+    for k in kinds:
+        os.makedirs(os.path.join(work, "fake-subs", k))
+        with open(os.path.join(work, "fake-subs", k, "kind"), "w") as f:
+            f.write(k)
+    env = dict(os.environ, SIMNIC_LABS_DIR=root, FAKE_PIDS=pids)
+    out_dir = os.path.join(work, "fake-out")
+    t0 = time.monotonic()
+    p = subprocess.run([simnic, "lab", "grade", "99"] + [os.path.join(work, "fake-subs", k) for k in sorted(kinds)] +
+                       ["--out", out_dir, "--timeout", "3", "-j", "4"], env=env, cwd=work,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    took = time.monotonic() - t0
+    out = p.stdout.decode("utf-8", "replace")
+    print(out)
+    table = table_scores(out)
+    rows = csv_rows(os.path.join(out_dir, "grades.csv")) if os.path.exists(os.path.join(out_dir, "grades.csv")) else {}
+    for k, want in kinds.items():
+        if table.get(k) != want or rows.get(k, {}).get("score") != want:
+            failures.append("weighted: %s scores %s in the table, %s in the CSV; expected %s"
+                            % (k, table.get(k), rows.get(k, {}).get("score"), want))
+    if rows.get("stubborn", {}).get("note") != "timed out" or rows.get("stubborn", {}).get("first") != "PASS":
+        failures.append("weighted: the stubborn grader's row should be 'timed out' with its first check: %s"
+                        % rows.get("stubborn"))
+    if took > 30:
+        failures.append("weighted: a grader ignoring SIGTERM held the class for %.0f s (limit 3 s + grace)" % took)
+    try:
+        child = int(read(os.path.join(pids, "stubborn")))
+        if pid_alive(child):
+            failures.append("weighted: the stubborn grader's child (pid %d) survived" % child)
+            os.kill(child, signal.SIGKILL)
+    except ValueError:
+        failures.append("weighted: the stubborn grader never started its child")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--simnic", required=True)
@@ -252,6 +322,7 @@ def main():
     try:
         subs = os.path.join(work, "subs")
         os.makedirs(subs)
+        check_weighted(simnic, work, failures)
         made = make_class(labs, subs, work, a.class_size)
         before = tree_digest(subs)
         odir, csv_path = os.path.join(work, "O"), os.path.join(work, "C.csv")
