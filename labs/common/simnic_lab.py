@@ -706,6 +706,12 @@ class Lab:
         self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
         sys.exit(self.exit_code)
 
+    def output_dir(self):
+        """Where files made for the student go (a plot, measurements): --feedback-dir, else the
+        student's --src DIR, else None (grading the lab's own code)."""
+        d = self.args.feedback_dir or self.args.src
+        return os.path.abspath(d) if d else None
+
     def _keep_feedback(self, name, text, append=False):
         """Writes `text` to --feedback-dir/name (nothing without --feedback-dir)."""
         if not self.args.feedback_dir:

@@ -7,7 +7,8 @@ one whose client hangs) and a missing folder, graded with -j 2. Asserts that:
   - the correct submissions get full marks, every other one less;
   - the hanging one is stopped at --timeout, shown as "timed out", and its program is gone;
   - each student has feedback.txt (with the compiler error, the hints), and the trace;
-  - the submissions are byte-identical afterwards (nothing written into them);
+  - the submissions are byte-identical afterwards (nothing written into them; lab 7's plot
+    and measurements go to the feedback folder too);
   - `simnic lab grade|check|start --help` print usage;
   - with a (fake) grader printing weighted scores (`...; score P/T`), the rows carry its P/T,
     and one that ignores SIGTERM is killed with its process group at the limit.
@@ -306,6 +307,23 @@ def check_weighted(simnic, work, failures):
         failures.append("weighted: the stubborn grader never started its child")
 
 
+def check_lab7_output(simnic, labs, work, failures):
+    """Lab 7's grader makes a plot and a CSV for the student: graded as a class, they go to the
+    feedback folder, and the submission stays as it was."""
+    sub = os.path.join(work, "subs7", "eve")
+    shutil.copytree(os.path.join(labs, "07-performance", "solution"), sub)
+    before = tree_digest(os.path.dirname(sub))
+    out_dir = os.path.join(work, "out7")
+    p = subprocess.run([simnic, "lab", "grade", "7", sub, "--out", out_dir], cwd=work, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    print(p.stdout.decode("utf-8", "replace"))
+    if tree_digest(os.path.dirname(sub)) != before:
+        failures.append("lab 7: grading wrote into the submission")
+    for name in ("plot.svg", "results.csv", "feedback.txt"):
+        if not os.path.isfile(os.path.join(out_dir, "eve", name)):
+            failures.append("lab 7: no %s in the student's feedback folder" % name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--simnic", required=True)
@@ -323,6 +341,7 @@ def main():
         subs = os.path.join(work, "subs")
         os.makedirs(subs)
         check_weighted(simnic, work, failures)
+        check_lab7_output(simnic, labs, work, failures)
         made = make_class(labs, subs, work, a.class_size)
         before = tree_digest(subs)
         odir, csv_path = os.path.join(work, "O"), os.path.join(work, "C.csv")
