@@ -470,6 +470,10 @@ void finish_row(ClassRow* r, int status, int timeout_s) {
   r->g = parse_grading(out, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   drop_interruption(&r->g);
   parse_score(out, r);
+  // The hint quotes a dozen compiler lines; the student's feedback gets the whole build.
+  if (r->note() == "does not compile")
+    append_file(feedback, "\n---- the build (" + r->feedback_dir + "/build.log) ----\n" +
+                              read_file(r->feedback_dir + "/build.log"));
 }
 
 struct Running {

@@ -221,6 +221,8 @@ def check_feedback(made, odir, work, failures, short_limit):
                 failures.append("%s: feedback.txt lacks the compiler error: %r" % (s, fb[:600]))
             if "this_is_not_c" not in read(os.path.join(odir, s, "build.log")):
                 failures.append("%s: build.log lacks the compiler error" % s)
+            if "this_is_not_c" not in fb:
+                failures.append("%s: feedback.txt lacks the whole build log" % s)
         elif not os.path.isfile(os.path.join(odir, s, "trace", "simnic0.jsonl")):
             failures.append("%s: no trace in %s/trace/" % (s, os.path.join(odir, s)))
         if kind == "starter" and "hint: " not in fb:
