@@ -308,8 +308,8 @@ const char kGradeUsage[] =
     "               grader's output: checks, hints, compiler errors), STUDENT/build.log,\n"
     "               STUDENT/logs/ (the programs' output), STUDENT/trace/ (simnic viz --replay),\n"
     "               and the class report, report.md and report.html\n"
-    "  --csv FILE   one row per student, one column per check, and the score (default\n"
-    "               DIR/grades.csv of --out)\n"
+    "  --csv FILE   one row per student, one column per check, a note and the score\n"
+    "               (default: grades.csv in the --out folder)\n"
     "Prints a table: per student the score (the lab's weighted points) and the failed checks.\n";
 
 using Clock = std::chrono::steady_clock;
