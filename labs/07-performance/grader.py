@@ -157,10 +157,12 @@ def check_plot(lab, csv_path):
     r = lab._run_plain([sys.executable, plot, csv_path, svg], 30, "plot.py") if os.path.exists(csv_path) else None
     ok = r is not None and r.rc == 0 and os.path.exists(svg) and os.path.getsize(svg) > 500
     lab.check("plot.py draws the measurements", ok, "plot.py failed on results.csv: " + (r.tail(4) if r else "no CSV"))
-    if lab.args.src and ok:  # the student's own plot, next to their code
+    out = lab.output_dir()  # the student's own plot, next to their code (or in their feedback)
+    if out and ok:
+        os.makedirs(out, exist_ok=True)
         for f in (csv_path, svg):
-            shutil.copy(f, os.path.join(os.path.abspath(lab.args.src), os.path.basename(f)))
-        lab.note("your measurements: %s/results.csv, your plot: %s/plot.svg" % (lab.args.src, lab.args.src))
+            shutil.copy(f, os.path.join(out, os.path.basename(f)))
+        lab.note("your measurements: %s/results.csv, your plot: %s/plot.svg" % (out, out))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ Command line of every grader (what `simnic lab check` runs):
 
   --src DIR        the student's folder (what `simnic lab start` made); its files are copied
                    to a private temporary folder and built there; a missing CMakeLists.txt or
-                   labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/.
+                   labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/
+                   (unless --feedback-dir).
   --solution       grade the lab's solution/ (what CI does; must pass)
   --starter        grade the lab's starter/ (CI: must compile and fail with hints)
   --broken NAME    grade solution/ with broken/NAME/ copied over it (CI: must fail)
@@ -21,6 +22,9 @@ Command line of every grader (what `simnic lab check` runs):
   --gid-index N    GID index to use with --device (default 0)
   --simnic PATH    the `simnic` binary (default: $SIMNIC, then PATH, then build/bin/simnic)
   --trace-out DIR  also copy the NICs' traces to DIR (for simnic-viz screenshots)
+  --feedback-dir DIR  write the trace (DIR/trace/), the build log (DIR/build.log) and the
+                   programs' output (DIR/logs/) here, and nothing into --src DIR (what
+                   `simnic lab grade` uses: a submission stays byte-identical)
   --keep           keep the private temporary folder (build, logs, traces) and print it
   --verbose        print the programs' output
 
@@ -63,6 +67,7 @@ lab.up() starts fresh NICs with a trace of their own; lab.down() loads it into l
 
 import argparse
 import collections
+import fcntl
 import json
 import os
 import re
@@ -70,6 +75,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -322,11 +328,69 @@ def _hint_text(hint):
     return hint() if callable(hint) else hint
 
 
+# The graders' private NIC addresses come in blocks 127.A.B.1.. with A in [216, 254) and
+# B in [1, 250]: the integration tests use A in [16, 216) and users 127.0.0.x, so a grading run
+# never shares an address (a UDP port 4791) with them. A grader leases a block no other grader
+# of the same user holds (a lock file per block, see _lease_block) and, should someone else
+# hold one of its addresses all the same, starts its NICs again on the next block.
+ADDR_BLOCKS = 38 * 250
+UP_ATTEMPTS = 12
+
+
+def _block_base(i):
+    """The first address of block i."""
+    i %= ADDR_BLOCKS
+    return "127.%d.%d.1" % (216 + i % 38, i // 38 + 1)
+
+
+def _first_block():
+    # Concurrent graders start their search far apart; the lock settles any tie.
+    return os.getpid() % ADDR_BLOCKS
+
+
 def _ipv4_base():
-    # 127.A.B.1 with A in [216, 254): the integration tests use A in [16, 216) and users
-    # 127.0.0.x, so a grading run never shares an address (a UDP port 4791) with them.
-    pid = os.getpid()
-    return "127.%d.%d.1" % (216 + pid % 38, (pid // 38) % 250 + 1)
+    return _block_base(_first_block())
+
+
+def _lock_dir():
+    """A folder only this user can write, for the block locks: $XDG_RUNTIME_DIR/simnic-lab-addr,
+    else /tmp/simnic-lab-addr-UID (checked to be ours: another user could have made it first).
+    None when neither works; the graders then rely on starting their NICs again alone."""
+    dirs = [os.path.join(os.environ["XDG_RUNTIME_DIR"], "simnic-lab-addr")] if os.environ.get("XDG_RUNTIME_DIR") else []
+    dirs.append(os.path.join(tempfile.gettempdir(), "simnic-lab-addr-%d" % os.getuid()))
+    for d in dirs:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            st = os.lstat(d)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+                return d
+        except OSError:
+            pass
+    return None
+
+
+def _lease_block(start, tries=ADDR_BLOCKS):
+    """The first block from `start` on that no other grader of ours holds: (block, lock fd or
+    None). The lock is an flock, so a grader that dies, however it dies, frees its block."""
+    d = _lock_dir()
+    if d is None:
+        return start % ADDR_BLOCKS, None
+    for i in range(start, start + tries):
+        path = os.path.join(d, _block_base(i) + ".lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return start % ADDR_BLOCKS, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return i % ADDR_BLOCKS, fd
+        except OSError:
+            os.close(fd)
+    return start % ADDR_BLOCKS, None
+
+
+def _address_taken(up_output):
+    return "Address already in use" in up_output or "already uses this address" in up_output
 
 
 class Lab:
@@ -349,7 +413,8 @@ class Lab:
         self.nic_pids = []
         self.session = 0  # how many times up() started NICs
         self.trace = Trace({})
-        self.base_addr = _ipv4_base()
+        self.addr_block, self._addr_lock = _lease_block(_first_block())
+        self.base_addr = _block_base(self.addr_block)
         self.simnic = self._find_simnic()
         self.exit_code = None
         self.notes_at_end = []  # printed after the summary line
@@ -367,6 +432,8 @@ class Lab:
         p.add_argument("--gid-index", type=int, default=0)
         p.add_argument("--simnic", help="path of the simnic binary")
         p.add_argument("--trace-out", help="also copy the NICs' traces here")
+        p.add_argument("--feedback-dir", help="write the trace, build log and program logs here, "
+                       "nothing into --src DIR (simnic lab grade)")
         p.add_argument("--keep", action="store_true", help="keep the temporary folder")
         p.add_argument("--verbose", action="store_true", help="print the programs' output")
         return p.parse_args(argv)
@@ -422,8 +489,9 @@ class Lab:
         self._assemble_sources(src)
         steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
                  ["cmake", "--build", self.build_dir, "-j2"]]
-        for cmd in steps:
+        for i, cmd in enumerate(steps):
             r = self._run_plain(cmd, 240, "build")
+            self._keep_feedback("build.log", "$ %s\n%s" % (" ".join(cmd), r.out), append=i > 0)
             if r.rc != 0:
                 errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
                 self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]))
@@ -505,14 +573,34 @@ class Lab:
         self.session += 1  # each up() records a trace of its own; the first one is saved
         if self.session > 1:
             self.trace_dir = os.path.join(self.tmp, "trace%d" % self.session)
-        args = ["up", str(count), "--addr", self.addr(0), "--trace", self.trace_dir]
-        if mtu:
-            args += ["--mtu", str(mtu)]
-        r = self._simnic(args + list(extra), 60)
+        r = self._up_on_free_addresses(count, mtu, extra)
         self.nic_count = count
         self._read_nic_pids()
         if r.rc != 0:
             raise LabAbort("simnic up failed: " + r.out.strip())
+
+    def _up_on_free_addresses(self, count, mtu, extra):
+        """`simnic up` on this grader's address block; when another user (or anything) holds
+        one of its addresses, stops what did start and tries the next free block: a taken
+        address is never the student's fault, so it must not become a FAIL."""
+        for _ in range(UP_ATTEMPTS):
+            args = ["up", str(count), "--addr", self.addr(0), "--trace", self.trace_dir]
+            if mtu:
+                args += ["--mtu", str(mtu)]
+            r = self._simnic(args + list(extra), 60)
+            if r.rc == 0 or not _address_taken(r.out):
+                return r
+            self._simnic(["down"], 30)
+            shutil.rmtree(self.trace_dir, ignore_errors=True)  # the stopped NICs' traces
+            self._next_address_block()
+        raise RuntimeError("no free NIC addresses after %d tries (last: %s): %s"
+                           % (UP_ATTEMPTS, self.base_addr, r.out.strip()))
+
+    def _next_address_block(self):
+        if self._addr_lock is not None:
+            os.close(self._addr_lock)
+        self.addr_block, self._addr_lock = _lease_block(self.addr_block + 1)
+        self.base_addr = _block_base(self.addr_block)
 
     def _read_nic_pids(self):
         self.nic_pids = []
@@ -552,7 +640,9 @@ class Lab:
 
     def _save_trace(self):
         targets = [self.args.trace_out] if self.args.trace_out else []
-        if self.args.src:
+        if self.args.feedback_dir:
+            targets.append(os.path.join(os.path.abspath(self.args.feedback_dir), "trace"))
+        elif self.args.src:
             targets.append(os.path.join(os.path.abspath(self.args.src), "trace"))
         for t in targets:
             try:
@@ -722,9 +812,36 @@ class Lab:
             which += ["--device", a.device, "--gid-index", self.gid_index]
         return "simnic lab check %s %s --verbose" % (int(m.group(1)) if m else "N", " ".join(shlex.quote(w) for w in which))
 
+    def output_dir(self):
+        """Where files made for the student go (a plot, measurements): --feedback-dir, else the
+        student's --src DIR, else None (grading the lab's own code)."""
+        d = self.args.feedback_dir or self.args.src
+        return os.path.abspath(d) if d else None
+
+    def _keep_feedback(self, name, text, append=False):
+        """Writes `text` to --feedback-dir/name (nothing without --feedback-dir)."""
+        if not self.args.feedback_dir:
+            return
+        path = os.path.join(self.args.feedback_dir, name)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a" if append else "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            self.note("could not write %s: %s" % (path, e))
+
+    def _keep_program_logs(self):
+        """Each program's full output, for the teacher: --feedback-dir/logs/NAME-I.log."""
+        for p in self.procs:
+            try:
+                self._keep_feedback(os.path.join("logs", os.path.basename(p.log_path)), p.output())
+            except OSError:
+                pass
+
     def _cleanup(self):
         for p in self.procs:
             p.kill()
+        self._keep_program_logs()
         for pid in self.nic_pids:
             try:
                 os.kill(pid, signal.SIGKILL)
