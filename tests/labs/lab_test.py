@@ -19,7 +19,7 @@ import tempfile
 MUST_SCORE_ZERO = ("starter", "broken/does-nothing", "broken/hangs")  # on every core check
 
 
-def grade(lab, simnic, args, timeout=150):
+def grade(lab, simnic, args, timeout=240):
     """Runs the grader; returns (exit status, output, its --results JSON or None)."""
     fd, results = tempfile.mkstemp(prefix="simnic-lab-results-", suffix=".json")
     os.close(fd)
