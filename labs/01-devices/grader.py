@@ -2,7 +2,8 @@
 """Lab 1 grader: runs the student's devinfo on two simnic NICs (MTU 2048, addresses chosen at
 random per run, so nothing can be hard-coded) and compares what it prints with the truth
 (ibv_devinfo -v, and the NICs' addresses), then checks in the trace that the program really
-opened and closed every device. Arguments: see labs/common/simnic_lab.py."""
+opened and closed every device. Weights and core checks: the table in README.md (keep them in
+step). Arguments: see labs/common/simnic_lab.py."""
 import os
 import re
 import sys
@@ -11,6 +12,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from simnic_lab import Lab  # noqa: E402
 
 MTU = 2048
+# What each `prints <field> of every device` check is worth (all core: they are the lab).
+FIELD_WEIGHTS = {"node_guid": 2, "phys_port_cnt": 1, "max_qp": 1, "max_cqe": 1, "port 1 state": 2,
+                 "port 1 active_mtu": 2, "port 1 max_mtu": 1, "port 1 link_layer": 1, "port 1 gid 0": 2}
 
 
 def devinfo_truth(text):
@@ -51,8 +55,8 @@ def field(lines, key):
     return None
 
 
-with Lab(__file__, "Lab 1: devices, ports, GIDs") as lab:
-    lab.build(["devinfo"])
+with Lab(__file__, "Lab 1: devices, ports, GIDs", points=20) as lab:
+    lab.build(["devinfo"], weight=1)
     lab.up(2, mtu=MTU)
     truth_run = lab.run(["ibv_devinfo", "-v"], timeout=20, name="ibv_devinfo")
     truth = devinfo_truth(truth_run.out) if truth_run.rc == 0 else {}
@@ -62,10 +66,11 @@ with Lab(__file__, "Lab 1: devices, ports, GIDs") as lab:
     devs = student_devices(r.out)
     names = [lab.device(i) for i in range(2)] if not lab.device_mode else [lab.args.device]
 
-    lab.check("devinfo runs and exits with status 0", r.rc == 0, "it did not: " + r.tail())
+    lab.check("devinfo runs and exits with status 0", r.rc == 0, "it did not: " + r.tail(), weight=1)
     lab.check("lists every device (a `device NAME` line each)", all(n in devs for n in names),
               lambda: "expected %s, found %s. Step 1: loop over all n entries of ibv_get_device_list(&n) "
-              "and print ibv_get_device_name() of each" % (", ".join(names), ", ".join(devs) or "none"))
+              "and print ibv_get_device_name() of each" % (", ".join(names), ", ".join(devs) or "none"),
+              weight=3, core=True)
 
     def per_device(key, expected_of, hint):
         bad = []
@@ -74,7 +79,8 @@ with Lab(__file__, "Lab 1: devices, ports, GIDs") as lab:
             got = field(devs.get(n, []), key)
             if got is None or (want is not None and got != want):
                 bad.append("%s: printed %s, expected %r" % (n, "nothing" if got is None else repr(got), want or "a value"))
-        lab.check("prints `%s` of every device" % key, not bad, lambda: "; ".join(bad) + ". " + hint)
+        lab.check("prints `%s` of every device" % key, not bad, lambda: "; ".join(bad) + ". " + hint,
+                  weight=FIELD_WEIGHTS[key], core=True)
 
     t = lambda key: (lambda i, n: truth.get(n, {}).get(key))
     per_device("node_guid", t("node_guid"),
@@ -110,4 +116,5 @@ with Lab(__file__, "Lab 1: devices, ports, GIDs") as lab:
     lab.trace_check("the NICs saw the program open and close every device (trace: ctx_open/ctx_close)",
                     lambda: not opened_and_closed(),
                     lambda: "; ".join(opened_and_closed()) + ". Step 1 and 6: ibv_open_device() each device, "
-                    "query it, then ibv_close_device() it and ibv_free_device_list() the list")
+                    "query it, then ibv_close_device() it and ibv_free_device_list() the list",
+                    weight=2, core=True)

@@ -4,7 +4,9 @@ and GID over TCP, walk their QPs RESET->INIT->RTR->RTS and ping-pong 4000-byte m
 trace must show the state walk, the path MTU of 1024 the README asks for (each message in four
 packets although the port allows 4096), the PSNs the programs say they exchanged, and every
 SEND accepted by the peer. Then each program runs once more against the reference solution's
-peer. Arguments: see labs/common/simnic_lab.py."""
+peer. A check passes only on evidence that what it names happened (the MTU and PSN checks need
+the packets they judge). Weights and core checks: the table in README.md (keep them in step).
+Arguments: see labs/common/simnic_lab.py."""
 import os
 import re
 import sys
@@ -13,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from simnic_lab import Lab  # noqa: E402
 
 MESSAGES = 5
+PACKETS_PER_MESSAGE = 4  # 4000 bytes at path MTU 1024
 WALK = ["RESET", "INIT", "RTR", "RTS"]
 RTR_FIELDS = ["IBV_QP_AV", "IBV_QP_PATH_MTU", "IBV_QP_DEST_QPN", "IBV_QP_RQ_PSN"]
 
@@ -39,8 +42,8 @@ def ping_pong(lab, server, client, names=("server", "client")):
     return lab.wait_all([srv], 5)[0], cli, listening
 
 
-with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
-    lab.build(["server", "client"])
+with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand", points=20) as lab:
+    lab.build(["server", "client"], weight=1)
     ref = lab.build_reference(["server", "client"])
     lab.up(2, mtu=4096)
     s, cli, listening = ping_pong(lab, lab.bin("server"), lab.bin("client"))
@@ -48,11 +51,13 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
     tr = lab.trace
 
     lab.check("the server listens on the TCP port given with -p", listening,
-              "the server never listened: " + s.tail() + ". lab_tcp_accept(port) does it")
+              "the server never listened: " + s.tail() + ". lab_tcp_accept(port) does it", weight=1)
     lab.check("the client gets all %d replies and exits 0" % MESSAGES,
-              cli.rc == 0 and all_ok(cli.out, "client: reply", MESSAGES), "it did not: " + cli.tail())
+              cli.rc == 0 and all_ok(cli.out, "client: reply", MESSAGES), "it did not: " + cli.tail(),
+              weight=2, core=True)
     lab.check("the server receives all %d messages and exits 0" % MESSAGES,
-              s.rc == 0 and all_ok(s.out, "server: message", MESSAGES), "it did not: " + s.tail())
+              s.rc == 0 and all_ok(s.out, "server: message", MESSAGES), "it did not: " + s.tail(),
+              weight=2, core=True)
 
     sides = [("server", lab.device(0), s), ("client", lab.device(1), cli)]
 
@@ -72,7 +77,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
 
     lab.trace_check("each QP went RESET -> INIT -> RTR -> RTS (trace: qp_state)", lambda: not walk_problems(),
                     lambda: "; ".join(walk_problems()) + ". Steps 2-5: ibv_modify_qp to INIT, then RTR, then RTS, "
-                    "in this order, with the attribute masks of the README")
+                    "in this order, with the attribute masks of the README", weight=2, core=True)
 
     def rtr_problems():
         bad = []
@@ -86,15 +91,18 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
 
     lab.trace_check("INIT -> RTR names the peer: address, QPN, first PSN, path MTU", lambda: not rtr_problems(),
                     lambda: "; ".join(rtr_problems()) + ". Step 4: the RTR modify carries IBV_QP_AV "
-                    "(ah_attr.grh.dgid = the peer's GID), IBV_QP_DEST_QPN, IBV_QP_RQ_PSN and IBV_QP_PATH_MTU")
+                    "(ah_attr.grh.dgid = the peer's GID), IBV_QP_DEST_QPN, IBV_QP_RQ_PSN and IBV_QP_PATH_MTU",
+                    weight=1, core=True)
 
     def mtu_problems():
         bad = []
         for who, nic, _ in sides:
             data = tr.packets("tx", nic, opcode="SEND")
             big = [p for p in data if p.get("payload", 0) > 1024]
-            if not data:
-                bad.append("the %s's NIC sent no SEND packet to measure (see the checks above)" % who)
+            if not big and len(data) < MESSAGES * PACKETS_PER_MESSAGE:
+                bad.append("the %s's NIC sent %d SEND packets, %d expected (%d messages of 4 packets): too few "
+                           "to measure (see the checks above)" % (who, len(data), MESSAGES * PACKETS_PER_MESSAGE,
+                                                                   MESSAGES))
             elif big:
                 bad.append("the %s's NIC sent %d-byte packets (%s): set path_mtu = IBV_MTU_1024 in the RTR "
                            "attributes (step 4), as the README asks, even though the port's active MTU is 4096"
@@ -102,7 +110,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
         return bad
 
     lab.trace_check("path MTU 1024: every 4000-byte message went as 4 packets (trace: pkt_tx)",
-                    lambda: not mtu_problems(), lambda: "; ".join(mtu_problems()))
+                    lambda: not mtu_problems(), lambda: "; ".join(mtu_problems()), weight=2, core=True)
 
     def psn_problems():
         bad = []
@@ -114,7 +122,10 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
                 bad.append("the %s did not print `local qpn N psn P`" % who)
             elif mine[0] != qp_of(nic):
                 bad.append("the %s says its QPN is %d, its NIC says %s" % (who, mine[0], qp_of(nic)))
-            elif wire is not None and mine[1] != wire:
+            elif wire is None:
+                bad.append("the %s's QP sent no request packet, so the PSN it used is unknown (see the checks "
+                           "above)" % who)
+            elif mine[1] != wire:
                 bad.append("the %s says it starts at PSN %d, but its first packet carried PSN %d (sq_psn)"
                            % (who, mine[1], wire))
             elif theirs != mine:
@@ -123,7 +134,8 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
 
     lab.trace_check("the QPN and PSN each side sent over TCP are the ones its QP used", lambda: not psn_problems(),
                     lambda: "; ".join(psn_problems()) + ". Step 3: fill struct endpoint with qp->qp_num and "
-                    "the PSN you then give to RTS as sq_psn; print both lines as the README shows")
+                    "the PSN you then give to RTS as sq_psn; print both lines as the README shows",
+                    weight=2, core=True)
 
     def random_psn_problems():
         firsts = [tr.first_psn(nic, qp_of(nic)) for _, nic, _ in sides]
@@ -135,7 +147,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
         return []
 
     lab.trace_check("each side starts from its own random PSN", lambda: not random_psn_problems(),
-                    lambda: "; ".join(random_psn_problems()))
+                    lambda: "; ".join(random_psn_problems()), weight=1, core=True)
 
     def delivery_problems():
         bad = []
@@ -161,7 +173,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
     lab.trace_check("every SEND reached a posted receive on the other side, without errors",
                     lambda: not delivery_problems(),
                     lambda: "; ".join(delivery_problems()) + ". Steps 4 and 6: rq_psn = the peer's PSN, "
-                    "dest_qp_num = the peer's QPN, and receives posted before the peer sends")
+                    "dest_qp_num = the peer's QPN, and receives posted before the peer sends", weight=2, core=True)
 
     # The student's programs against the reference ones: the exchange over TCP and the QP
     # walk must interoperate with any correct peer, not only with each other.
@@ -172,7 +184,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand") as lab:
     lab.check("your client works with the reference server",
               my_c.rc == 0 and all_ok(my_c.out, "client: reply", MESSAGES) and ref_s.rc == 0,
               lambda: "it did not: %s; %s. Your endpoint must be filled and exchanged exactly as conn.h's "
-              "struct endpoint says (step 3)" % (my_c.tail(3), ref_s.tail(3)))
+              "struct endpoint says (step 3)" % (my_c.tail(3), ref_s.tail(3)), weight=2, core=True)
     lab.check("your server works with the reference client",
               my_s.rc == 0 and all_ok(my_s.out, "server: message", MESSAGES) and ref_c.rc == 0,
-              lambda: "it did not: %s; %s" % (my_s.tail(3), ref_c.tail(3)))
+              lambda: "it did not: %s; %s" % (my_s.tail(3), ref_c.tail(3)), weight=2, core=True)

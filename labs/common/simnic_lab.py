@@ -8,14 +8,15 @@ Command line of every grader (what `simnic lab check` runs):
 
     python3 labs/NN-topic/grader.py (--src DIR | --solution | --starter | --broken NAME)
                                     [--device NAME] [--gid-index N] [--simnic PATH]
-                                    [--trace-out DIR] [--keep] [--verbose]
+                                    [--trace-out DIR] [--keep] [--verbose] [--results FILE]
 
   --src DIR        the student's folder (what `simnic lab start` made); its files are copied
                    to a private temporary folder and built there; a missing CMakeLists.txt or
                    labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/.
   --solution       grade the lab's solution/ (what CI does; must pass)
   --starter        grade the lab's starter/ (CI: must compile and fail with hints)
-  --broken NAME    grade solution/ with broken/NAME/ copied over it (CI: must fail)
+  --broken NAME    grade a copy of solution/ with broken/NAME/ copied over it, or with the
+                   unified diff broken/NAME.patch applied to it (patch -p1) (CI: must fail)
   --device NAME    a real RDMA NIC: programs run directly on NAME (no simnic, no trace);
                    checks that need the trace are reported as SKIP
   --gid-index N    GID index to use with --device (default 0)
@@ -23,15 +24,26 @@ Command line of every grader (what `simnic lab check` runs):
   --trace-out DIR  also copy the NICs' traces to DIR (for simnic-viz screenshots)
   --keep           keep the private temporary folder (build, logs, traces) and print it
   --verbose        print the programs' output
+  --results FILE   also write the outcome as JSON: {"checks": [{"name", "status", "weight",
+                   "core", "hint"}...], "score": P, "total": T}
 
 Output: one line per check, `PASS name`, `FAIL name` followed by `  hint: ...`, or
-`SKIP name (needs simnic's trace)`, then `N passed, M failed[, K skipped]`. Exit status 0
-only when nothing failed; 2 when the grader itself broke.
+`SKIP name (needs simnic's trace)`, then `N passed, M failed[, K skipped]; score P/T`. Exit
+status 0 only when nothing failed; 2 when the grader itself broke.
+
+Scores: every check carries a weight (weight=, default 1) and may be a core check (core=True:
+what the lab teaches; CI requires the starter and the does-nothing/hangs variants to fail
+every core check). P is the sum of the weights of the checks that passed, T the lab's total,
+declared by the grader (Lab(..., points=T)). A full run whose weights do not add up to T is a
+grader bug (exit 2). A grading that stops early (a failed build, a failed lab.require) keeps
+the points already earned; one that breaks or is interrupted scores 0/T. Name the checks so
+that they say what happened, and let a check pass only on evidence that it happened: an
+"absence" check (no error, no SEND) also requires the operation it guards to have run.
 
 A grader looks like this:
 
     from simnic_lab import Lab
-    with Lab(__file__, "Lab 2: RC SEND/RECV") as lab:
+    with Lab(__file__, "Lab 2: RC SEND/RECV", points=10) as lab:
         lab.build(["server", "client"])            # a failed build ends grading (FAIL builds)
         lab.up(2)                                   # simnic0, simnic1 on private addresses
         port = lab.free_port()
@@ -40,10 +52,11 @@ A grader looks like this:
         cli = lab.run([lab.bin("client"), "-d", lab.device(1), "-p", port, "127.0.0.1"], name="client")
         srv.wait(10)
         lab.down()                                  # stops the NICs and loads lab.trace
-        lab.check("client exits 0", cli.rc == 0, "the client failed: " + cli.tail())
+        lab.check("client exits 0", cli.rc == 0, "the client failed: " + cli.tail(), weight=2)
         lab.trace_check("RC SEND packets on the wire",
                         lambda: len(lab.trace.packets("rx", opcode="SEND")) > 0,
-                        "no SEND reached the server: post one with ibv_post_send")
+                        "no SEND reached the server: post one with ibv_post_send", weight=7, core=True)
+        # with `builds` (weight 1): 1 + 2 + 7 = points
 
 Programs take the device name with -d and the GID index with -g (lab.device(i),
 lab.gid_index), so the same binaries run on simnic (`simnic run`) and on a real NIC.
@@ -75,6 +88,20 @@ SKIP_NAMES = {"build", "trace", ".git", "CMakeCache.txt", "CMakeFiles"}
 
 class LabAbort(Exception):
     """Raised by Lab.require: a check that the rest of the grading cannot do without failed."""
+
+
+class Check:
+    """One graded check as it was decided: status is "PASS", "FAIL" or "SKIP"."""
+
+    def __init__(self, name, status, hint, weight, core):
+        self.name, self.status, self.hint, self.weight, self.core = name, status, hint, weight, core
+
+    def earned(self):
+        return self.weight if self.status == "PASS" else 0
+
+    def as_json(self):
+        return {"name": self.name, "status": self.status, "weight": self.weight, "core": self.core,
+                "hint": self.hint}
 
 
 class Result:
@@ -264,14 +291,15 @@ def _ipv4_base():
 class Lab:
     """One grading run: arguments, a private folder, NICs, programs, trace, checks."""
 
-    def __init__(self, grader_file, title, argv=None):
+    def __init__(self, grader_file, title, argv=None, points=None):
         self.lab_dir = os.path.dirname(os.path.abspath(grader_file))
         self.title = title
+        self.points = points  # the lab's total T; None: the sum of the weights checked
         self.args = self._parse(argv)
         self.device_mode = bool(self.args.device)
         self.gid_index = str(self.args.gid_index)
         self.passed = self.failed = self.skipped = 0
-        self.results = []  # (name, "PASS"/"FAIL"/"SKIP", hint)
+        self.results = []  # Check, in the order decided
         self.tmp = tempfile.mkdtemp(prefix="simnic-lab-")
         self.simnic_dir = os.path.join(self.tmp, "nics")
         self.trace_dir = os.path.join(self.tmp, "trace")
@@ -301,6 +329,7 @@ class Lab:
         p.add_argument("--trace-out", help="also copy the NICs' traces here")
         p.add_argument("--keep", action="store_true", help="keep the temporary folder")
         p.add_argument("--verbose", action="store_true", help="print the programs' output")
+        p.add_argument("--results", metavar="FILE", help="also write the checks and score as JSON")
         return p.parse_args(argv)
 
     def _find_simnic(self):
@@ -317,9 +346,27 @@ class Lab:
             return [os.path.abspath(a.src)]
         if a.starter:
             return [os.path.join(self.lab_dir, "starter")]
-        if a.broken:
+        if a.broken and not self._broken_patch():
             return [os.path.join(self.lab_dir, "solution"), os.path.join(self.lab_dir, "broken", a.broken)]
         return [os.path.join(self.lab_dir, "solution")]
+
+    def _broken_patch(self):
+        """broken/NAME.patch when --broken NAME names a patch variant (else None)."""
+        if not self.args.broken:
+            return None
+        path = os.path.join(self.lab_dir, "broken", self.args.broken + ".patch")
+        return path if os.path.isfile(path) else None
+
+    def _apply_broken_patch(self, src):
+        """Applies broken/NAME.patch to the copied solution; a patch that does not apply is
+        the lab's bug, not a grading outcome."""
+        patch = self._broken_patch()
+        if not patch:
+            return
+        r = self._run_plain(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
+                             "-d", src, "-i", patch], 30, "patch")
+        if r.rc != 0:
+            raise RuntimeError("broken/%s does not apply to solution/: %s" % (os.path.basename(patch), r.out))
 
     def what(self):
         a = self.args
@@ -344,19 +391,21 @@ class Lab:
 
     # ---- building ------------------------------------------------------------------------
 
-    def build(self, programs):
-        """Configures and builds the sources with CMake; requires every program to exist."""
+    def build(self, programs, weight=1):
+        """Configures and builds the sources with CMake; requires every program to exist.
+        The check `builds` weighs `weight` (little: compiling is not what a lab teaches)."""
         src = os.path.join(self.tmp, "src")
         self._assemble_sources(src)
+        self._apply_broken_patch(src)
         steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
                  ["cmake", "--build", self.build_dir, "-j2"]]
         for cmd in steps:
             r = self._run_plain(cmd, 240, "build")
             if r.rc != 0:
                 errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
-                self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]))
+                self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]), weight)
         missing = [p for p in programs if not os.access(self.bin(p), os.X_OK)]
-        self.require("builds", not missing, "no program named %s after the build" % ", ".join(missing))
+        self.require("builds", not missing, "no program named %s after the build" % ", ".join(missing), weight)
 
     def bin(self, program):
         return os.path.join(self.build_dir, program)
@@ -543,40 +592,77 @@ class Lab:
     def note(self, text):
         print("      " + text.replace("\n", "\n      "), flush=True)
 
-    def check(self, name, ok, hint=""):
-        """Records one check: `PASS name` or `FAIL name` with its hint. Returns ok."""
+    def check(self, name, ok, hint="", weight=1, core=False):
+        """Records one check: `PASS name` or `FAIL name` with its hint. `weight` is what it is
+        worth in the lab's points; `core` marks what the lab teaches. Returns ok."""
         ok = bool(ok)
         if ok:
             self.passed += 1
             print("PASS " + name, flush=True)
-            self.results.append((name, "PASS", ""))
+            self.results.append(Check(name, "PASS", "", weight, core))
         else:
             self.failed += 1
             text = _hint_text(hint)
             print("FAIL " + name, flush=True)
             if text:
                 print("  hint: " + text.replace("\n", "\n  "), flush=True)
-            self.results.append((name, "FAIL", text))
+            self.results.append(Check(name, "FAIL", text, weight, core))
         return ok
 
-    def trace_check(self, name, ok, hint=""):
+    def trace_check(self, name, ok, hint="", weight=1, core=False):
         """A check judged from the trace: `ok` is a function (called only on simnic); with
-        --device it is reported as SKIP."""
+        --device it is reported as SKIP (earning nothing)."""
         if self.device_mode:
             self.skipped += 1
             print("SKIP %s (needs simnic's trace)" % name, flush=True)
-            self.results.append((name, "SKIP", ""))
+            self.results.append(Check(name, "SKIP", "", weight, core))
             return True
-        return self.check(name, ok() if callable(ok) else ok, hint)
+        return self.check(name, ok() if callable(ok) else ok, hint, weight, core)
 
-    def require(self, name, ok, hint=""):
-        """A check the rest of the grading needs: on failure grading stops here."""
+    def require(self, name, ok, hint="", weight=1, core=False):
+        """A check the rest of the grading needs: on failure grading stops here. A name
+        already checked (e.g. `builds`, required once per step) is recorded only once."""
+        done = [r for r in self.results if r.name == name]
         if ok:
-            if not any(r[0] == name for r in self.results):
-                self.check(name, True)
+            if not done:
+                self.check(name, True, "", weight, core)
             return True
-        self.check(name, False, hint)
+        if done:  # passed at an earlier step, fails now: the one record becomes a FAIL
+            self.results.remove(done[0])
+            self.passed -= done[0].status == "PASS"
+        self.check(name, False, hint, weight, core)
         raise LabAbort(None)
+
+    # ---- the score -----------------------------------------------------------------------
+
+    def score(self):
+        """The points earned: the weights of the checks that passed."""
+        return sum(r.earned() for r in self.results)
+
+    def total(self):
+        """T: the lab's declared points, else the weights of the checks made."""
+        return self.points if self.points is not None else sum(r.weight for r in self.results)
+
+    def _weights_add_up(self):
+        """In a run that made every check, the weights must add up to the declared points."""
+        return self.points is None or sum(r.weight for r in self.results) == self.points
+
+    def summary(self, score):
+        text = "%d passed, %d failed" % (self.passed, self.failed)
+        if self.skipped:
+            text += ", %d skipped" % self.skipped
+        return text + "; score %s/%s" % (_num(score), _num(self.total()))
+
+    def _write_results(self, score):
+        if not self.args.results:
+            return
+        data = {"checks": [r.as_json() for r in self.results], "score": score, "total": self.total()}
+        try:
+            with open(self.args.results, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
+        except OSError as e:
+            print("could not write %s: %s" % (self.args.results, e), flush=True)
 
     # ---- the run as a whole --------------------------------------------------------------
 
@@ -593,24 +679,29 @@ class Lab:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        broke = False
+        broke = interrupted = False
         if exc_type is LabAbort:
             if exc.args and exc.args[0]:
                 print("FAIL " + str(exc.args[0]), flush=True)
                 self.failed += 1
+                interrupted = str(exc.args[0]).startswith("grading interrupted")
         elif exc_type is not None and exc_type is not SystemExit:
             import traceback
             print("grader error (not your fault; please report it):", flush=True)
             traceback.print_exception(exc_type, exc, tb)
             broke = True
+        elif exc_type is None and not self._weights_add_up():
+            print("grader error (not your fault; please report it): the checks' weights add up to %s, "
+                  "the lab declares points=%s" % (_num(sum(r.weight for r in self.results)), _num(self.points)),
+                  flush=True)
+            broke = True
         try:
             self.down()
         finally:
             self._cleanup()
-        summary = "%d passed, %d failed" % (self.passed, self.failed)
-        if self.skipped:
-            summary += ", %d skipped" % self.skipped
-        print(summary, flush=True)
+        score = 0 if broke or interrupted else self.score()
+        print(self.summary(score), flush=True)
+        self._write_results(score)
         for n in self.notes_at_end:
             print(n, flush=True)
         self.exit_code = 2 if broke else (0 if self.failed == 0 and self.passed > 0 else 1)
@@ -628,6 +719,11 @@ class Lab:
             print("kept: %s (build/, trace/, nics/, program logs)" % self.tmp, flush=True)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _num(x):
+    """A score as people write it: 7, 7.5."""
+    return ("%g" % x) if isinstance(x, float) else str(x)
 
 
 def parse_kv_lines(text, prefix):

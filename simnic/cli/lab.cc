@@ -241,9 +241,13 @@ void write_status(const std::string& dir, const Grading& g) {
 int check_broken(const std::string& root, const std::string& lab, const std::vector<std::string>& names,
                  const std::vector<std::string>& extra) {
   std::vector<std::string> variants = names;
-  if (variants.empty())
-    for (const auto& e : fs::directory_iterator(root + "/" + lab + "/broken"))
+  // A variant is a folder of files copied over solution/ or a NAME.patch applied to it.
+  if (variants.empty()) {
+    for (const auto& e : fs::directory_iterator(root + "/" + lab + "/broken")) {
       if (e.is_directory()) variants.push_back(e.path().filename().string());
+      else if (e.path().extension() == ".patch") variants.push_back(e.path().stem().string());
+    }
+  }
   std::sort(variants.begin(), variants.end());
   int missed = 0;
   for (const auto& v : variants) {
