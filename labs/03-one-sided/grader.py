@@ -140,8 +140,10 @@ with Lab(__file__, "Lab 3: one-sided RDMA WRITE and READ", points=20) as lab:
     lab.trace_check("RDMA WRITEs and READs ran without a remote access error (trace: error NAKs, error completions)",
                     lambda: access_ran() and not access_errors(),
                     lambda: ("; ".join(access_errors()) if access_errors() else
-                             "no RDMA WRITE and READ requests reached the server's NIC, so there is no access to "
-                             "judge yet") +
+                             "the server's NIC received %d RDMA WRITE and %d RDMA READ requests: without both there "
+                             "is no access to judge yet" % (len(tr.packets("rx", server_nic, opcode="RDMA_WRITE")),
+                                                            len(tr.packets("rx", server_nic,
+                                                                           opcode="RDMA_READ_REQUEST")))) +
                     ". A REMOTE_ACCESS_ERR NAK means the rkey, the address range or the MR's or QP's access "
                     "flags do not allow the operation (steps 1 and 2)",
                     weight=1)

@@ -140,8 +140,10 @@ with Lab(__file__, "Lab 4: atomics, a counter and a spinlock", points=20) as lab
 
     lab.trace_check("the atomics ran without an error completion or error NAK (trace)",
                     lambda: atomics_ran() and not errors(),
-                    lambda: "; ".join(errors()) if errors() else "no FETCH_ADD and CMP_SWP requests reached the "
-                    "server's NIC, so there is nothing to judge yet (steps 3 and 4)", weight=1)
+                    lambda: "; ".join(errors()) if errors() else "the server's NIC received %d FETCH_ADD and %d "
+                    "CMP_SWP requests: without both there is nothing to judge yet (steps 3 and 4)" % (
+                        len(tr.packets("rx", server_nic, opcode="FETCH_ADD")),
+                        len(tr.packets("rx", server_nic, opcode="COMPARE_SWAP"))), weight=1)
 
     # The student's programs against the reference ones (two clients, fewer rounds).
     lab.up(3)

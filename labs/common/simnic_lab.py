@@ -90,6 +90,10 @@ class LabAbort(Exception):
     """Raised by Lab.require: a check that the rest of the grading cannot do without failed."""
 
 
+class LabInterrupted(LabAbort):
+    """A signal stopped the grading: what it had judged so far is no grade (score 0)."""
+
+
 class Check:
     """One graded check as it was decided: status is "PASS", "FAIL" or "SKIP"."""
 
@@ -667,7 +671,7 @@ class Lab:
     # ---- the run as a whole --------------------------------------------------------------
 
     def _interrupted(self, signum, frame):
-        raise LabAbort("grading interrupted by signal %d" % signum)
+        raise LabInterrupted("grading interrupted by signal %d" % signum)
 
     def __enter__(self):
         # A grader stopped by SIGTERM/SIGHUP/Ctrl-C still stops its NICs and programs (__exit__).
@@ -680,11 +684,11 @@ class Lab:
 
     def __exit__(self, exc_type, exc, tb):
         broke = interrupted = False
-        if exc_type is LabAbort:
+        if exc_type is not None and issubclass(exc_type, LabAbort):
             if exc.args and exc.args[0]:
                 print("FAIL " + str(exc.args[0]), flush=True)
                 self.failed += 1
-                interrupted = str(exc.args[0]).startswith("grading interrupted")
+            interrupted = issubclass(exc_type, LabInterrupted)
         elif exc_type is not None and exc_type is not SystemExit:
             import traceback
             print("grader error (not your fault; please report it):", flush=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The grading mechanism of labs/common/simnic_lab.py on a tiny fake lab (ctest label "labs"),
 without NICs: weights and the `; score P/T` summary, the --results JSON, a failed build
-scoring 0/T, weights that do not add up to the declared points (exit 2), broken/NAME.patch
+scoring 0/T, an interrupted grading scoring 0/T, weights that do not add up to the declared points (exit 2), broken/NAME.patch
 variants (applied with patch -p1 to a copy of solution/) next to broken/NAME/ folders, and
 `simnic lab check N --broken` listing and grading both kinds.
 
@@ -23,6 +23,9 @@ with Lab(__file__, "Fake lab", points=int(os.environ.get("FAKE_POINTS", "5"))) a
     lab.build(["prog"])
     r = lab._run_plain([lab.bin("prog")], 10, "prog")
     lab.check("prog says ok", r.out.strip() == "ok", "it said " + r.out.strip(), weight=3, core=True)
+    if os.environ.get("FAKE_SIGNAL"):
+        import signal
+        os.kill(os.getpid(), signal.SIGTERM)
     lab.check("prog exits 0", r.rc == 0, r.tail(), weight=1)
 '''
 CMAKE = "cmake_minimum_required(VERSION 3.16)\nproject(fake C)\nadd_executable(prog prog.c)\n"
@@ -122,6 +125,10 @@ def main():
         rc, out, data = grade(lab, ["--solution"], {"FAKE_POINTS": "6"})
         expect(failures, "weights 5 != points 6: the grader broke (exit 2), score 0/6",
                rc == 2 and "grader error" in out and "; score 0/6" in out)
+
+        rc, out, data = grade(lab, ["--solution"], {"FAKE_SIGNAL": "1"})
+        expect(failures, "a grading interrupted by a signal: exit 1, score 0/5 though checks passed",
+               rc == 1 and "PASS prog says ok" in out and "; score 0/5" in out and data and data["score"] == 0)
 
         p = subprocess.run([a.simnic, "lab", "check", "1", "--broken"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=240, env=dict(os.environ, SIMNIC_LABS_DIR=root))
