@@ -17,6 +17,9 @@ from simnic_lab import Lab, Trace  # noqa: E402
 import more_checks as mc  # noqa: E402
 
 MESSAGES, SIZE = 16, 4096
+# builds 1, delivery 3 (core), lost packets 1, receives/go-back-N/RNR 2 each (core), answers.txt
+# exists 1, mytrace/ 1, seven answers 1 each (core).
+POINTS = 20
 
 
 def sender_qp(t):
@@ -82,8 +85,12 @@ def grade(lab):
                    "-n", MESSAGES, "-s", SIZE], timeout=50, name="reliable_lab")
     lab.down()
     t = lab.trace
-    lab.check("reliable_lab delivers every message intact on a lossy link", run.rc == 0,
-              lambda: explain_failure(t, run))
+    # Exit 0 alone proves nothing (a program that does nothing exits 0): B's receives must be in
+    # the trace too (on a real device there is no trace to ask).
+    delivered = lab.device_mode or len(good_receives(t)) == MESSAGES
+    lab.check("reliable_lab delivers every message intact on a lossy link",
+              run.rc == 0 and not run.timed_out and delivered, lambda: explain_failure(t, run),
+              weight=3, core=True)
     check_run_trace(lab, t)
     check_answers(lab)
 
@@ -99,28 +106,36 @@ def explain_failure(t, run):
             return ("A's SEND failed with 'RNR retry counter exceeded' (step 2): B's last receive is posted late on "
                     "purpose; set rnr_retry to 7 (retry forever) so A waits for it")
         return "a completion failed with '%s': %s" % (status, run.tail(4))
+    if run.rc == 0 and not run.timed_out:
+        return ("it exited 0, but B completed %d receives of %d bytes, not %d: post the receives and the SENDs"
+                % (len(good_receives(t)), SIZE, MESSAGES))
     return run.tail(6)
+
+
+def good_receives(t):
+    return [e for e in t.cqes(status=mc.WC_SUCCESS, opcode="RECV") if e.get("byte_len") == SIZE]
 
 
 def check_run_trace(lab, t):
     nic, qp = sender_qp(t)
-    recvs = [e for e in t.cqes(status=mc.WC_SUCCESS, opcode="RECV") if e.get("byte_len") == SIZE]
+    recvs = good_receives(t)
     lab.trace_check("the link really lost packets", lambda: any(p.get("fault") == "drop" for p in t.events("pkt_tx")),
-                    "no packet was dropped: the grader's NICs run with --loss 0.1 (grader problem, please report)")
+                    "no packet was dropped: the grader's NICs run with --loss 0.1, so a program that sends its "
+                    "messages loses some (did it send any?)", weight=1)
     lab.trace_check("B completed %d receives of %d bytes, no error completion" % (MESSAGES, SIZE),
                     lambda: len(recvs) == MESSAGES and not t.error_cqes(),
                     lambda: "%d good receives, error completions: %s" % (
-                        len(recvs), sorted({e.get("status") for e in t.error_cqes()}) or "none"))
+                        len(recvs), sorted({e.get("status") for e in t.error_cqes()}) or "none"), weight=2, core=True)
     lab.trace_check("go-back-N: after a NAK, A resent from the PSN the NAK named",
                     lambda: went_back(t, nic, qp),
                     lambda: "no NAK-triggered resend starting at the NAK's PSN (with 10% loss there should be several): " + (
                         "the connection died first (see the first failed check)" if t.error_cqes()
-                        else "did A post every SEND at once, before waiting for completions?"))
+                        else "did A post every SEND at once, before waiting for completions?"), weight=2, core=True)
     lab.trace_check("RNR: B answered RNR NAK and A resent after the RNR timer",
                     lambda: mc.naks(t, "RNR") and t.events("retransmit", nic, qp=qp, cause="rnr"),
                     lambda: "no RNR NAK and RNR resend: " + (
                         "the connection died before the last message (see the first failed check)" if t.error_cqes()
-                        else "keep the last receive posted late (after the others arrived)"))
+                        else "keep the last receive posted late (after the others arrived)"), weight=2, core=True)
 
 
 def went_back(t, nic, qp):
@@ -157,28 +172,34 @@ def recorded_trace_problem(t):
     return None
 
 
+def answers_file(lab):
+    """answers.txt as it was built (a broken/NAME.patch applies to that copy), else the sources'."""
+    built = os.path.join(lab.tmp, "src", "answers.txt")
+    return built if os.path.exists(built) else find_in_sources(lab, "answers.txt")
+
+
 def check_answers(lab):
-    if lab.device_mode:
-        lab.trace_check("answers.txt matches the recorded trace", True)
-        return
-    path = find_in_sources(lab, "answers.txt")
+    """Judged from the files alone (answers.txt, mytrace/), so on a real device too."""
+    path = answers_file(lab)
     tdir = find_in_sources(lab, "mytrace")
     given = mc.read_kv_file(path) if path else None
-    lab.check("answers.txt exists", given is not None, "write answers.txt next to your code (step 5)")
+    lab.check("answers.txt exists", given is not None, "write answers.txt next to your code (step 5)", weight=1)
     t = Trace.load(tdir) if tdir else Trace({})
     problem = recorded_trace_problem(t) if tdir else "no mytrace/ folder: record your own run into it (step 4)"
-    lab.check("mytrace/ holds a recorded lossy run of reliable_lab", problem is None, problem or "")
-    if given is None or problem:
-        return
-    truth = answers_from(t)
+    lab.check("mytrace/ holds a recorded lossy run of reliable_lab", problem is None, problem or "", weight=1)
+    truth = answers_from(t) if problem is None else {key: None for key in MEANING}
     for key, value in truth.items():
-        answer = given.get(key, "")
-        ok = answer.strip().lower() == str(value).lower()
-        hint = ("%s: no answer yet (step 5)" % key if answer.upper() in ("", "TODO")
-                else "%s: you answered %s, mytrace/ shows otherwise. Count %s" % (key, answer, MEANING[key]))
-        lab.check("answer %s" % key, ok, hint)
+        answer = (given or {}).get(key, "")
+        ok = value is not None and answer.strip().lower() == str(value).lower()
+        if value is None:
+            hint = "%s: nothing to compare it with until mytrace/ holds a recorded run (step 4)" % key
+        elif answer.upper() in ("", "TODO"):
+            hint = "%s: no answer yet (step 5)" % key
+        else:
+            hint = "%s: you answered %s, mytrace/ shows otherwise. Count %s" % (key, answer, MEANING[key])
+        lab.check("answer %s" % key, ok, hint, weight=1, core=True)
 
 
 if __name__ == "__main__":
-    with Lab(__file__, "Lab 8: reliability on a lossy link") as lab:
+    with Lab(__file__, "Lab 8: reliability on a lossy link", points=POINTS) as lab:
         grade(lab)
