@@ -185,7 +185,7 @@ def check_plot(lab, csv_path, has_rows):
     if not os.path.exists(plot):
         plot = os.path.join(lab.lab_dir, "plot.py")
     svg = os.path.join(lab.tmp, "plot.svg")
-    r = lab._run_plain([sys.executable, plot, csv_path, svg], 30, "plot.py") if has_rows else None
+    r = lab.run_tool([sys.executable, plot, csv_path, svg], 30, "plot.py") if has_rows else None
     ok = r is not None and r.rc == 0 and os.path.exists(svg) and os.path.getsize(svg) > 500
     lab.check("plot.py draws the measurements", ok, "plot.py failed on results.csv: " + (r.tail(4) if r else "no CSV rows to plot"),
               weight=1)

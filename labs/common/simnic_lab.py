@@ -580,6 +580,11 @@ class Lab:
                                % (", ".join(missing), ref_dir))
         return paths
 
+    def run_tool(self, argv, timeout, name):
+        """Runs a helper command that needs no NIC (a plot script, a compiler) to the end or
+        `timeout` seconds: a Result. For the student's programs on the NICs use run/start."""
+        return self._run_plain(argv, timeout, name)
+
     def _run_plain(self, argv, timeout, name):
         try:
             p = subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
