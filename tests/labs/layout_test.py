@@ -6,7 +6,8 @@
   byte for byte the lab's starter and shared files, and a CMakeLists.txt that stands alone
   (labs/common/lab.cmake's text in place of its include line) and builds;
 - the graded builds of starter/ and solution/ see the shared files: both build every program
-  from the same source names as the student's copy has.
+  from the same source names as the student's copy has;
+- the graders use only simnic_lab.py's public names (none starting with `_`).
 
     layout_test.py --simnic build/bin/simnic --labs labs
 """
@@ -107,6 +108,15 @@ def check_graded_build(simnic, labs, n, which, student_sources, lab_mod):
            % (n, which, " ".join(sorted(assembled ^ student_sources)) or "same"))
 
 
+def check_public_helpers(labs):
+    private = re.compile(r"\b(lab|simnic_lab|mc|more_checks)\._\w+")
+    for path in sorted(os.path.join(labs, d, "grader.py") for d in os.listdir(labs)
+                       if os.path.isfile(os.path.join(labs, d, "grader.py"))):
+        with open(path) as f:
+            used = sorted(set(m.group(0) for m in private.finditer(f.read())))
+        expect(not used, "%s uses only public helpers (private: %s)" % (os.path.relpath(path, labs), used))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--simnic", required=True)
@@ -115,6 +125,7 @@ def main():
     labs, simnic = os.path.abspath(a.labs), os.path.abspath(a.simnic)
     sys.path.insert(0, os.path.join(labs, "common"))
     import simnic_lab as lab_mod
+    check_public_helpers(labs)
     work = tempfile.mkdtemp(prefix="simnic-layout-test-")
     try:
         for n in sorted(RECORDED):
