@@ -5,10 +5,11 @@
 # tree each lab includes labs/common/lab.cmake.
 set(CMAKE_C_STANDARD 11)
 
-# The system's library first (/usr/lib...), not a libibverbs.so that happens to be on the
-# search path: the shim is preloaded by `simnic run`, never linked in.
+# The system's library first (/usr/lib...), not one that happens to be on the search path: the
+# program links the real libibverbs.so.1, and `simnic run` (LD_LIBRARY_PATH) swaps in simnic's.
 function(lab_find_library var name)
-  find_library(${var} NAMES ${name} PATHS /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib NO_DEFAULT_PATH)
+  find_library(${var} NAMES ${name} NO_DEFAULT_PATH
+               PATHS /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib)
   if(NOT ${var})
     find_library(${var} NAMES ${name} REQUIRED)
   endif()
