@@ -280,19 +280,24 @@ std::string student_cmakelists(const std::string& root, const std::string& src) 
   return out;
 }
 
-// Copies what the student works with into `dir`: the starter's files, the shared files, and the
-// lab's own top-level files (README.md, img/, CMakeLists.txt, helpers such as a plot script),
-// but not the grader's nor the teacher's (teacher/: answer keys, sealed like solution/).
+// What of a lab's top level stays out of the student's folder: the grader's and the teacher's
+// (teacher/: answer keys, sealed like solution/), and what copy_student_files assembles.
+bool not_for_student(const std::string& name) {
+  static const char* const kKept[] = {"grader.py", "expect.txt", "starter", "solution",  "broken",
+                                      "teacher",   "__pycache__", "common", "shared.txt", "CMakeLists.txt"};
+  return std::find(std::begin(kKept), std::end(kKept), name) != std::end(kKept);
+}
+
+// Copies what the student works with into `dir`: the starter's files, the shared files, the
+// lab's own top-level files (README.md, img/, helpers such as a plot script), and a
+// CMakeLists.txt that stands alone.
 bool copy_student_files(const std::string& root, const std::string& src, const std::string& dir) {
   bool ok = copy_tree(src + "/starter", dir);
   for (const auto& f : shared_files(root, src)) ok = ok && copy_tree(f, fs::path(dir) / f.filename());
-  std::error_code it_ec;
-  for (const auto& e : fs::directory_iterator(src, it_ec)) {
-    std::string name = e.path().filename().string();
-    bool not_copied = name == "grader.py" || name == "expect.txt" || name == "starter" || name == "solution" ||
-                      name == "broken" || name == "teacher" || name == "__pycache__" || name == "common" ||
-                      name == "shared.txt" || name == "CMakeLists.txt";
-    if (ok && !not_copied) ok = copy_tree(e.path(), fs::path(dir) / name);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(src, ec)) {
+    const fs::path name = e.path().filename();
+    if (ok && !not_for_student(name.string())) ok = copy_tree(e.path(), fs::path(dir) / name);
   }
   std::ofstream(fs::path(dir) / "CMakeLists.txt") << student_cmakelists(root, src);
   return ok;
