@@ -11,11 +11,13 @@ Command line of every grader (what `simnic lab check` runs):
                                     [--trace-out DIR] [--keep] [--verbose] [--results FILE]
 
   --src DIR        the student's folder (what `simnic lab start` made); its files are copied
-                   to a private temporary folder and built there; a missing CMakeLists.txt or
-                   labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/
-                   (unless --feedback-dir).
+                   to a private temporary folder and built there; a missing CMakeLists.txt,
+                   labutil.h or other file the lab shares (shared_files) is taken from the
+                   lab. The NICs' trace is saved to DIR/trace/ (unless --feedback-dir).
   --solution       grade the lab's solution/ (what CI does; must pass)
   --starter        grade the lab's starter/ (CI: must compile and fail with hints)
+                   (both with the lab's shared files: labutil.h, the labs/common/ files its
+                   shared.txt names, its common/ folder; see shared_files)
   --broken NAME    grade a copy of solution/ with broken/NAME/ copied over it, or with the
                    unified diff broken/NAME.patch applied to it (patch -p1) (CI: must fail)
   --device NAME    a real RDMA NIC: programs run directly on NAME (no simnic, no trace);
@@ -126,6 +128,35 @@ def reference_peer_dir(lab_dir):
     if not root and _install_prefix():
         root = os.path.join(_install_prefix(), "lib", "simnic", "labs")
     return os.path.join(root, os.path.basename(lab_dir), "ref") if root else None
+
+
+LAB_CMAKE_INCLUDE = "include(${CMAKE_CURRENT_LIST_DIR}/../common/lab.cmake)"
+
+
+def shared_files(lab_dir):
+    """The files every copy of a lab gets besides its starter/ or solution/, {name: path}:
+    labutil.h, the labs/common/ files named in the lab's shared.txt, and the lab's own common/
+    (the files a student does not edit, kept once for starter/ and solution/)."""
+    names = ["labutil.h"]
+    listed = os.path.join(lab_dir, "shared.txt")
+    if os.path.isfile(listed):
+        with open(listed) as f:
+            names += [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    files = {n: os.path.join(COMMON_DIR, n) for n in names}
+    own = os.path.join(lab_dir, "common")
+    for name in sorted(os.listdir(own)) if os.path.isdir(own) else []:
+        files[name] = os.path.join(own, name)
+    return files
+
+
+def lab_cmakelists(lab_dir):
+    """The lab's CMakeLists.txt as a student's copy has it: standing alone, with the text of
+    labs/common/lab.cmake in place of the line that includes it (what `simnic lab start` writes)."""
+    with open(os.path.join(lab_dir, "CMakeLists.txt")) as f:
+        text = f.read()
+    with open(os.path.join(COMMON_DIR, "lab.cmake")) as f:
+        shared = f.read()
+    return text.replace(LAB_CMAKE_INCLUDE + "\n", shared)
 
 
 class LabAbort(Exception):
@@ -519,6 +550,9 @@ class Lab:
         return "starter" if a.starter else ("broken/" + a.broken if a.broken else "solution")
 
     def _assemble_sources(self, dest, dirs=None):
+        """The sources to build, in one flat folder: the lab's shared files (shared_files), then
+        the files of `dirs` (default source_dirs()) over them. A student's folder (--src) has
+        its own copies; the lab's fill in only what it lacks."""
         os.makedirs(dest)
         for d in dirs or self.source_dirs():
             if not os.path.isdir(d):
@@ -529,9 +563,12 @@ class Lab:
                 path = os.path.join(d, name)
                 if os.path.isfile(path):
                     shutil.copy(path, os.path.join(dest, name))
-        for name, origin in (("CMakeLists.txt", self.lab_dir), ("labutil.h", COMMON_DIR)):
+        for name, path in shared_files(self.lab_dir).items():
             if not os.path.exists(os.path.join(dest, name)):
-                shutil.copy(os.path.join(origin, name), os.path.join(dest, name))
+                shutil.copy(path, os.path.join(dest, name))
+        if not os.path.exists(os.path.join(dest, "CMakeLists.txt")):
+            with open(os.path.join(dest, "CMakeLists.txt"), "w") as f:
+                f.write(lab_cmakelists(self.lab_dir))
 
     # ---- building ------------------------------------------------------------------------
 
@@ -551,6 +588,18 @@ class Lab:
                 self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]), weight)
         missing = [p for p in programs if not os.access(self.bin(p), os.X_OK)]
         self.require("builds", not missing, "no program named %s after the build" % ", ".join(missing), weight)
+
+    def source_path(self, name):
+        """A file or folder of the graded sources by name: the copy that was built (with any
+        broken/NAME.patch applied) when build() made one, else the one in the last source
+        folder holding it (folders, such as lab 8's mytrace/, are read where they are), else None."""
+        built = os.path.join(self.tmp, "src", name)
+        if os.path.exists(built):
+            return built
+        for d in reversed(self.source_dirs()):
+            if os.path.exists(os.path.join(d, name)):
+                return os.path.join(d, name)
+        return None
 
     def bin(self, program):
         return os.path.join(self.build_dir, program)
