@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "check_util.h"
+
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
     std::fprintf(stderr, "usage: simnic-many-qps N WR [HOLD_S]\n");
@@ -15,15 +17,13 @@ int main(int argc, char** argv) {
   }
   const int n = std::atoi(argv[1]);
   const uint32_t wr = uint32_t(std::atoi(argv[2]));
-  int num = 0;
-  ibv_device** list = ibv_get_device_list(&num);
-  if (!list || num == 0) {
+  ibv_context* ctx = check::open_dev(nullptr);
+  if (!ctx) {
     std::fprintf(stderr, "no RDMA device found\n");
     return 1;
   }
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
-  ibv_cq* cq = ctx ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
   if (!pd || !cq) {
     std::perror("setup");
     return 1;
