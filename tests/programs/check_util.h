@@ -1,10 +1,13 @@
-// What the two-process verbs checks (atomic_write_check, odp_check, verbs_ext_check, xrc_check)
-// share: a CHECK that reports and fails the step, opening a device by name, walking an RC or XRC
-// QP to RTS, the fixed-size message their processes exchange over a socket, and a byte pattern.
-// Plain verbs only: these programs also run, unchanged, on a real RDMA NIC.
+// What the verbs programs in tests/programs share: a CHECK that reports and fails the step,
+// opening a device by name, the walk of an RC, UC, XRC or UD QP to RTS (with the attributes a
+// check cares about in a Path), polling and posting one work request, the fixed-size message
+// two processes exchange over a socket, byte patterns, and the main of a two-device check.
+// Plain verbs only: these programs also run, unchanged, on a real RDMA NIC. (mcast.c is C and
+// cm_check.cc walks no QP of its own: rdma_cm does.)
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <getopt.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +41,16 @@ inline ibv_context* open_dev(const char* name) {
     if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
   if (list) ibv_free_device_list(list);
   return ctx;
+}
+
+// A QP of `type` with one CQ for both queues, `depth` WRs and `sges` SGEs each way.
+inline ibv_qp* create_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, uint32_t depth, uint32_t sges) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = type;
+  init.cap.max_send_wr = init.cap.max_recv_wr = depth;
+  init.cap.max_send_sge = init.cap.max_recv_sge = sges;
+  return ibv_create_qp(pd, &init);
 }
 
 inline bool modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask) == 0; }
@@ -218,6 +231,21 @@ int run_pair(Client client, Server server) {
   ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
+}
+
+// main of a two-device check: `-a DEV` for the client (simnic0 by default), `-b DEV` for the
+// server (simnic1); `client(fd, dev_a)` and `server(fd, dev_b)` run as run_pair runs them.
+// An unknown option exits 2.
+template <typename Client, typename Server>
+int run_pair_on_devices(int argc, char** argv, Client client, Server server) {
+  const char* dev_a = "simnic0";
+  const char* dev_b = "simnic1";
+  for (int o; (o = ::getopt(argc, argv, "a:b:")) != -1;) {
+    if (o == 'a') dev_a = optarg;
+    else if (o == 'b') dev_b = optarg;
+    else return 2;
+  }
+  return run_pair([&](int fd) { return client(fd, dev_a); }, [&](int fd) { return server(fd, dev_b); });
 }
 
 }  // namespace check

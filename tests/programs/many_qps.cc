@@ -30,12 +30,7 @@ int main(int argc, char** argv) {
   }
   int made = 0;
   for (; made < n; ++made) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = wr;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    if (!ibv_create_qp(pd, &a)) {
+    if (!check::create_qp(pd, cq, IBV_QPT_RC, wr, 1)) {
       std::perror("ibv_create_qp");
       break;
     }

@@ -40,13 +40,7 @@ struct Side {
   ibv_gid gid{};
 };
 
-ibv_qp* new_rc_qp(ibv_pd* pd, ibv_cq* cq) {
-  ibv_qp_init_attr a{};
-  a.send_cq = a.recv_cq = cq;
-  a.qp_type = IBV_QPT_RC;
-  a.cap = {16, 16, 2, 2, 0};
-  return ibv_create_qp(pd, &a);
-}
+ibv_qp* new_rc_qp(ibv_pd* pd, ibv_cq* cq) { return create_qp(pd, cq, IBV_QPT_RC, 16, 2); }
 
 bool open_side(const char* dev, Side* s) {
   s->ctx = open_dev(dev);
@@ -293,12 +287,8 @@ bool run_odp(const char* dev_a, const char* dev_b) {
   CHECK(ma && mb && implicit, "ODP MRs");
   a.qp = new_rc_qp(a.pd, a.cq), b.qp = new_rc_qp(b.pd, b.cq);
   CHECK(a.qp && b.qp, "QPs on the ODP PDs");
-  ibv_qp_attr init{};
-  init.qp_state = IBV_QPS_INIT;
-  init.port_num = 1;
-  init.qp_access_flags = kRw | IBV_ACCESS_ON_DEMAND;  // the MR's flags, as programs pass them
-  CHECK(ibv_modify_qp(a.qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
-        "RESET->INIT with the MR's access flags");
+  // The MR's flags as the QP's access flags, as programs pass them.
+  CHECK(to_init(a.qp, Path{.access = kRw | IBV_ACCESS_ON_DEMAND}) == 0, "RESET->INIT with the MR's access flags");
   ibv_qp_attr reset{};
   reset.qp_state = IBV_QPS_RESET;
   CHECK(ibv_modify_qp(a.qp, &reset, IBV_QP_STATE) == 0, "back to RESET");

@@ -34,13 +34,8 @@ bool open_all(Setup& s) {
   s.pd = ibv_alloc_pd(s.ctx);
   s.cq = ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0);
   s.mr = ibv_reg_mr(s.pd, s.buf, sizeof s.buf, int(IBV_ACCESS_LOCAL_WRITE));  // no remote access
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = s.cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  s.a = ibv_create_qp(s.pd, &init);
-  s.b = ibv_create_qp(s.pd, &init);
+  s.a = check::create_qp(s.pd, s.cq, IBV_QPT_RC, 4, 1);
+  s.b = check::create_qp(s.pd, s.cq, IBV_QPT_RC, 4, 1);
   return s.pd && s.cq && s.mr && s.a && s.b && ibv_query_gid(s.ctx, 1, 0, &s.gid) == 0;
 }
 

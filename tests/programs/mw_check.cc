@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 
 #include "check_util.h"
 
@@ -329,13 +328,4 @@ bool server(int fd, const char* dev) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const char* dev_a = "simnic0";
-  const char* dev_b = "simnic1";
-  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
-    if (o == 'a') dev_a = optarg;
-    else if (o == 'b') dev_b = optarg;
-    else return 2;
-  }
-  return run_pair([&](int fd) { return client(fd, dev_a); }, [&](int fd) { return server(fd, dev_b); });
-}
+int main(int argc, char** argv) { return run_pair_on_devices(argc, argv, client, server); }

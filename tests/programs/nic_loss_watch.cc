@@ -28,12 +28,7 @@
 namespace {
 
 ibv_qp* create_init_qp(ibv_pd* pd, ibv_cq* cq) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &init);
+  ibv_qp* qp = check::create_qp(pd, cq, IBV_QPT_RC, 4, 1);
   if (!qp) return nullptr;
   return check::to_init(qp, check::Path{.access = IBV_ACCESS_LOCAL_WRITE}) == 0 ? qp : nullptr;
 }

@@ -48,14 +48,7 @@ bool open_env(Env& e, const char* dev) {
   return true;
 }
 
-ibv_qp* make_qp(Env& e, ibv_qp_type type) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = e.cq;
-  init.qp_type = type;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 8;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  return ibv_create_qp(e.pd, &init);
-}
+ibv_qp* make_qp(Env& e, ibv_qp_type type) { return create_qp(e.pd, e.cq, type, 8, 1); }
 
 // UC: RESET -> INIT -> RTR -> RTS towards `peer` (UC takes no RC-only attributes).
 bool uc_to_rts(ibv_qp* qp, uint32_t peer, const ibv_gid& gid) {
