@@ -43,6 +43,23 @@ inline ibv_context* open_dev(const char* name) {
   return ctx;
 }
 
+// A device opened with a PD, a CQ of `cqe` entries and its GID 0: what every check starts from.
+struct DeviceSetup {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_gid gid{};
+  bool open(const char* dev, int cqe) {
+    ctx = open_dev(dev);
+    CHECK(ctx, "cannot open device %s", dev ? dev : "(first)");
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, cqe, nullptr, nullptr, 0);
+    CHECK(pd && cq, "ibv_alloc_pd/ibv_create_cq: %s", std::strerror(errno));
+    CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "ibv_query_gid");
+    return true;
+  }
+};
+
 // A QP of `type` with one CQ for both queues, `depth` WRs and `sges` SGEs each way.
 inline ibv_qp* create_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, uint32_t depth, uint32_t sges) {
   ibv_qp_init_attr init{};

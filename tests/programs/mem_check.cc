@@ -32,22 +32,14 @@ using namespace check;
 constexpr size_t kPage = 4096;
 constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   ibv_qp* qp = nullptr;
-  ibv_gid gid{};
 };
 
 ibv_qp* new_rc_qp(ibv_pd* pd, ibv_cq* cq) { return create_qp(pd, cq, IBV_QPT_RC, 16, 2); }
 
 bool open_side(const char* dev, Side* s) {
-  s->ctx = open_dev(dev);
-  CHECK(s->ctx, "open %s", dev);
-  s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
-  CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  if (!s->open(dev, 64)) return false;
   s->qp = new_rc_qp(s->pd, s->cq);
   CHECK(s->qp, "create_qp");
   return true;

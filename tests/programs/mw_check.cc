@@ -46,21 +46,14 @@ struct Msg {
   int32_t status;  // client: the status of the step's last completion
 };
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   uint8_t* buf = nullptr;
   ibv_mr* mr = nullptr;
   ibv_qp* qp[kPairs] = {};
-  ibv_gid gid{};
   bool open(const char* dev, int mr_access) {
-    ctx = open_dev(dev);
-    CHECK(ctx, "cannot open %s", dev);
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    if (!DeviceSetup::open(dev, 64)) return false;
     buf = static_cast<uint8_t*>(aligned_alloc(4096, kBuf));
-    CHECK(pd && cq && buf, "pd/cq/buffer");
+    CHECK(buf, "buffer");
     std::memset(buf, 0, kBuf);
     mr = ibv_reg_mr(pd, buf, kBuf, mr_access);
     CHECK(mr, "ibv_reg_mr: %s", std::strerror(errno));

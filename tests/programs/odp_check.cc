@@ -46,20 +46,12 @@ struct Msg {
 
 
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   ibv_qp* qp[kQps] = {};
-  ibv_gid gid{};
 };
 
 bool open_side(const char* dev, Side* s) {
-  s->ctx = open_dev(dev);
-  CHECK(s->ctx, "open %s", dev);
-  s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
-  CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  if (!s->open(dev, 64)) return false;
   for (ibv_qp*& q : s->qp) {
     q = create_qp(s->pd, s->cq, IBV_QPT_RC, 16, 1);
     CHECK(q, "create_qp");

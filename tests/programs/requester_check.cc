@@ -27,24 +27,16 @@ constexpr uint32_t kQkey = 0x11111111;
 constexpr size_t kBuf = 4096;
 constexpr uint8_t kTclass = 252;
 
-struct Env {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Env : DeviceSetup {
   ibv_mr* mr = nullptr;
-  ibv_gid gid{};
   alignas(8) uint8_t buf[kBuf] = {};
 };
 
 bool open_env(Env& e, const char* dev) {
-  e.ctx = open_dev(dev);
-  CHECK(e.ctx, "cannot open device %s", dev ? dev : "(first)");
-  e.pd = ibv_alloc_pd(e.ctx);
-  e.cq = ibv_create_cq(e.ctx, 64, nullptr, nullptr, 0);
+  if (!e.open(dev, 64)) return false;
   e.mr = ibv_reg_mr(e.pd, e.buf, kBuf,
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-  CHECK(e.pd && e.cq && e.mr, "pd/cq/mr: %s", std::strerror(errno));
-  CHECK(ibv_query_gid(e.ctx, 1, 0, &e.gid) == 0, "ibv_query_gid");
+  CHECK(e.mr, "ibv_reg_mr: %s", std::strerror(errno));
   return true;
 }
 
