@@ -46,8 +46,9 @@ TEST(Conformance, ArmingForAnyCompletionIsNotNarrowedBySolicitedOnly) {
 // One completion vector per CPU, as rxe; a CQ on each works, one past them is EINVAL, explained.
 TEST(Conformance, EveryCpuIsACompletionVector) {
   const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
-  conformance_step("vectors", {std::to_string(cpus) + " completion vectors",
-                               "simnic: ibv_create_cq: EINVAL: comp_vector " + std::to_string(cpus) + " does not exist"});
+  const std::string n = std::to_string(cpus);
+  conformance_step("vectors", {n + " completion vectors",
+                               "simnic: ibv_create_cq: EINVAL: comp_vector " + n + " does not exist"});
 }
 
 // An extended CQ with every wc_flag rxe's provider offers (the standard fields and both

@@ -19,7 +19,8 @@ TEST(Odp, OneGibOfMostlyUnmappedMemoryServesRdmaAndNaksItsHoles) {
                   "advise: prefetch of a mapped page 0, of an unmapped one with FLUSH EFAULT",
                   "explicit ODP: 2 pages written and 1 read, 333 MiB and 1 GiB apart, bytes compared",
                   "explicit ODP: a WRITE to an unmapped page completed with remote access error",
-                  "implicit ODP: 4096 bytes read and 4096 written, a READ of an unmapped page completed with remote access error",
+                  "implicit ODP: 4096 bytes read and 4096 written, a READ of an unmapped page completed with remote "
+                  "access error",
                   "local ODP fault: a WRITE from an unmapped page completed with local protection error",
                   "server: the peer's WRITEs landed 333 MiB and 1 GiB apart; the hole stayed unmapped", "PASS"});
 }

@@ -161,7 +161,8 @@ TEST(OutputFiles, AFullDiskLeavesWholeRecordsLoggedOnceAndCounted) {
     EXPECT_GT(number(st0, "pcap_records_lost") + number(st1, "pcap_records_lost"), 0u);
     run({bin_dir() + "/simnic", "down"}, nics.env(), 30s);
     for (const char* nic : {"simnic0", "simnic1"}) {
-      const std::string pcap = test::read_all(out + "/" + nic + ".pcap"), trace = test::read_all(out + "/" + nic + ".jsonl");
+      const std::string pcap = test::read_all(out + "/" + nic + ".pcap");
+      const std::string trace = test::read_all(out + "/" + nic + ".jsonl");
       EXPECT_GE(test::whole_pcap_records(pcap), 0) << nic << ".pcap is cut mid-record: " << pcap.size() << " bytes";
       EXPECT_GE(whole_lines(trace), 0) << nic << ".jsonl is cut mid-line: " << trace.size() << " bytes";
       const std::string log = test::read_all(nics.dir() + "/" + nic + ".log");

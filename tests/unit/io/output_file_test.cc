@@ -260,7 +260,8 @@ std::string fill_a_small_disk(const std::string& dir) {
   if (!test::contains(pcap_status, "pcap_stopped write_error\n")) bad << "status: " << pcap_status << "; ";
   if (pcap_log.lines.size() != 1 || trace_log.lines.size() != 1)
     bad << "logged " << pcap_log.lines.size() << " and " << trace_log.lines.size() << " times, not once each; ";
-  else if (!test::contains(pcap_log.lines[0], "No space left on device") || !test::contains(pcap_log.lines[0], "last whole record"))
+  else if (!test::contains(pcap_log.lines[0], "No space left on device") ||
+           !test::contains(pcap_log.lines[0], "last whole record"))
     bad << "log: " << pcap_log.lines[0] << "; ";
   return bad.str();
 }
