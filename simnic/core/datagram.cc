@@ -55,7 +55,7 @@ std::string ud_too_long_why(const abi::RecvWqe& wqe, uint32_t len, size_t payloa
 void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
   ++counters_.rx_drop_ud_too_long;
   const std::string why = ud_too_long_why(wqe, len, len - kGrhBytes);
-  tracer_.event("pkt_drop").u("qp", qp.qpn).s("reason", why + ": datagram dropped, WQE kept (IBA 9.9.3, class D)");
+  tracer_.event(TraceKind::kPktDrop).u("qp", qp.qpn).s("reason", why + ": datagram dropped, WQE kept (IBA 9.9.3, class D)");
   log_limited(LogLevel::kWarn, "ud_too_long", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a UD datagram: " + why +
            ". A UD datagram that does not fit the receive WQE is discarded and the WQE stays posted "
@@ -68,7 +68,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   if (!can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
     ++counters_.rx_drop_qkey;
-    tracer_.event("pkt_drop").u("qp", qp.qpn)
+    tracer_.event(TraceKind::kPktDrop).u("qp", qp.qpn)
         .s("reason", "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)");
     ud_missed(qp.qpn, now_);  // a guess of the Q_Key: UdProbeGuard counts it
     return;
@@ -77,7 +77,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   RecvInProgress rip;
   if (!peek_recv_wqe(qp, &rip)) {
     ++counters_.rx_drop_no_wqe;
-    tracer_.event("pkt_drop").u("qp", qp.qpn).s("reason", "no receive WQE posted (UD has no RNR: the datagram is lost)");
+    tracer_.event(TraceKind::kPktDrop).u("qp", qp.qpn).s("reason", "no receive WQE posted (UD has no RNR: the datagram is lost)");
     return;
   }
   const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
@@ -95,7 +95,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
     log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
-    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
+    tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
     wc.status = err.status;
     push_cqe(*qp.recv_cq, wc, false);
     if (!keep_qp) set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));

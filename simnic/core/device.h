@@ -462,9 +462,9 @@ class Device : private ObjectTables {
 
   // trace.cc helpers
   void trace_new_wqes(Qp& qp);
-  void trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
+  void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst,
                     const proto::PacketHeaders& h, uint32_t mask, size_t payload, const char* fault);
-  void trace_qp_lifecycle(const char* kind, const Qp& qp);
+  void trace_qp_lifecycle(TraceKind kind, const Qp& qp);
   std::string qp_attr_json(const Qp& qp) const;
   void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
   void trace_mw_create(const Mw& mw);

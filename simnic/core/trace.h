@@ -3,6 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "simnic/core/trace_kinds.h"
 
 namespace simnic::core {
 
@@ -17,10 +20,13 @@ class Tracer;
 // One event under construction; emitted when it goes out of scope.
 class TraceEvent {
  public:
-  TraceEvent(Tracer* t, const char* kind);  // t == nullptr: a no-op event
+  TraceEvent(Tracer* t, TraceKind kind);  // t == nullptr: a no-op event
   ~TraceEvent();
   TraceEvent(const TraceEvent&) = delete;
   TraceEvent& operator=(const TraceEvent&) = delete;
+  // Moved out of a helper that starts the event for its caller to finish (Device::drop).
+  TraceEvent(TraceEvent&& o) noexcept : t_(o.t_), line_(std::move(o.line_)) { o.t_ = nullptr; }
+  TraceEvent& operator=(TraceEvent&&) = delete;
 
   TraceEvent& u(const char* key, uint64_t v);
   TraceEvent& i(const char* key, int64_t v);
@@ -47,8 +53,8 @@ class Tracer {
   uint64_t wall_ns() const { return wall_ns_; }
   bool on() const { return sink_ != nullptr; }
   uint64_t next_seq() const { return seq_ + 1; }
-  // Usage: tracer.event("qp_state").u("qp", qpn).s("from", "INIT");
-  TraceEvent event(const char* kind) { return TraceEvent(on() ? this : nullptr, kind); }
+  // Usage: tracer.event(TraceKind::kQpState).u("qp", qpn).s("from", "INIT");
+  TraceEvent event(TraceKind kind) { return TraceEvent(on() ? this : nullptr, kind); }
 
  private:
   friend class TraceEvent;
