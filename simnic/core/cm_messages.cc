@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/cm_agent.h"
+#include "simnic/core/drop_reasons.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 
@@ -40,7 +41,8 @@ void CmAgent::trace_mad(TraceKind kind, uint32_t src, uint32_t dst, uint32_t psn
                         const char* fault) {
   auto e = tracer_.event(kind);
   e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(kUdSendOnly).name)
-      .u("opcode_num", kUdSendOnly).u("psn", psn).u("dest_qp", cm::kGsiQpn).u("payload", cm::kMadBytes)
+      .u("opcode_num", kUdSendOnly)
+      .s("op_flags", op_flags_string(opcode_info(kUdSendOnly).mask)).u("psn", psn).u("dest_qp", cm::kGsiQpn).u("payload", cm::kMadBytes)
       .raw("deth", "{\"qkey\":" + std::to_string(cm::kGsiQkey) + ",\"src_qp\":1}")
       .s("cm", cm::attr_name(m.attr_id)).u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
   if (m.attr_id == cm::kReq || m.attr_id == cm::kSidrReq) e.hex("service_id", m.service_id);
@@ -124,7 +126,7 @@ void CmAgent::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& pkt
                         : pkt.h.deth.qkey != cm::kGsiQkey ? cm::DecodeError::kNotCm
                                                            : cm::decode(pkt.payload, &m);
   if (err != cm::DecodeError::kOk) {
-    tracer_.event(TraceKind::kPktDrop).u("qp", 1).s("reason", std::string("QP1: ") + cm::decode_error_name(err));
+    if (tracer_.on()) trace_drop(tracer_, Drop::kCmNotDecodable, 1, cm::decode_error_name(err));
     return;
   }
   if (tracer_.on())

@@ -145,7 +145,13 @@ const char* comp_step_name(CompStep step) {
 void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
-  while (step != CompStep::kDone) step = completer_step(c, step);
+  StepPath path;
+  const bool tracing = tracer_.on();
+  while (step != CompStep::kDone) {
+    if (tracing) path.add(step);
+    step = completer_step(c, step);
+  }
+  if (tracing) trace_engine_steps(tracer_, "completer", qp.qpn, pkt.h.bth.psn, path, comp_step_name);
   cc_sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
 }
 
@@ -175,9 +181,7 @@ CompStep Device::completer_step(CompletionWork& c, CompStep step) {
 CompStep Device::comp_check_state(CompletionWork& c) {
   Qp& qp = c.qp;
   if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE) return CompStep::kCheckPsn;
-  ++counters_.rx_drop_qp_state;
-  tracer_.event(TraceKind::kPktDrop).s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
-  log_limited(LogLevel::kInfo, "resp_state", qp.qpn, [&] {
+  drop(Drop::kResponseState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
   });
   return CompStep::kDone;
@@ -283,9 +287,7 @@ CompStep Device::comp_check_msn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
   const uint8_t syndrome = c.pkt.h.aeth.syndrome;
   if (!ack_msn_plausible(qp, psn, c.pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
-    ++counters_.rx_drop_bad_msn;
-    tracer_.event(TraceKind::kPktDrop).s("reason", "an ACK whose MSN counts messages never sent").u("qp", qp.qpn);
-    log_limited(LogLevel::kInfo, "bad_msn", qp.qpn, [&] {
+    drop(Drop::kBadMsn, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(c.pkt.h.aeth.msn) +
              ": it counts messages this QP never sent (forged, or from an old connection)";
     });

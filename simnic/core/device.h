@@ -27,6 +27,7 @@
 #include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
 #include "simnic/core/env.h"
+#include "simnic/core/drop_reasons.h"
 #include "simnic/core/engine_steps.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/gid_table.h"
@@ -300,6 +301,16 @@ class Device : private ObjectTables {
     notice(qpn, text);
     if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
     log(level, text);
+  }
+  // Counts, logs (if its row says so) and traces one dropped packet by its row of the drop
+  // table (drop_reasons.h); `line` says what was wrong with this packet, built only when it is
+  // logged or traced. Returns the pkt_drop event, for the caller to add fields to.
+  template <class MakeLine>
+  TraceEvent drop(Drop why, uint32_t qpn, MakeLine&& line) {
+    const DropReason& r = drop_reason(why);
+    if (r.counter) ++(counters_.*r.counter);
+    if (r.logged) log_limited(r.level, r.name, qpn, line);
+    return trace_drop(tracer_, why, qpn, tracer_.on() ? line() : std::string());
   }
   // The program that owns QP `qpn` is told too, when it next asks (a bounded queue).
   void notice(uint32_t qpn, const std::string& text);

@@ -132,10 +132,8 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
   if (why.empty() && members.empty())
     why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    ++counters_.rx_drop_mcast;
-    tracer_.event(TraceKind::kPktDrop).s("reason", why).s("group", ip_string(group_ip));
-    log_limited(LogLevel::kInfo, "mcast_drop", kMulticastQpn,
-                [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; });
+    drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+        .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {

@@ -160,10 +160,8 @@ Error Device::recv_scatter_error(int e) {
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    ++counters_.rx_drop_uc_message;
-    log_limited(LogLevel::kWarn, "uc_discard", qp.qpn,
-                [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; });
-    tracer_.event(TraceKind::kPktDrop).s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
+    drop(Drop::kUcMessage, qp.qpn, [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; })
+        .u("psn", psn);
   }
   qp.resp.uc_dropping = true;
   uc_abandon_message(qp);
@@ -195,9 +193,7 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
 
 bool Device::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
-  ++counters_.rx_drop_qp_state;
-  tracer_.event(TraceKind::kPktDrop).s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
-  log_limited(LogLevel::kWarn, "recv_state", qp.qpn, [&] {
+  drop(Drop::kRequestState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
            (qp.state == IBV_QPS_ERR ? " (after an error; see the line that moved it there), and receives nothing until reset"
                                     : ", and a QP receives only from RTR on (IBA 10.3.1): move it to RTR before the peer sends");
@@ -214,7 +210,10 @@ const char* resp_step_name(RespStep step) {
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   RespStep step = RespStep::kCheckState;
+  StepPath path;
+  const bool tracing = tracer_.on();
   while (step != RespStep::kDone) {
+    if (tracing) path.add(step);
     switch (step) {
       case RespStep::kCheckState: step = can_receive(qp) ? RespStep::kCheckPsn : RespStep::kDone; break;
       case RespStep::kCheckPsn: step = resp_check_psn(qp, pkt); break;
@@ -223,6 +222,7 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       case RespStep::kDone: break;
     }
   }
+  if (tracing) trace_engine_steps(tracer_, "responder", qp.qpn, pkt.h.bth.psn, path, resp_step_name);
 }
 
 RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {

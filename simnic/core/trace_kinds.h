@@ -20,7 +20,7 @@ namespace simnic::core {
   X(kWqePosted, "wqe_posted") X(kWqeDone, "wqe_done") X(kPktTx, "pkt_tx") X(kPktRx, "pkt_rx") \
   X(kPktDrop, "pkt_drop") X(kNak, "nak") X(kRetransmit, "retransmit") X(kCcCut, "cc_cut") \
   X(kTimer, "timer") X(kDma, "dma") X(kOdpFault, "odp_fault") X(kCqe, "cqe") X(kCqEvent, "cq_event") \
-  X(kError, "error") X(kStep, "step") X(kEngineStep, "engine_step") X(kMcastAttach, "mcast_attach") \
+  X(kError, "error") X(kStep, "step") X(kEngineSteps, "engine_steps") X(kMcastAttach, "mcast_attach") \
   X(kMcastDetach, "mcast_detach") X(kMcastDeliver, "mcast_deliver") X(kCmRx, "cm_rx") X(kCmId, "cm_id") \
   X(kCmState, "cm_state") X(kCmEvent, "cm_event")
 
