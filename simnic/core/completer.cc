@@ -146,7 +146,7 @@ void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   StepPath path;
-  const bool tracing = tracer_.on();
+  const bool tracing = tracer_.engine_steps_on();
   while (step != CompStep::kDone) {
     if (tracing) path.add(step);
     step = completer_step(c, step);

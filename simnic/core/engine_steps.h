@@ -36,8 +36,9 @@ enum class RespStep : uint8_t {
 };
 const char* resp_step_name(RespStep step);
 
-// The steps one packet walked, kept only while tracing, on the stack: one engine_steps event
-// per packet at the end of its walk, nothing allocated and nothing written when trace is off.
+// The steps one packet walked, kept on the stack only while engine steps are traced: one
+// engine_steps event per packet at the end of its walk; when they are not, nothing is kept,
+// allocated or written.
 class StepPath {
  public:
   template <class Step>

@@ -211,7 +211,7 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   RespStep step = RespStep::kCheckState;
   StepPath path;
-  const bool tracing = tracer_.on();
+  const bool tracing = tracer_.engine_steps_on();
   while (step != RespStep::kDone) {
     if (tracing) path.add(step);
     switch (step) {

@@ -52,6 +52,10 @@ class Tracer {
   void set_wall_ns(uint64_t w) { wall_ns_ = w; }
   uint64_t wall_ns() const { return wall_ns_; }
   bool on() const { return sink_ != nullptr; }
+  // The engines' steps (engine_steps events, one per packet) are traced only when asked
+  // (simnicd --trace-steps): a viewer's history would otherwise pay for them on every packet.
+  void set_engine_steps(bool on) { steps_ = on; }
+  bool engine_steps_on() const { return sink_ != nullptr && steps_; }
   uint64_t next_seq() const { return seq_ + 1; }
   // Usage: tracer.event(TraceKind::kQpState).u("qp", qpn).s("from", "INIT");
   TraceEvent event(TraceKind kind) { return TraceEvent(on() ? this : nullptr, kind); }
@@ -63,6 +67,7 @@ class Tracer {
   uint64_t seq_ = 0;
   uint64_t t_ns_ = 0;
   uint64_t wall_ns_ = 0;
+  bool steps_ = false;
 };
 
 std::string json_escape(const std::string& s);
