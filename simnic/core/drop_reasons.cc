@@ -11,7 +11,8 @@ constexpr LogLevel kWarn = LogLevel::kWarn, kInfo = LogLevel::kInfo, kDebug = Lo
 
 // In the order of enum class Drop.
 constexpr DropReason kDropTable[] = {
-    {&C::rx_drop_malformed, "malformed", true, kDebug, "not a well-formed RoCEv2 packet", "IBA 9.2 (base transport header)"},
+    {&C::rx_drop_malformed, "malformed", true, kDebug, "not a well-formed RoCEv2 packet",
+     "IBA 9.2 (base transport header)"},
     {&C::rx_drop_icrc, "bad_icrc", true, kDebug, "bad ICRC: corrupted, or not computed as RoCEv2 does",
      "IBA Annex A17 (RoCEv2 ICRC)"},
     {&C::rx_drop_wrong_source, "wrong_port", true, kWarn, "not from a NIC's UDP port", ""},
@@ -19,7 +20,8 @@ constexpr DropReason kDropTable[] = {
      ""},
     {&C::rx_drop_no_qp, "no_qp", true, kWarn, "no such QP", ""},
     {&C::rx_drop_unexpected, "wrong_transport", true, kWarn, "opcode of another transport", ""},
-    {&C::rx_drop_wrong_source, "wrong_peer", true, kWarn, "not from the QP's peer", "IBA 9.6.1.5.1 (source address check)"},
+    {&C::rx_drop_wrong_source, "wrong_peer", true, kWarn, "not from the QP's peer",
+     "IBA 9.6.1.5.1 (source address check)"},
     {&C::rx_drop_qp_state, "request_state", true, kWarn, "QP cannot receive in this state",
      "IBA 10.3.1 (a QP receives from RTR on)"},
     {&C::rx_drop_qp_state, "response_state", true, kInfo, "a response for a QP that is not sending", ""},

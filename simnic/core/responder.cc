@@ -160,8 +160,9 @@ Error Device::recv_scatter_error(int e) {
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    drop(Drop::kUcMessage, qp.qpn, [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; })
-        .u("psn", psn);
+    drop(Drop::kUcMessage, qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why;
+    }).u("psn", psn);
   }
   qp.resp.uc_dropping = true;
   uc_abandon_message(qp);

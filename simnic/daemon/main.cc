@@ -114,7 +114,8 @@ struct Flags {
       gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us, udp_fd;
   std::optional<std::string> pcap_max_bytes, trace_max_bytes;
-  bool paused = false, no_history = false, trace_steps = false, verbose = false, help = false, gso = false, no_gso = false;
+  bool paused = false, no_history = false, trace_steps = false, verbose = false, help = false, gso = false,
+       no_gso = false;
   std::vector<std::string> extras;
 };
 
