@@ -58,7 +58,7 @@ Kinds emitted_kinds(std::vector<std::string>* unreadable) {
     for (std::sregex_iterator it(text.begin(), text.end(), any_event), end; it != end; ++it) {
       const std::string arg = (*it)[1];
       const bool forwarded = arg == "kind" && text.find("(TraceKind kind") != std::string::npos;
-      if (!forwarded && !std::regex_match(arg, std::regex(R"re(TraceKind::k\w+)re")))
+      if (!forwarded && !std::regex_match(arg, std::regex(R"re((core::)?TraceKind::k\w+)re")))
         unreadable->push_back(p.filename().string() + ": event(" + arg + ")");
     }
   }
