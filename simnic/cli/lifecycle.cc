@@ -186,6 +186,7 @@ const char kUpUsage[] =
     "                      nobody else, or sticky like /tmp (docs/security.md)\n"
     "  --loss P --dup P --reorder P --delay US --seed N\n"
     "                      fault injection on every NIC's outgoing packets\n"
+    "  --trace-steps       trace the steps each packet walks in the engines (engine_steps)\n"
     "  --paused            start in step mode (see `simnic step`)\n"
     "  --no-history        keep no recent events for a viewer that attaches later (faster; for\n"
     "                      benchmarks)\n"
@@ -270,7 +271,8 @@ int cmd_up(const std::vector<std::string>& args) {
       if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
       common.push_back(a);
       common.push_back(v);
-    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso" || a == "--no-gso") {
+    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso" || a == "--no-gso" ||
+               a == "--trace-steps") {
       common.push_back(a);
     } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
       count = std::atoi(a.c_str());

@@ -6,6 +6,9 @@
 
 namespace simnic::core {
 
+// An opcode table mask's kinds, "REQUEST|SEND|FIRST|RC" (trace_points.cc): pkt_tx/pkt_rx's op_flags.
+std::string op_flags_string(uint32_t opcode_mask);
+
 // "0x1a2b": keys, QPNs and addresses as an RDMA programmer reads them.
 inline std::string hex(uint64_t v) {
   char b[24];
