@@ -63,9 +63,11 @@ constexpr Help kPacket[] = {
                  "receiving TGT QP's XRC domain, else NAK invalid request"},
 };
 
-// Fields whose meaning depends on the kind.
-const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
-  static const std::map<std::string, std::map<std::string, std::string>> m = {
+using FieldsByKind = std::map<std::string, std::map<std::string, std::string>>;
+
+// Fields of the events about work requests, completions and the verbs objects.
+FieldsByKind object_fields() {
+  return {
       {"wqe_posted",
        {{"queue", "sq = send queue (requests this side starts), rq = receive queue (buffers for incoming SENDs)"},
         {"index", "the ring slot's free-running producer index (slot = index mod ring size)"},
@@ -111,6 +113,12 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
        {{"srqn", "the XRC SRQ number (ibv_get_srq_num): what requesters put in the XRCETH"},
         {"xrcd", "its XRC domain: only TGT QPs of this domain deliver into it"},
         {"cq", "the CQ its receives complete on"}}},
+  };
+}
+
+// Fields of the events about the wire, the engines, timers, memory and multicast.
+FieldsByKind protocol_fields() {
+  return {
       {"nak",
        {{"psn", "the PSN the NAK names (the one expected, for a sequence error)"},
         {"code", "why the responder refused: PSN_SEQ_ERR, INVALID_REQUEST, REMOTE_ACCESS_ERR, REMOTE_OP_ERR, RNR"},
@@ -150,6 +158,15 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
       {"nic_up", {{"addr", "this NIC's IPv4 address"}, {"port", "UDP port (4791 = RoCEv2)"}, {"mtu", "active path MTU in bytes"}}},
       {"step", {{"paused", "true: the NIC holds every event until `simnic step NAME next`; simulated time stops"}}},
   };
+}
+
+// Fields whose meaning depends on the kind.
+const FieldsByKind& by_kind() {
+  static const FieldsByKind m = [] {
+    FieldsByKind all = object_fields();
+    all.merge(protocol_fields());
+    return all;
+  }();
   return m;
 }
 
