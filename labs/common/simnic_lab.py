@@ -411,10 +411,6 @@ def _first_block():
     return os.getpid() % ADDR_BLOCKS
 
 
-def _ipv4_base():
-    return _block_base(_first_block())
-
-
 def _lock_dir():
     """A folder only this user can write, for the block locks: $XDG_RUNTIME_DIR/simnic-lab-addr,
     else /tmp/simnic-lab-addr-UID (checked to be ours: another user could have made it first).
@@ -538,7 +534,7 @@ class Lab:
         patch = self._broken_patch()
         if not patch:
             return
-        r = self._run_plain(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
+        r = self.run_tool(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
                              "-d", src, "-i", patch], 30, "patch")
         if r.rc != 0:
             raise RuntimeError("broken/%s does not apply to solution/: %s" % (os.path.basename(patch), r.out))
@@ -581,7 +577,7 @@ class Lab:
         steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
                  ["cmake", "--build", self.build_dir, "-j2"]]
         for i, cmd in enumerate(steps):
-            r = self._run_plain(cmd, 240, "build")
+            r = self.run_tool(cmd, 240, "build")
             self._keep_feedback("build.log", "$ %s\n%s" % (" ".join(cmd), r.out), append=i > 0)
             if r.rc != 0:
                 errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
@@ -614,7 +610,7 @@ class Lab:
         src, build = os.path.join(self.tmp, "reference-src"), os.path.join(self.tmp, "reference-build")
         self._assemble_sources(src, [os.path.join(sealed_dir(self.lab_dir), "solution")])
         for cmd in (["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Debug"], ["cmake", "--build", build, "-j2"]):
-            r = self._run_plain(cmd, 240, "reference build")
+            r = self.run_tool(cmd, 240, "reference build")
             if r.rc != 0:
                 raise RuntimeError("the lab's reference solution does not build: " + r.tail(6))
         return {p: os.path.join(build, p) for p in programs}
@@ -629,14 +625,12 @@ class Lab:
                                % (", ".join(missing), ref_dir))
         return paths
 
-    def run_tool(self, argv, timeout, name):
-        """Runs a helper command that needs no NIC (a plot script, a compiler) to the end or
-        `timeout` seconds: a Result. For the student's programs on the NICs use run/start."""
-        return self._run_plain(argv, timeout, name)
-
-    def _run_plain(self, argv, timeout, name):
+    def run_tool(self, argv, timeout, name, env=None):
+        """Runs a helper command that needs no NIC (a plot script, a compiler, simnic itself) to
+        the end or `timeout` seconds, in a session of its own: a Result. For the student's
+        programs on the NICs use run/start."""
         try:
-            p = subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            p = subprocess.run([str(a) for a in argv], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
             return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
         except subprocess.TimeoutExpired as e:
@@ -660,16 +654,7 @@ class Lab:
         return env
 
     def _simnic(self, args, timeout=30):
-        return self._run_env([self.simnic] + list(args), timeout, "simnic " + args[0])
-
-    def _run_env(self, argv, timeout, name):
-        try:
-            p = subprocess.run([str(a) for a in argv], env=self.env(), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                               start_new_session=True)
-            return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
-        except subprocess.TimeoutExpired as e:
-            return Result(name, -1, (e.output or b"").decode("utf-8", "replace"), True)
+        return self.run_tool([self.simnic] + list(args), timeout, "simnic " + args[0], env=self.env())
 
     def up(self, count=2, mtu=None, extra=()):
         """Starts `count` NICs with tracing in the private SIMNIC_DIR (nothing with --device)."""
