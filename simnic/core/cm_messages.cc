@@ -42,7 +42,7 @@ void CmAgent::trace_mad(TraceKind kind, uint32_t src, uint32_t dst, uint32_t psn
   auto e = tracer_.event(kind);
   e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(kUdSendOnly).name)
       .u("opcode_num", kUdSendOnly)
-      .s("op_flags", op_flags_string(opcode_info(kUdSendOnly).mask)).u("psn", psn).u("dest_qp", cm::kGsiQpn)
+      .s("op_flags", op_flags_of(kUdSendOnly)).u("psn", psn).u("dest_qp", cm::kGsiQpn)
       .u("payload", cm::kMadBytes)
       .raw("deth", "{\"qkey\":" + std::to_string(cm::kGsiQkey) + ",\"src_qp\":1}")
       .s("cm", cm::attr_name(m.attr_id)).u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);

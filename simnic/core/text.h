@@ -6,8 +6,9 @@
 
 namespace simnic::core {
 
-// An opcode table mask's kinds, "REQUEST|SEND|FIRST|RC" (trace_points.cc): pkt_tx/pkt_rx's op_flags.
-std::string op_flags_string(uint32_t opcode_mask);
+// An opcode's kinds from its opcode-table row, "REQUEST|SEND|FIRST|RC" (trace_points.cc):
+// pkt_tx/pkt_rx's op_flags.
+const std::string& op_flags_of(uint8_t opcode);
 
 // "0x1a2b": keys, QPNs and addresses as an RDMA programmer reads them.
 inline std::string hex(uint64_t v) {

@@ -1,6 +1,8 @@
 // Trace helpers shared by the engines: how packets, WQEs and objects are described in events.
 #include <arpa/inet.h>
 
+#include <array>
+
 #include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
 #include "simnic/core/errors.h"
@@ -20,43 +22,52 @@ std::string hex_json(uint64_t v) {
   return b;
 }
 
-std::string send_flags_string(uint32_t f) {
+using BitName = std::pair<uint32_t, const char*>;
+
+// The names of the bits set in `v`, "A|B|C", in the table's order.
+template <size_t N>
+std::string bit_names(uint32_t v, const BitName (&names)[N]) {
   std::string s;
-  auto add = [&](uint32_t bit, const char* name) {
-    if (f & bit) s += (s.empty() ? "" : "|") + std::string(name);
-  };
-  add(IBV_SEND_SIGNALED, "SIGNALED");
-  add(IBV_SEND_INLINE, "INLINE");
-  add(IBV_SEND_FENCE, "FENCE");
-  add(IBV_SEND_SOLICITED, "SOLICITED");
+  for (auto [bit, name] : names)
+    if (v & bit) (s += s.empty() ? "" : "|") += name;
   return s;
+}
+
+std::string send_flags_string(uint32_t f) {
+  static constexpr BitName kNames[] = {{IBV_SEND_SIGNALED, "SIGNALED"}, {IBV_SEND_INLINE, "INLINE"},
+                                       {IBV_SEND_FENCE, "FENCE"}, {IBV_SEND_SOLICITED, "SOLICITED"}};
+  return bit_names(f, kNames);
+}
+
+std::string kinds_of(uint32_t mask) {
+  static constexpr BitName kKindBits[] = {
+      {kIsRequest, "REQUEST"}, {kIsResponse, "RESPONSE"},   {kIsFirst, "FIRST"},          {kIsMiddle, "MIDDLE"},
+      {kIsLast, "LAST"},       {kIsSend, "SEND"},           {kIsWrite, "WRITE"},          {kIsReadReq, "READ_REQ"},
+      {kIsReadResp, "READ_RESP"}, {kIsAtomic, "ATOMIC"},    {kIsAtomicWrite, "ATOMIC_WRITE"}, {kIsAck, "ACK"},
+      {kIsRc, "RC"},           {kIsUc, "UC"},               {kIsUd, "UD"},                {kIsXrc, "XRC"}};
+  return bit_names(mask, kKindBits);
 }
 
 }  // namespace
 
 // What the opcode is, from its row of the opcode table (IBA Table 38): a viewer classifies
 // packets by these, never by the opcode's name. The header bits are not listed: the headers
-// themselves are in the event.
-std::string op_flags_string(uint32_t mask) {
-  static constexpr std::pair<uint32_t, const char*> kKindBits[] = {
-      {kIsRequest, "REQUEST"}, {kIsResponse, "RESPONSE"},   {kIsFirst, "FIRST"},          {kIsMiddle, "MIDDLE"},
-      {kIsLast, "LAST"},       {kIsSend, "SEND"},           {kIsWrite, "WRITE"},          {kIsReadReq, "READ_REQ"},
-      {kIsReadResp, "READ_RESP"}, {kIsAtomic, "ATOMIC"},    {kIsAtomicWrite, "ATOMIC_WRITE"}, {kIsAck, "ACK"},
-      {kIsRc, "RC"},           {kIsUc, "UC"},               {kIsUd, "UD"},                {kIsXrc, "XRC"}};
-  std::string s;
-  for (auto [bit, name] : kKindBits)
-    if (mask & bit) (s += s.empty() ? "" : "|") += name;
-  return s;
+// themselves are in the event. Spelled once per opcode, not once per traced packet.
+const std::string& op_flags_of(uint8_t opcode) {
+  static const auto kSpelled = [] {
+    std::array<std::string, 256> t;
+    for (size_t op = 0; op < t.size(); ++op) t[op] = kinds_of(opcode_info(uint8_t(op)).mask);
+    return t;
+  }();
+  return kSpelled[opcode];
 }
 
 std::string access_string(uint32_t access) {
-  std::string acc;
-  for (auto [bit, name] : {std::pair{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                           {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
-                           {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
-                           {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}})
-    if (access & bit) acc += (acc.empty() ? "" : "|") + std::string(name);
-  return acc;
+  static constexpr BitName kNames[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+                                       {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
+                                       {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
+                                       {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}};
+  return bit_names(access, kNames);
 }
 
 const char* wc_opcode_name(ibv_wc_opcode op) {
@@ -106,7 +117,7 @@ void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t d
   auto e = tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
   e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(h.bth.opcode).name)
-      .u("opcode_num", h.bth.opcode).s("op_flags", op_flags_string(opcode_info(h.bth.opcode).mask))
+      .u("opcode_num", h.bth.opcode).s("op_flags", op_flags_of(h.bth.opcode))
       .u("psn", h.bth.psn).u("dest_qp", h.bth.dest_qp).b("ack_req", h.bth.ack_req)
       .b("se", h.bth.solicited).u("payload", payload);
   if (mask & kHasReth)
