@@ -25,6 +25,12 @@ PACKAGES=(
                                             # clang only recommends the runtimes, hence libclang-rt-dev
   ccache                                    # test.sh's extra sanitizer builds reuse compiled objects
   gnuplot-nox                               # simnic bench draws its PNG plot with it
+  # issue 25: the middleware tests (tests/middleware) run Debian's own builds, unmodified
+  ucx-utils                                 # ucx_info, ucx_perftest (UCX 1.13: rc_verbs, ud_verbs)
+  openmpi-bin libopenmpi-dev netpipe-openmpi  # mpirun.openmpi, mpicc.openmpi (the Allreduce check), NPopenmpi
+  mpich libmpich-dev                        # mpiexec.mpich, mpicc.mpich (MPICH 4.0 over UCX)
+  libfabric-bin                             # fi_info, fi_pingpong (libfabric 1.17's verbs provider)
+  fio                                       # fio's ioengine=rdma
 )
 
 missing=()
