@@ -35,6 +35,12 @@ int Device::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_i
 
 namespace {
 
+// ibv_wc.sl of a UD receive. On RoCE there is no service level to report; ConnectX (libmlx5)
+// puts the datagram's L3 header type there, 0 = GRH (RoCE v1), 1 = IPv6, 2 = IPv4, and UCX's
+// ud_verbs reads it to find the destination address in the GRH area (uct_ud_iface_check_grh).
+// simnic carries RoCE v2 over IPv4 only: 2. InfiniBand mode carries no SL in its packets: 0.
+uint8_t wc_sl(bool infiniband) { return infiniband ? 0 : 2; }
+
 // The bytes a receive WQE's scatter list holds (their MRs are checked as bytes land).
 uint64_t ud_room(const abi::RecvWqe& wqe) {
   uint64_t room = 0;
@@ -115,6 +121,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   wc.status = IBV_WC_SUCCESS;
   wc.byte_len = len;
   wc.wc_flags = config_.infiniband ? 0 : IBV_WC_GRH;
+  wc.sl = wc_sl(config_.infiniband);
   wc.slid = lid_of(src_ip);
   if (pkt.mask & kHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;

@@ -344,5 +344,26 @@ TEST_F(Addressing, UdDatagramsGoByDlidAndArriveWithTheSendersLidAndNoGrh) {
   EXPECT_EQ(a->dev.create_ah(a->ctx, a->pd, lid_av(77), &ah), EINVAL);
 }
 
+// InfiniBand mode has no GRH and so no RoCE L3 type: wc.sl stays 0 (simnic carries no SL).
+TEST_F(Addressing, UdReceiveInInfiniBandModeReportsSlZero) {
+  make({.type = IBV_QPT_UD, .infiniband = true});
+  connect_ud(*a);
+  connect_ud(*b);
+  uint32_t ah = 0;
+  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
+  fill(*a, 0, 16, 6);
+  post_recv(*b, 70, 65536, 40 + 16);
+  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 16);
+  w.ah = ah;
+  w.remote_qpn = b->qp->qpn;
+  w.remote_qkey = kQkey;
+  post_send(*a, w);
+  fabric.deliver_all(now);
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].sl, 0);
+}
+
 }  // namespace
 }  // namespace simnic::testing

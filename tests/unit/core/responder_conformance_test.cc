@@ -318,5 +318,30 @@ TEST_F(ResponderConformance, RnrNakedWriteWithImmSucceedsOnceAReceiveIsPosted) {
   }
 }
 
+// Receive: a UD datagram into an SRQ's WQE on RoCE.
+// Expect: wc.sl 2, the RoCE L3 type IPv4, as on a QP's own RQ (uc_ud_test.cc).
+TEST_F(ResponderConformance, UdReceiveFromAnSrqReportsTheIpv4L3TypeInSl) {
+  start_with_srq_of_another_pd(IBV_QPT_UD);
+  post_srq_recv(srq, 70, {mem.addr(b->pid, 1 << 21), 256, srq_mr->lkey});
+  ibv_ah_attr attr{};
+  attr.is_global = 1;
+  attr.port_num = 1;
+  attr.grh.dgid = b->dev.gid0();
+  uint32_t ah = 0;
+  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, attr, &ah), 0);
+  fill(*a, 0, 64, 5);
+  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 64);
+  w.ah = ah;
+  w.remote_qpn = b->qp->qpn;
+  w.remote_qkey = kQkey;
+  post_send(*a, w);
+  fabric.deliver_all(now);
+  auto rwc = poll(*b);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rwc[0].sl, 2);
+  EXPECT_TRUE(same(*a, 0, *b, (1 << 21) + 40, 64));
+}
+
 }  // namespace
 }  // namespace simnic::testing

@@ -80,6 +80,31 @@ TEST_F(Datagram, UdSendLandsBehindAGrhWithTheSourceQpAndCompletesWithoutAnAck) {
   EXPECT_EQ(std::memcmp(grh + 20 + 16, dst, 4), 0);
 }
 
+// On RoCE, ConnectX reports the datagram's L3 header type in wc.sl (2 = IPv4), and UCX's
+// ud_verbs reads it to find the destination IPv4 address at GRH-area bytes 36..39
+// (uct_ud_iface_check_grh); with sl 0 it compares 16 bytes of an IPv6 dgid and drops everything.
+// An AH made back from that completion (ibv_init_ah_from_wc copies sl) is still accepted.
+TEST_F(Datagram, UdReceiveOnRoceReportsTheIpv4L3TypeInSlAndTheDestinationAtGrh36) {
+  start_ud();
+  fill(*a, 0, 32, 4);
+  post_recv(*b, 70, 65536, 40 + 32);
+  post_send(*a, ud_send(*a, *b, 1, 0, 32));
+  deliver_all();
+  auto wcs = poll(*b);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].sl, 2) << "RoCE L3 type IPv4, as ConnectX";
+  const uint8_t dst[4] = {127, 0, 0, 2};
+  EXPECT_EQ(std::memcmp(mem.ptr(b->pid, 65536 + 36), dst, 4), 0) << "the IPv4 daddr UCX compares";
+  ibv_ah_attr back{};
+  back.is_global = 1;
+  back.port_num = 1;
+  back.sl = wcs[0].sl;
+  back.grh.dgid = a->dev.gid0();
+  uint32_t ah = 0;
+  EXPECT_EQ(b->dev.create_ah(b->ctx, b->pd, back, &ah), 0) << b->dev.take_refusal();
+}
+
 // RoCEv2 carries the GRH's traffic class as the IPv4 TOS byte (IBA Annex A17; rxe's
 // prepare_ipv4_hdr), and the receiver's GRH area is the IPv4 header as it arrived (rxe copies
 // ip_hdr(skb)): the AH's traffic class reaches byte 1 of it, where ibv_init_ah_from_wc reads it.
