@@ -22,7 +22,7 @@ const char kUsage[] =
     "  step [NAME...] CMD      step mode: on | off | next [N] | status\n"
     "  viz [NAME...]           watch the NICs live in simnic-viz (replay: simnic viz --replay FILE...)\n"
     "  logs [NAME...] [-f]     what the NICs logged: refused verbs, failed work requests, drops\n"
-    "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR for running programs by hand\n"
+    "  env                     print LD_LIBRARY_PATH/SIMNIC_DIR/LD_PRELOAD for running programs by hand\n"
     "  lab list|start|check|grade  the coursework labs: start one, check your code, grade a class\n"
     "  bench [--quick]         measure simnic against the kernel's TCP: a table, CSV, JSON and a plot\n"
     "\n"
@@ -53,8 +53,9 @@ int main(int argc, char** argv) {
       {"status", simnic::cli::cmd_status, nullptr},
       {"run", simnic::cli::cmd_run, nullptr},
       {"env", simnic::cli::cmd_env,
-       "usage: simnic env\nPrints the export lines (LD_LIBRARY_PATH, SIMNIC_DIR) that put programs on simnic without "
-       "`simnic run`:\n  eval \"$(simnic env)\"\n"},
+       "usage: simnic env [--no-devnodes]\nPrints the export lines (LD_LIBRARY_PATH, SIMNIC_DIR, LD_PRELOAD) that put "
+       "programs on simnic without `simnic run`:\n  eval \"$(simnic env)\"\n"
+       "  --no-devnodes   leave libsimnic_devnode.so off LD_PRELOAD (see simnic run --help)\n"},
       {"fault", simnic::cli::cmd_fault, nullptr},
       {"step", simnic::cli::cmd_step, nullptr},
       {"viz", simnic::cli::cmd_viz, nullptr},

@@ -8,6 +8,7 @@
 
 #include "simnic/abi/paths.h"
 #include "simnic/cli/cli.h"
+#include "simnic/cli/devnodes.h"
 
 namespace simnic::cli {
 namespace {
@@ -29,15 +30,18 @@ bool shim_missing(const std::string& shim_dir) {
 }  // namespace
 
 constexpr const char* kRunUsage =
-    "usage: simnic run [--quiet] [--] PROGRAM [ARGS...]\n"
+    "usage: simnic run [--quiet] [--no-devnodes] [--] PROGRAM [ARGS...]\n"
     "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started. When the NIC\n"
     "refuses a verb or a work request completes in error, the reason is printed on PROGRAM's\n"
     "stderr, prefixed \"simnic: \", once per distinct cause; stdout is left alone.\n"
-    "  --quiet   no explanations (or set SIMNIC_QUIET=1)\n";
+    "  --quiet         no explanations (or set SIMNIC_QUIET=1)\n"
+    "  --no-devnodes   no /dev/infiniband/uverbs-<nic> nodes for the NICs (or set SIMNIC_DEVNODES=0);\n"
+    "                  by default libsimnic_devnode.so goes first on LD_PRELOAD so that programs which\n"
+    "                  check the node, as UCX does, see the NICs\n";
 
 int cmd_run(const std::vector<std::string>& args) {
   size_t first = 0;
-  bool quiet = false;
+  bool quiet = false, no_devnodes = false;
   for (; first < args.size(); ++first) {
     const std::string& a = args[first];
     if (a == "--help" || a == "-h") {
@@ -45,6 +49,7 @@ int cmd_run(const std::vector<std::string>& args) {
       return 0;
     }
     if (a == "--quiet" || a == "-q") quiet = true;
+    else if (a == "--no-devnodes") no_devnodes = true;
     else if (a == "--") {
       ++first;
       break;
@@ -69,6 +74,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ::setenv("LD_LIBRARY_PATH", library_path(shim_dir).c_str(), 1);
   ::setenv("SIMNIC_DIR", dir.c_str(), 1);
   ::setenv("SIMNIC_EXPLAIN", quiet ? "0" : "1", 1);
+  set_devnode_preload(shim_dir, devnodes_wanted(no_devnodes));
   std::vector<char*> argv;
   for (size_t i = first; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
   argv.push_back(nullptr);
@@ -77,11 +83,13 @@ int cmd_run(const std::vector<std::string>& args) {
   return 127;
 }
 
-int cmd_env(const std::vector<std::string>&) {
+int cmd_env(const std::vector<std::string>& args) {
   const std::string shim_dir = find_shim_dir();
   if (shim_missing(shim_dir)) return 1;
   std::printf("export LD_LIBRARY_PATH='%s'\nexport SIMNIC_DIR='%s'\n", library_path(shim_dir).c_str(),
               abi::simnic_dir().c_str());
+  const bool no_devnodes = !args.empty() && args[0] == "--no-devnodes";
+  std::fputs(devnode_env_line(shim_dir, devnodes_wanted(no_devnodes)).c_str(), stdout);
   return 0;
 }
 

@@ -65,6 +65,7 @@ if ! IN env DEBIAN_FRONTEND=noninteractive apt-get install -y "/var/cache/simnic
 fi
 check "package installed" IN sh -c "dpkg-query -W -f='\${Status}' simnic | grep -q 'install ok installed'"
 check "shim in the private lib dir" test -f "$R/usr/lib/simnic/libibverbs.so.1" -a -f "$R/usr/lib/simnic/librdmacm.so.1"
+check "device-node preload in the private lib dir" test -f "$R/usr/lib/simnic/libsimnic_devnode.so"
 check "the shim does not shadow the system's libibverbs" IN sh -c "! ldconfig -p | grep -q /simnic/"
 check "man pages simnic(1) and simnicd(8)" test -s "$R/usr/share/man/man1/simnic.1" -a -s "$R/usr/share/man/man8/simnicd.8"
 check "bash completion completes 'simnic lab ch'" IN bash -c \
