@@ -41,8 +41,8 @@ FioRun run_verb(const Nics& nics, const std::string& verb) {
   for (int i = 0; i < 200 && server.output().find("waiting for connection") == std::string::npos; ++i)
     std::this_thread::sleep_for(50ms);
   FioRun r;
-  r.client = run(fio(verb + "-client"), env, 40s);
-  r.server = server.wait(20s);
+  r.client = run(fio(verb + "-client"), env, 30s);
+  r.server = server.wait(15s);
   return r;
 }
 
