@@ -137,8 +137,11 @@ std::vector<std::string> openmpi_ucx(int ranks, const std::vector<std::string>& 
 }
 
 // NetPIPE in integrity mode (-i: it fills, sends and checks every message) with a fixed count
-// of repeats per size (-n) so the run stays short; sizes up to `upper`.
-std::vector<std::string> netpipe(const std::string& upper) { return {"NPopenmpi", "-u", upper, "-n", "5", "-i"}; }
+// of repeats per size (-n) so the run stays short; sizes up to `upper`. Its results file
+// (np.out in the working directory by default) is not wanted: the lines on stdout are checked.
+std::vector<std::string> netpipe(const std::string& upper) {
+  return {"NPopenmpi", "-u", upper, "-n", "5", "-i", "-o", "/dev/null"};
+}
 
 // NetPIPE's last size line ("35:  786433 bytes  5 times -->  Integrity check passed"): the
 // run reached the largest size below `upper` (sizes double, plus one) with every check passed.
