@@ -1,11 +1,15 @@
 // The pure helpers of libibverbs: enum-to-string, rate conversions, sysfs reads, fork support.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "shim/shim.h"
+#include "simnic/abi/paths.h"
 #include "simnic/abi/wc_status.h"
 
 namespace {
@@ -93,7 +97,26 @@ enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 int ibv_dontfork_range(void*, size_t) { return 0; }
 int ibv_dofork_range(void*, size_t) { return 0; }
 
-const char* ibv_get_sysfs_path(void) { return "/sys"; }
+// rdma-core's rule first: $SYSFS_PATH without its trailing slashes, unless the program runs
+// setuid. Otherwise the simnic directory's sysfs root when simnicd made one: it holds
+// class/infiniband/<nic> for every running NIC (and class/net -> /sys/class/net), so
+// programs that look for the devices the sysfs way find them (Open MPI's openib BTL gives up
+// when <sysfs>/class/infiniband is no directory). "/sys" when neither exists. Computed once, as
+// rdma-core does.
+const char* ibv_get_sysfs_path(void) {
+  static const std::string path = [] {
+    const char* env = ::getuid() == ::geteuid() ? std::getenv("SYSFS_PATH") : nullptr;
+    if (env) {
+      std::string p = env;
+      while (!p.empty() && p.back() == '/') p.pop_back();
+      return p;
+    }
+    const std::string own = simnic::abi::sysfs_root_path(simnic::abi::simnic_dir());
+    struct stat st{};
+    return ::stat((own + "/class/infiniband").c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? own : std::string("/sys");
+  }();
+  return path.c_str();
+}
 
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   char path[512];

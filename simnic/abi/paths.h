@@ -27,6 +27,11 @@ inline std::string pid_file_path(const std::string& dir, const std::string& name
   return dir + "/" + name + ".pid";
 }
 
+// The NICs' sysfs root in `dir`: class/infiniband/<name> for each running NIC (simnicd keeps it,
+// simnic/io/sysfs_tree.h), what the shim's ibv_get_sysfs_path() returns. No NIC may be named so.
+constexpr const char* kSysfsRootName = "sysfs";
+inline std::string sysfs_root_path(const std::string& dir) { return dir + "/" + kSysfsRootName; }
+
 constexpr const char* kControlSocketSuffix = ".sock";
 
 // The NICs whose control sockets are in `dir`, sorted by name (whether they answer is the

@@ -212,8 +212,10 @@ int check_addresses(const std::string& iface, bool addr_given, const std::string
     if (!itf) return std::fprintf(stderr, "simnic up: --iface %s: %s\n", iface.c_str(), why.c_str()), 2;
     *base = itf->ipv4;
   }
-  if (!first_name.empty() && (count != 1 || first_name.size() > 60 || first_name.find('/') != std::string::npos)) {
-    std::fprintf(stderr, "simnic up: --name names one NIC (N = 1), without '/'\n");
+  if (!first_name.empty() && (count != 1 || first_name.size() > 60 || first_name.find('/') != std::string::npos ||
+                              first_name == abi::kSysfsRootName)) {
+    std::fprintf(stderr, "simnic up: --name names one NIC (N = 1), without '/', not \"%s\" (the directory of the NICs' sysfs root)\n",
+                 abi::kSysfsRootName);
     return 2;
   }
   for (int i = 0; i < count; ++i) {

@@ -304,7 +304,10 @@ void NicServer::stop() {
   trace_.close();
   port_.close();
   pcap_.close();
-  if (!sysfs_root_.empty()) remove_sysfs_tree(sysfs_root_, device_.port_attr().gid_tbl_len);
+  if (!sysfs_root_.empty()) {
+    unlink_sysfs_class_entry(opt_.dir, opt_.device.name);
+    remove_sysfs_tree(sysfs_root_, device_.port_attr().gid_tbl_len);
+  }
   sysfs_root_.clear();
   io_.stop();
 }
@@ -314,6 +317,8 @@ void NicServer::write_device_files() {
   sysfs_root_ = opt_.dir + "/" + opt_.device.name;
   if (std::string bad = write_sysfs_tree(sysfs_root_, device_, opt_.iface); !bad.empty())
     logger_.log(core::LogLevel::kWarn, "device files (sysfs layout) not written: " + bad);
+  else if (std::string bad = link_sysfs_class_entry(opt_.dir, opt_.device.name); !bad.empty())
+    logger_.log(core::LogLevel::kWarn, "sysfs root entry not written: " + bad);
 }
 
 // Tracing costs only while someone listens: a trace file or a live subscriber.

@@ -3,6 +3,7 @@
 // print_gid_type / print_ndev; device.c node_type_show and node_guid_show).
 #include "simnic/io/sysfs_tree.h"
 
+#include "simnic/abi/paths.h"
 #include "simnic/core/text.h"
 
 #include <fcntl.h>
@@ -104,6 +105,29 @@ std::string write_sysfs_tree(const std::string& root, const core::Device& dev, c
   for (size_t i = 0; ok && i < texts.size(); ++i) ok = write_file(root + "/" + kFiles[i], texts[i]);
   ok &= write_gids(root, dev, dev.port_attr().gid_tbl_len, netdev);
   return ok ? "" : root + ": a file could not be written";
+}
+
+std::string link_sysfs_class_entry(const std::string& dir, const std::string& name) {
+  const std::string root = abi::sysfs_root_path(dir);
+  for (const std::string& d : {root, root + "/class", root + "/class/infiniband"})
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return d + ": " + std::strerror(errno);
+  // Two NICs may start at once: whoever makes class/net first wins, EEXIST is fine.
+  if (::symlink("/sys/class/net", (root + "/class/net").c_str()) != 0 && errno != EEXIST)
+    return root + "/class/net: " + std::strerror(errno);
+  const std::string link = root + "/class/infiniband/" + name;
+  ::unlink(link.c_str());  // left by a NIC of that name that was killed
+  if (::symlink(("../../../" + name).c_str(), link.c_str()) != 0) return link + ": " + std::strerror(errno);
+  return "";
+}
+
+void unlink_sysfs_class_entry(const std::string& dir, const std::string& name) {
+  const std::string root = abi::sysfs_root_path(dir);
+  ::unlink((root + "/class/infiniband/" + name).c_str());
+  // rmdir fails while another NIC's link is there: then the root stays, as it should.
+  if (::rmdir((root + "/class/infiniband").c_str()) != 0) return;
+  ::unlink((root + "/class/net").c_str());
+  ::rmdir((root + "/class").c_str());
+  ::rmdir(root.c_str());
 }
 
 void remove_sysfs_tree(const std::string& root, uint32_t gid_tbl_len) {

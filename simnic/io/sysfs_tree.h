@@ -18,4 +18,14 @@ std::string write_sysfs_tree(const std::string& root, const core::Device& dev, c
 // Removes what write_sysfs_tree wrote (only those names: nothing else under `root` is touched).
 void remove_sysfs_tree(const std::string& root, uint32_t gid_tbl_len);
 
+// The simnic directory's sysfs root (abi::sysfs_root_path), which the shim's ibv_get_sysfs_path()
+// returns when it exists: class/infiniband/<name> links to each running NIC's tree
+// (../../../<name>), as /sys/class/infiniband/<name> does to the device, and class/net links to
+// /sys/class/net so netdev lookups through that root still reach the kernel's.
+// Adds NIC `name` to <dir>/sysfs/class/infiniband (creating the root). Returns "" or what failed.
+std::string link_sysfs_class_entry(const std::string& dir, const std::string& name);
+
+// Removes NIC `name`'s link, and the root's directories once no NIC is left in it.
+void unlink_sysfs_class_entry(const std::string& dir, const std::string& name);
+
 }  // namespace simnic::io

@@ -36,6 +36,15 @@ TEST(Cli, StatusAndRunSayWhenNoNicIsRunning) {
   std::filesystem::remove_all(env["SIMNIC_DIR"]);
 }
 
+// <dir>/sysfs is the NICs' sysfs root (ibv_get_sysfs_path), so no NIC may take that name.
+TEST(Cli, UpRefusesTheNameOfTheSysfsRoot) {
+  auto env = private_dir_env("sysfsname");
+  Result up = run({bin_dir() + "/simnic", "up", "1", "--name", "sysfs", "--addr", "127.0.0.1"}, env, 10s);
+  EXPECT_EQ(up.exit_code, 2) << up.output;
+  EXPECT_NE(up.output.find("not \"sysfs\""), std::string::npos) << up.output;
+  std::filesystem::remove_all(env["SIMNIC_DIR"]);
+}
+
 TEST(Cli, UpExplainsATakenPort) {
   // Hold UDP 4791 on the address the NIC would use.
   const std::string addr = "127.3." + std::to_string(1 + ::getpid() % 250) + ".9";

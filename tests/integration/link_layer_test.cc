@@ -278,6 +278,27 @@ TEST(GidTables, EveryRoceGidNamesItsNetworkInterface) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
 }
 
+// Programs that find devices the sysfs way (Open MPI's openib BTL: <ibv_get_sysfs_path()>/
+// class/infiniband must be a directory) find every running NIC under the simnic directory's
+// sysfs root, as under /sys/class/infiniband for rxe. SYSFS_PATH overrides the root, trailing
+// slashes dropped, as in rdma-core.
+TEST(GidTables, TheSysfsRootListsEveryRunningNic) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  for (const char* nic : {"simnic0", "simnic1"}) {
+    Result r = nics.run({bin_dir() + "/simnic-gid-query", nic}, 30s);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string line = "sysfs root " + nics.dir() + "/sysfs class/infiniband/" + nic + "/node_type 1: CA\n";
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << r.output;
+  }
+  auto env = nics.env();
+  env["SYSFS_PATH"] = "/nonexistent-sysfs//";
+  Result r = it::run({bin_dir() + "/simnic", "run", "--", bin_dir() + "/simnic-gid-query", "simnic0"}, env, 30s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sysfs root /nonexistent-sysfs class/infiniband/simnic0/node_type -\n"), std::string::npos)
+      << r.output;
+}
+
 // Tutorials written for ConnectX say "use GID index 3": on the mlx5 table that is the IPv4
 // RoCE v2 GID, and ibv_rc_pingpong -g 3 runs.
 TEST(GidTables, RcPingpongWithGidIndex3RunsOnTheMlx5Table) {

@@ -1,7 +1,8 @@
 // Prints a device's GID table the ways rdma-core offers it: ibv_query_gid_table, then for
 // each index up to gid_tbl_len ibv_query_gid_ex, ibv_query_gid and ibv_query_gid_type, and the
 // network interface of each GID both ways a program finds it: ibv_query_gid_ex's ndev_ifindex,
-// and the device's sysfs files (<ibdev_path>/ports/1/gid_attrs/ndevs/N). Used by
+// and the device's sysfs files (<ibdev_path>/ports/1/gid_attrs/ndevs/N, and the device found
+// under ibv_get_sysfs_path()'s class/infiniband). Used by
 // tests/integration/link_layer_test.cc; runs unchanged on a real NIC.
 //   simnic-gid-query DEVICE
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 
 extern "C" int ibv_query_gid_type(struct ibv_context*, uint8_t, unsigned int, uint32_t*);  // infiniband/driver.h
 extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);  // likewise
+extern "C" const char* ibv_get_sysfs_path(void);                                                 // likewise
 
 namespace {
 
@@ -79,6 +81,11 @@ int main(int argc, char** argv) {
   ibv_read_sysfs_file(dev->ibdev_path, "ports/1/link_layer", layer, sizeof layer);
   ibv_read_sysfs_file(dev->ibdev_path, "node_type", node_type, sizeof node_type);
   std::printf("sysfs link_layer %s node_type %s\n", layer, node_type);
+  // The sysfs way of finding the device (Open MPI's openib BTL): <sysfs root>/class/infiniband/<name>.
+  char by_class[64] = "-";
+  const std::string root = ibv_get_sysfs_path();
+  ibv_read_sysfs_file((root + "/class/infiniband/" + dev->name).c_str(), "node_type", by_class, sizeof by_class);
+  std::printf("sysfs root %s class/infiniband/%s/node_type %s\n", root.c_str(), dev->name, by_class);
   ibv_close_device(ctx);
   return 0;
 }
