@@ -172,13 +172,13 @@ static int client(const char* ip, int port, int rounds, size_t size, const char*
 static int sink(const char* ip, int port) {
   int c = listen_accept(ip, port);
   static unsigned char buf[65536];
-  uint64_t total = 0, sum = 0;
+  uint64_t total = 0, sum = 14695981039346656037ull;
   for (;;) {
     wait_fd(c, POLLIN);
     ssize_t k = read(c, buf, sizeof buf);
     if (k < 0) die("read");
     if (k == 0) break;
-    for (ssize_t i = 0; i < k; i++) sum = sum * 31 + buf[i];
+    for (ssize_t i = 0; i < k; i++) sum = (sum ^ buf[i]) * 1099511628211ull;
     total += (uint64_t)k;
   }
   printf("sink: %llu bytes checksum %016llx end of stream\n", (unsigned long long)total, (unsigned long long)sum);
@@ -189,12 +189,12 @@ static int sink(const char* ip, int port) {
 static int source(const char* ip, int port, uint64_t bytes, const char* src) {
   int s = dial(ip, port, src);
   static unsigned char buf[100000];
-  uint64_t sent = 0, sum = 0;
+  uint64_t sent = 0, sum = 14695981039346656037ull;
   while (sent < bytes) {
     size_t n = bytes - sent < sizeof buf ? (size_t)(bytes - sent) : sizeof buf;
     for (size_t i = 0; i < n; i++) {
       buf[i] = pattern(sent + i);
-      sum = sum * 31 + buf[i];
+      sum = (sum ^ buf[i]) * 1099511628211ull;
     }
     size_t off = 0;
     while (off < n) { /* blocking write: no poll, the other way programs send */
