@@ -16,8 +16,10 @@
 namespace simnic::rdmacm::rs {
 namespace {
 
+// The attempt is over; the QP (moved to ERR by librdmacm on a reject) holds only flushes now.
 void connect_failed(Rs* rs, int err) {
   rs->conn_error = rs->so_error = err;
+  rs->disconnected = true;
   rs->state = State::kInit;
 }
 
