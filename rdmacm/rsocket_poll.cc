@@ -19,13 +19,17 @@ void progress(Rs* rs) {
   process_cq(rs);
 }
 
+// As Linux's tcp_poll: the peer's end of stream is POLLIN|POLLRDHUP, POLLHUP only once both
+// directions are shut (or the connection was reset: then with POLLERR). A peer that closed
+// cannot take our data any more: POLLOUT, and the send fails with EPIPE.
 short connected_events(const Rs* rs, short events) {
+  const bool aborted = rs->reset || (rs->disconnected && !rs->fin_rcvd);
   short r = 0;
   if (readable(rs)) r |= POLLIN | POLLRDNORM;
-  if (can_send(rs)) r |= POLLOUT | POLLWRNORM;
+  if (can_send(rs) || rs->disconnected || aborted) r |= POLLOUT | POLLWRNORM;
   if (rs->fin_rcvd) r |= POLLRDHUP;
-  if (rs->disconnected || rs->reset) r |= POLLHUP;
-  if (rs->reset) r |= POLLERR;
+  if (aborted || (rs->fin_rcvd && rs->fin_sent)) r |= POLLHUP;
+  if (aborted) r |= POLLERR;
   return short(r & (events | POLLHUP | POLLERR));
 }
 
