@@ -1,0 +1,140 @@
+// rsockets: SOCK_STREAM sockets over an RC QP (rsocket(7)), on simnic's rdma_cm and verbs.
+//
+// The number rsocket() returns is the file descriptor of the socket's own rdma_cm event
+// channel, as in rdma-core (its rsocket returns an index equal to cm_id->channel->fd): a real
+// descriptor the process owns, so librspreload.so can hand it back to rpoll mixed with
+// ordinary descriptors without the two ever colliding.
+//
+// Wire protocol (simnic's own; see docs/rdma-cm.md "rsockets"): the connect and accept private
+// data carry a ConnHdr (how many data receives the sender posted and their size). Every
+// message is a SEND with immediate data; the immediate's top 4 bits say what it is (data,
+// credit update, end of stream) and its low 28 bits return receive credits to the peer. A data
+// message consumes one of the peer's data credits; credit updates and the end-of-stream marker
+// land in kCtrlRecvs extra receives the peer reposts at once, so they never need credits.
+#pragma once
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+namespace simnic::rdmacm::rs {
+
+constexpr uint32_t kMagic = 0x534e5253;  // "SNRS"
+constexpr uint8_t kVersion = 1;
+constexpr uint32_t kDefaultSeg = 16384;  // bytes per message
+constexpr uint32_t kDefaultBuf = 256 * 1024;
+constexpr uint32_t kCtrlRecvs = 8;       // receives beyond the data credits, for control messages
+constexpr uint32_t kCtrlSends = 8;       // send queue room kept for control messages
+constexpr int kConnectTimeoutMs = 2000;  // address resolution timeout
+constexpr int kCloseDrainMs = 2000;      // rclose waits at most this long for its sends
+
+enum ImmOp : uint32_t { kOpData = 0, kOpCredit = 1, kOpFin = 2 };
+inline uint32_t make_imm(ImmOp op, uint32_t credits) { return (uint32_t(op) << 28) | (credits & 0x0fffffff); }
+
+struct ConnHdr {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t pad[3];
+  uint32_t credits;  // data receives posted
+  uint32_t seg;      // bytes each of them holds
+};
+
+enum class State { kInit, kBound, kListening, kResolving, kConnecting, kConnected, kClosed };
+
+struct Slot {
+  uint32_t idx, len, off;
+};
+
+struct Pending {  // a connection request raccept has not taken yet
+  rdma_cm_id* id;
+  ConnHdr hdr;
+};
+
+struct Rs {
+  int fd = -1;  // == ch->fd
+  int domain = AF_INET;
+  State state = State::kInit;
+  rdma_event_channel* ch = nullptr;
+  rdma_cm_id* id = nullptr;
+  std::mutex mu;
+
+  // options
+  int fd_flags = 0;  // O_NONBLOCK
+  int reuseaddr = 0, keepalive = 0, nodelay = 0, keepidle = 7200, keepintvl = 75, keepcnt = 9;
+  int rcvbuf = kDefaultBuf, sndbuf = kDefaultBuf;
+  int sq_size = 0, rq_size = 0, inline_size = 64;
+  linger lng{0, 0};
+  int so_error = 0;  // reported once by SO_ERROR
+
+  // listener
+  std::deque<Pending> pending;
+
+  // connection
+  ibv_comp_channel* cc = nullptr;
+  ibv_cq* cq = nullptr;
+  bool armed = false;
+  ibv_mr* rmr = nullptr;
+  ibv_mr* smr = nullptr;
+  std::vector<uint8_t> rbuf, sbuf;
+  uint32_t seg = kDefaultSeg;       // our receive slot size
+  uint32_t peer_seg = kDefaultSeg;  // largest message the peer takes
+  uint32_t nrecv = 0;               // data receives (credits we grant)
+  uint32_t nsend = 0;               // send slots
+  std::deque<Slot> ready;           // received data not read yet
+  std::vector<uint32_t> free_sends;
+  uint32_t credits = 0;             // data messages the peer can take now
+  uint32_t unreturned = 0;          // our receives reposted but not told to the peer
+  uint32_t sq_used = 0;             // send WRs posted, not completed
+  uint32_t sq_depth = 0;
+  bool fin_sent = false, fin_rcvd = false, rd_shut = false;
+  bool disconnected = false;        // the CM connection is gone
+  bool reset = false;               // gone without an end of stream, or a transfer failed
+  int conn_error = 0;               // why the connection failed or broke
+};
+
+// rsockets.cc: the registry
+Rs* lookup(int fd);
+void register_rs(Rs* rs);
+
+// rsocket_conn.cc: connection setup and CM events
+rdma_event_channel* make_channel();  // non-blocking
+int start_connect(Rs* rs, const sockaddr* addr);
+void process_cm_events(Rs* rs);
+int accept_one(Rs* listener, Rs** out);
+void disconnect(Rs* rs);
+
+// rsocket_stream.cc: buffers, QP, data path
+int setup_connection(Rs* rs);
+int setup_sends(Rs* rs);
+void free_connection(Rs* rs);
+int post_all_recvs(Rs* rs);
+void process_cq(Rs* rs);
+ssize_t recv_iov(Rs* rs, std::unique_lock<std::mutex>& lk, const iovec* iov, int iovcnt, int flags);
+ssize_t send_iov(Rs* rs, std::unique_lock<std::mutex>& lk, const iovec* iov, int iovcnt, int flags);
+int send_fin(Rs* rs);
+void drain_sends(Rs* rs, int timeout_ms);
+bool can_send(const Rs* rs);
+bool readable(const Rs* rs);
+void fill_hdr(const Rs* rs, ConnHdr* h);
+void take_peer_hdr(Rs* rs, const void* data, size_t len);
+bool valid_hdr(const void* data, size_t len);
+
+// rsocket_poll.cc
+short poll_events(Rs* rs, short events);
+int wait_for(Rs* rs, std::unique_lock<std::mutex>& lk, short events);
+void consume_cq_event(Rs* rs);
+int arm(Rs* rs, pollfd* out);
+
+inline int fail(int err) {
+  errno = err;
+  return -1;
+}
+
+}  // namespace simnic::rdmacm::rs

@@ -1,0 +1,228 @@
+// The rsocket API called directly, in one process and one thread (non-blocking calls and
+// rpoll), between two NICs' addresses: simnic-rsocket-check SERVER_ADDR CLIENT_ADDR PORT.
+// Linked against the system librdmacm; under `simnic run` it gets simnic's. Prints one "ok"
+// line per check and exits 0, or names the first check that failed and exits 1.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <rdma/rsocket.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+#define CHECK(cond, what)                                                                 \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      std::printf("FAIL %s (%s:%d, errno %d %s)\n", what, __FILE__, __LINE__, errno,        \
+                  std::strerror(errno));                                                  \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+sockaddr_in addr_of(const char* ip, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+// Waits (bounded) with rpoll until fd has `events`; returns its revents.
+short wait_rs(int fd, short events, int extra_fd = -1) {
+  pollfd p[2] = {{fd, events, 0}, {extra_fd, POLLIN, 0}};
+  int n = rpoll(p, extra_fd >= 0 ? 2 : 1, 10000);
+  CHECK(n > 0, "rpoll returns before its timeout");
+  return p[0].revents;
+}
+
+int make_listener(const char* ip, int port) {
+  int l = rsocket(AF_INET, SOCK_STREAM, 0);
+  CHECK(l >= 0, "rsocket");
+  int one = 1;
+  CHECK(rsetsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0, "SO_REUSEADDR");
+  sockaddr_in a = addr_of(ip, port);
+  CHECK(rbind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "rbind");
+  CHECK(rlisten(l, 4) == 0, "rlisten");
+  CHECK(rfcntl(l, F_SETFL, O_NONBLOCK) == 0, "rfcntl O_NONBLOCK on the listener");
+  sockaddr_in got{};
+  socklen_t len = sizeof got;
+  CHECK(rgetsockname(l, reinterpret_cast<sockaddr*>(&got), &len) == 0 && got.sin_port == htons(uint16_t(port)),
+        "rgetsockname gives the bound port");
+  return l;
+}
+
+void check_refused(const char* server, const char* client, int port) {
+  int s = rsocket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in src = addr_of(client, 0), dst = addr_of(server, port + 1);
+  CHECK(rbind(s, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0, "rbind the client");
+  CHECK(rconnect(s, reinterpret_cast<sockaddr*>(&dst), sizeof dst) == -1 && errno == ECONNREFUSED,
+        "a blocking rconnect to a port nobody listens on fails with ECONNREFUSED");
+  rclose(s);
+  std::printf("ok refused\n");
+}
+
+// A non-blocking connect, accepted after rpoll says the listener is readable.
+void connect_pair(int l, const char* server, const char* client, int port, int* c, int* a) {
+  *c = rsocket(AF_INET, SOCK_STREAM, 0);
+  CHECK(*c >= 0, "rsocket client");
+  sockaddr_in src = addr_of(client, 0), dst = addr_of(server, port);
+  CHECK(rbind(*c, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0, "rbind the client");
+  CHECK(rfcntl(*c, F_SETFL, O_NONBLOCK) == 0 && (rfcntl(*c, F_GETFL) & O_NONBLOCK), "rfcntl F_SETFL/F_GETFL");
+  int r = rconnect(*c, reinterpret_cast<sockaddr*>(&dst), sizeof dst);
+  CHECK(r == 0 || errno == EINPROGRESS, "a non-blocking rconnect returns EINPROGRESS");
+  *a = -1;
+  for (int i = 0; i < 100 && *a < 0; i++) {
+    pollfd p[2] = {{l, POLLIN, 0}, {*c, POLLOUT, 0}};
+    CHECK(rpoll(p, 2, 10000) > 0, "rpoll on a listener and a connecting socket");
+    if (p[0].revents & POLLIN) *a = raccept(l, nullptr, nullptr);
+  }
+  CHECK(*a >= 0, "raccept after rpoll POLLIN");
+  CHECK(wait_rs(*c, POLLOUT) & POLLOUT, "the connecting socket becomes writable");
+  int err = -1;
+  socklen_t len = sizeof err;
+  CHECK(rgetsockopt(*c, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0, "SO_ERROR is 0 once connected");
+  sockaddr_in peer{}, self{};
+  len = sizeof peer;
+  CHECK(rgetpeername(*a, reinterpret_cast<sockaddr*>(&peer), &len) == 0 && peer.sin_addr.s_addr == src.sin_addr.s_addr,
+        "rgetpeername on the accepted socket gives the client's address");
+  len = sizeof self;
+  CHECK(rgetsockname(*c, reinterpret_cast<sockaddr*>(&self), &len) == 0 && self.sin_addr.s_addr == src.sin_addr.s_addr &&
+            self.sin_port != 0,
+        "rgetsockname on the client gives its address and a port");
+  std::printf("ok connect\n");
+}
+
+void check_data(int c, int a) {
+  int pipefd[2];
+  CHECK(pipe(pipefd) == 0, "pipe");
+  char buf[64];
+  CHECK(rrecv(c, buf, sizeof buf, 0) == -1 && errno == EAGAIN, "rrecv with nothing there: EAGAIN");
+  // rpoll over an rsocket and an ordinary fd: the pipe is the one that is ready.
+  CHECK(write(pipefd[1], "p", 1) == 1, "write pipe");
+  pollfd p[2] = {{c, POLLIN, 0}, {pipefd[0], POLLIN, 0}};
+  CHECK(rpoll(p, 2, 5000) == 1 && p[0].revents == 0 && (p[1].revents & POLLIN), "rpoll reports the ordinary fd only");
+  const char msg[] = "hello over rsockets";
+  iovec out[2] = {{const_cast<char*>(msg), 5}, {const_cast<char*>(msg + 5), sizeof msg - 5}};
+  CHECK(read(pipefd[0], buf, 1) == 1, "read pipe");
+  CHECK(rwritev(c, out, 2) == ssize_t(sizeof msg), "rwritev");
+  CHECK(wait_rs(a, POLLIN, pipefd[0]) & POLLIN, "the peer becomes readable");
+  CHECK(rrecv(a, buf, 5, MSG_PEEK) == 5 && std::memcmp(buf, msg, 5) == 0, "MSG_PEEK");
+  char x[8], y[64];
+  iovec in[2] = {{x, sizeof x}, {y, sizeof y}};
+  ssize_t n = rreadv(a, in, 2);
+  CHECK(n == ssize_t(sizeof msg) && std::memcmp(x, msg, 8) == 0 && std::memcmp(y, msg + 8, sizeof msg - 8) == 0,
+        "rreadv gets what rwritev sent, byte for byte");
+  // rselect sees the rsocket readable.
+  CHECK(rsend(a, "r", 1, 0) == 1, "rsend");
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(c, &rd);
+  timeval tv{10, 0};
+  CHECK(rselect(c + 1, &rd, nullptr, nullptr, &tv) == 1 && FD_ISSET(c, &rd), "rselect reports the rsocket readable");
+  CHECK(rrecv(c, buf, sizeof buf, 0) == 1 && buf[0] == 'r', "rrecv after rselect");
+  close(pipefd[0]);
+  close(pipefd[1]);
+  std::printf("ok data\n");
+}
+
+// More than the receive buffer in flight: the sender blocks on credits (EAGAIN) until the
+// receiver reads, and every byte arrives in order.
+void check_flow_control(int c, int a) {
+  const size_t total = 4 << 20;
+  std::string out(total, 0), in;
+  for (size_t i = 0; i < total; i++) out[i] = char(i * 7 + i / 4096);
+  size_t sent = 0;
+  bool saw_eagain = false;
+  char buf[70000];
+  while (in.size() < total) {
+    if (sent < total) {
+      ssize_t n = rsend(c, out.data() + sent, total - sent, 0);
+      if (n > 0) sent += size_t(n);
+      else if (errno == EAGAIN) saw_eagain = true;
+      else CHECK(false, "rsend");
+    }
+    if (saw_eagain || sent == total) {
+      pollfd p[2] = {{a, POLLIN, 0}, {c, POLLOUT, 0}};
+      CHECK(rpoll(p, sent < total ? 2 : 1, 10000) > 0, "rpoll while streaming");
+      ssize_t n = rrecv(a, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) in.append(buf, size_t(n));
+      else CHECK(errno == EAGAIN, "rrecv while streaming");
+    }
+  }
+  CHECK(saw_eagain, "a non-blocking sender sees EAGAIN when the peer's buffer is full");
+  CHECK(in == out, "4 MiB arrive in order, byte for byte");
+  std::printf("ok flow control\n");
+}
+
+// Half close: after rshutdown(SHUT_WR) the peer reads end of stream, and can still send back.
+void check_half_close(int c, int a) {
+  CHECK(rshutdown(c, SHUT_WR) == 0, "rshutdown SHUT_WR");
+  char buf[8];
+  CHECK(wait_rs(a, POLLIN) & POLLIN, "end of stream makes the peer readable");
+  CHECK(rrecv(a, buf, sizeof buf, 0) == 0, "rrecv returns 0 at end of stream");
+  CHECK(rsend(c, "z", 1, 0) == -1 && errno == EPIPE, "rsend after SHUT_WR fails with EPIPE");
+  CHECK(rsend(a, "back", 4, 0) == 4, "the other direction still works");
+  CHECK(wait_rs(c, POLLIN) & POLLIN, "the half-closed side is readable");
+  CHECK(rrecv(c, buf, sizeof buf, 0) == 4 && std::memcmp(buf, "back", 4) == 0, "rrecv on the half-closed side");
+  CHECK(rclose(a) == 0, "rclose");
+  short ev = wait_rs(c, POLLIN);
+  CHECK(ev & (POLLIN | POLLHUP), "the peer's rclose wakes rpoll");
+  CHECK(rrecv(c, buf, sizeof buf, 0) == 0, "rrecv after the peer's rclose: end of stream");
+  CHECK(rclose(c) == 0, "rclose");
+  std::printf("ok close\n");
+}
+
+void check_options() {
+  int s = rsocket(AF_INET, SOCK_STREAM, 0);
+  int v = 1 << 20, got = 0;
+  socklen_t len = sizeof got;
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0 && rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 &&
+            got == v, "SO_RCVBUF");
+  v = 1;
+  CHECK(rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) == 0, "TCP_NODELAY");
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v) == 0, "SO_KEEPALIVE");
+  v = 64;
+  CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof v) == 0 && rsetsockopt(s, SOL_RDMA, RDMA_INLINE, &v, sizeof v) == 0,
+        "RDMA_SQSIZE, RDMA_INLINE");
+  linger lg{1, 3}, lg2{};
+  len = sizeof lg2;
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0 && rgetsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, &len) == 0 &&
+            lg2.l_onoff == 1 && lg2.l_linger == 3, "SO_LINGER");
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &v, sizeof v) == -1 && errno == ENOPROTOOPT, "an unknown option: ENOPROTOOPT");
+  CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT, "AF_UNIX: EAFNOSUPPORT");
+  CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1, "SOCK_DGRAM is not supported");
+  rclose(s);
+  std::printf("ok options\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s SERVER_ADDR CLIENT_ADDR PORT\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  const char* server = argv[1];
+  const char* client = argv[2];
+  const int port = std::atoi(argv[3]);
+  check_options();
+  int l = make_listener(server, port);
+  check_refused(server, client, port);
+  int c = -1, a = -1;
+  connect_pair(l, server, client, port, &c, &a);
+  check_data(c, a);
+  check_flow_control(c, a);
+  check_half_close(c, a);
+  rclose(l);
+  std::printf("all rsocket checks passed\n");
+  return 0;
+}
