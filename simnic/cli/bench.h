@@ -107,10 +107,10 @@ std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step);
 // The built-in socket test (also what --baseline builtin runs).
 double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds);
 double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds);
-// The built-in ping-pong's round trips, halved: mean, median and 99th percentile in µs (NaN
-// when it failed). qperf reports only a mean, so TCP's p99 always comes from here.
+// The built-in ping-pong's round trips, halved: mean and 99th percentile in µs (NaN when it
+// failed). qperf reports only a mean, so TCP's p99 always comes from here.
 struct LatencyStats {
-  double mean_us = NAN, median_us = NAN, p99_us = NAN;
+  double mean_us = NAN, p99_us = NAN;
 };
 LatencyStats builtin_tcp_lat_stats(const std::string& addr, uint64_t size, double seconds);
 // The kernel's message rate: `size`-byte writes per second on a TCP stream ("tcp_rate", kind

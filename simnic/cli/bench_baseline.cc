@@ -178,7 +178,6 @@ LatencyStats one_way_stats(std::vector<int64_t> rtt_ns, double seconds) {
   std::sort(rtt_ns.begin(), rtt_ns.end());
   LatencyStats s;
   s.mean_us = seconds * 1e6 / double(rtt_ns.size()) / 2;
-  s.median_us = double(rtt_ns[rtt_ns.size() / 2]) / 2e3;
   s.p99_us = double(rtt_ns[rtt_ns.size() * 99 / 100]) / 2e3;
   return s;
 }
