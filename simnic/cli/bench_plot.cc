@@ -60,7 +60,8 @@ std::string write_panel_data(std::ofstream& dat, const std::string& dat_name, co
     std::string rows;
     for (const auto& f : figures) {
       const double y = panel.p99 ? f.p99_us : f.value;
-      if (f.test == s.test && f.ok() && std::isfinite(y)) rows += std::to_string(x_of(f)) + " " + std::to_string(y) + "\n";
+      if (f.test == s.test && f.ok() && std::isfinite(y))
+        rows += std::to_string(x_of(f)) + " " + std::to_string(y) + "\n";
       // The kernel's 64 KiB figure drawn across the many-QP panel, for scale.
       if (s.test == "many_qp_baseline" && f.test == "many_qp_write" && std::isfinite(f.baseline))
         rows += std::to_string(x_of(f)) + " " + std::to_string(f.baseline) + "\n";

@@ -162,7 +162,8 @@ void write_json(const std::string& path, const RunInfo& i, const std::vector<Fig
                     {"error_completions", f.error_completions}, {"retransmits", f.retransmits},
                     {"status", f.status}, {"previous", number_or_null(f.previous)},
                     {"change_pct", number_or_null(change_of(f) * 100)}, {"verdict", f.verdict},
-                    {"baseline_p99_us", number_or_null(f.baseline_p99_us)}, {"p99_ratio", number_or_null(f.p99_ratio)}});
+                    {"baseline_p99_us", number_or_null(f.baseline_p99_us)},
+                    {"p99_ratio", number_or_null(f.p99_ratio)}});
   json doc = {{"tool", "simnic bench"}, {"format", 1}, {"run", run},
               {"compared_with", compared_with.empty() ? json(nullptr) : json(compared_with)}, {"figures", list}};
   std::ofstream(path) << doc.dump(2) << "\n";

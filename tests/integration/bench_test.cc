@@ -200,12 +200,14 @@ void expect_figures_complete(const json& doc) {
 // latency row says its p99's ratio to TCP's p99 at the same size.
 void expect_tail_columns(const std::string& out) {
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(SIZE\s+tcp_bw\s+tcp_lat\s+tcp_lat p99\n)"))) << out;
-  for (const char* size : {"2 B", "4 KiB"})
-    EXPECT_TRUE(std::regex_search(out, std::regex("\n" + std::string(size) + R"(\s+(\S+ MB/s\s+)?[0-9.]+ us\s+[0-9.]+ us\n)")))
-        << "no tcp_lat p99 at " << size << " in:\n" << out;
+  for (const char* size : {"2 B", "4 KiB"}) {
+    const std::regex row("\n" + std::string(size) + R"(\s+(\S+ MB/s\s+)?[0-9.]+ us\s+[0-9.]+ us\n)");
+    EXPECT_TRUE(std::regex_search(out, row)) << "no tcp_lat p99 at " << size << " in:\n" << out;
+  }
   for (const Row& r : kQuickRows) {
     if (r.test.find("_lat") == std::string::npos) continue;
-    const std::regex row("\n" + r.test + R"(\s+)" + size_text(r.size) + R"(\s.*avg [0-9.]+ p99 [0-9.]+ \([0-9.]+x tcp p99\)\n)");
+    const std::regex row("\n" + r.test + R"(\s+)" + size_text(r.size) +
+                         R"(\s.*avg [0-9.]+ p99 [0-9.]+ \([0-9.]+x tcp p99\)\n)");
     EXPECT_TRUE(std::regex_search(out, row)) << "no p99 ratio for " << r.test << " " << r.size << " in:\n" << out;
   }
 }
