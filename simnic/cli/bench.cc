@@ -120,6 +120,9 @@ void add_perftest_runs(Plan* plan, bool quick) {
   const std::vector<int> qps = quick ? std::vector<int>{1, 16} : std::vector<int>{1, 16, 256, 1000};
   for (int n : qps)
     plan->runs.push_back({"ib_write_bw", "many_qp_write", "bw", 65536, n, std::max<long>(5, total / n), 4});
+  // The message rate (issue 26 point 2): ib_write_bw 64 B's MsgRate, enough messages to last
+  // about a second at simnic's small-message rate, beside floor_rate.
+  plan->runs.push_back({"ib_write_bw", "ib_write_rate", "rate", 64, 1, quick ? 20000 : 100000, 0});
 }
 
 Plan make_plan(const Options& o, const std::string& addr, const std::string& log_dir) {
@@ -249,13 +252,17 @@ class PrivateNics {
 
 std::string default_addr() { return "127.254." + std::to_string(1 + ::getpid() % 250) + ".1"; }
 
-// The kernel figure a simnic figure is compared with: tcp_bw or tcp_lat at the same size.
+// The kernel figure a simnic figure is compared with: tcp_bw, tcp_lat or tcp_rate at the same
+// size; for latency also TCP's 99th percentile, beside simnic's.
 void attach_baseline(Figure* f, const std::vector<Figure>& base) {
-  const std::string want = f->kind == "bw" ? "tcp_bw" : "tcp_lat";
+  const std::string want = f->kind == "bw" ? "tcp_bw" : f->kind == "rate" ? "tcp_rate" : "tcp_lat";
   for (const auto& b : base) {
     if (b.test != want || b.size != f->size || !b.ok()) continue;
     f->baseline = b.value;
     if (f->ok() && b.value > 0) f->ratio = f->value / b.value;
+    if (f->kind != "lat" || !(b.p99_us > 0)) continue;
+    f->baseline_p99_us = b.p99_us;
+    if (f->ok() && std::isfinite(f->p99_us)) f->p99_ratio = f->p99_us / b.p99_us;
   }
 }
 
@@ -345,12 +352,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   install_interrupt_handlers();
   g_t0 = std::chrono::steady_clock::now();
   g_steps = int(plan.runs.size() + plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size()) +
-            (o.baseline_only ? 0 : 2);  // the two floor measurements
+            (o.baseline_only ? 0 : 3);  // the three floor measurements
   const std::vector<pid_t> spinners = o.spin ? start_spinners(info.nproc) : std::vector<pid_t>{};
   info.spinners = int(spinners.size());
   std::vector<Figure> figures = measure_baseline(plan.baseline, progress);
   g_step = int(plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size());  // qperf does both in one step
   if (!o.baseline_only) {
+    figures.push_back(tcp_message_rate(figures, plan.baseline, 64));  // beside ib_write_rate and floor_rate
     const std::vector<Figure> base = figures;
     // The floor sends as the NICs will: GSO unless --no-gso (the bench captures nothing).
     for (Figure f : measure_floor(o.quick, o.gso != "--no-gso", progress)) attach_baseline(&f, base), figures.push_back(f);

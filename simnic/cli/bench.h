@@ -23,15 +23,17 @@ namespace simnic::cli::bench {
 // per second), latency in microseconds, one-way (half a round trip, as qperf and perftest say).
 struct Figure {
   std::string test;           // "tcp_bw", "ib_write_bw", "ib_send_lat", "many_qp_write", ...
-  std::string kind;           // "bw" or "lat"
+  std::string kind;           // "bw", "lat" or "rate" (messages per second)
   uint64_t size = 0;          // message size, bytes
   int qps = 1;
   long iterations = 0;        // messages per QP (perftest -n); 0 for time-bounded baselines
-  double value = NAN;         // bw: average MB/s; lat: typical (median) µs
+  double value = NAN;         // bw: average MB/s; lat: typical (median) µs; rate: messages/s
   double avg_us = NAN;        // lat only: mean and 99th percentile
   double p99_us = NAN;
   double baseline = NAN;      // the kernel figure this one is compared with
   double ratio = NAN;         // value / baseline
+  double baseline_p99_us = NAN;  // lat only: tcp_lat's 99th percentile at the same size
+  double p99_ratio = NAN;        // p99_us / baseline_p99_us (issue 26: the tails)
   uint64_t error_completions = 0;  // CQEs in error on both NICs during the test
   uint64_t retransmits = 0;        // packets resent by both NICs during the test
   std::string status = "ok";       // "ok", or "failed: why"
@@ -41,7 +43,7 @@ struct Figure {
 
   bool ok() const { return status == "ok" && std::isfinite(value); }
   std::string key() const { return test + "/" + std::to_string(size) + "/" + std::to_string(qps); }
-  std::string unit() const { return kind == "bw" ? "MB/s" : "us"; }
+  std::string unit() const { return kind == "bw" ? "MB/s" : kind == "rate" ? "msg/s" : "us"; }
 };
 
 // What was run, where, and how: recorded with the figures.
@@ -105,6 +107,15 @@ std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step);
 // The built-in socket test (also what --baseline builtin runs).
 double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds);
 double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds);
+// The built-in ping-pong's round trips, halved: mean and 99th percentile in µs (NaN when it
+// failed). qperf reports only a mean, so TCP's p99 always comes from here.
+struct LatencyStats {
+  double mean_us = NAN, p99_us = NAN;
+};
+LatencyStats builtin_tcp_lat_stats(const std::string& addr, uint64_t size, double seconds);
+// The kernel's message rate: `size`-byte writes per second on a TCP stream ("tcp_rate", kind
+// "rate"): tcp_bw at `size` over `size` when the run measured it, else the built-in stream.
+Figure tcp_message_rate(const std::vector<Figure>& baseline, const BaselinePlan& plan, uint64_t size);
 
 // ---- bench_floor.cc: four processes in simnic's shape, with no protocol ----
 
@@ -114,7 +125,11 @@ double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds);
 double floor_lat(uint64_t size, long iterations, double* avg_us = nullptr, double* p99_us = nullptr);
 // MB/s of `messages` messages of `size` bytes along the same path (GSO sends and GRO when `gso`).
 double floor_bw(uint64_t size, long messages, bool gso);
-// floor_lat at 2 B and floor_bw at 64 KiB, as figures (compared with tcp_lat and tcp_bw).
+// Messages per second of `messages` `size`-byte messages posted one at a time (a doorbell each)
+// by application A with `window` in flight, along the same path, as ib_write_bw's message rate.
+double floor_rate(uint64_t size, long messages, int window);
+// floor_lat at 2 B, floor_bw at 64 KiB and floor_rate at 64 B, as figures (compared with
+// tcp_lat, tcp_bw and tcp_rate).
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step);
 
 // ---- bench_perftest.cc ----

@@ -172,6 +172,28 @@ double measure_over_tcp(const std::string& addr, bool echo, uint64_t size, const
   return value;
 }
 
+// One way = half a round trip, as qperf and perftest report. The mean is the whole time over
+// the round trips (qperf's way), so it includes the loop's own cost as qperf's does.
+LatencyStats one_way_stats(std::vector<int64_t> rtt_ns, double seconds) {
+  std::sort(rtt_ns.begin(), rtt_ns.end());
+  LatencyStats s;
+  s.mean_us = seconds * 1e6 / double(rtt_ns.size()) / 2;
+  s.p99_us = double(rtt_ns[rtt_ns.size() * 99 / 100]) / 2e3;
+  return s;
+}
+
+// TCP's tails: qperf reports a mean only, so each tcp_lat figure gets its 99th percentile from
+// the built-in ping-pong at the same size (run right after qperf's when qperf measured it).
+void add_tcp_p99(const BaselinePlan& plan, StepFn step, std::vector<Figure>* figures) {
+  for (Figure& f : *figures) {
+    if (f.test != "tcp_lat" || interrupted()) continue;
+    step("tcp_lat " + human_size(f.size) + " p99 (built-in ping-pong)");
+    const LatencyStats stats = builtin_tcp_lat_stats(plan.addr, f.size, std::min(plan.seconds, 1));
+    f.p99_us = stats.p99_us;
+    f.avg_us = f.value;  // tcp_lat is itself a mean (qperf's, or the built-in's)
+  }
+}
+
 }  // namespace
 
 double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds) {
@@ -188,23 +210,34 @@ double builtin_tcp_bw(const std::string& addr, uint64_t size, double seconds) {
   });
 }
 
-double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds) {
-  return measure_over_tcp(addr, true, size, [&](int fd) {
+LatencyStats builtin_tcp_lat_stats(const std::string& addr, uint64_t size, double seconds) {
+  LatencyStats stats;
+  measure_over_tcp(addr, true, size, [&](int fd) {
     std::vector<char> buf(size, 'l');
-    long round_trips = 0;
-    const auto t0 = Clock::now();
+    std::vector<int64_t> rtt_ns;  // every round trip, for the percentiles
+    const auto start = Clock::now();
     bool ok = true;
-    while (ok && seconds_since(t0) < seconds && !interrupted()) {
+    while (ok && seconds_since(start) < seconds && !interrupted()) {
+      const auto t0 = Clock::now();
       ok = write_all(fd, buf.data(), size) && read_all(fd, buf.data(), size);
-      round_trips += ok;
+      if (ok) rtt_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
     }
-    if (ok && round_trips > 0) return seconds_since(t0) * 1e6 / double(round_trips) / 2;
-    return double(NAN);
+    if (ok && !rtt_ns.empty()) stats = one_way_stats(std::move(rtt_ns), seconds_since(start));
+    return 0.0;
   });
+  return stats;
+}
+
+double builtin_tcp_lat(const std::string& addr, uint64_t size, double seconds) {
+  return builtin_tcp_lat_stats(addr, size, seconds).mean_us;
 }
 
 std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step) {
-  if (plan.tool == "qperf") return measure_qperf(plan, step);
+  if (plan.tool == "qperf") {
+    std::vector<Figure> out = measure_qperf(plan, step);
+    add_tcp_p99(plan, step, &out);
+    return out;
+  }
   std::vector<Figure> out;
   for (uint64_t size : plan.bw_sizes) {
     if (interrupted()) break;
@@ -214,9 +247,22 @@ std::vector<Figure> measure_baseline(const BaselinePlan& plan, StepFn step) {
   for (uint64_t size : plan.lat_sizes) {
     if (interrupted()) break;
     step("tcp_lat " + human_size(size) + " (built-in)");
-    out.push_back(baseline_figure("tcp_lat", size, builtin_tcp_lat(plan.addr, size, plan.seconds)));
+    const LatencyStats stats = builtin_tcp_lat_stats(plan.addr, size, plan.seconds);
+    Figure f = baseline_figure("tcp_lat", size, stats.mean_us);
+    f.avg_us = stats.mean_us, f.p99_us = stats.p99_us;  // the same ping-pong's tail
+    out.push_back(f);
   }
   return out;
+}
+
+Figure tcp_message_rate(const std::vector<Figure>& baseline, const BaselinePlan& plan, uint64_t size) {
+  double mb_s = NAN;
+  for (const Figure& f : baseline)
+    if (f.test == "tcp_bw" && f.size == size && f.ok()) mb_s = f.value;
+  if (!std::isfinite(mb_s) && !interrupted()) mb_s = builtin_tcp_bw(plan.addr, size, plan.seconds);
+  Figure f = baseline_figure("tcp_rate", size, mb_s * 1e6 / double(size));
+  f.kind = "rate";
+  return f;
 }
 
 }  // namespace simnic::cli::bench

@@ -10,7 +10,9 @@
 // shim's default). There are no headers beyond an 8-byte sequence word, no ICRC, no ACK
 // protocol beyond one datagram per message for flow control, no queues, no verbs. simnic cannot
 // be faster than this without changing its shape; floor / kernel is what the shape itself costs
-// (docs/performance.md, "The floor of simnic's shape").
+// (docs/performance.md, "The floor of simnic's shape"). Three measurements: a ping-pong
+// (floor_lat), a stream of large messages (floor_bw) and a stream of small messages posted one
+// by one, each with its doorbell, as ib_write_bw posts them (floor_rate, issue 26 point 2).
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <signal.h>
@@ -64,7 +66,8 @@ struct Shared {
   } side[2];
   std::atomic<int> go{0};
   std::atomic<int> failed{0};       // a process could not do its part: the others stop waiting
-  double result = NAN;              // lat: typical one way, µs; bw: MB/s
+  std::atomic<uint32_t> posted{0};  // rate: messages application 0 has posted (the SQ's tail)
+  double result = NAN;              // lat: typical one way, µs; bw: MB/s; rate: messages/s
   double avg_us = NAN, p99_us = NAN;  // lat only
 };
 
@@ -120,6 +123,7 @@ struct Setup {
   size_t size = 0;
   long count = 0;
   bool gso = false;
+  int window = 0;  // rate: messages in flight (perftest's -t)
 };
 
 // ---- latency: a ping-pong of `size` bytes, application 0 measuring round trips ----
@@ -309,6 +313,125 @@ void bandwidth_receiver(const Setup& s) {
   }
 }
 
+// ---- message rate: `count` small messages posted one by one by application 0 ----
+//
+// As perftest's ib_write_bw posts: application 0 writes each message into a slot of its memory,
+// moves the SQ's tail (a word in shared memory, as simnic's rings are) and rings the doorbell
+// (one eventfd write per post, as the shim's ibv_post_send); it keeps `window` messages in
+// flight and waits for completions as the shim waits for CQEs. NIC 0 takes every message posted
+// so far at once (one process_vm_readv and one sendmmsg per batch: batching that simnic's shape
+// allows), NIC 1 receives a batch (recvmmsg), writes it into application 1 with one
+// process_vm_writev and acknowledges it with one datagram, which NIC 0 turns into completions.
+// An RDMA WRITE's responder application does nothing per message, and neither does this one.
+
+constexpr size_t kRateBatch = 64;  // datagrams per sendmmsg, recvmmsg and process_vm_* call
+
+// Byte j of message k: a message written into the wrong slot, twice or not at all shows.
+uint8_t rate_byte(uint32_t k, size_t j) { return uint8_t(k * 31 + j * 7 + 1); }
+uint8_t* rate_slot(uint8_t* ring, const Setup& s, uint32_t k) { return ring + size_t(k % uint32_t(s.window)) * s.size; }
+
+void rate_app(const Setup& s) {
+  Shared::Side& me = s.shared->side[0];
+  const int64_t t0 = now_ns();
+  for (uint32_t k = 0; k < uint32_t(s.count); ++k) {
+    if (k >= uint32_t(s.window) && !wait_delivered(*s.shared, me, k - uint32_t(s.window) + 1)) return;
+    uint8_t* slot = rate_slot(g_app_send, s, k);
+    for (size_t j = 0; j < s.size; ++j) slot[j] = rate_byte(k, j);
+    s.shared->posted.store(k + 1, std::memory_order_release);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(s.doorbell[0], &one, sizeof one);
+  }
+  if (!wait_delivered(*s.shared, me, uint32_t(s.count))) return;
+  s.shared->result = double(s.count) / (double(now_ns() - t0) / 1e9);
+}
+
+// Sends every message posted since the last call. False when application 0 cannot be read.
+bool send_posted(const Setup& s, std::vector<uint8_t>& stage, uint32_t* sent) {
+  const uint32_t posted = s.shared->posted.load(std::memory_order_acquire);
+  const sockaddr* to = reinterpret_cast<const sockaddr*>(&s.addr[1]);
+  while (*sent < posted) {
+    const size_t n = std::min<size_t>(kRateBatch, posted - *sent);
+    iovec local[kRateBatch], remote[kRateBatch];
+    mmsghdr mm[kRateBatch];
+    for (size_t i = 0; i < n; ++i) {
+      local[i] = {stage.data() + i * s.size, s.size};
+      remote[i] = {rate_slot(g_app_send, s, *sent + uint32_t(i)), s.size};
+      mm[i] = {};
+      mm[i].msg_hdr = msghdr{const_cast<sockaddr*>(to), sizeof s.addr[1], &local[i], 1, nullptr, 0, 0};
+    }
+    if (::process_vm_readv(s.app[0], local, n, remote, n, 0) != ssize_t(n * s.size)) return false;
+    for (size_t done = 0; done < n;) {
+      const int k = ::sendmmsg(s.sock[0], mm + done, unsigned(n - done), 0);
+      if (k <= 0) return false;
+      done += size_t(k);
+    }
+    *sent += uint32_t(n);
+  }
+  return true;
+}
+
+void rate_sender(const Setup& s) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {s.doorbell[0], s.sock[0]}) {
+    epoll_event ev{EPOLLIN, {.fd = fd}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  std::vector<uint8_t> stage(kRateBatch * s.size);
+  uint32_t sent = 0, acked = 0;
+  for (;;) {
+    epoll_event evs[2];
+    const int n = ::epoll_wait(ep, evs, 2, -1);
+    for (int e = 0; e < n; ++e) {
+      if (evs[e].data.fd == s.doorbell[0]) {
+        uint64_t rings = 0;
+        [[maybe_unused]] ssize_t r = ::read(s.doorbell[0], &rings, sizeof rings);
+        if (!send_posted(s, stage, &sent)) return (void)s.shared->failed.store(1);
+        continue;
+      }
+      uint32_t received = 0;  // the receiving NIC's count of messages written: a cumulative ACK
+      while (::recv(s.sock[0], &received, sizeof received, MSG_DONTWAIT) == sizeof received)
+        if (received > acked) deliver(s.shared->side[0], received - acked), acked = received;
+    }
+  }
+}
+
+// After the last message: application 1's slots hold the last `window` messages, each where
+// its number puts it.
+bool rate_landed_intact(const Setup& s) {
+  std::vector<uint8_t> got(size_t(s.window) * s.size);
+  iovec local{got.data(), got.size()}, remote{g_app_recv, got.size()};
+  if (::process_vm_readv(s.app[1], &local, 1, &remote, 1, 0) != ssize_t(got.size())) return false;
+  for (uint32_t k = uint32_t(std::max<long>(0, s.count - s.window)); k < uint32_t(s.count); ++k)
+    for (size_t j = 0; j < s.size; ++j)
+      if (rate_slot(got.data(), s, k)[j] != rate_byte(k, j)) return false;
+  return true;
+}
+
+void rate_receiver(const Setup& s) {
+  std::vector<uint8_t> buf(kRateBatch * s.size);
+  iovec local[kRateBatch], remote[kRateBatch];
+  mmsghdr mm[kRateBatch];
+  uint32_t written = 0;
+  for (;;) {
+    for (size_t i = 0; i < kRateBatch; ++i) {
+      local[i] = {buf.data() + i * s.size, s.size};
+      mm[i] = {};
+      mm[i].msg_hdr.msg_iov = &local[i], mm[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int n = ::recvmmsg(s.sock[1], mm, kRateBatch, MSG_WAITFORONE, nullptr);
+    if (n <= 0) continue;
+    for (int i = 0; i < n; ++i) {
+      if (mm[i].msg_len != s.size) return (void)s.shared->failed.store(1);
+      remote[i] = {rate_slot(g_app_recv, s, written + uint32_t(i)), s.size};
+    }
+    if (::process_vm_writev(s.app[1], local, unsigned(n), remote, unsigned(n), 0) != ssize_t(size_t(n) * s.size))
+      return (void)s.shared->failed.store(1);
+    written += uint32_t(n);
+    if (written == uint32_t(s.count) && !rate_landed_intact(s)) return (void)s.shared->failed.store(1);
+    ::sendto(s.sock[1], &written, sizeof written, 0, reinterpret_cast<const sockaddr*>(&s.addr[0]), sizeof s.addr[0]);
+  }
+}
+
 // ---- the four processes ----
 
 pid_t fork_child(const std::function<void()>& body, bool own_session) {
@@ -324,17 +447,28 @@ pid_t fork_child(const std::function<void()>& body, bool own_session) {
   ::_exit(0);
 }
 
-// Runs the four processes; the measuring one (application 0 for latency, NIC 0 for bandwidth)
-// leaves its figure in shared memory. NaN when there is none within `limit`.
-double run_floor(bool latency, size_t size, long count, bool gso, std::chrono::milliseconds limit,
-                 std::pair<double, double>* stats = nullptr) {
+enum class Shape { kLatency, kBandwidth, kRate };
+
+// What NIC i does in `shape`.
+void run_nic(Shape shape, const Setup& s, int i) {
+  if (shape == Shape::kLatency) return latency_nic(s, i);
+  if (shape == Shape::kBandwidth) return i == 0 ? bandwidth_sender(s) : bandwidth_receiver(s);
+  return i == 0 ? rate_sender(s) : rate_receiver(s);
+}
+
+// Runs the four processes; the measuring one (application 0 for latency and rate, NIC 0 for
+// bandwidth) leaves its figure in shared memory. NaN when there is none within `limit`.
+double run_floor(Shape shape, size_t size, long count, bool gso, std::chrono::milliseconds limit,
+                 std::pair<double, double>* stats = nullptr, int window = 0) {
+  const bool latency = shape == Shape::kLatency;
   if (size == 0 || size > kMaxMessage || (latency && size > kChunk)) return NAN;
+  if (shape == Shape::kRate && (window <= 0 || size_t(window) * size > kMaxMessage)) return NAN;
   void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return NAN;
   Setup s;
   s.shared = new (mem) Shared;
   for (size_t i = 0; i < size; ++i) g_app_send[i] = uint8_t(i * 7 + 1);  // what bandwidth moves
-  s.size = size, s.count = count, s.gso = gso;
+  s.size = size, s.count = count, s.gso = gso, s.window = window;
   for (int i = 0; i < 2; ++i) {
     s.doorbell[i] = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s.sock[i] = udp_socket(&s.addr[i]);
@@ -342,24 +476,23 @@ double run_floor(bool latency, size_t size, long count, bool gso, std::chrono::m
   auto wait_go = [&] { while (!s.shared->go.load()) ::usleep(1000); };
   std::vector<pid_t> pids;
   for (int i = 0; i < 2; ++i) {
-    const bool measures = latency && i == 0;
+    const bool measures = shape != Shape::kBandwidth && i == 0;
     s.app[i] = fork_child([&, i, measures] {
       wait_go();
       if (latency) latency_app(s, i);
+      if (shape == Shape::kRate && i == 0) rate_app(s);
       if (!measures) for (;;) ::pause();  // holds its memory for the NICs until killed
     }, false);
     pids.push_back(s.app[i]);
   }
-  pid_t measurer = latency ? s.app[0] : 0;
+  pid_t measurer = shape != Shape::kBandwidth ? s.app[0] : 0;
   for (int i = 0; i < 2; ++i) {
     pid_t nic = fork_child([&, i] {
       wait_go();
-      if (latency) latency_nic(s, i);
-      else if (i == 0) bandwidth_sender(s);
-      else bandwidth_receiver(s);
+      run_nic(shape, s, i);
     }, true);
     pids.push_back(nic);
-    if (!latency && i == 0) measurer = nic;
+    if (shape == Shape::kBandwidth && i == 0) measurer = nic;
   }
   s.shared->go.store(1);
   wait_for(measurer, limit);
@@ -378,18 +511,36 @@ Figure floor_figure(const std::string& test, const std::string& kind, uint64_t s
   return f;
 }
 
+// The rate floor at 64 B, ib_write_bw's message-rate row: perftest's default send queue depth
+// (128) in flight, the best of three runs (the placement of four processes on two CPUs moves
+// a run, as it moves floor_lat).
+Figure best_floor_rate(long messages) {
+  constexpr int kPerftestTxDepth = 128;
+  Figure f = floor_figure("floor_rate", "rate", 64, messages, NAN);
+  for (int run = 0; run < 3 && !interrupted(); ++run) {
+    const double rate = floor_rate(64, messages, kPerftestTxDepth);
+    if (std::isfinite(rate) && !(rate <= f.value)) f.value = rate;
+  }
+  if (std::isfinite(f.value)) f.status = "ok";
+  return f;
+}
+
 }  // namespace
 
 double floor_lat(uint64_t size, long iterations, double* avg_us, double* p99_us) {
   std::pair<double, double> stats{NAN, NAN};
-  const double typical = run_floor(true, size, iterations, false, std::chrono::seconds(60), &stats);
+  const double typical = run_floor(Shape::kLatency, size, iterations, false, std::chrono::seconds(60), &stats);
   if (avg_us) *avg_us = stats.first;
   if (p99_us) *p99_us = stats.second;
   return typical;
 }
 
 double floor_bw(uint64_t size, long messages, bool gso) {
-  return run_floor(false, size, messages, gso, std::chrono::seconds(60));
+  return run_floor(Shape::kBandwidth, size, messages, gso, std::chrono::seconds(60));
+}
+
+double floor_rate(uint64_t size, long messages, int window) {
+  return run_floor(Shape::kRate, size, messages, false, std::chrono::seconds(60), nullptr, window);
 }
 
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
@@ -409,6 +560,8 @@ std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
   if (!interrupted()) out.push_back(f);
   step("floor_bw 64 KiB (simnic's shape, no protocol)");
   if (!interrupted()) out.push_back(floor_figure("floor_bw", "bw", 65536, bw_msgs, floor_bw(65536, bw_msgs, gso)));
+  step("floor_rate 64 B (simnic's shape, no protocol, best of 3)");
+  if (!interrupted()) out.push_back(best_floor_rate(quick ? 20000 : 100000));
   return out;
 }
 

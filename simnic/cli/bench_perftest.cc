@@ -66,8 +66,9 @@ std::vector<double> parse_perftest_row(const std::string& output, const std::str
       }
     }
     // bw: bytes iterations peak average msgrate; lat: bytes iterations min max typical avg
-    // stdev p99 p99.9.
+    // stdev p99 p99.9. rate: a bw row's MsgRate, in millions of messages per second.
     if (kind == "bw" && v.size() >= 4) return {v[3] * kMiB};
+    if (kind == "rate" && v.size() >= 5) return {v[4] * 1e6};
     if (kind == "lat" && v.size() >= 8) return {v[4], v[5], v[7]};
   }
   return {};

@@ -21,6 +21,7 @@ struct Panel {
   const char* xlabel;
   const char* ylabel;
   std::vector<Series> series;
+  bool p99;  // draws the figures' 99th percentiles instead of their values
 };
 
 const Panel kPanels[] = {
@@ -29,9 +30,16 @@ const Panel kPanels[] = {
       {"ib_send_bw", "ib_send_bw"}, {"floor_bw", "floor (simnic shape, no protocol)"}}},
     {"Latency (one way, typical)", "message size (bytes)", "microseconds",
      {{"tcp_lat", "kernel TCP (tcp_lat)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
-      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}}},
+      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}},
+     false},
+    // Issue 26 point 3: the tails, TCP's (the built-in ping-pong's) beside perftest's.
+    {"Latency p99 (one way)", "message size (bytes)", "microseconds",
+     {{"tcp_lat", "kernel TCP (ping-pong p99)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
+      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}},
+     true},
     {"Many QPs: ib_write_bw 64 KiB, depth 4", "QP pairs", "MB/s",
-     {{"many_qp_baseline", "kernel TCP (tcp_bw 64 KiB)"}, {"many_qp_write", "ib_write_bw -q N"}}},
+     {{"many_qp_baseline", "kernel TCP (tcp_bw 64 KiB)"}, {"many_qp_write", "ib_write_bw -q N"}},
+     false},
 };
 
 // Text for a single-quoted gnuplot string, where a quote is written twice.
@@ -51,7 +59,9 @@ std::string write_panel_data(std::ofstream& dat, const std::string& dat_name, co
   for (const auto& s : panel.series) {
     std::string rows;
     for (const auto& f : figures) {
-      if (f.test == s.test && f.ok()) rows += std::to_string(x_of(f)) + " " + std::to_string(f.value) + "\n";
+      const double y = panel.p99 ? f.p99_us : f.value;
+      if (f.test == s.test && f.ok() && std::isfinite(y))
+        rows += std::to_string(x_of(f)) + " " + std::to_string(y) + "\n";
       // The kernel's 64 KiB figure drawn across the many-QP panel, for scale.
       if (s.test == "many_qp_baseline" && f.test == "many_qp_write" && std::isfinite(f.baseline))
         rows += std::to_string(x_of(f)) + " " + std::to_string(f.baseline) + "\n";
@@ -103,9 +113,9 @@ std::string quoted(std::string s) {
 
 std::string script_head(const std::string& png, const RunInfo& info) {
   const std::string name = quoted(png.substr(png.rfind('/') + 1));
-  return "set terminal pngcairo size 1500,540 noenhanced font ',10'\n"
+  return "set terminal pngcairo size 2000,540 noenhanced font ',10'\n"
          "set output '" + name + "'\n"
-         "set multiplot layout 1,3 title 'simnic bench " + info.started_utc + ", " + info.mode + " mode, CPUs " +
+         "set multiplot layout 1,4 title 'simnic bench " + info.started_utc + ", " + info.mode + " mode, CPUs " +
          (info.spin ? "kept busy" : "idle") + ", " + std::to_string(info.nproc) + " x " + quoted(info.cpu_model) +
          ", commit " + quoted(info.commit) + "'\n"
          "set grid\nset key below height 1\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";

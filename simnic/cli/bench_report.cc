@@ -27,6 +27,7 @@ std::string fmt(double v, const char* format = "%.1f") {
 
 std::string figure_text(const Figure& f) {
   if (!std::isfinite(f.value)) return "-";
+  if (f.kind == "rate") return fmt(f.value / 1e3, "%.0f") + "k " + f.unit();  // fits the column up to 10^9
   return fmt(f.value, f.value >= 1000 ? "%.0f" : "%.1f") + " " + f.unit();
 }
 
@@ -54,21 +55,44 @@ std::string label(const Figure& f) {
   return s;
 }
 
+// tcp_bw and tcp_lat at each size, with tcp_lat's 99th percentile (the built-in ping-pong's),
+// then the kernel's message rate when the run measured it.
 void print_baselines(std::FILE* out, const std::vector<Figure>& figures) {
-  std::fprintf(out, "%-10s %14s %12s\n", "SIZE", "tcp_bw", "tcp_lat");
-  std::map<uint64_t, std::pair<std::string, std::string>> rows;
+  std::fprintf(out, "%-10s %14s %12s %12s\n", "SIZE", "tcp_bw", "tcp_lat", "tcp_lat p99");
+  struct Row {
+    std::string bw, lat, p99;
+  };
+  std::map<uint64_t, Row> rows;
   for (const auto& f : figures) {
-    if (f.test == "tcp_bw") rows[f.size].first = f.ok() ? figure_text(f) : "FAILED";
-    if (f.test == "tcp_lat") rows[f.size].second = f.ok() ? figure_text(f) : "FAILED";
+    if (f.test == "tcp_bw") rows[f.size].bw = f.ok() ? figure_text(f) : "FAILED";
+    if (f.test != "tcp_lat") continue;
+    rows[f.size].lat = f.ok() ? figure_text(f) : "FAILED";
+    if (std::isfinite(f.p99_us)) rows[f.size].p99 = fmt(f.p99_us) + " us";
   }
   for (const auto& [size, r] : rows)
-    std::fprintf(out, "%-10s %14s %12s\n", human_size(size).c_str(), r.first.empty() ? "" : r.first.c_str(),
-                r.second.empty() ? "" : r.second.c_str());
+    std::fprintf(out, "%-10s %14s %12s %12s\n", human_size(size).c_str(), r.bw.c_str(), r.lat.c_str(), r.p99.c_str());
+  for (const auto& f : figures)
+    if (f.test == "tcp_rate")
+      std::fprintf(out, "tcp_rate %s: %s (%s-byte writes per second on one TCP stream)\n", human_size(f.size).c_str(),
+                   f.ok() ? figure_text(f).c_str() : "FAILED", std::to_string(f.size).c_str());
 }
 
-std::string note_of(const Figure& f) {
+// The floor figure measured in the same run for `f`'s kind and size ("floor_rate" for a rate).
+const Figure* floor_of(const Figure& f, const std::vector<Figure>& figures) {
+  for (const auto& g : figures)
+    if (g.test == "floor_" + f.kind && g.size == f.size && g.ok()) return &g;
+  return nullptr;
+}
+
+// Latency: mean, p99 and the p99's ratio to TCP's p99 (the goal: at most 3x). Message
+// rate: the share of the floor measured in the same run.
+std::string note_of(const Figure& f, const std::vector<Figure>& figures) {
   if (!f.ok()) return f.status;
-  if (f.kind == "lat") return "avg " + fmt(f.avg_us) + " p99 " + fmt(f.p99_us);
+  if (f.kind == "lat")
+    return "avg " + fmt(f.avg_us) + " p99 " + fmt(f.p99_us) + " (" +
+           (std::isfinite(f.p99_ratio) ? fmt(f.p99_ratio, "%.2f") + "x" : std::string("-")) + " tcp p99)";
+  const Figure* floor = f.kind == "rate" && f.test != "floor_rate" ? floor_of(f, figures) : nullptr;
+  if (floor && floor->value > 0) return fmt(f.value / floor->value, "%.2f") + "x floor_rate";
   return "";
 }
 
@@ -104,20 +128,21 @@ void print_table(std::FILE* out, const std::vector<Figure>& figures) {
                 f.ok() ? figure_text(f).c_str() : "FAILED", figure_text(base).c_str(),
                 std::isfinite(f.ratio) ? (fmt(f.ratio, "%.2f") + "x").c_str() : "-",
                 static_cast<unsigned long long>(f.error_completions), static_cast<unsigned long long>(f.retransmits),
-                note_of(f).c_str());
+                note_of(f, figures).c_str());
   }
 }
 
 void write_csv(const std::string& path, const std::vector<Figure>& figures) {
   std::ofstream out(path);
   out << "test,kind,size_bytes,qps,iterations,value,unit,baseline,ratio,avg_us,p99_us,error_completions,"
-         "retransmits,status,previous,change_pct,verdict\n";
+         "retransmits,status,previous,change_pct,verdict,baseline_p99_us,p99_ratio\n";
   for (const auto& f : figures) {
     out << f.test << "," << f.kind << "," << f.size << "," << f.qps << "," << f.iterations << ","
         << csv_number(f.value) << "," << f.unit() << "," << csv_number(f.baseline) << "," << csv_number(f.ratio)
         << "," << csv_number(f.avg_us) << "," << csv_number(f.p99_us) << "," << f.error_completions << ","
         << f.retransmits << "," << csv_quote(f.status) << "," << csv_number(f.previous) << ","
-        << csv_number(change_of(f) * 100) << "," << f.verdict << "\n";
+        << csv_number(change_of(f) * 100) << "," << f.verdict << "," << csv_number(f.baseline_p99_us) << ","
+        << csv_number(f.p99_ratio) << "\n";
   }
 }
 
@@ -136,7 +161,9 @@ void write_json(const std::string& path, const RunInfo& i, const std::vector<Fig
                     {"avg_us", number_or_null(f.avg_us)}, {"p99_us", number_or_null(f.p99_us)},
                     {"error_completions", f.error_completions}, {"retransmits", f.retransmits},
                     {"status", f.status}, {"previous", number_or_null(f.previous)},
-                    {"change_pct", number_or_null(change_of(f) * 100)}, {"verdict", f.verdict}});
+                    {"change_pct", number_or_null(change_of(f) * 100)}, {"verdict", f.verdict},
+                    {"baseline_p99_us", number_or_null(f.baseline_p99_us)},
+                    {"p99_ratio", number_or_null(f.p99_ratio)}});
   json doc = {{"tool", "simnic bench"}, {"format", 1}, {"run", run},
               {"compared_with", compared_with.empty() ? json(nullptr) : json(compared_with)}, {"figures", list}};
   std::ofstream(path) << doc.dump(2) << "\n";
@@ -154,6 +181,8 @@ Figure figure_from_json(const json& j) {
   f.p99_us = number_of(j, "p99_us");
   f.baseline = number_of(j, "baseline");
   f.ratio = number_of(j, "ratio");
+  f.baseline_p99_us = number_of(j, "baseline_p99_us");
+  f.p99_ratio = number_of(j, "p99_ratio");
   f.error_completions = j.value("error_completions", uint64_t(0));
   f.retransmits = j.value("retransmits", uint64_t(0));
   f.status = j.value("status", "");
@@ -228,7 +257,7 @@ std::string compare_with_last(const std::string& root, const std::string& self, 
       ++same;
       continue;
     }
-    const bool better = f.kind == "bw" ? change > 0 : change < 0;
+    const bool better = f.kind == "lat" ? change < 0 : change > 0;  // a rate, like a bandwidth, should grow
     f.verdict = better ? "improved" : "regressed";
     ++moved;
     lines += "  " + f.verdict + (better ? "  " : " ") + label(f) + ": " + fmt(f.previous) + " -> " + fmt(f.value) +

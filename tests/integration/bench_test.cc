@@ -37,6 +37,9 @@ const std::vector<Row> kQuickRows = {
     {"ib_send_lat", 2, 1},     {"ib_send_lat", 4096, 1},   {"ib_read_lat", 2, 1},     {"ib_read_lat", 4096, 1},
     {"many_qp_write", 65536, 1}, {"many_qp_write", 65536, 16}, {"floor_lat", 2, 1},  {"floor_bw", 65536, 1}};
 
+// The message-rate rows (issue 26 point 2): ib_write_bw 64 B's MsgRate and the floor's rate.
+const std::vector<Row> kRateRows = {{"ib_write_rate", 64, 1}, {"floor_rate", 64, 1}};
+
 std::string size_text(uint64_t b) {
   if (b >= 1024) return std::to_string(b / 1024) + " KiB";
   return std::to_string(b) + " B";
@@ -166,7 +169,7 @@ void expect_csv_matches_json(const std::string& dir, const json& doc) {
     ASSERT_NE(f, nullptr) << row.at("test") << " " << row.at("size_bytes");
     EXPECT_EQ((*f)["status"], row.at("status"));
     EXPECT_EQ((*f)["error_completions"].get<uint64_t>(), std::stoull(row.at("error_completions")));
-    for (const char* key : {"value", "baseline", "ratio"}) {
+    for (const char* key : {"value", "baseline", "ratio", "p99_us", "baseline_p99_us", "p99_ratio"}) {
       if ((*f)[key].is_null()) {
         EXPECT_EQ(row.at(key), "") << key;
         continue;
@@ -193,6 +196,66 @@ void expect_figures_complete(const json& doc) {
   }
 }
 
+// Issue 26 point 3, the tails: the kernel table has tcp_lat's p99 beside tcp_lat, and every
+// latency row says its p99's ratio to TCP's p99 at the same size.
+void expect_tail_columns(const std::string& out) {
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(SIZE\s+tcp_bw\s+tcp_lat\s+tcp_lat p99\n)"))) << out;
+  for (const char* size : {"2 B", "4 KiB"}) {
+    const std::regex row("\n" + std::string(size) + R"(\s+(\S+ MB/s\s+)?[0-9.]+ us\s+[0-9.]+ us\n)");
+    EXPECT_TRUE(std::regex_search(out, row)) << "no tcp_lat p99 at " << size << " in:\n" << out;
+  }
+  for (const Row& r : kQuickRows) {
+    if (r.test.find("_lat") == std::string::npos) continue;
+    const std::regex row("\n" + r.test + R"(\s+)" + size_text(r.size) +
+                         R"(\s.*avg [0-9.]+ p99 [0-9.]+ \([0-9.]+x tcp p99\)\n)");
+    EXPECT_TRUE(std::regex_search(out, row)) << "no p99 ratio for " << r.test << " " << r.size << " in:\n" << out;
+  }
+}
+
+// Issue 26 point 2: the message-rate row and its floor, in thousands of messages per second
+// with a ratio to the kernel's rate; the simnic row also as a share of the floor.
+void expect_rate_rows(const std::string& out) {
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\ntcp_rate 64 B: [0-9]+k msg/s)"))) << out;
+  for (const Row& r : kRateRows) {
+    const std::regex row("\n" + r.test + R"(\s+64 B\s+1\s+[0-9]+k msg/s\s+[0-9]+k msg/s\s+[0-9.]+x\s+\d+\s+\d+)");
+    EXPECT_TRUE(std::regex_search(out, row)) << "no row with figures for " << r.test << " in:\n" << out;
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\nib_write_rate .* [0-9.]+x floor_rate\n)"))) << out;
+}
+
+// The same in bench.json: TCP's p99 on every tcp_lat, carried to the latency rows with its
+// ratio; the rate figures with their kernel figure and unit.
+void expect_tail_and_rate_figures(const json& doc) {
+  std::map<uint64_t, double> tcp_p99;
+  for (const json& f : doc["figures"])
+    if (f["test"] == "tcp_lat") {
+      ASSERT_TRUE(f["p99_us"].is_number() && f["p99_us"].get<double>() > 0) << f.dump();
+      tcp_p99[f["size_bytes"].get<uint64_t>()] = f["p99_us"].get<double>();
+    }
+  EXPECT_EQ(tcp_p99.size(), 2u);
+  for (const Row& r : kQuickRows) {
+    if (r.test.find("_lat") == std::string::npos) continue;
+    const json& f = *find_figure(doc, r.test, r.size, r.qps);
+    ASSERT_TRUE(f["p99_us"].is_number() && f["p99_ratio"].is_number()) << f.dump();
+    EXPECT_EQ(f["baseline_p99_us"].get<double>(), tcp_p99.at(r.size)) << f.dump();
+    EXPECT_NEAR(f["p99_ratio"].get<double>(), f["p99_us"].get<double>() / tcp_p99.at(r.size),
+                f["p99_ratio"].get<double>() * 1e-9) << f.dump();
+  }
+  const json* kernel = find_figure(doc, "tcp_rate", 64, 1);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_TRUE((*kernel)["value"].is_number() && (*kernel)["value"].get<double>() > 0) << kernel->dump();
+  for (const Row& r : kRateRows) {
+    const json* f = find_figure(doc, r.test, r.size, r.qps);
+    ASSERT_NE(f, nullptr) << r.test;
+    EXPECT_EQ((*f)["kind"], "rate");
+    EXPECT_EQ((*f)["unit"], "msg/s");
+    EXPECT_EQ((*f)["status"], "ok") << f->dump();
+    EXPECT_TRUE((*f)["value"].is_number() && (*f)["value"].get<double>() > 0) << f->dump();
+    EXPECT_EQ((*f)["baseline"], (*kernel)["value"]) << f->dump();
+    EXPECT_EQ((*f)["error_completions"], 0) << f->dump();
+  }
+}
+
 TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   if (!have_program("ib_write_bw")) GTEST_SKIP() << "perftest is not installed (scripts/setup.sh installs it)";
   if (!have_program("gnuplot")) GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
@@ -202,6 +265,8 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(simnicds_on(addr_).empty()) << "the bench left its NICs running";
   expect_table_rows(r.output);
+  expect_tail_columns(r.output);
+  expect_rate_rows(r.output);
   const std::string dir = new_run_dir(root_);
   ASSERT_FALSE(dir.empty());
   json doc = json::parse(slurp(dir + "/bench.json"), nullptr, false);
@@ -211,6 +276,7 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   EXPECT_GT(doc["run"]["nproc"].get<int>(), 0);
   for (const char* key : {"commit", "cpu_model", "kernel", "baseline_tool"}) EXPECT_NE(doc["run"][key], "") << key;
   expect_figures_complete(doc);
+  expect_tail_and_rate_figures(doc);
   expect_csv_matches_json(dir, doc);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
   EXPECT_EQ(r.output.find("No plot:"), std::string::npos) << r.output;  // gnuplot drew every panel
@@ -224,6 +290,8 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   Result shown = run({bin_dir() + "/simnic", "bench", "--show", dir}, {}, 60s);
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   expect_table_rows(shown.output);
+  expect_tail_columns(shown.output);
+  expect_rate_rows(shown.output);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
   EXPECT_EQ(r.output.find("No plot:"), std::string::npos) << r.output;  // gnuplot drew every panel
 }
@@ -245,6 +313,9 @@ TEST_F(BenchTool, BuiltinBaselineMeasuresTcpOnBusyCpus) {
   for (const json& f : doc["figures"]) {
     EXPECT_EQ(f["status"], "ok") << f.dump();
     EXPECT_TRUE(f["value"].is_number() && f["value"].get<double>() > 0) << f.dump();
+    if (f["test"] == "tcp_lat") {  // the built-in ping-pong's tail, from the same round trips
+      EXPECT_TRUE(f["p99_us"].is_number() && f["p99_us"].get<double>() > 0) << f.dump();
+    }
   }
   expect_csv_matches_json(dir, doc);
 }
