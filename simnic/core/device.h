@@ -395,6 +395,9 @@ class Device : private ObjectTables {
   void send_atomic_write_ack(Qp& qp, uint32_t psn);
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
+  void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
+  size_t rd_atomic_owed(const Qp& qp) const;
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
   void complete_recv_in_error(Qp& qp, ibv_wc_status status);  // the receive WQE in progress
   bool take_recv_wqe(Qp& qp, RecvInProgress* out);

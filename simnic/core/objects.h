@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 
 #include "simnic/abi/rings.h"
+#include "simnic/proto/headers.h"
 #include "simnic/core/env.h"
 
 namespace simnic::core {
@@ -148,7 +149,9 @@ struct RecvInProgress {
   bool from_srq = false;
 };
 
-// A READ request being answered (the responder streams its response packets).
+// An answer the responder still owes, in request order: a READ request being answered (the
+// responder streams its response packets), or one packet (an ACK, an atomic's answer) that
+// arrived behind such a stream and must not overtake it.
 struct ReadResponse {
   uint32_t first_psn = 0;   // PSN of the first response packet still to send
   uint32_t npkts = 0;       // total response packets of this READ
@@ -157,6 +160,7 @@ struct ReadResponse {
   uint32_t length = 0;
   const Mr* mr = nullptr;
   uint32_t msn = 0;
+  std::optional<proto::PacketHeaders> answer;  // set: not a READ, this one packet (no payload)
 };
 
 // A replayable atomic result, so a duplicate atomic is never applied twice (C9-38).

@@ -25,7 +25,6 @@ constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_d
 
 void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   if (!qp.acked()) return;  // UC never answers (IBA 9.8.3)
-  flush_dma_writes();        // what the ACK reports is in memory before the requester hears of it
   PacketHeaders h{};
   h.bth.opcode = kRcAcknowledge;
   h.bth.pkey = 0xffff;
@@ -33,12 +32,51 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   h.bth.psn = psn;
   h.aeth.syndrome = syndrome;
   h.aeth.msn = qp.resp.msn & kPsnMask;
-  emit(qp, h, {});
+  // A NAK that ends the QP (IBA 9.9.3.1) goes at once: the QP stops answering after it.
+  const bool fatal = aeth_class(syndrome) == kAethNak && (syndrome & 0x1f) != kNakPsnSeqError;
+  if (fatal) send_answer_now(qp, h);
+  else send_answer_in_order(qp, h);
   switch (aeth_class(syndrome)) {
     case kAethAck: ++counters_.acks_sent; break;
     case kAethRnrNak: ++counters_.rnr_naks_sent; ++qp.counters.rnr_naks_sent; break;
     default: ++counters_.naks_sent; ++qp.counters.naks_sent; break;
   }
+}
+
+// An answer goes out only after every READ response owed for earlier requests: the responder
+// answers in PSN order (IBA 9.7.5.1), and an ACK acknowledges every earlier request, a READ's
+// responses included (9.7.5.1.1, coalesced ACKs). Sent ahead of them, it would tell the
+// requester those responses were lost (an implied NAK) and make it ask for the READ again.
+void Device::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
+  auto& owed = qp.resp.read_responses;
+  if (owed.empty()) return send_answer_now(qp, h);
+  ReadResponse& last = owed.back();
+  const bool both_acks = last.answer && last.answer->bth.opcode == kRcAcknowledge &&
+                         aeth_class(last.answer->aeth.syndrome) == kAethAck &&
+                         h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
+  if (both_acks) {  // the later ACK says all the earlier one did (9.7.5.1.1)
+    last.answer = h;
+    last.first_psn = h.bth.psn;
+    return;
+  }
+  ReadResponse queued;
+  queued.first_psn = h.bth.psn;
+  queued.answer = h;
+  owed.push_back(queued);
+}
+
+void Device::send_answer_now(Qp& qp, const PacketHeaders& h) {
+  flush_dma_writes();  // what the answer reports is in memory before the requester hears of it
+  emit(qp, h, {});
+}
+
+// READ and atomic requests the responder still owes an answer for (max_dest_rd_atomic counts
+// them; queued ACKs do not).
+size_t Device::rd_atomic_owed(const Qp& qp) const {
+  size_t n = 0;
+  for (const ReadResponse& r : qp.resp.read_responses)
+    n += !r.answer || r.answer->bth.opcode != kRcAcknowledge;
+  return n;
 }
 
 // A request the responder cannot execute (IBA 9.9.3.1): RC and XRC NAK it and go to ERR; UC
@@ -511,7 +549,7 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
       return;
     }
   }
-  if (!duplicate && qp.resp.read_responses.size() >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
+  if (!duplicate && rd_atomic_owed(qp) >= std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic)) {
     responder_error(qp, Error::kTooManyRdAtomic, psn,
                     "more READ/atomic requests outstanding than max_dest_rd_atomic=" +
                         std::to_string(qp.attr.max_dest_rd_atomic));
@@ -526,7 +564,7 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   if (duplicate) {
     // Re-execute (9.7.5.2.1): drop any older stream of the same READ still being sent.
     std::erase_if(qp.resp.read_responses, [&](const ReadResponse& x) {
-      return psn_diff(psn, x.first_psn) >= 0 && psn_diff(psn, psn_add(x.first_psn, x.npkts)) < 0;
+      return !x.answer && psn_diff(psn, x.first_psn) >= 0 && psn_diff(psn, psn_add(x.first_psn, x.npkts)) < 0;
     });
   } else {
     qp.resp.epsn = psn_add(qp.resp.epsn, rr.npkts);
@@ -541,6 +579,13 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
 bool Device::send_read_responses(Qp& qp, uint32_t budget) {
   while (!qp.resp.read_responses.empty() && budget) {
     ReadResponse& rr = qp.resp.read_responses.front();
+    if (rr.answer) {  // an ACK or atomic answer that waited for the READs before it
+      const PacketHeaders h = *rr.answer;
+      qp.resp.read_responses.pop_front();
+      send_answer_now(qp, h);
+      --budget;
+      continue;
+    }
     while (rr.sent < rr.npkts && budget) {
       uint32_t k = rr.sent;
       uint32_t offset = k * qp.mtu_bytes;
@@ -590,7 +635,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     h.aeth.syndrome = aeth_ack(kAckCredits);
     h.aeth.msn = qp.resp.msn & kPsnMask;
     h.atomic_ack.orig = orig;
-    emit(qp, h, {});
+    send_answer_in_order(qp, h);
   };
   if (duplicate) {
     // Never apply an atomic twice: answer from the result we kept (IBA 9.7.5.2.1).
@@ -699,7 +744,7 @@ void Device::send_atomic_write_ack(Qp& qp, uint32_t psn) {
   h.bth.psn = psn;
   h.aeth.syndrome = aeth_ack(kAckCredits);
   h.aeth.msn = qp.resp.msn & kPsnMask;
-  emit(qp, h, {});
+  send_answer_in_order(qp, h);
 }
 
 }  // namespace simnic::core
