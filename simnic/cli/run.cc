@@ -8,6 +8,7 @@
 
 #include "simnic/abi/paths.h"
 #include "simnic/cli/cli.h"
+#include "simnic/cli/netns.h"
 
 namespace simnic::cli {
 namespace {
@@ -29,15 +30,19 @@ bool shim_missing(const std::string& shim_dir) {
 }  // namespace
 
 constexpr const char* kRunUsage =
-    "usage: simnic run [--quiet] [--] PROGRAM [ARGS...]\n"
+    "usage: simnic run [--quiet] [--netns] [--] PROGRAM [ARGS...]\n"
     "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started. When the NIC\n"
     "refuses a verb or a work request completes in error, the reason is printed on PROGRAM's\n"
     "stderr, prefixed \"simnic: \", once per distinct cause; stdout is left alone.\n"
-    "  --quiet   no explanations (or set SIMNIC_QUIET=1)\n";
+    "  --quiet   no explanations (or set SIMNIC_QUIET=1)\n"
+    "  --netns   run PROGRAM in a network namespace of its own (an unprivileged user namespace, no\n"
+    "            root) where each NIC has an interface named after it holding its address, as an\n"
+    "            RDMA NIC has its netdev (libfabric's verbs MSG/RDM endpoints need one). Processes that\n"
+    "            talk over TCP must share it: start them all from one `simnic run --netns -- sh -c`\n";
 
 int cmd_run(const std::vector<std::string>& args) {
   size_t first = 0;
-  bool quiet = false;
+  bool quiet = false, netns = false;
   for (; first < args.size(); ++first) {
     const std::string& a = args[first];
     if (a == "--help" || a == "-h") {
@@ -45,6 +50,7 @@ int cmd_run(const std::vector<std::string>& args) {
       return 0;
     }
     if (a == "--quiet" || a == "-q") quiet = true;
+    else if (a == "--netns") netns = true;
     else if (a == "--") {
       ++first;
       break;
@@ -69,6 +75,12 @@ int cmd_run(const std::vector<std::string>& args) {
   ::setenv("LD_LIBRARY_PATH", library_path(shim_dir).c_str(), 1);
   ::setenv("SIMNIC_DIR", dir.c_str(), 1);
   ::setenv("SIMNIC_EXPLAIN", quiet ? "0" : "1", 1);
+  if (netns) {
+    if (std::string why = enter_netns(dir); !why.empty()) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return 1;
+    }
+  }
   std::vector<char*> argv;
   for (size_t i = first; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
   argv.push_back(nullptr);
