@@ -152,7 +152,10 @@ bool write_file(const char* path, const std::string& text) {
   return ok;
 }
 
-std::string errno_text(int e) { return std::string(strerrorname_np(e) ? strerrorname_np(e) : "?") + " (" + std::strerror(e) + ")"; }
+std::string errno_text(int e) {
+  const char* name = strerrorname_np(e);
+  return std::string(name ? name : "?") + " (" + std::strerror(e) + ")";
+}
 
 // Why unshare(CLONE_NEWUSER) fails where it does, and what the user can do.
 std::string unshare_refused(int e) {
