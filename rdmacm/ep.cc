@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,7 +14,7 @@ using namespace simnic::rdmacm;
 namespace {
 
 sockaddr* copy_addr(const sockaddr* a, socklen_t len) {
-  auto* c = static_cast<sockaddr*>(std::calloc(1, sizeof(sockaddr_storage)));
+  auto* c = static_cast<sockaddr*>(std::calloc(1, std::max<size_t>(len, sizeof(sockaddr_storage))));
   if (c && a) std::memcpy(c, a, len);
   return c;
 }
@@ -49,13 +50,45 @@ int make_info(const addrinfo* ai, const rdma_addrinfo* hints, rdma_addrinfo** ou
   return 0;
 }
 
+// Neither node nor service: rdma-core's addrinfo.c answers with the hints themselves: their
+// flags, family, QP type and port space as given, and copies of the addresses they carry
+// (ai_dst_len, ai_src_len bytes). libfabric's verbs provider resolves a peer it holds as a
+// sockaddr this way. Only no node, no service and no hints at all is EINVAL.
+int hints_only_info(const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (!hints) return fail(EINVAL);
+  auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+  if (!r) return fail(ENOMEM);
+  r->ai_flags = hints->ai_flags;
+  r->ai_family = hints->ai_family;
+  r->ai_qp_type = hints->ai_qp_type;
+  r->ai_port_space = hints->ai_port_space;
+  bool nomem = false;
+  if (hints->ai_dst_len && hints->ai_dst_addr) {
+    r->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+    r->ai_dst_len = hints->ai_dst_len;
+    nomem |= !r->ai_dst_addr;
+  }
+  if (hints->ai_src_len && hints->ai_src_addr) {
+    r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
+    r->ai_src_len = hints->ai_src_len;
+    nomem |= !r->ai_src_addr;
+  }
+  if (nomem) {
+    rdma_freeaddrinfo(r);
+    return fail(ENOMEM);
+  }
+  *res = r;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
 
 int rdma_getaddrinfo(const char* node, const char* service, const struct rdma_addrinfo* hints,
                      struct rdma_addrinfo** res) {
-  if (!res || (!node && !service)) return fail(EINVAL);
+  if (!res) return fail(EINVAL);
+  if (!node && !service) return hints_only_info(hints, res);
   if (hints && hints->ai_family && hints->ai_family != AF_INET && hints->ai_family != AF_UNSPEC)
     return fail(EAFNOSUPPORT);
   addrinfo h{};

@@ -37,6 +37,8 @@ uint32_t ipv4_of(const sockaddr* a, bool* any) {
   return ntohl(ip);
 }
 
+bool is_loopback(uint32_t ip) { return (ip >> 24) == 127; }  // ipv4_is_loopback: 127.0.0.0/8
+
 uint16_t port_of(const sockaddr* a) {
   return ntohs(a->sa_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(a)->sin_port
                                        : reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
@@ -243,12 +245,16 @@ int rdma_bind_addr(struct rdma_cm_id* id, struct sockaddr* addr) {
   bool any = false;
   const uint32_t ip = ipv4_of(addr, &any);
   const uint16_t port = port_of(addr);
-  if (any) {
+  Nic* nic = any ? nullptr : nic_by_ip(ip);
+  if (any || (!nic && is_loopback(ip))) {
+    // The kernel's rdma_bind_addr treats a loopback address like the wildcard (cma_any_addr:
+    // cma_zero_addr || cma_loopback_addr): no device is acquired, id->verbs stays NULL, the
+    // address is kept as given, and rdma_listen then listens on every device. A 127/8
+    // address a simnic NIC has is that NIC's address instead (simnic's hosts live on 127/8).
     if (int e = bind_any(p, port)) return fail(e);
-    set_sin(&id->route.addr.src_sin, 0, p->port);
+    set_sin(&id->route.addr.src_sin, any ? 0 : ip, p->port);
     return 0;
   }
-  Nic* nic = nic_by_ip(ip);
   if (!nic) {
     char text[INET_ADDRSTRLEN];
     const in_addr a{htonl(ip)};

@@ -37,6 +37,32 @@ inline std::string parent_of(const std::string& dir) {
   return slash == 0 ? "/" : d.substr(0, slash);
 }
 
+inline unsigned read_number(const char* path, unsigned fallback) {
+  unsigned v = fallback;
+  if (FILE* f = std::fopen(path, "re")) {
+    if (std::fscanf(f, "%u", &v) != 1) v = fallback;
+    std::fclose(f);
+  }
+  return v;
+}
+
+// In a user namespace that maps only some uids (`simnic run --netns` maps the user to itself),
+// files of every unmapped owner, root's included, show as the overflow uid (65534). There a
+// parent owned by the overflow uid is taken as root's: /tmp and / would otherwise be refused.
+// (It may be another unmapped user's: that namespace cannot tell, so the mode check remains.)
+inline bool owned_by_root(uid_t owner) {
+  if (owner == 0) return true;
+  static const bool partial_map = [] {
+    unsigned inside = 0, outside = 0, count = 0;
+    FILE* f = std::fopen("/proc/self/uid_map", "re");
+    if (!f) return false;
+    const int n = std::fscanf(f, "%u %u %u", &inside, &outside, &count);
+    std::fclose(f);
+    return n == 3 && !(inside == 0 && outside == 0 && count == 4294967295u);
+  }();
+  return partial_map && owner == read_number("/proc/sys/kernel/overflowuid", 65534);
+}
+
 // Someone other than us (or root) who may rename entries of `parent` could swap our directory
 // for theirs after we checked it. A sticky directory (/tmp) forbids renaming others' entries.
 inline std::string check_parent(const std::string& dir) {
@@ -44,7 +70,7 @@ inline std::string check_parent(const std::string& dir) {
   struct stat st{};
   if (::stat(parent.c_str(), &st) != 0) return "";  // mkdir/lstat of dir itself will say why
   const uid_t me = ::geteuid();
-  if (st.st_uid != me && st.st_uid != 0)
+  if (st.st_uid != me && !owned_by_root(st.st_uid))
     return dir + ": its parent " + parent + " is owned by uid " + std::to_string(st.st_uid) + ", not you (uid " +
            std::to_string(me) + ") or root, who could replace it; use a directory of your own (set SIMNIC_DIR)";
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))

@@ -9,6 +9,7 @@
 #include "simnic/abi/paths.h"
 #include "simnic/cli/cli.h"
 #include "simnic/cli/devnodes.h"
+#include "simnic/cli/netns.h"
 
 namespace simnic::cli {
 namespace {
@@ -30,18 +31,23 @@ bool shim_missing(const std::string& shim_dir) {
 }  // namespace
 
 constexpr const char* kRunUsage =
-    "usage: simnic run [--quiet] [--no-devnodes] [--] PROGRAM [ARGS...]\n"
+    "usage: simnic run [--quiet] [--no-devnodes] [--netns] [--] PROGRAM [ARGS...]\n"
     "Runs PROGRAM with simnic's libibverbs, so it sees the NICs `simnic up` started. When the NIC\n"
     "refuses a verb or a work request completes in error, the reason is printed on PROGRAM's\n"
     "stderr, prefixed \"simnic: \", once per distinct cause; stdout is left alone.\n"
     "  --quiet         no explanations (or set SIMNIC_QUIET=1)\n"
     "  --no-devnodes   no /dev/infiniband/uverbs-<nic> nodes for the NICs (or set SIMNIC_DEVNODES=0);\n"
     "                  by default libsimnic_devnode.so goes first on LD_PRELOAD so that programs which\n"
-    "                  check the node, as UCX does, see the NICs\n";
+    "                  check the node, as UCX does, see the NICs\n"
+    "  --netns         run PROGRAM in a network namespace of its own (an unprivileged user namespace,\n"
+    "                  no root) where each NIC has an interface named after it holding its address, as\n"
+    "                  an RDMA NIC has its netdev (libfabric's verbs MSG/RDM endpoints need one).\n"
+    "                  Processes that talk over TCP must share it: start them all from one\n"
+    "                  `simnic run --netns -- sh -c`\n";
 
 int cmd_run(const std::vector<std::string>& args) {
   size_t first = 0;
-  bool quiet = false, no_devnodes = false;
+  bool quiet = false, no_devnodes = false, netns = false;
   for (; first < args.size(); ++first) {
     const std::string& a = args[first];
     if (a == "--help" || a == "-h") {
@@ -50,6 +56,7 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     if (a == "--quiet" || a == "-q") quiet = true;
     else if (a == "--no-devnodes") no_devnodes = true;
+    else if (a == "--netns") netns = true;
     else if (a == "--") {
       ++first;
       break;
@@ -75,6 +82,12 @@ int cmd_run(const std::vector<std::string>& args) {
   ::setenv("SIMNIC_DIR", dir.c_str(), 1);
   ::setenv("SIMNIC_EXPLAIN", quiet ? "0" : "1", 1);
   set_devnode_preload(shim_dir, devnodes_wanted(no_devnodes));
+  if (netns) {
+    if (std::string why = enter_netns(dir); !why.empty()) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return 1;
+    }
+  }
   std::vector<char*> argv;
   for (size_t i = first; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
   argv.push_back(nullptr);

@@ -69,7 +69,10 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxQp = 4096;
   static constexpr uint32_t kMaxQpWr = 16384;
   static constexpr uint32_t kMaxCq = 4096;
-  static constexpr int kMaxCqe = 65536;
+  // What a ConnectX (mlx5) reports, 2^22 - 1: libfabric's ofi_rxm asks 1024 x FI_UNIVERSE_SIZE
+  // (256) entries. A ring is a memfd whose pages the kernel gives as CQEs first touch them;
+  // its full size (56 bytes an entry: 224 MiB here) is charged to the queue memory budgets.
+  static constexpr int kMaxCqe = (1 << 22) - 1;
   static constexpr uint32_t kMaxMr = 65536;
   static constexpr uint64_t kMaxMrSize = 1ull << 40;
   static constexpr uint32_t kMaxPd = 4096;

@@ -125,7 +125,7 @@ struct RefusedVerb {
 TEST_F(Explain, EveryRefusedVerbSaysWhy) {
   const std::vector<RefusedVerb> cases = {
       {"alloc-pd-full", "ENOMEM", {"simnic: ibv_alloc_pd: ENOMEM: the NIC's 4096 PDs (max_pd of ibv_query_device) are all in use"}},
-      {"create-cq-cqe", "EINVAL", {"simnic: ibv_create_cq: EINVAL: cqe 1048576: a CQ holds 1 to 65536 entries (max_cqe"}},
+      {"create-cq-cqe", "EINVAL", {"simnic: ibv_create_cq: EINVAL: cqe 8388608: a CQ holds 1 to 4194303 entries (max_cqe"}},
       {"create-cq-ex-flags", "EOPNOTSUPP", {"simnic: ibv_create_cq_ex: EOPNOTSUPP: wc_flags 0x", "no CVLAN"}},
       {"create-srq-wr", "EINVAL", {"simnic: ibv_create_srq: EINVAL: max_wr 1048576, max_sge 1: an SRQ takes 1 to 16384"}},
       {"create-srq-ex-tm", "EOPNOTSUPP",

@@ -321,6 +321,35 @@ INSTANTIATE_TEST_SUITE_P(
         CmCase{"ClientDies", "wait", "die", "private 'welcome'", "RDMA_CM_EVENT_DISCONNECTED"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// rdma_getaddrinfo(NULL, NULL, hints) answers with the hints' addresses, as rdma-core's
+// addrinfo.c does (libfabric's verbs provider resolves the peer it holds as a sockaddr so).
+TEST(RdmaCm, GetaddrinfoWithOnlyHintsAnswersTheirAddresses) {
+  Nics nics(1);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  Result r = nics.run({cm_check(), "addrinfo", nics.addr(0), "7471", "127.0.0.1"}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dst " + nics.addr(0) + ":7471 src 127.0.0.1:0 family 2 qp_type 2 port_space 262"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no addresses in the hints: 0, dst none src none"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no hints: -1 errno Invalid argument"), std::string::npos) << r.output;
+}
+
+// A loopback address no NIC has (127.0.0.1) binds as the kernel binds it: like the wildcard
+// (cma_any_addr counts loopback), on no device, keeping the address; the listen then covers
+// every NIC, so a client reaches it at a NIC's address (libfabric's fi_pingpong server binds
+// "localhost" so and takes the devices' addresses from the interfaces).
+TEST(RdmaCm, ALoopbackAddressNoNicHasBindsLikeTheWildcard) {
+  Nics nics(2);
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string port = std::to_string(21000 + ::getpid() % 1000);
+  Pair p = run_pair(nics, {cm_check(), "server", "127.0.0.1", port, "accept"},
+                    {cm_check(), "client", nics.addr(1), port, nics.addr(0), "expect-established"}, 60s, "listening");
+  EXPECT_EQ(p.server.exit_code, 0) << p.server.output;
+  EXPECT_NE(p.server.output.find("bound to no device, local 127.0.0.1:" + port), std::string::npos) << p.server.output;
+  EXPECT_EQ(p.client.exit_code, 0) << p.client.output << "\nserver:\n" << p.server.output;
+  EXPECT_NE(p.client.output.find("RDMA_CM_EVENT_ESTABLISHED"), std::string::npos) << p.client.output;
+}
+
 // Nobody listens on the port: the peer's CM answers REJ "invalid service ID" (8), at once.
 TEST(RdmaCm, ConnectingToAClosedPortIsRejected) {
   Nics nics(2);

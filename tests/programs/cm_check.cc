@@ -7,6 +7,10 @@
 //   server ADDR PORT accept-from=IP   (rejects requests from other addresses, 10 ms each, as a
 //                                      program with an allow list; accepts the first from IP)
 //   client ADDR PORT SRC expect-established|expect-rejected|expect-unreachable|disconnect|wait|die
+//   addrinfo DST PORT SRC              (rdma_getaddrinfo with no node and no service: the answer
+//                                      is the hints' own addresses, as rdma-core's addrinfo.c)
+// The server prints where rdma_bind_addr put it: "bound to DEVICE|no device, local IP:PORT"
+// (a loopback address no device has binds to no device, like the wildcard, as in the kernel).
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
@@ -126,6 +130,11 @@ int server(const char* ip, int port, const std::string& mode) {
     std::perror("bind/listen");
     return 1;
   }
+  char local[INET_ADDRSTRLEN] = "";
+  const auto* la = reinterpret_cast<const sockaddr_in*>(rdma_get_local_addr(listen));
+  inet_ntop(AF_INET, &la->sin_addr, local, sizeof local);
+  std::printf("bound to %s, local %s:%d\n", listen->verbs ? ibv_get_device_name(listen->verbs->device) : "no device",
+              local, ntohs(rdma_get_src_port(listen)));
   std::printf("listening\n");
   std::fflush(stdout);
   rdma_cm_id* id = mode.rfind("accept-from=", 0) == 0 ? first_request_from(mode.substr(12)) : nullptr;
@@ -206,6 +215,54 @@ int client(const char* ip, int port, const char* src, const std::string& mode) {
   return 0;
 }
 
+std::string text_of(const sockaddr* a) {
+  if (!a || a->sa_family != AF_INET) return "none";
+  const auto* in = reinterpret_cast<const sockaddr_in*>(a);
+  char ip[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+}
+
+// rdma_getaddrinfo(NULL, NULL, hints): the hints' addresses and fields come back as given;
+// hints without addresses give an answer without addresses; no hints at all is EINVAL.
+int addrinfo(const char* dst, int port, const char* src) {
+  sockaddr_in d = addr_of(dst, port), s = addr_of(src, 0);
+  rdma_addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_qp_type = IBV_QPT_RC;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_dst_addr = reinterpret_cast<sockaddr*>(&d);
+  hints.ai_dst_len = sizeof d;
+  hints.ai_src_addr = reinterpret_cast<sockaddr*>(&s);
+  hints.ai_src_len = sizeof s;
+  rdma_addrinfo* rai = nullptr;
+  if (rdma_getaddrinfo(nullptr, nullptr, &hints, &rai)) {
+    std::perror("rdma_getaddrinfo(NULL, NULL, hints)");
+    return 1;
+  }
+  std::printf("dst %s src %s family %d qp_type %d port_space %d\n", text_of(rai->ai_dst_addr).c_str(),
+              text_of(rai->ai_src_addr).c_str(), rai->ai_family, rai->ai_qp_type, rai->ai_port_space);
+  const bool same = text_of(rai->ai_dst_addr) == text_of(hints.ai_dst_addr) &&
+                    text_of(rai->ai_src_addr) == text_of(hints.ai_src_addr) && rai->ai_dst_len == sizeof d &&
+                    rai->ai_src_len == sizeof s && rai->ai_family == AF_INET && rai->ai_qp_type == IBV_QPT_RC &&
+                    rai->ai_port_space == RDMA_PS_TCP && !rai->ai_next;
+  rdma_freeaddrinfo(rai);
+  rdma_addrinfo bare{};
+  bare.ai_port_space = RDMA_PS_TCP;
+  rai = nullptr;
+  const int bare_rc = rdma_getaddrinfo(nullptr, nullptr, &bare, &rai);
+  std::printf("no addresses in the hints: %d, dst %s src %s\n", bare_rc, rai ? text_of(rai->ai_dst_addr).c_str() : "-",
+              rai ? text_of(rai->ai_src_addr).c_str() : "-");
+  const bool bare_ok = bare_rc == 0 && rai && !rai->ai_dst_addr && !rai->ai_src_addr;
+  if (rai) rdma_freeaddrinfo(rai);
+  rai = nullptr;
+  errno = 0;
+  const int none_rc = rdma_getaddrinfo(nullptr, nullptr, nullptr, &rai);
+  const int none_errno = errno;
+  std::printf("no hints: %d errno %s\n", none_rc, std::strerror(none_errno));
+  return same && bare_ok && none_rc != 0 && none_errno == EINVAL ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,6 +277,7 @@ int main(int argc, char** argv) {
   }
   const std::string role = argv[1];
   if (role == "server") return server(argv[2], std::atoi(argv[3]), argv[4]);
+  if (role == "addrinfo") return addrinfo(argv[2], std::atoi(argv[3]), argv[4]);
   if (argc < 6) return 2;
   return client(argv[2], std::atoi(argv[3]), argv[4], argv[5]);
 }

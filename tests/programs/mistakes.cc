@@ -92,7 +92,7 @@ std::string refused_verb(Setup& s, const std::string& mode) {
   }
   if (mode == "dealloc-pd-busy") return refused(ibv_dealloc_pd(s.pd) != 0);  // its MR and QPs still use it
   if (mode == "destroy-cq-busy") return refused(ibv_destroy_cq(s.cq) != 0);  // the QPs still use it
-  if (mode == "create-cq-cqe") return refused(!ibv_create_cq(s.ctx, 1 << 20, nullptr, nullptr, 0));
+  if (mode == "create-cq-cqe") return refused(!ibv_create_cq(s.ctx, 1 << 23, nullptr, nullptr, 0));  // past max_cqe (2^22 - 1)
   if (mode == "create-cq-ex-flags") {
     ibv_cq_init_attr_ex attr{};
     attr.cqe = 16;

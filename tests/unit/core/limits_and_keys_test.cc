@@ -3,6 +3,9 @@
 // context closes.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <set>
 
 #include "fabric.h"
@@ -151,6 +154,53 @@ TEST(ContextLimits, OneContextReachesWhatTheNicAdvertisesAndTheNicsTotalStaysBou
   x.dev.close_context(c);
   EXPECT_EQ(x.dev.alloc_pd(other, &h), 0);
   EXPECT_EQ(new_cq(other), 0);
+}
+
+// Queue memory mapped lazily, as simnicd's memfds are: pages appear when touched, so rings of
+// the largest CQs can be created here without writing a gigabyte.
+class LazyShm : public core::ShmAllocator {
+ public:
+  bool allocate(size_t size, const std::string&, core::ShmRegion* out, int* err) override {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      *err = errno;
+      return false;
+    }
+    *out = core::ShmRegion{p, size, -1};
+    return true;
+  }
+  void release(core::ShmRegion& r) override {
+    ::munmap(r.addr, r.size);
+    r = {};
+  }
+};
+
+// max_cqe is mlx5's 2^22 - 1 (libfabric's ofi_rxm asks 262144 entries by default): such a CQ
+// is made, and its ring (224 MiB) is charged in full to the context's 1 GiB of queue memory,
+// so a context holds four and the fifth is ENOMEM; another context still gets its own.
+TEST(ContextLimits, TheLargestCqsFitAndTheQueueMemoryBudgetBoundsThem) {
+  FakeMemory mem;
+  Fabric fabric;
+  Fabric::Port port(fabric, 0x7f000001);
+  LazyShm shm;
+  RecordingNotifier notifier;
+  CapturingLogger logger;
+  core::Device dev(Nic::config(0x7f000001, 7), mem, port, shm, notifier, logger);
+  EXPECT_EQ(dev.device_attr().max_cqe, (1 << 22) - 1);
+  core::Context* c = dev.open_context(100, 0, -1, -1);
+  core::Cq* cq = nullptr;
+  EXPECT_EQ(dev.create_cq(c, (1 << 22), 0, &cq), EINVAL);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(dev.create_cq(c, (1 << 22) - 1, 0, &cq), 0) << i;
+    EXPECT_EQ(cq->entries, 1u << 22);
+  }
+  EXPECT_EQ(dev.create_cq(c, (1 << 22) - 1, 0, &cq), ENOMEM) << "past the context's queue memory";
+  EXPECT_EQ(dev.create_cq(c, 262144, 0, &cq), 0) << "what is left of it still holds rxm's CQ";
+  EXPECT_LE(c->queue_bytes, core::ContextLimits::kMaxQueueBytes);
+  core::Context* other = dev.open_context(101, 0, -1, -1);
+  EXPECT_EQ(dev.create_cq(other, 262144, 0, &cq), 0);
+  dev.close_context(c);
+  dev.close_context(other);
 }
 
 // max_ah is rxe's RXE_MAX_AH (32767): a program that keeps 16384 address handles (one per peer
