@@ -6,20 +6,25 @@
 // ordinary descriptors without the two ever colliding.
 //
 // Wire protocol (simnic's own; see docs/rdma-cm.md "rsockets"): the connect and accept private
-// data carry a ConnHdr (how many data receives the sender posted and their size). Every
-// message is a SEND with immediate data; the immediate's top 4 bits say what it is (data,
-// credit update, end of stream) and its low 28 bits return receive credits to the peer. A data
-// message consumes one of the peer's data credits; credit updates and the end-of-stream marker
-// land in kCtrlRecvs extra receives the peer reposts at once, so they never need credits.
+// data carry a ConnHdr (how many data receives the sender posted and their size, and how many
+// IO mappings it accepts). Every message is a SEND with immediate data; the immediate's top 4
+// bits say what it is (ImmOp: data, credit update, end of stream, iomap, iounmap) and its low 28
+// bits return receive credits to the peer (an iounmap's are the withdrawn mapping's index). A
+// data or iomap message consumes one of the peer's data credits; credit updates, the
+// end-of-stream marker and iounmaps land in kCtrlRecvs extra receives the peer reposts at once,
+// so they never need credits (more than kCtrlRecvs unprocessed ones meet an RNR NAK and are
+// retried: rnr_retry 7).
 //
 // IO mappings (riomap, riowrite, riounmap): the ConnHdr also says how many of the peer's
 // mappings the sender accepts (RDMA_IOMAPSIZE, 0 by default as in rdma-core, so a peer that
 // predates mappings, whose header has 0 there, is never sent one). A riomap(PROT_WRITE) takes a
 // free index below that number and sends an iomap message: a SEND with immediate (op kOpIomap)
-// whose payload is an IomapMsg (index, offset, address, length, rkey). riounmap deregisters the
-// buffer at once and sends kOpIounmap with the index. Both are ordered with the byte stream,
-// consume a data credit like a data message (so they never meet an empty receive queue) and
-// are queued in order while no credit is left. riowrite is a plain RDMA WRITE (no immediate:
+// whose payload is an IomapMsg (index, offset, address, length, rkey); it takes a data credit
+// like a data message (so it never meets an empty receive queue) and waits, queued, while none
+// is left. riounmap deregisters the buffer at once and sends kOpIounmap, a control message
+// without payload whose immediate's low 28 bits are the index (not credits): no credit needed,
+// so the peer learns of it even while its receive buffer is full. Both are ordered with the
+// byte stream (sent before any later data). riowrite is a plain RDMA WRITE (no immediate:
 // the peer's CPU is not involved) from a send slot to the address the peer's mapping gives for
 // the offset; IBA's ordering rules on one RC QP (a SEND completes at the responder only after
 // the data of every earlier RDMA WRITE was placed) make riowrite data visible before any
@@ -34,6 +39,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -63,7 +69,7 @@ struct ConnHdr {
 
 static_assert(sizeof(ConnHdr) == 16, "the connect header's layout is the wire format");
 
-struct IomapMsg {  // the payload of kOpIomap and kOpIounmap (only index), network byte order
+struct IomapMsg {  // the payload of kOpIomap, network byte order
   uint32_t index;  // the entry in the receiver's table, below the iomaps it accepts
   uint32_t rkey;
   uint64_t offset;  // riowrite(offset) lands at addr + (offset - this offset)
@@ -178,17 +184,21 @@ void take_peer_hdr(Rs* rs, const void* data, size_t len);
 bool valid_hdr(const void* data, size_t len);
 
 bool can_write(const Rs* rs);
+bool control_room(const Rs* rs);
+int send_control(Rs* rs, uint32_t imm);
 int send_message(Rs* rs, ImmOp op, const void* payload, uint32_t len);
 int write_remote(Rs* rs, const void* src, uint32_t len, uint64_t raddr, uint32_t rkey);
 
 // rsocket_iomap.cc: riomap, riounmap, riowrite
 int flush_iomaps(Rs* rs);
-void take_iomap_msg(Rs* rs, uint32_t op, const uint8_t* data, uint32_t len);
+void take_iomap(Rs* rs, const uint8_t* data, uint32_t len);
+void drop_iomap(Rs* rs, uint32_t index);
 void free_iomaps(Rs* rs);
 
 // rsocket_poll.cc
 short poll_events(Rs* rs, short events);
 int wait_for(Rs* rs, std::unique_lock<std::mutex>& lk, short events);
+int wait_until(Rs* rs, std::unique_lock<std::mutex>& lk, const std::function<bool(Rs*)>& ready);
 void consume_cq_event(Rs* rs);
 int arm(Rs* rs, pollfd* out);
 

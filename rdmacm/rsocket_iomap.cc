@@ -107,40 +107,49 @@ size_t do_riowrite(Rs* rs, std::unique_lock<std::mutex>& lk, const uint8_t* src,
     if (done == count) return done;
     if (can_write(rs)) continue;  // the next byte is in another mapping, or in none
     if (nonblocking(rs, flags)) return done ? done : fail_size(EAGAIN);
-    if (int e = wait_for(rs, lk, POLLOUT)) return done ? done : fail_size(e);
+    // A send slot (no credit: POLLOUT would also wait for one the peer may never return).
+    auto room = [](Rs* r) { return can_write(r) || r->reset || r->disconnected; };
+    if (int e = wait_until(rs, lk, room)) return done ? done : fail_size(e);
   }
 }
 
 }  // namespace
 
-// Sends queued mapping messages, in order, while credits and slots last (the rest wait for the
-// peer's next credit update).
+// Sends queued mapping messages while there is room: withdrawals as control messages, new
+// mappings against data credits (those wait for the peer's next credit update). Messages about
+// different indices need no order between them; one index's are never both queued (a mapping
+// withdrawn before it was sent is dropped from the queue).
 int flush_iomaps(Rs* rs) {
-  while (!rs->iomap_out.empty() && can_send(rs)) {
-    const IomapOut& o = rs->iomap_out.front();
-    IomapMsg wire = to_wire(o.msg);
-    const uint32_t len = o.op == kOpIomap ? uint32_t(sizeof wire) : uint32_t(sizeof wire.index);
-    if (int e = send_message(rs, o.op, &wire, len)) return e;
-    rs->iomap_out.pop_front();
+  for (auto it = rs->iomap_out.begin(); it != rs->iomap_out.end();) {
+    int e = 0;
+    if (it->op == kOpIounmap && control_room(rs)) {
+      e = send_control(rs, make_imm(kOpIounmap, it->msg.index));
+    } else if (it->op == kOpIomap && can_send(rs)) {
+      IomapMsg wire = to_wire(it->msg);
+      e = send_message(rs, kOpIomap, &wire, sizeof wire);
+    } else {
+      ++it;
+      continue;
+    }
+    if (e) return e;
+    it = rs->iomap_out.erase(it);
   }
   return 0;
 }
 
-// A mapping message from the peer; one naming an index beyond what we accept is ignored (a
-// riowrite to its offset then fails with EINVAL here, never writes elsewhere).
-void take_iomap_msg(Rs* rs, uint32_t op, const uint8_t* data, uint32_t len) {
+// A mapping the peer offers; one naming an index beyond what we accept is ignored (a riowrite
+// to its offset then fails with EINVAL here, never writes elsewhere).
+void take_iomap(Rs* rs, const uint8_t* data, uint32_t len) {
   IomapMsg wire{};
-  if (len < sizeof wire.index) return;
-  std::memcpy(&wire, data, std::min<size_t>(len, sizeof wire));
+  if (len < sizeof wire) return;
+  std::memcpy(&wire, data, sizeof wire);
   const IomapMsg m = from_wire(wire);
-  if (m.index >= rs->peer_maps.size()) return;
-  RemoteMap& r = rs->peer_maps[m.index];
-  if (op == kOpIounmap) {
-    r = RemoteMap{};
-    return;
-  }
-  if (len < sizeof wire || !m.len) return;
-  r = {true, m.offset, m.addr, m.len, m.rkey};
+  if (m.index >= rs->peer_maps.size() || !m.len) return;
+  rs->peer_maps[m.index] = {true, m.offset, m.addr, m.len, m.rkey};
+}
+
+void drop_iomap(Rs* rs, uint32_t index) {
+  if (index < rs->peer_maps.size()) rs->peer_maps[index] = RemoteMap{};
 }
 
 void free_iomaps(Rs* rs) {

@@ -79,20 +79,21 @@ void mark_reset(Rs* rs, int err) {
 
 void on_recv(Rs* rs, const ibv_wc& wc) {
   const uint32_t imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
-  rs->credits += imm & 0x0fffffff;
   const uint32_t op = imm >> 28;
+  if (op != kOpIounmap) rs->credits += imm & 0x0fffffff;  // its low bits are an index
   const uint32_t idx = uint32_t(wc.wr_id);
   if (op == kOpData && wc.byte_len > 0) {
     rs->ready.push_back({idx, wc.byte_len, 0});
     return;
   }
-  if (op == kOpIomap || op == kOpIounmap) {  // took a data credit: give it back with the next message
-    take_iomap_msg(rs, op, rs->rbuf.data() + size_t(idx) * rs->seg, wc.byte_len);
+  if (op == kOpIomap) {  // took a data credit: give it back with the next message
+    take_iomap(rs, rs->rbuf.data() + size_t(idx) * rs->seg, wc.byte_len);
     if (post_recv(rs, idx)) return mark_reset(rs, ECONNRESET);
     rs->unreturned++;
     return;
   }
   if (op == kOpFin) rs->fin_rcvd = true;
+  if (op == kOpIounmap) drop_iomap(rs, imm & 0x0fffffff);
   if (post_recv(rs, idx)) mark_reset(rs, ECONNRESET);  // control receives go back at once
 }
 
@@ -300,6 +301,15 @@ bool can_write(const Rs* rs) {
   return rs->state == State::kConnected && !rs->fin_sent && !rs->reset && !rs->disconnected &&
          !rs->free_sends.empty() && rs->sq_used < rs->sq_depth;
 }
+
+// Room for a control message (no credit, no slot): one of the kCtrlSends send queue entries.
+// Unlike data, allowed after our end of stream: the peer may still write into our mappings.
+bool control_room(const Rs* rs) {
+  return rs->state == State::kConnected && !rs->reset && !rs->disconnected && rs->id && rs->id->qp &&
+         rs->sq_used < rs->sq_depth;
+}
+
+int send_control(Rs* rs, uint32_t imm) { return post_send(rs, -1, 0, imm); }
 
 // One message of `op` with a payload, against a data credit (the caller checked can_send).
 int send_message(Rs* rs, ImmOp op, const void* payload, uint32_t len) {

@@ -130,6 +130,7 @@ TEST_F(Rsockets, ApiChecksInOneProcess) {
   Result r = nics_.run({bin_dir() + "/simnic-rsocket-check", nics_.addr(0), nics_.addr(1), "7474"}, 50s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ok iomap"), std::string::npos) << r.output;  // riomap, riowrite, riounmap
+  EXPECT_NE(r.output.find("ok iomap without credits"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("all rsocket checks passed"), std::string::npos) << r.output;
   expect_rdma_traffic(nics_, before_, 100, (4 << 20) / 4096);  // 4 MiB from simnic1
 }

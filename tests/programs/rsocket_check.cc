@@ -220,6 +220,76 @@ void check_iomap(int c, int a) {
   std::printf("ok iomap\n");
 }
 
+// Sends on `fd` (non-blocking) until the peer's receive buffer is full: no credit left.
+size_t fill_peer(int fd) {
+  std::vector<char> fill(1 << 20, 'f');
+  size_t filled = 0;
+  for (;;) {
+    ssize_t n = rsend(fd, fill.data(), fill.size(), MSG_DONTWAIT);
+    if (n < 0) break;
+    filled += size_t(n);
+    CHECK(filled < (64u << 20), "the peer's receive buffer fills up");
+  }
+  CHECK(errno == EAGAIN && filled > 0, "rsend until EAGAIN: no credit left");
+  return filled;
+}
+
+// Reads `n` filler bytes (and then, if `eof`, the end of stream) from `fd`.
+void drain_fill(int fd, size_t n, bool eof) {
+  size_t got = 0;
+  char buf[65536];
+  while (got < n || eof) {
+    ssize_t r = rrecv(fd, buf, got < n ? std::min(sizeof buf, n - got) : sizeof buf, MSG_DONTWAIT);
+    if (r == 0) break;
+    if (r < 0) {
+      CHECK(errno == EAGAIN, "rrecv the filled data");
+      CHECK(wait_rs(fd, POLLIN) & POLLIN, "more data");
+      continue;
+    }
+    CHECK(std::all_of(buf, buf + r, [](char x) { return x == 'f'; }), "the filled bytes");
+    got += size_t(r);
+  }
+  CHECK(got == n, "every filled byte arrives");
+}
+
+// riowrite needs no credit: a blocking riowrite larger than the send slots completes while
+// the peer's receive buffer is full. riounmap reaches the peer even while the mapping side has
+// no credit left (the peer has not read its stream): the withdrawal is a control message,
+// ordered before our end of stream.
+void check_iomap_without_credits(int c, int a) {
+  std::vector<char> mapped(1 << 20, 0);
+  const off_t off = riomap(a, mapped.data(), mapped.size(), PROT_WRITE, 0, -1);
+  CHECK(off != -1, "riomap");
+  CHECK(rsend(a, "m", 1, 0) == 1 && recv_byte(c) == 'm', "a stream byte after riomap");
+  riowrite_all(c, "BEFORE", 6, off + 1);
+  CHECK(rsend(c, "w", 1, 0) == 1 && recv_byte(a) == 'w' && std::memcmp(mapped.data() + 1, "BEFORE", 6) == 0,
+        "riowrite lands");
+
+  const size_t c_filled = fill_peer(c);
+  std::vector<char> big(mapped.size() - 8);
+  for (size_t i = 0; i < big.size(); i++) big[i] = char(i * 31 + i / 65536);
+  CHECK(rfcntl(c, F_SETFL, 0) == 0, "rfcntl blocking");
+  CHECK(riowrite(c, big.data(), big.size(), off + 8, 0) == big.size(), "a blocking 1 MiB riowrite without credits");
+  CHECK(rfcntl(c, F_SETFL, O_NONBLOCK) == 0, "rfcntl O_NONBLOCK");
+  drain_fill(a, c_filled, false);  // gives c its credits back
+  CHECK(wait_rs(c, POLLOUT) & POLLOUT, "the credits come back");
+  CHECK(rsend(c, "x", 1, 0) == 1 && recv_byte(a) == 'x', "a stream byte after the big riowrite");
+  CHECK(std::memcmp(mapped.data() + 8, big.data(), big.size()) == 0, "the 1 MiB riowrite is in the mapped buffer");
+
+  const size_t filled = fill_peer(a);
+  CHECK(riounmap(a, mapped.data(), mapped.size()) == 0, "riounmap without credits");
+  CHECK(rshutdown(a, SHUT_WR) == 0, "rshutdown SHUT_WR after riounmap");
+  pollfd p = {c, POLLRDHUP, 0};
+  CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLRDHUP), "the end of stream arrives without reading the data");
+  CHECK(riowrite(c, "AFTER", 5, off + 1, 0) == size_t(-1) && errno == EINVAL,
+        "riowrite after a riounmap sent without credits: EINVAL");
+  drain_fill(c, filled, true);
+  CHECK(std::memcmp(mapped.data() + 1, "BEFORE", 6) == 0, "nothing written after riounmap");
+  rclose(c);
+  rclose(a);
+  std::printf("ok iomap without credits\n");
+}
+
 // More than the receive buffer in flight: the sender blocks on credits (EAGAIN) until the
 // receiver reads, and every byte arrives in order.
 void check_flow_control(int c, int a) {
@@ -310,6 +380,8 @@ int main(int argc, char** argv) {
   check_iomap(c, a);
   check_flow_control(c, a);
   check_half_close(c, a);
+  connect_pair(l, server, client, port, &c, &a);
+  check_iomap_without_credits(c, a);
   rclose(l);
   std::printf("all rsocket checks passed\n");
   return 0;
