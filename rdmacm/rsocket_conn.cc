@@ -140,6 +140,7 @@ Rs* new_accepted(const Rs* l) {
   rs->sq_size = l->sq_size;
   rs->rq_size = l->rq_size;
   rs->inline_size = l->inline_size;
+  rs->iomap_size = l->iomap_size;
   rs->nodelay = l->nodelay;
   rs->keepalive = l->keepalive;
   return rs;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <vector>
 
 #include "rdmacm/rsocket.h"
@@ -120,10 +121,15 @@ short poll_events(Rs* rs, short events) {
 
 // Sleeps until the rsocket may have `events` (a CQ event or a CM event), with rs->mu released.
 int wait_for(Rs* rs, std::unique_lock<std::mutex>& lk, short events) {
+  return wait_until(rs, lk, [events](Rs* r) { return poll_events(r, events) != 0; });
+}
+
+// The same for a condition that is not a poll event (riowrite's room, which needs no credit).
+int wait_until(Rs* rs, std::unique_lock<std::mutex>& lk, const std::function<bool(Rs*)>& ready) {
   pollfd p[2];
   int n = arm(rs, p);
   progress(rs);
-  if (poll_events(rs, events)) return 0;
+  if (ready(rs)) return 0;
   lk.unlock();
   int r = ::poll(p, nfds_t(n), -1);
   int err = errno;

@@ -54,6 +54,23 @@ int post_send(Rs* rs, int slot, uint32_t len, uint32_t imm) {
   return 0;
 }
 
+// One RDMA WRITE (no immediate: the peer is not told) of a send slot's first `len` bytes.
+int post_write(Rs* rs, uint32_t slot, uint32_t len, uint64_t raddr, uint32_t rkey) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(rs->sbuf.data() + size_t(slot) * rs->peer_seg), len, rs->smr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kSendTag | slot;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int e = ibv_post_send(rs->id->qp, &wr, &bad)) return e;
+  rs->sq_used++;
+  return 0;
+}
+
 // A transfer failed or the connection broke: the stream is reset (ECONNRESET, as TCP on RST).
 void mark_reset(Rs* rs, int err) {
   if (!rs->reset && !rs->conn_error) rs->conn_error = err;
@@ -62,14 +79,21 @@ void mark_reset(Rs* rs, int err) {
 
 void on_recv(Rs* rs, const ibv_wc& wc) {
   const uint32_t imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
-  rs->credits += imm & 0x0fffffff;
   const uint32_t op = imm >> 28;
+  if (op != kOpIounmap) rs->credits += imm & 0x0fffffff;  // its low bits are an index
   const uint32_t idx = uint32_t(wc.wr_id);
   if (op == kOpData && wc.byte_len > 0) {
     rs->ready.push_back({idx, wc.byte_len, 0});
     return;
   }
+  if (op == kOpIomap) {  // took a data credit: give it back with the next message
+    take_iomap(rs, rs->rbuf.data() + size_t(idx) * rs->seg, wc.byte_len);
+    if (post_recv(rs, idx)) return mark_reset(rs, ECONNRESET);
+    rs->unreturned++;
+    return;
+  }
   if (op == kOpFin) rs->fin_rcvd = true;
+  if (op == kOpIounmap) drop_iomap(rs, imm & 0x0fffffff);
   if (post_recv(rs, idx)) mark_reset(rs, ECONNRESET);  // control receives go back at once
 }
 
@@ -146,7 +170,7 @@ size_t copy_in(Rs* rs, const iovec* iov, int iovcnt, size_t done) {
   int vi = 0;
   size_t voff = done;
   while (vi < iovcnt && voff >= iov[vi].iov_len) voff -= iov[vi++].iov_len;
-  while (vi < iovcnt && can_send(rs)) {
+  while (vi < iovcnt && rs->iomap_out.empty() && can_send(rs)) {
     const uint32_t slot = rs->free_sends.back();
     uint8_t* dst = rs->sbuf.data() + size_t(slot) * rs->peer_seg;
     uint32_t len = 0;
@@ -178,6 +202,7 @@ void fill_hdr(const Rs* rs, ConnHdr* h) {
   std::memset(h, 0, sizeof *h);
   h->magic = htonl(kMagic);
   h->version = kVersion;
+  h->iomaps = htons(uint16_t(rs->iomap_size));
   h->credits = htonl(rs->nrecv);
   h->seg = htonl(rs->seg);
 }
@@ -194,6 +219,7 @@ void take_peer_hdr(Rs* rs, const void* data, size_t len) {
   std::memcpy(&h, data, std::min(len, sizeof h));
   rs->credits = ntohl(h.credits);
   rs->peer_seg = std::min<uint32_t>(ntohl(h.seg), 1u << 20);
+  rs->peer_iomaps = ntohs(h.iomaps);
 }
 
 // The CQ (with its completion channel), the RC QP in INIT with every receive posted, and the
@@ -204,6 +230,7 @@ int setup_connection(Rs* rs) {
   rs->nrecv = clamp_count(rs->rcvbuf, rs->seg, rs->rq_size);
   rs->nsend = clamp_count(rs->sndbuf, rs->seg, rs->sq_size);
   rs->sq_depth = rs->nsend + kCtrlSends;
+  rs->peer_maps.assign(size_t(rs->iomap_size), RemoteMap{});
   const uint32_t rq_depth = rs->nrecv + kCtrlRecvs;
   rs->cc = ibv_create_comp_channel(id->verbs);
   if (!rs->cc) return errno ? errno : ENOMEM;
@@ -239,6 +266,7 @@ int setup_sends(Rs* rs) {
 }
 
 void free_connection(Rs* rs) {
+  free_iomaps(rs);
   if (rs->id && rs->id->qp) rdma_destroy_qp(rs->id);
   if (rs->rmr) ibv_dereg_mr(rs->rmr);
   if (rs->smr) ibv_dereg_mr(rs->smr);
@@ -259,12 +287,48 @@ void process_cq(Rs* rs) {
     if (n <= 0) break;
     for (int i = 0; i < n; i++) handle(rs, wc[i]);
   }
+  if (flush_iomaps(rs)) mark_reset(rs, ECONNRESET);
   maybe_send_credits(rs);
 }
 
 bool can_send(const Rs* rs) {
   return rs->state == State::kConnected && !rs->fin_sent && !rs->reset && !rs->disconnected && rs->credits > 0 &&
          !rs->free_sends.empty() && rs->sq_used < rs->sq_depth;
+}
+
+// Room for an RDMA WRITE: a send slot and a send queue entry (no credit: no receive is used).
+bool can_write(const Rs* rs) {
+  return rs->state == State::kConnected && !rs->fin_sent && !rs->reset && !rs->disconnected &&
+         !rs->free_sends.empty() && rs->sq_used < rs->sq_depth;
+}
+
+// Room for a control message (no credit, no slot): one of the kCtrlSends send queue entries.
+// Unlike data, allowed after our end of stream: the peer may still write into our mappings.
+bool control_room(const Rs* rs) {
+  return rs->state == State::kConnected && !rs->reset && !rs->disconnected && rs->id && rs->id->qp &&
+         rs->sq_used < rs->sq_depth;
+}
+
+int send_control(Rs* rs, uint32_t imm) { return post_send(rs, -1, 0, imm); }
+
+// One message of `op` with a payload, against a data credit (the caller checked can_send).
+int send_message(Rs* rs, ImmOp op, const void* payload, uint32_t len) {
+  const uint32_t slot = rs->free_sends.back();
+  std::memcpy(rs->sbuf.data() + size_t(slot) * rs->peer_seg, payload, len);
+  if (int e = post_send(rs, int(slot), len, make_imm(op, rs->unreturned))) return e;
+  rs->free_sends.pop_back();
+  rs->credits--;
+  rs->unreturned = 0;
+  return 0;
+}
+
+// `len` (at most a slot) bytes of src into the peer's memory at raddr (the caller checked can_write).
+int write_remote(Rs* rs, const void* src, uint32_t len, uint64_t raddr, uint32_t rkey) {
+  const uint32_t slot = rs->free_sends.back();
+  std::memcpy(rs->sbuf.data() + size_t(slot) * rs->peer_seg, src, len);
+  if (int e = post_write(rs, slot, len, raddr, rkey)) return e;
+  rs->free_sends.pop_back();
+  return 0;
 }
 
 bool readable(const Rs* rs) { return !rs->ready.empty() || rs->fin_rcvd || rs->reset || rs->disconnected; }
@@ -294,6 +358,7 @@ ssize_t send_iov(Rs* rs, std::unique_lock<std::mutex>& lk, const iovec* iov, int
     process_cq(rs);
     if (rs->reset) return done ? ssize_t(done) : fail(rs->conn_error ? rs->conn_error : ECONNRESET);
     if (rs->fin_sent || rs->disconnected) return done ? ssize_t(done) : fail(EPIPE);
+    if (flush_iomaps(rs)) mark_reset(rs, ECONNRESET);  // mappings go before later data
     done += copy_in(rs, iov, iovcnt, done);
     if (done == want) return ssize_t(done);
     if (nonblocking(rs, flags)) return done ? ssize_t(done) : fail(EAGAIN);

@@ -1,6 +1,6 @@
 // rsockets (rsocket(7)): the socket calls librspreload.so, rstream and rcopy use, as SOCK_STREAM
-// sockets over an RC QP of a simnic NIC (rsocket.h has the design). riomap, riounmap and
-// riowrite, and SOCK_DGRAM rsockets, are not implemented: they fail with ENOSYS/EPROTONOSUPPORT
+// sockets over an RC QP of a simnic NIC (rsocket.h has the design); riomap, riounmap and
+// riowrite are in rsocket_iomap.cc. SOCK_DGRAM rsockets are not implemented: EPROTONOSUPPORT
 // (librspreload then makes an ordinary kernel socket, as it does on a host without RDMA).
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -10,10 +10,8 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -25,14 +23,6 @@ namespace {
 
 std::mutex g_mu;
 std::unordered_map<int, Rs*> g_socks;
-std::atomic<bool> g_said{false};
-
-int unsupported(const char* call) {
-  if (!g_said.exchange(true))
-    std::fprintf(stderr, "simnic: %s is not supported by simnic's rsockets (ENOSYS)\n", call);
-  errno = ENOSYS;
-  return -1;
-}
 
 Rs* unregister(int fd) {
   std::lock_guard lk(g_mu);
@@ -119,6 +109,7 @@ int* sock_opt(Rs* rs, int level, int name) {
       case RDMA_SQSIZE: return &rs->sq_size;
       case RDMA_RQSIZE: return &rs->rq_size;
       case RDMA_INLINE: return &rs->inline_size;
+      case RDMA_IOMAPSIZE: return &rs->iomap_size;
     }
   }
   return nullptr;
@@ -130,7 +121,7 @@ bool ignored_opt(int level, int name) {
                                   name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_PRIORITY)) ||
          (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_QUICKACK || name == TCP_MAXSEG)) ||
          (level == IPPROTO_IP && name == IP_TOS) || (level == IPPROTO_IPV6 && name == IPV6_V6ONLY) ||
-         (level == SOL_RDMA && (name == RDMA_IOMAPSIZE || name == RDMA_ROUTE));
+         (level == SOL_RDMA && name == RDMA_ROUTE);
 }
 
 int get_special(Rs* rs, int level, int name, int* v) {
@@ -379,6 +370,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
   if (int* v = sock_opt(l.rs, level, optname)) {
     if (optlen < sizeof(int)) return fail(EINVAL);
     *v = int_opt(optval, optlen);
+    if (v == &l.rs->iomap_size) *v = std::clamp(*v, 0, kMaxIomaps);  // a table entry each
     return 0;
   }
   return ignored_opt(level, optname) ? 0 : fail(ENOPROTOOPT);
@@ -418,16 +410,6 @@ int rfcntl(int socket, int cmd, ...) {
     case F_SETFD: return ::fcntl(l.rs->fd, F_SETFD, int(arg));
     default: return fail(ENOTSUP);
   }
-}
-
-off_t riomap(int, void*, size_t, int, int, off_t) {
-  unsupported("riomap");
-  return -1;
-}
-int riounmap(int, void*, size_t) { return unsupported("riounmap"); }
-size_t riowrite(int, const void*, size_t, off_t, int) {
-  unsupported("riowrite");
-  return 0;
 }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 // rsockets (issue 25 point 6): an unmodified TCP program under LD_PRELOAD=librspreload.so, and
-// Debian's rstream, over simnic's librdmacm rsockets between two NICs. librspreload silently
-// falls back to kernel TCP when rsocket() or rconnect() fails, so every test also requires
-// that both NICs counted the traffic.
+// Debian's rstream and riostream, over simnic's librdmacm rsockets between two NICs.
+// librspreload silently falls back to kernel TCP when rsocket() or rconnect() fails, so every
+// test also requires that both NICs counted the traffic.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -129,6 +129,8 @@ TEST_F(Rsockets, AKilledPeerResetsTheConnectionWithoutAHang) {
 TEST_F(Rsockets, ApiChecksInOneProcess) {
   Result r = nics_.run({bin_dir() + "/simnic-rsocket-check", nics_.addr(0), nics_.addr(1), "7474"}, 50s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok iomap"), std::string::npos) << r.output;  // riomap, riowrite, riounmap
+  EXPECT_NE(r.output.find("ok iomap without credits"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("all rsocket checks passed"), std::string::npos) << r.output;
   expect_rdma_traffic(nics_, before_, 100, (4 << 20) / 4096);  // 4 MiB from simnic1
 }
@@ -168,6 +170,56 @@ INSTANTIATE_TEST_SUITE_P(Modes, Rstream, ::testing::Values("", "b", "a", "n"), [
   return m.empty() ? std::string("Default") : m == "b" ? std::string("Blocking") : m == "a" ? std::string("Async")
                                                                                                : std::string("Nonblocking");
 });
+
+// Debian's riostream (rdmacm-utils): each side riomaps its buffer (RDMA_IOMAPSIZE 1), then the
+// two riowrite -C transfers of -S bytes into each other's mapping in turn, each side spinning on
+// the last byte of its own buffer; -T v checks the bytes of the last transfer. The client does
+// not bind (riostream has no source address), so SIMNIC_CM_DEVICE puts it on simnic1.
+struct RiostreamCase {
+  const char* name;
+  const char* modes;  // -T letters besides v
+  int size, count;
+};
+
+class Riostream : public Rsockets, public ::testing::WithParamInterface<RiostreamCase> {};
+
+TEST_P(Riostream, RunsBetweenTwoNicsWithTheDataVerified) {
+  if (!have_program("riostream")) GTEST_SKIP() << "needs riostream (Debian package rdmacm-utils)";
+  const RiostreamCase& tc = GetParam();
+  std::vector<std::string> args = {"-p", "7476", "-S", std::to_string(tc.size), "-C", std::to_string(tc.count), "-T", "v"};
+  for (const char* m = tc.modes; *m; m++) args.insert(args.end(), {"-T", std::string(1, *m)});
+  std::vector<std::string> srv = {"riostream", "-b", nics_.addr(0)};
+  srv.insert(srv.end(), args.begin(), args.end());
+  auto server = nics_.start(srv);
+  std::vector<std::string> cli = {"env", "SIMNIC_CM_DEVICE=simnic1", "riostream", "-s", nics_.addr(0)};
+  cli.insert(cli.end(), args.begin(), args.end());
+  Result c;
+  for (int attempt = 0; attempt < 20; attempt++) {  // the server prints nothing when it listens
+    c = nics_.run(cli, 40s);
+    if (c.exit_code == 0 || !running(server->pid())) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  Result s = server->wait(30s);
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  char size[16];
+  std::snprintf(size, sizeof size, tc.size >= 1024 ? "%dk" : "%d", tc.size >= 1024 ? tc.size / 1024 : tc.size);
+  const std::regex line(std::string("custom +") + size + " +" + std::to_string(tc.count) + " +1 ");
+  for (const Result* r : {&c, &s}) {
+    EXPECT_TRUE(std::regex_search(r->output, line)) << r->output;
+    EXPECT_EQ(r->output.find("verification failed"), std::string::npos) << r->output;
+  }
+  // Every transfer is at least one RDMA WRITE each way, and the bytes take a packet per MTU.
+  expect_rdma_traffic(nics_, before_, uint64_t(tc.count), uint64_t(tc.count) * uint64_t(tc.size) / 4096);
+}
+
+INSTANTIATE_TEST_SUITE_P(SizesAndModes, Riostream,
+                         ::testing::Values(RiostreamCase{"Default1000x100", "", 1000, 100},
+                                           RiostreamCase{"Blocking64kx40", "b", 65536, 40},
+                                           RiostreamCase{"Nonblocking4kx100", "n", 4096, 100},
+                                           RiostreamCase{"Async16kx50", "a", 16384, 50},
+                                           RiostreamCase{"Blocking100x200", "b", 100, 200}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace simnic::it

@@ -7,14 +7,17 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <rdma/rsocket.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -75,6 +78,8 @@ void connect_pair(int l, const char* server, const char* client, int port, int* 
   CHECK(*c >= 0, "rsocket client");
   sockaddr_in src = addr_of(client, 0), dst = addr_of(server, port);
   CHECK(rbind(*c, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0, "rbind the client");
+  int iomaps = 2;  // the client accepts two of the server's mappings; the server (default) none
+  CHECK(rsetsockopt(*c, SOL_RDMA, RDMA_IOMAPSIZE, &iomaps, sizeof iomaps) == 0, "RDMA_IOMAPSIZE");
   CHECK(rfcntl(*c, F_SETFL, O_NONBLOCK) == 0 && (rfcntl(*c, F_GETFL) & O_NONBLOCK), "rfcntl F_SETFL/F_GETFL");
   int r = rconnect(*c, reinterpret_cast<sockaddr*>(&dst), sizeof dst);
   CHECK(r == 0 || errno == EINPROGRESS, "a non-blocking rconnect returns EINPROGRESS");
@@ -131,6 +136,158 @@ void check_data(int c, int a) {
   close(pipefd[0]);
   close(pipefd[1]);
   std::printf("ok data\n");
+}
+
+// Blocks (bounded) until `fd` has one stream byte, and returns it.
+char recv_byte(int fd) {
+  char b = 0;
+  for (int i = 0; i < 100; i++) {
+    CHECK(wait_rs(fd, POLLIN) & POLLIN, "the peer becomes readable");
+    ssize_t n = rrecv(fd, &b, 1, MSG_DONTWAIT);
+    if (n == 1) return b;
+    CHECK(n < 0 && errno == EAGAIN, "rrecv one byte");
+  }
+  CHECK(false, "a stream byte arrives");
+  return 0;
+}
+
+// All of `n` bytes into the peer's mapping at `offset` (the client is non-blocking).
+void riowrite_all(int c, const void* buf, size_t n, off_t offset) {
+  size_t done = 0;
+  while (done < n) {
+    size_t r = riowrite(c, static_cast<const char*>(buf) + done, n - done, offset + off_t(done), 0);
+    if (r != size_t(-1)) {
+      done += r;
+      continue;
+    }
+    CHECK(errno == EAGAIN, "riowrite");
+    CHECK(wait_rs(c, POLLOUT) & POLLOUT, "riowrite room");
+  }
+}
+
+// riomap on the accepting side, riowrite from the client: the bytes land in the mapped buffer
+// before the stream byte sent after them is received; riounmap withdraws the mapping.
+void check_iomap(int c, int a) {
+  const size_t size = 64 << 10;
+  const off_t at = 0x10000;
+  std::vector<char> mapped(size, 0), picked(4096, 0), extra(4096, 0), local(4096, 0);
+  CHECK(riomap(a, mapped.data(), size, PROT_READ, 0, 0) == -1 && errno == EINVAL, "riomap PROT_READ: EINVAL");
+  CHECK(riomap(a, mapped.data(), size, PROT_WRITE, 0, at) == at, "riomap PROT_WRITE at a chosen offset");
+  off_t any = riomap(a, picked.data(), picked.size(), PROT_WRITE, 0, -1);
+  CHECK(any != -1 && (any + off_t(picked.size()) <= at || any >= at + off_t(size)), "riomap offset -1 picks a free offset");
+  CHECK(riomap(a, extra.data(), extra.size(), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
+        "a third PROT_WRITE mapping: ENOMEM (the client's RDMA_IOMAPSIZE is 2)");
+  CHECK(riomap(c, local.data(), local.size(), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
+        "riomap PROT_WRITE towards a peer that accepts no mappings (default RDMA_IOMAPSIZE 0): ENOMEM");
+  const off_t local_off = riomap(a, local.data(), local.size(), 0 /* PROT_NONE */, 0, 0x900000);
+  CHECK(local_off == 0x900000, "riomap PROT_NONE (local only)");
+  // The mappings are available once the client received data sent after riomap.
+  CHECK(rsend(a, "m", 1, 0) == 1 && recv_byte(c) == 'm', "a stream byte after riomap");
+
+  std::vector<char> pattern(40000);
+  for (size_t i = 0; i < pattern.size(); i++) pattern[i] = char(i * 13 + i / 977 + 1);
+  riowrite_all(c, pattern.data(), pattern.size(), at + 100);  // 3 slots' worth
+  riowrite_all(c, "PICKED", 6, any + 10);
+  CHECK(rsend(c, "d", 1, 0) == 1, "a stream byte after riowrite");
+  CHECK(recv_byte(a) == 'd', "the stream byte after riowrite arrives");
+  CHECK(std::memcmp(mapped.data() + 100, pattern.data(), pattern.size()) == 0,
+        "riowrite's 40000 bytes are in the mapped buffer when the later stream byte is read");
+  CHECK(std::all_of(mapped.begin(), mapped.begin() + 100, [](char x) { return x == 0; }) &&
+            std::all_of(mapped.begin() + 100 + pattern.size(), mapped.end(), [](char x) { return x == 0; }),
+        "riowrite touched nothing outside its range");
+  CHECK(std::memcmp(picked.data() + 10, "PICKED", 6) == 0, "riowrite into the mapping at the picked offset");
+
+  char tail[100];
+  std::memset(tail, 'T', sizeof tail);
+  size_t r = riowrite(c, tail, sizeof tail, at + off_t(size) - 10, 0);
+  CHECK(r == 10, "riowrite stops at the end of the peer's mapping (a partial count)");
+  CHECK(riowrite(c, tail, 10, 0x900000, 0) == size_t(-1) && errno == EINVAL, "riowrite to a PROT_NONE mapping: EINVAL");
+  CHECK(riowrite(c, tail, 10, 0x5000000, 0) == size_t(-1) && errno == EINVAL, "riowrite to no mapping: EINVAL");
+  CHECK(rsend(c, "t", 1, 0) == 1 && recv_byte(a) == 't', "a stream byte after the partial riowrite");
+  CHECK(std::memcmp(mapped.data() + size - 10, tail, 10) == 0, "the partial riowrite landed");
+
+  CHECK(riounmap(a, mapped.data(), size) == 0, "riounmap");
+  CHECK(riounmap(a, mapped.data(), size) == -1 && errno == EINVAL, "riounmap twice: EINVAL");
+  CHECK(riounmap(a, local.data(), local.size()) == 0, "riounmap a PROT_NONE mapping");
+  CHECK(rsend(a, "u", 1, 0) == 1 && recv_byte(c) == 'u', "a stream byte after riounmap");
+  CHECK(riowrite(c, tail, 10, at, 0) == size_t(-1) && errno == EINVAL, "riowrite after the peer's riounmap: EINVAL");
+  riowrite_all(c, "STILL", 5, any);  // the other mapping is untouched by the unmap
+  CHECK(rsend(c, "e", 1, 0) == 1 && recv_byte(a) == 'e', "the stream still works");
+  CHECK(std::memcmp(picked.data(), "STILL", 5) == 0, "the other mapping still takes riowrite");
+  CHECK(riounmap(a, picked.data(), picked.size()) == 0, "riounmap the second mapping");
+  CHECK(rsend(a, "v", 1, 0) == 1 && recv_byte(c) == 'v', "a stream byte after the second riounmap");
+  CHECK(riowrite(c, tail, 10, any, 0) == size_t(-1) && errno == EINVAL, "riowrite after the second riounmap: EINVAL");
+  std::printf("ok iomap\n");
+}
+
+// Sends on `fd` (non-blocking) until the peer's receive buffer is full: no credit left.
+size_t fill_peer(int fd) {
+  std::vector<char> fill(1 << 20, 'f');
+  size_t filled = 0;
+  for (;;) {
+    ssize_t n = rsend(fd, fill.data(), fill.size(), MSG_DONTWAIT);
+    if (n < 0) break;
+    filled += size_t(n);
+    CHECK(filled < (64u << 20), "the peer's receive buffer fills up");
+  }
+  CHECK(errno == EAGAIN && filled > 0, "rsend until EAGAIN: no credit left");
+  return filled;
+}
+
+// Reads `n` filler bytes (and then, if `eof`, the end of stream) from `fd`.
+void drain_fill(int fd, size_t n, bool eof) {
+  size_t got = 0;
+  char buf[65536];
+  while (got < n || eof) {
+    ssize_t r = rrecv(fd, buf, got < n ? std::min(sizeof buf, n - got) : sizeof buf, MSG_DONTWAIT);
+    if (r == 0) break;
+    if (r < 0) {
+      CHECK(errno == EAGAIN, "rrecv the filled data");
+      CHECK(wait_rs(fd, POLLIN) & POLLIN, "more data");
+      continue;
+    }
+    CHECK(std::all_of(buf, buf + r, [](char x) { return x == 'f'; }), "the filled bytes");
+    got += size_t(r);
+  }
+  CHECK(got == n, "every filled byte arrives");
+}
+
+// riowrite needs no credit: a blocking riowrite larger than the send slots completes while
+// the peer's receive buffer is full. riounmap reaches the peer even while the mapping side has
+// no credit left (the peer has not read its stream): the withdrawal is a control message,
+// ordered before our end of stream.
+void check_iomap_without_credits(int c, int a) {
+  std::vector<char> mapped(1 << 20, 0);
+  const off_t off = riomap(a, mapped.data(), mapped.size(), PROT_WRITE, 0, -1);
+  CHECK(off != -1, "riomap");
+  CHECK(rsend(a, "m", 1, 0) == 1 && recv_byte(c) == 'm', "a stream byte after riomap");
+  riowrite_all(c, "BEFORE", 6, off + 1);
+  CHECK(rsend(c, "w", 1, 0) == 1 && recv_byte(a) == 'w' && std::memcmp(mapped.data() + 1, "BEFORE", 6) == 0,
+        "riowrite lands");
+
+  const size_t c_filled = fill_peer(c);
+  std::vector<char> big(mapped.size() - 8);
+  for (size_t i = 0; i < big.size(); i++) big[i] = char(i * 31 + i / 65536);
+  CHECK(rfcntl(c, F_SETFL, 0) == 0, "rfcntl blocking");
+  CHECK(riowrite(c, big.data(), big.size(), off + 8, 0) == big.size(), "a blocking 1 MiB riowrite without credits");
+  CHECK(rfcntl(c, F_SETFL, O_NONBLOCK) == 0, "rfcntl O_NONBLOCK");
+  drain_fill(a, c_filled, false);  // gives c its credits back
+  CHECK(wait_rs(c, POLLOUT) & POLLOUT, "the credits come back");
+  CHECK(rsend(c, "x", 1, 0) == 1 && recv_byte(a) == 'x', "a stream byte after the big riowrite");
+  CHECK(std::memcmp(mapped.data() + 8, big.data(), big.size()) == 0, "the 1 MiB riowrite is in the mapped buffer");
+
+  const size_t filled = fill_peer(a);
+  CHECK(riounmap(a, mapped.data(), mapped.size()) == 0, "riounmap without credits");
+  CHECK(rshutdown(a, SHUT_WR) == 0, "rshutdown SHUT_WR after riounmap");
+  pollfd p = {c, POLLRDHUP, 0};
+  CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLRDHUP), "the end of stream arrives without reading the data");
+  CHECK(riowrite(c, "AFTER", 5, off + 1, 0) == size_t(-1) && errno == EINVAL,
+        "riowrite after a riounmap sent without credits: EINVAL");
+  drain_fill(c, filled, true);
+  CHECK(std::memcmp(mapped.data() + 1, "BEFORE", 6) == 0, "nothing written after riounmap");
+  rclose(c);
+  rclose(a);
+  std::printf("ok iomap without credits\n");
 }
 
 // More than the receive buffer in flight: the sender blocks on credits (EAGAIN) until the
@@ -220,8 +377,11 @@ int main(int argc, char** argv) {
   int c = -1, a = -1;
   connect_pair(l, server, client, port, &c, &a);
   check_data(c, a);
+  check_iomap(c, a);
   check_flow_control(c, a);
   check_half_close(c, a);
+  connect_pair(l, server, client, port, &c, &a);
+  check_iomap_without_credits(c, a);
   rclose(l);
   std::printf("all rsocket checks passed\n");
   return 0;
