@@ -16,6 +16,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "simnic/abi/wire_safe.h"
+
 namespace simnic::abi {
 
 constexpr uint32_t kAbiVersion = 1;
@@ -397,8 +399,6 @@ struct AsyncEventMsg {
   uint32_t handle;      // QP / CQ / SRQ handle, or the port number
 };
 
-template <class T>
-constexpr bool kWireSafe = std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>;
 static_assert(kWireSafe<HelloReply> && kWireSafe<CreateQpReq> && kWireSafe<ModifyQpReq> &&
               kWireSafe<QueryQpReply> && kWireSafe<CreateAhReq>);
 

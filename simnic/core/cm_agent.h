@@ -16,7 +16,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "simnic/abi/cm.h"
+#include "simnic/abi/cm_bodies.h"
 #include "simnic/core/env.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
@@ -86,7 +86,7 @@ class CmAgent {
   CmAgent(CmNicInfo nic, PacketSink& wire, Notifier& notifier, Tracer& tracer, Logger& logger);
   ~CmAgent();
 
-  // --- From the control socket (abi/cm.h); each returns 0 or a positive errno ---
+  // --- From the control socket (abi/cm_bodies.h); each returns 0 or a positive errno ---
   uint32_t new_client() { return next_client_++; }
   void close_client(uint32_t client, uint64_t now);  // the process is gone: destroy its ids
   int attach_channel(uint32_t client, int fd, uint32_t* handle);  // takes fd

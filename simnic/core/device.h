@@ -20,7 +20,6 @@
 
 #include <infiniband/verbs.h>
 
-#include "simnic/abi/control.h"
 #include "simnic/core/cm_agent.h"
 #include "simnic/core/congestion.h"
 #include "simnic/core/counters.h"
@@ -33,6 +32,7 @@
 #include "simnic/core/gid_table.h"
 #include "simnic/core/key_source.h"
 #include "simnic/core/log_limiter.h"
+#include "simnic/core/mr_verbs.h"
 #include "simnic/core/multicast.h"
 #include "simnic/core/objects.h"
 #include "simnic/core/trace.h"
@@ -571,13 +571,13 @@ class Device : private ObjectTables {
   // --- Verbs completeness (issue 17): device_rereg.cc, device_dm.cc ---
  public:
   // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
-  int rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out);
+  int rereg_mr(Context* ctx, const MrRereg& req, Mr** out);
   // The NIC's clock (simulated ns) at the event being handled: CQE timestamps count in it.
   uint64_t now() const { return now_; }
   // Device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
   int alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out);
   int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
-  int reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out);
+  int reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out);
   bool is_dm_mr(uint32_t mr_handle) const;
   // ibv_import_device (device_import.cc): contexts that share PDs and MRs, as processes that
   // share one uverbs file do. set_ctl_fd_number: what the context's Hello said its socket's
@@ -596,8 +596,8 @@ class Device : private ObjectTables {
   int check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
   // A registration that passed its verb's checks becomes an MR with a fresh key.
   int add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
-  int reg_dm_range(Context* ctx, const abi::RegDmMrReq& req, Mr** out);  // the MR of reg_dm_mr, length 0 too
-  int check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd);
+  int reg_dm_range(Context* ctx, const DmMrReg& req, Mr** out);  // the MR of reg_dm_mr, length 0 too
+  int check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd);
   void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
   void trace_mr_destroy(const Mr& mr);
   void free_dms(Context* ctx);
@@ -611,7 +611,8 @@ class Device : private ObjectTables {
  public:
   // ibv_advise_mr: checks the advice, flags and every SGE; with IBV_ADVISE_MR_FLAG_FLUSH a
   // prefetch also checks that every page exists now. Nothing is pinned: there is nothing to fetch.
-  int advise_mr(Context* ctx, const abi::AdviseMrReq& req);
+  // The arguments are ibv_advise_mr(3)'s: sge[0, num_sge), num_sge at most kMaxAdviseSge.
+  int advise_mr(Context* ctx, uint32_t pd, uint32_t advice, uint32_t flags, const ibv_sge* sge, uint32_t num_sge);
 
  private:
   // ibv_reg_mr's range rules for an IBV_ACCESS_ON_DEMAND MR (explicit, or implicit: NULL, SIZE_MAX).

@@ -43,7 +43,7 @@ int Device::free_dm(Context* ctx, uint32_t handle) {
 }
 
 // The caller's mapping of the DM is a region of its own memory, registered zero-based.
-int Device::reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out) {
+int Device::reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out) {
   Dm* dm = owned(dms_, ctx, req.dm);
   if (!dm) return refuse(EINVAL, "no such device memory");
   if (!(req.access & IBV_ACCESS_ZERO_BASED))
@@ -62,7 +62,7 @@ int Device::reg_dm_mr(Context* ctx, const abi::RegDmMrReq& req, Mr** out) {
 // device memory. So a zero-length DM MR is registered (at the DM's start as anywhere in it),
 // unlike a zero-length ibv_reg_mr at a page boundary (covers_no_page): it serves zero-byte
 // accesses only.
-int Device::reg_dm_range(Context* ctx, const abi::RegDmMrReq& req, Mr** out) {
+int Device::reg_dm_range(Context* ctx, const DmMrReg& req, Mr** out) {
   const uint64_t addr = req.mapped_at + req.dm_offset;
   if (req.length) return reg_mr(ctx, req.pd, addr, req.length, 0, req.access, out);
   Pd* pd = owned(pds_, ctx, req.pd);

@@ -88,28 +88,29 @@ void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, 
 // ibv_advise_mr(3)'s errors: EINVAL for a bad PD or flags, EOPNOTSUPP for an unknown advice,
 // EFAULT for an lkey that is invalid, not ODP, without LOCAL_WRITE for PREFETCH_WRITE, or a
 // range outside its MR or not mapped (FLUSH), EPERM for another program's lkey.
-int Device::advise_mr(Context* ctx, const abi::AdviseMrReq& req) {
-  Pd* pd = owned(pds_, ctx, req.pd);
+int Device::advise_mr(Context* ctx, uint32_t pd_handle, uint32_t advice, uint32_t flags, const ibv_sge* sge,
+                      uint32_t num_sge) {
+  Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return refuse(EINVAL, "ibv_advise_mr: no such PD");
-  if (req.advice > IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
-    return refuse(EOPNOTSUPP, "ibv_advise_mr: advice " + std::to_string(req.advice) + " is not a prefetch");
-  if (req.flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH))
-    return refuse(EINVAL, "ibv_advise_mr: flags " + hex(req.flags) + " include bits other than IBV_ADVISE_MR_FLAG_FLUSH");
-  if (req.num_sge == 0 || req.num_sge > abi::kMaxAdviseSge) return refuse(EINVAL, "ibv_advise_mr: num_sge is 0");
+  if (advice > IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return refuse(EOPNOTSUPP, "ibv_advise_mr: advice " + std::to_string(advice) + " is not a prefetch");
+  if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH))
+    return refuse(EINVAL, "ibv_advise_mr: flags " + hex(flags) + " include bits other than IBV_ADVISE_MR_FLAG_FLUSH");
+  if (num_sge == 0 || num_sge > kMaxAdviseSge) return refuse(EINVAL, "ibv_advise_mr: num_sge is 0");
   uint64_t budget = kMaxProbedPages;
-  for (uint32_t i = 0; i < req.num_sge; ++i) {
-    const ibv_sge& s = req.sge[i];
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sge[i];
     const Mr* mr = find_mr_by_key(s.lkey);
     const std::string where = "ibv_advise_mr: sge " + std::to_string(i) + ": lkey " + hex(s.lkey);
     if (mr && mr->ctx != ctx && !shares(mr->ctx, ctx)) return refuse(EPERM, where + " is another program's");
     if (!mr || mr->pd != pd) return refuse(EFAULT, where + " names no MR of this PD");
     if (!is_odp_mr(*mr)) return refuse(EFAULT, where + " is not an IBV_ACCESS_ON_DEMAND MR");
-    if (req.advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+    if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
       return refuse(EFAULT, where + ": PREFETCH_WRITE on an MR without IBV_ACCESS_LOCAL_WRITE");
     if (s.addr + s.length < s.addr || !in_mr(*mr, s.addr, s.length))
       return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") is outside the MR");
     // PREFETCH_NO_FAULT maps only what is present: it never fails on a missing page.
-    const bool must_exist = (req.flags & IBV_ADVISE_MR_FLAG_FLUSH) && req.advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
+    const bool must_exist = (flags & IBV_ADVISE_MR_FLAG_FLUSH) && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
     if (must_exist && s.length && probe_pages(memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
       return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") has pages the program has not mapped");
   }

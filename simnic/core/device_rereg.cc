@@ -47,7 +47,7 @@ int Device::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_
 }
 
 // Everything is checked before anything changes: a refused rereg leaves the MR as it was.
-int Device::check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, Pd** new_pd) {
+int Device::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd) {
   if (is_dm_mr(mr.handle)) return refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
   if (mr.bound_mws)
     return refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " + hex(mr.lkey) +
@@ -69,7 +69,7 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const abi::ReregMrReq& req, 
   return 0;
 }
 
-int Device::rereg_mr(Context* ctx, const abi::ReregMrReq& req, Mr** out) {
+int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (!req.flags || (req.flags & ~kReregFlags))
     return refuse(EINVAL, "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
   Mr* mr = owned(mrs_, ctx, req.mr);

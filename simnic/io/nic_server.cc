@@ -60,7 +60,7 @@ bool same_file(pid_t pid, int their_fd, int fd) {
 
 struct NicServer::Session {
   uint64_t id = 0;  // tells a live session from a freed one whose address was reused
-  core::ControlSession state;
+  service::ControlSession state;
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> doorbell;
   std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
@@ -93,7 +93,7 @@ NicServer::NicServer(NicOptions options)
                   {[this](const std::string& spec, int* st) { return set_faults(spec, st); },
                    [this] { return status_text(); },
                    [this](const std::string& cmd, int* st) { return step_.command(cmd, st); },
-                   [this](core::FdRole role, int fd, const core::ControlSession& s) {
+                   [this](service::FdRole role, int fd, const service::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
                    file_identity, same_file, [this] { return daemon_alive_fd(); }}),
@@ -435,7 +435,7 @@ void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vecto
   abi::ReqHeader h;
   std::memcpy(&h, buf.data(), sizeof h);
   std::span<const uint8_t> body(buf.data() + sizeof h, buf.size() - sizeof h);
-  core::ControlReply reply;
+  service::ControlReply reply;
   if (h.len != body.size() || h.op == 0 || h.op >= uint32_t(abi::Op::Count_)) {
     reply.status = EPROTO;  // malformed: answer, never crash
   } else {
@@ -456,7 +456,7 @@ void NicServer::handle_message(Session* s, std::vector<uint8_t>& buf, std::vecto
 // `simnic status` of a NIC with a thousand QPs). Non-blocking: a client that does not read its
 // replies loses a one-message reply; the rest of a reply in pieces waits for room in its socket
 // (a client can only hold back its own connection), the NIC never waits.
-void NicServer::send_reply(Session* s, uint32_t op, core::ControlReply& reply) {
+void NicServer::send_reply(Session* s, uint32_t op, service::ControlReply& reply) {
   const int fd = s->control->native_handle();
   if (reply.body.size() <= abi::kMaxReplyPiece) {
     abi::RespHeader rh{op, uint32_t(reply.body.size()), reply.status, 0};
@@ -516,14 +516,14 @@ void NicServer::refuse_session(Session* s, std::vector<uint8_t>& buf, std::vecto
   after_event();
 }
 
-int NicServer::check_client_fd(core::FdRole role, int fd, const core::ControlSession& s) {
-  int e = role == core::FdRole::kDoorbell    ? check_doorbell_fd(fd)
-          : role == core::FdRole::kCmChannel ? check_cm_channel_socket(fd, s.pid)
-                                             : check_event_socket(fd, s.pid);
+int NicServer::check_client_fd(service::FdRole role, int fd, const service::ControlSession& s) {
+  int e = role == service::FdRole::kDoorbell    ? check_doorbell_fd(fd)
+          : role == service::FdRole::kCmChannel ? check_cm_channel_socket(fd, s.pid)
+                                                : check_event_socket(fd, s.pid);
   if (e)
     logger_.log(core::LogLevel::kWarn,
                 "pid " + std::to_string(s.pid) + " passed a descriptor that is not " +
-                    (role == core::FdRole::kDoorbell ? "an eventfd" : "its own SEQPACKET event socket") +
+                    (role == service::FdRole::kDoorbell ? "an eventfd" : "its own SEQPACKET event socket") +
                     ": refused (EINVAL)");
   return e;
 }

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "simnic/core/control_dispatch.h"
 #include "simnic/core/device.h"
 #include "simnic/io/control_listener.h"
 #include "simnic/io/cpu_share.h"
@@ -26,6 +25,7 @@
 #include "simnic/io/step_controller.h"
 #include "simnic/io/trace_hub.h"
 #include "simnic/io/udp_port.h"
+#include "simnic/service/control_dispatch.h"
 
 namespace simnic::io {
 
@@ -89,14 +89,14 @@ class NicServer {
   void refuse_message(Session* s, const std::vector<uint8_t>& buf, int status);
   std::string over_session_share(uid_t uid);
   void refuse_session(Session* s, std::vector<uint8_t>& buf, std::vector<int>& fds);
-  void send_reply(Session* s, uint32_t op, core::ControlReply& reply);
+  void send_reply(Session* s, uint32_t op, service::ControlReply& reply);
   void send_pieces(Session* s, bool resume = false);
   bool alive(Session* s, uint64_t id) const;
   void close_session(Session* s);
   void watch_doorbell(Session* s);
   void watch_process(Session* s);
   void ring_held_doorbell(uint32_t context_id, uint64_t now);
-  int check_client_fd(core::FdRole role, int fd, const core::ControlSession& s);
+  int check_client_fd(service::FdRole role, int fd, const service::ControlSession& s);
   void after_event();
   void busy_poll();
   void continue_pending_work();
@@ -130,7 +130,7 @@ class NicServer {
   UdpPort port_;
   TraceHub trace_;
   core::Device device_;
-  core::ControlDispatcher dispatcher_;
+  service::ControlDispatcher dispatcher_;
   std::unique_ptr<LidFile> lids_;  // IB mode only
   StepController step_;
 

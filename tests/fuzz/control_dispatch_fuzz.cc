@@ -1,4 +1,4 @@
-// libFuzzer target: the control-message dispatcher (simnic/core/control_dispatch.*) on a NIC
+// libFuzzer target: the control-message dispatcher (simnic/service/control_dispatch.*) on a NIC
 // with in-memory fakes. Each input is a connection's whole life (control_fuzz_format.h): its
 // requests in order, then its close, which must free everything it created; a second
 // connection then checks the NIC still serves. Any DMA write is a defect here (no traffic
@@ -9,7 +9,7 @@
 
 #include "checked_memory.h"
 #include "control_fuzz_format.h"
-#include "simnic/core/control_dispatch.h"
+#include "simnic/service/control_dispatch.h"
 #include "tests/unit/core/fabric.h"
 
 namespace {
@@ -24,7 +24,7 @@ core::DeviceConfig config() {
 }
 
 // Runs one connection's requests; returns the reply status of the last one.
-void run_session(core::ControlDispatcher& d, core::ControlSession& s, const uint8_t* data, size_t size,
+void run_session(service::ControlDispatcher& d, service::ControlSession& s, const uint8_t* data, size_t size,
                  uint64_t& now) {
   size_t pos = 0;
   int fd_number = 100;
@@ -42,7 +42,7 @@ void run_session(core::ControlDispatcher& d, core::ControlSession& s, const uint
       fds = {fd_number, fd_number + 1};
     fd_number += 2;
     now += 1000;
-    core::ControlReply r = d.handle(s, abi::Op(op), body, fds, now);
+    service::ControlReply r = d.handle(s, abi::Op(op), body, fds, now);
     if (r.status < 0) std::abort();  // statuses are positive errnos
   }
 }
@@ -57,22 +57,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::NullLogger logger;
   fuzz::CountingSink wire;
   core::Device dev(config(), mem, wire, shm, notifier, logger);
-  core::ControlDispatcher::Hooks hooks;
+  service::ControlDispatcher::Hooks hooks;
   // ibv_open_xrcd's file: a few inodes, so that opens meet the same domain again.
   hooks.file_identity = [](int fd, uint64_t* dev, uint64_t* ino) {
     *dev = 1;
     *ino = uint64_t(fd) % 3;
     return 0;
   };
-  core::ControlDispatcher dispatcher(dev, 1, hooks);
+  service::ControlDispatcher dispatcher(dev, 1, hooks);
   uint64_t now = 1'000'000;
-  core::ControlSession s{4001, 1000};
+  service::ControlSession s{4001, 1000};
   run_session(dispatcher, s, data, size, now);
   dispatcher.close(s);
   if (dev.context_count() != 0) std::abort();  // a closed connection leaves nothing behind
 
   // The NIC still serves a well-behaved client.
-  core::ControlSession next{4002, 1000};
+  service::ControlSession next{4002, 1000};
   abi::HelloReq hello{};
   hello.abi_version = abi::kAbiVersion;
   std::vector<int> fds = {7, 8};

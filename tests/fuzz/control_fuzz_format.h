@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "simnic/abi/control.h"
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
 namespace simnic::fuzz {
 
@@ -18,8 +18,8 @@ constexpr uint8_t kExactSize = 0xff;
 // The size of `op`'s request struct, from the dispatcher's own table (control_op_table.cc): 0
 // for an op whose body is free-form (text, or none) or that nobody serves.
 inline size_t request_size(abi::Op op) {
-  const size_t body = core::control::op_rule(op).body;
-  return body == core::control::kAnyBody ? 0 : body;
+  const size_t body = service::control::op_rule(op).body;
+  return body == service::control::kAnyBody ? 0 : body;
 }
 
 }  // namespace simnic::fuzz

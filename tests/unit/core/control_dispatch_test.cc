@@ -1,8 +1,8 @@
-// The control dispatcher (control_dispatch.cc, control_op_table.cc) as a hostile or careless
-// client meets it: bodies of the wrong size for every op, requests before Hello, a query-only
-// connection that tries to create objects, and one context naming another's objects. Each
-// refusal is checked for its exact errno and for what it must not do: create, keep a
-// descriptor, or leave anything behind.
+// The control dispatcher (simnic/service: control_dispatch.cc, control_op_table.cc) as a hostile
+// or careless client meets it: bodies of the wrong size for every op, requests before Hello, a
+// query-only connection that tries to create objects, and one context naming another's
+// objects. Each refusal is checked for its exact errno and for what it must not do: create,
+// keep a descriptor, or leave anything behind.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -15,17 +15,17 @@
 
 #include "fabric.h"
 #include "simnic/abi/cm.h"
-#include "simnic/core/control_dispatch.h"
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_dispatch.h"
+#include "simnic/service/control_ops.h"
 
 namespace simnic::testing {
 namespace dispatch_test {  // named: a unity build puts this file with others
 namespace {
 
 using abi::Op;
-using core::control::kAnyBody;
-using core::control::Needs;
-using core::control::op_rule;
+using service::control::kAnyBody;
+using service::control::Needs;
+using service::control::op_rule;
 
 constexpr uint32_t kIp = 0x7f000002;
 constexpr int kForeignFd = 50;  // a descriptor number the client sends along: kept only by a handler that takes it
@@ -73,7 +73,7 @@ struct Nic {
   RecordingNotifier notifier;
   CapturingLogger logger;
   core::Device dev{config(), mem, port, shm, notifier, logger};
-  core::ControlDispatcher dispatcher{dev, 1, hooks()};
+  service::ControlDispatcher dispatcher{dev, 1, hooks()};
   uint64_t now = 1'000'000;
 
   static core::DeviceConfig config() {
@@ -82,8 +82,8 @@ struct Nic {
     c.key_seed = 7;
     return c;
   }
-  static core::ControlDispatcher::Hooks hooks() {
-    core::ControlDispatcher::Hooks h;
+  static service::ControlDispatcher::Hooks hooks() {
+    service::ControlDispatcher::Hooks h;
     h.file_identity = [](int fd, uint64_t* dev, uint64_t* ino) {
       *dev = 1;
       *ino = uint64_t(fd);
@@ -95,25 +95,25 @@ struct Nic {
   Snapshot snapshot() const { return {dev.object_counts(), dev_cm().ids().size(), shm.live}; }
   const core::CmAgent& dev_cm() const { return const_cast<core::Device&>(dev).cm(); }
 
-  core::ControlReply call(core::ControlSession& s, Op op, std::span<const uint8_t> body, std::vector<int>& fds) {
+  service::ControlReply call(service::ControlSession& s, Op op, std::span<const uint8_t> body, std::vector<int>& fds) {
     now += 1000;
     return dispatcher.handle(s, op, body, fds, now);
   }
-  core::ControlReply call(core::ControlSession& s, Op op, std::span<const uint8_t> body) {
+  service::ControlReply call(service::ControlSession& s, Op op, std::span<const uint8_t> body) {
     std::vector<int> none;
     return call(s, op, body, none);
   }
-  core::ControlReply call(core::ControlSession& s, Op op, const std::vector<uint8_t>& body) {
+  service::ControlReply call(service::ControlSession& s, Op op, const std::vector<uint8_t>& body) {
     return call(s, op, std::span<const uint8_t>(body));
   }
   template <class T>
-  core::ControlReply call(core::ControlSession& s, Op op, const T& req) {
+  service::ControlReply call(service::ControlSession& s, Op op, const T& req) {
     return call(s, op, bytes_of(req));
   }
 
   // A connection whose Hello opened an ibv_context (pid `pid`), or a query-only one.
-  core::ControlSession connect(pid_t pid, bool context) {
-    core::ControlSession s{pid, 1000};
+  service::ControlSession connect(pid_t pid, bool context) {
+    service::ControlSession s{pid, 1000};
     std::vector<int> fds;
     if (context) fds = {10, 11};
     abi::HelloReq hello{abi::kAbiVersion, 0};
@@ -123,7 +123,7 @@ struct Nic {
   }
 
   template <class Reply>
-  static Reply reply(const core::ControlReply& r) {
+  static Reply reply(const service::ControlReply& r) {
     Reply v{};
     EXPECT_EQ(r.status, 0);
     EXPECT_EQ(r.body.size(), sizeof v);
@@ -137,7 +137,7 @@ struct Objects {
   uint32_t pd, mr, mw, channel, cq, srq, qp, qpn, ah, xrcd, xrc_srq, tgt_qp, tgt_qpn;
 };
 
-Objects make_objects(Nic& nic, core::ControlSession& s) {
+Objects make_objects(Nic& nic, service::ControlSession& s) {
   Objects o{};
   o.pd = Nic::reply<abi::HandleReply>(nic.call(s, Op::AllocPd, std::span<const uint8_t>{})).handle;
   abi::RegMrReq mr{o.pd, IBV_ACCESS_LOCAL_WRITE, nic.mem.addr(s.pid, 0), 4096, nic.mem.addr(s.pid, 0)};
@@ -193,7 +193,7 @@ TEST(ControlOpTable, EveryOpOfTheProtocolHasItsLineAndAStructBodySize) {
 // struct, before anything is looked at - no object, no CM client, no descriptor taken.
 TEST(ControlDispatch, EveryOpRefusesABodyOfTheWrongSizeWithEinvalAndCreatesNothing) {
   Nic nic;
-  core::ControlSession s = nic.connect(4001, true);
+  service::ControlSession s = nic.connect(4001, true);
   make_objects(nic, s);
   const Snapshot before = nic.snapshot();
   int checked = 0;
@@ -203,7 +203,7 @@ TEST(ControlDispatch, EveryOpRefusesABodyOfTheWrongSizeWithEinvalAndCreatesNothi
     for (size_t size : {size_t(0), rule.body - 1, rule.body + 1, rule.body + 64}) {
       std::vector<uint8_t> body(size, 0xa5);
       std::vector<int> fds = {kForeignFd, kForeignFd + 1};
-      core::ControlReply r = nic.call(s, op, body, fds);
+      service::ControlReply r = nic.call(s, op, body, fds);
       EXPECT_EQ(r.status, EINVAL) << rule.name << " with " << size << " bytes (expects " << rule.body << ")";
       EXPECT_EQ(fds, (std::vector<int>{kForeignFd, kForeignFd + 1})) << rule.name;
       ++checked;
@@ -242,7 +242,7 @@ TEST(ControlDispatch, GarbageOfTheRightSizeIsRefusedWithTheExactErrno) {
       {Op::AdviseMr, EINVAL},  // no such PD
   };
   Nic nic;
-  core::ControlSession s = nic.connect(4001, true);
+  service::ControlSession s = nic.connect(4001, true);
   make_objects(nic, s);
   const Snapshot before = nic.snapshot();
   for (Op op : all_ops()) {
@@ -251,7 +251,7 @@ TEST(ControlDispatch, GarbageOfTheRightSizeIsRefusedWithTheExactErrno) {
     ASSERT_TRUE(expected.count(op)) << rule.name;
     std::vector<uint8_t> body(rule.body, 0xa5);
     std::vector<int> fds = {kForeignFd};
-    core::ControlReply r = nic.call(s, op, body, fds);
+    service::ControlReply r = nic.call(s, op, body, fds);
     EXPECT_EQ(r.status, expected.at(op)) << rule.name;
     EXPECT_EQ(fds[0], kForeignFd) << rule.name << " kept a descriptor it refused";
   }
@@ -264,9 +264,9 @@ TEST(ControlDispatch, GarbageOfTheRightSizeIsRefusedWithTheExactErrno) {
 // garbage there changes nothing in the reply.
 TEST(ControlDispatch, AnOpWithoutARequestStructIgnoresItsBody) {
   Nic nic;
-  core::ControlSession s = nic.connect(4001, false);
-  core::ControlReply empty = nic.call(s, Op::QueryDevice, std::span<const uint8_t>{});
-  core::ControlReply garbage = nic.call(s, Op::QueryDevice, std::vector<uint8_t>(100, 0xa5));
+  service::ControlSession s = nic.connect(4001, false);
+  service::ControlReply empty = nic.call(s, Op::QueryDevice, std::span<const uint8_t>{});
+  service::ControlReply garbage = nic.call(s, Op::QueryDevice, std::vector<uint8_t>(100, 0xa5));
   EXPECT_EQ(empty.status, 0);
   EXPECT_EQ(garbage.status, 0);
   EXPECT_EQ(garbage.body, empty.body);
@@ -277,7 +277,7 @@ TEST(ControlDispatch, AnOpWithoutARequestStructIgnoresItsBody) {
 // well-formed body or not, is EPROTO, and leaves the connection as it was.
 TEST(ControlDispatch, EveryRequestBeforeHelloIsEprotoAndChangesNothing) {
   Nic nic;
-  core::ControlSession s{4001, 1000};
+  service::ControlSession s{4001, 1000};
   std::vector<Op> ops = all_ops();
   ops.insert(ops.end(), {Op(0), Op::Count_, Op(0xffff)});
   for (Op op : ops) {
@@ -285,7 +285,7 @@ TEST(ControlDispatch, EveryRequestBeforeHelloIsEprotoAndChangesNothing) {
     const auto& rule = op_rule(op);
     std::vector<uint8_t> body(rule.body == kAnyBody ? 8 : rule.body, 0);
     std::vector<int> fds = {kForeignFd, kForeignFd + 1};
-    core::ControlReply r = nic.call(s, op, body, fds);
+    service::ControlReply r = nic.call(s, op, body, fds);
     EXPECT_EQ(r.status, EPROTO) << "op " << uint32_t(op);
     EXPECT_EQ(fds, (std::vector<int>{kForeignFd, kForeignFd + 1})) << "op " << uint32_t(op);
   }
@@ -297,14 +297,14 @@ TEST(ControlDispatch, EveryRequestBeforeHelloIsEprotoAndChangesNothing) {
 
 TEST(ControlDispatch, HelloChecksItsVersionOnceAndOpensOneContext) {
   Nic nic;
-  core::ControlSession s{4001, 1000};
+  service::ControlSession s{4001, 1000};
   std::vector<int> fds = {kForeignFd, kForeignFd + 1};
   EXPECT_EQ(nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion + 1, 0}), fds).status, EPROTO);
   EXPECT_FALSE(s.greeted);
   EXPECT_EQ(fds[0], kForeignFd);  // not taken
   EXPECT_EQ(nic.dev.context_count(), 0u);
 
-  core::ControlReply ok = nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion, 0}), fds);
+  service::ControlReply ok = nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion, 0}), fds);
   auto rep = Nic::reply<abi::HelloReply>(ok);
   EXPECT_STREQ(rep.name, "simnic0");
   EXPECT_EQ(rep.abi_version, abi::kAbiVersion);
@@ -325,9 +325,9 @@ TEST(ControlDispatch, HelloChecksItsVersionOnceAndOpensOneContext) {
 // EOPNOTSUPP for none (that would say the op exists but is refused for another reason).
 TEST(ControlDispatch, AQueryOnlyConnectionCannotCreateOrUseObjects) {
   Nic nic;
-  core::ControlSession owner = nic.connect(4001, true);
+  service::ControlSession owner = nic.connect(4001, true);
   const Objects theirs = make_objects(nic, owner);
-  core::ControlSession s = nic.connect(4002, false);
+  service::ControlSession s = nic.connect(4002, false);
   const Snapshot before = nic.snapshot();
   int refused = 0;
   for (Op op : all_ops()) {
@@ -362,8 +362,8 @@ TEST(ControlDispatch, AQueryOnlyConnectionCannotCreateOrUseObjects) {
 // a refusal carries the agent's reason, and the connection's close frees them.
 TEST(ControlDispatch, CmRequestsMakeAClientWhoseIdsAreItsOwnAndDieWithIt) {
   Nic nic;
-  core::ControlSession s = nic.connect(4001, false);
-  core::ControlSession other = nic.connect(4002, false);
+  service::ControlSession s = nic.connect(4001, false);
+  service::ControlSession other = nic.connect(4002, false);
   EXPECT_EQ(s.cm_client, 0u);
   std::vector<int> fds = {kForeignFd};
   const uint32_t channel = Nic::reply<abi::HandleReply>(nic.call(s, Op::CmAttachChannel, {}, fds)).handle;
@@ -378,7 +378,7 @@ TEST(ControlDispatch, CmRequestsMakeAClientWhoseIdsAreItsOwnAndDieWithIt) {
   EXPECT_EQ(nic.call(other, Op::CmListen, abi::CmListenReq{id, 1}).status, EINVAL);
   EXPECT_EQ(nic.snapshot().cm_ids, 1u);
 
-  core::ControlReply unbound = nic.call(s, Op::CmListen, abi::CmListenReq{id, 1});
+  service::ControlReply unbound = nic.call(s, Op::CmListen, abi::CmListenReq{id, 1});
   EXPECT_EQ(unbound.status, EINVAL);
   EXPECT_EQ(std::string(unbound.body.begin(), unbound.body.end()), "rdma_listen: bind the id first");
 
@@ -393,8 +393,8 @@ TEST(ControlDispatch, CmRequestsMakeAClientWhoseIdsAreItsOwnAndDieWithIt) {
 // still work.
 TEST(ControlDispatch, AnotherContextsHandlesNameNothingAndTouchNothing) {
   Nic nic;
-  core::ControlSession a = nic.connect(4001, true);
-  core::ControlSession b = nic.connect(4002, true);
+  service::ControlSession a = nic.connect(4001, true);
+  service::ControlSession b = nic.connect(4002, true);
   const Objects o = make_objects(nic, a);
   const uint32_t b_pd = Nic::reply<abi::HandleReply>(nic.call(b, Op::AllocPd, std::span<const uint8_t>{})).handle;
   const Snapshot before = nic.snapshot();
@@ -440,7 +440,7 @@ TEST(ControlDispatch, AnotherContextsHandlesNameNothingAndTouchNothing) {
   const std::set<Op> destroys = {Op::DeallocPd, Op::DeregMr, Op::DeallocMw, Op::DestroyCq,
                                   Op::DestroyQp, Op::DestroySrq, Op::DestroyAh, Op::CloseXrcd};
   for (const auto& [op, body] : requests) {
-    core::ControlReply r = nic.call(b, op, body);
+    service::ControlReply r = nic.call(b, op, body);
     EXPECT_EQ(r.status, destroys.count(op) ? ENOENT : EINVAL) << op_rule(op).name;
   }
   EXPECT_EQ(nic.snapshot(), before);

@@ -56,9 +56,7 @@ class Odp : public QpPair {
     return wcs.empty() ? ibv_wc{} : wcs[0];
   }
   int advise(Host& h, uint32_t advice, uint32_t flags, std::vector<ibv_sge> sges, uint32_t pd = 0) {
-    abi::AdviseMrReq req{pd ? pd : h.pd, advice, flags, uint32_t(sges.size()), {}};
-    std::copy(sges.begin(), sges.end(), req.sge);
-    return h.dev.advise_mr(h.ctx, req);
+    return h.dev.advise_mr(h.ctx, pd ? pd : h.pd, advice, flags, sges.data(), uint32_t(sges.size()));
   }
   TraceLines trace;
 };
@@ -219,7 +217,7 @@ TEST_F(Odp, SendFromAndIntoMappedOdpPagesWorks) {
 TEST_F(Odp, ReregKeepsOdpAndRefusesToAddOrRemoveIt) {
   core::Mr* mr = odp_mr(*b);
   core::Mr* pinned = b->mr;
-  abi::ReregMrReq r{mr->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE, 0, 0};
+  core::MrRereg r{mr->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE, 0, 0};
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL) << "dropping ON_DEMAND";
   r = {pinned->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, 0, 0};
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &pinned), EINVAL) << "adding ON_DEMAND";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "qp_pair.h"
+#include "simnic/abi/control.h"  // abi::kMaxDmSize: what the shim reports as max_dm_size
 
 namespace simnic::testing {
 namespace {
@@ -13,8 +14,8 @@ constexpr uint32_t kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | 
 
 class VerbsExt : public QpPair {
  protected:
-  abi::ReregMrReq rereg(const core::Mr* mr, uint32_t flags) {
-    abi::ReregMrReq r{};
+  core::MrRereg rereg(const core::Mr* mr, uint32_t flags) {
+    core::MrRereg r{};
     r.mr = mr->handle;
     r.flags = flags;
     return r;
@@ -155,7 +156,7 @@ TEST_F(VerbsExt, DmMrIsZeroBasedWithinTheDmAndCarriesRdma) {
   start();
   core::Dm* dm = nullptr;
   ASSERT_EQ(b->dev.alloc_dm(b->ctx, 8192, 0, &dm), 0);
-  abi::RegDmMrReq req{b->pd, dm->handle, 4096, 4096, kRemote, 0, mem.addr(kPidB, 256 * 1024)};
+  core::DmMrReg req{b->pd, dm->handle, 4096, 4096, kRemote, mem.addr(kPidB, 256 * 1024)};
   core::Mr* mr = nullptr;
   EXPECT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), EINVAL);  // not zero-based
   req.access = kRemote | IBV_ACCESS_ZERO_BASED;
@@ -184,7 +185,7 @@ TEST_F(VerbsExt, ClosingAContextGivesItsDeviceMemoryBack) {
   ASSERT_EQ(b->dev.alloc_pd(other, &pd), 0);
   core::Dm* dm = nullptr;
   ASSERT_EQ(b->dev.alloc_dm(other, abi::kMaxDmSize, 0, &dm), 0);
-  abi::RegDmMrReq req{pd, dm->handle, 0, 4096, kLocal | IBV_ACCESS_ZERO_BASED, 0, mem.addr(kPidB, 0)};
+  core::DmMrReg req{pd, dm->handle, 0, 4096, kLocal | IBV_ACCESS_ZERO_BASED, mem.addr(kPidB, 0)};
   core::Mr* mr = nullptr;
   ASSERT_EQ(b->dev.reg_dm_mr(other, req, &mr), 0);
   b->dev.close_context(other);

@@ -62,7 +62,7 @@ TEST_F(ZeroLength, AZeroLengthDeviceMemoryMrIsRegisteredWithinTheDm) {
   start();
   core::Dm* dm = nullptr;
   ASSERT_EQ(b->dev.alloc_dm(b->ctx, 8192, 0, &dm), 0);
-  abi::RegDmMrReq req{b->pd, dm->handle, 0, 0, kRw | IBV_ACCESS_ZERO_BASED, 0, mem.addr(kPidB, 256 * 1024)};
+  core::DmMrReg req{b->pd, dm->handle, 0, 0, kRw | IBV_ACCESS_ZERO_BASED, mem.addr(kPidB, 256 * 1024)};
   core::Mr* mr = nullptr;
   ASSERT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), 0);  // at the DM's start, a page boundary
   EXPECT_EQ(mr->length, 0u);

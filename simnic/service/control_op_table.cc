@@ -1,11 +1,12 @@
 // The table of control requests (control_ops.h): one line per abi::Op.
 #include <array>
 
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using abi::Op;
+using core::Device;
 using N = Needs;
 using K = Device::HandleKind;
 
@@ -100,4 +101,4 @@ const OpRule& op_rule(Op op) {
   return i < kOps && kByOp[i].name ? kByOp[i] : kUnserved;
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

@@ -4,11 +4,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using namespace simnic::abi;
+using namespace simnic::core;
 
 // With a file, simnicd identifies it itself (fstat through the hook), so a program can only
 // name a domain whose file it could open.
@@ -56,4 +57,4 @@ ControlReply open_xrc_qp(Request& r, const OpenXrcQpReq& q) {
   return ok(rep);
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

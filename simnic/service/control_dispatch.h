@@ -11,14 +11,14 @@
 #include "simnic/abi/control.h"
 #include "simnic/core/device.h"
 
-namespace simnic::core {
+namespace simnic::service {
 
 // One control connection.
 struct ControlSession {
   pid_t pid = 0;        // from SO_PEERCRED
   uid_t uid = 0;
   bool greeted = false; // Hello seen
-  Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
+  core::Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
   uint32_t cm_client = 0;  // set by the first rdma_cm request (librdmacm's connection)
 };
 
@@ -54,7 +54,7 @@ class ControlDispatcher {
     std::function<int()> daemon_alive_fd;
   };
 
-  ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks = {});
+  ControlDispatcher(core::Device& device, pid_t daemon_pid, Hooks hooks = {});
 
   // Handles one request. Descriptors the request brought and the dispatcher keeps are set
   // to -1 in `fds`; the caller closes the rest.
@@ -69,9 +69,9 @@ class ControlDispatcher {
   ControlReply handle_op(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                          uint64_t now);
 
-  Device& dev_;
+  core::Device& dev_;
   pid_t daemon_pid_;
   Hooks hooks_;
 };
 
-}  // namespace simnic::core
+}  // namespace simnic::service

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "simnic/abi/daemon_alive.h"
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using namespace simnic::abi;
+using namespace simnic::core;
 
 namespace {
 
@@ -192,4 +193,4 @@ ControlReply attach_mcast(Request& r, const McastReq& q) { return fail(r.dev.att
 
 ControlReply detach_mcast(Request& r, const McastReq& q) { return fail(r.dev.detach_mcast(r.ctx, q.qp, q.gid, q.lid)); }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

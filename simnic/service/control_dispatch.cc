@@ -1,13 +1,14 @@
 // The control dispatcher: what every request goes through before its handler (control_ops.h,
 // the per-Op table in control_op_table.cc), and what a closing connection leaves behind.
-#include "simnic/core/control_dispatch.h"
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_dispatch.h"
+#include "simnic/service/control_ops.h"
 
 #include <cerrno>
 
-namespace simnic::core {
+namespace simnic::service {
 
 using namespace simnic::abi;
+using namespace simnic::core;
 
 ControlDispatcher::ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hooks)
     : dev_(device), daemon_pid_(daemon_pid), hooks_(std::move(hooks)) {}
@@ -53,4 +54,4 @@ ControlReply ControlDispatcher::handle_op(ControlSession& s, Op op, std::span<co
   return reply;
 }
 
-}  // namespace simnic::core
+}  // namespace simnic::service

@@ -16,18 +16,18 @@
 #include <vector>
 
 #include "simnic/abi/cm.h"
-#include "simnic/core/control_dispatch.h"
-#include "simnic/core/control_reply.h"
+#include "simnic/service/control_dispatch.h"
+#include "simnic/service/control_reply.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 // What one handler is given. The body's size is already checked (see OpRule::body).
 struct Request {
-  Device& dev;
+  core::Device& dev;
   const ControlDispatcher::Hooks& hooks;
   pid_t daemon_pid;
   ControlSession& session;
-  Context* ctx;  // the session's context: never null for a Needs::kContext op
+  core::Context* ctx;  // the session's context: never null for a Needs::kContext op
   std::span<const uint8_t> body;
   std::vector<int>& fds;  // descriptors a handler keeps are set to -1
   uint64_t now;
@@ -91,7 +91,7 @@ constexpr OpRule entry(abi::Op op, const char* name, Needs needs) {
 }
 
 // A verb that takes a handle and answers with an errno only (ibv_dealloc_pd, ibv_destroy_*).
-template <int (Device::*Verb)(Context*, uint32_t)>
+template <int (core::Device::*Verb)(core::Context*, uint32_t)>
 ControlReply handle_verb(Request& r, const abi::HandleReq& q) {
   return fail((r.dev.*Verb)(r.ctx, q.handle));
 }
@@ -99,7 +99,7 @@ ControlReply handle_verb(Request& r, const abi::HandleReq& q) {
 // A destroy verb (ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_*): a handle that names none of the
 // context's objects is ENOENT, one that names an object of another kind EINVAL, as the kernel's
 // uverbs answers (Device::check_handle); then the verb's own errno (EBUSY while in use, ...).
-template <Device::HandleKind Kind, int (Device::*Verb)(Context*, uint32_t)>
+template <core::Device::HandleKind Kind, int (core::Device::*Verb)(core::Context*, uint32_t)>
 ControlReply destroy_verb(Request& r, const abi::HandleReq& q) {
   if (int e = r.dev.check_handle(r.ctx, Kind, q.handle)) return fail(e);
   return fail((r.dev.*Verb)(r.ctx, q.handle));
@@ -167,8 +167,8 @@ ControlReply cm_init_qp_attr(Request& r, const abi::CmInitQpAttrReq& q);
 // Text replies (simnic status, fault and step commands, explanations).
 ControlReply text(const std::string& s, int status = 0);
 // Where `p` lies in a shared region, and the replies that tell a client where its rings are.
-uint32_t offset_in(const ShmRegion& mem, const void* p);
-abi::CreateQpReply qp_reply(const Qp& qp);
-abi::CreateSrqReply srq_reply(const Srq& srq);
+uint32_t offset_in(const core::ShmRegion& mem, const void* p);
+abi::CreateQpReply qp_reply(const core::Qp& qp);
+abi::CreateSrqReply srq_reply(const core::Srq& srq);
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

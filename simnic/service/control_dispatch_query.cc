@@ -4,11 +4,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using namespace simnic::abi;
+using namespace simnic::core;
 
 ControlReply text(const std::string& s, int status) {
   ControlReply r;
@@ -109,4 +110,4 @@ ControlReply explain_qp(Request& r, const HandleReq& q) {
   return e ? fail(e) : text(why);
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

@@ -1,16 +1,23 @@
-// Handlers of issue 17's verbs (control_ops.h): rereg MR, the NIC clock, device memory, and
-// sharing a context's PDs and MRs with another process (ibv_import_device/pd/mr).
+// Handlers of issue 17's verbs (control_ops.h): rereg MR, the NIC clock, device memory, ODP
+// advice, and sharing a context's PDs and MRs with another process (ibv_import_device/pd/mr).
+// The requests are decoded into the core's own arguments (core/mr_verbs.h).
 #include <cerrno>
 
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using namespace simnic::abi;
+using namespace simnic::core;
+
+// The limits the shim reads from abi/control.h are the NIC's own.
+static_assert(DmLimits::kMaxDmSize == abi::kMaxDmSize, "the shim's max_dm_size is the NIC's");
+static_assert(core::kMaxAdviseSge == abi::kMaxAdviseSge, "one AdviseMr request holds what the NIC takes");
 
 ControlReply rereg_mr(Request& r, const ReregMrReq& q) {
   Mr* mr = nullptr;
-  if (int e = r.dev.rereg_mr(r.ctx, q, &mr)) return fail(e);
+  if (int e = r.dev.rereg_mr(r.ctx, MrRereg{q.mr, q.flags, q.pd, q.access, q.addr, q.length}, &mr))
+    return fail(e);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
@@ -25,11 +32,15 @@ ControlReply alloc_dm(Request& r, const AllocDmReq& q) {
 
 ControlReply reg_dm_mr(Request& r, const RegDmMrReq& q) {
   Mr* mr = nullptr;
-  if (int e = r.dev.reg_dm_mr(r.ctx, q, &mr)) return fail(e);
+  if (int e = r.dev.reg_dm_mr(r.ctx, DmMrReg{q.pd, q.dm, q.dm_offset, q.length, q.access, q.mapped_at}, &mr))
+    return fail(e);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
-ControlReply advise_mr(Request& r, const AdviseMrReq& q) { return fail(r.dev.advise_mr(r.ctx, q)); }
+// q.sge holds kMaxAdviseSge SGEs; the NIC checks num_sge against that before it reads one.
+ControlReply advise_mr(Request& r, const AdviseMrReq& q) {
+  return fail(r.dev.advise_mr(r.ctx, q.pd, q.advice, q.flags, q.sge, q.num_sge));
+}
 
 ControlReply import_pd(Request& r, const HandleReq& q) {
   if (int e = r.dev.import_pd(r.ctx, q.handle)) return fail(e);
@@ -52,4 +63,4 @@ ControlReply join_context(Request& r) {
   return fail(r.dev.join_context(r.ctx, [&](pid_t pid, int their_fd) { return r.hooks.same_file(pid, their_fd, fd); }));
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

@@ -4,11 +4,12 @@
 // kernel's ucma file does.
 #include <cerrno>
 
-#include "simnic/core/control_ops.h"
+#include "simnic/service/control_ops.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 using namespace simnic::abi;
+using namespace simnic::core;
 
 namespace {
 
@@ -60,4 +61,4 @@ ControlReply cm_init_qp_attr(Request& r, const CmInitQpAttrReq& q) {
   return reply_from<CmInitQpAttrReply>([&](CmInitQpAttrReply* rep) { return cm(r).init_qp_attr(client(r), q, rep); });
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <span>
 
-#include "simnic/core/control_dispatch.h"
+#include "simnic/service/control_dispatch.h"
 #include "simnic/core/env.h"
 
-namespace simnic::core::control {
+namespace simnic::service::control {
 
 // A request body is exactly one struct of the expected size, or it is refused.
 template <class T>
@@ -33,7 +33,7 @@ inline ControlReply fail(int status) {
 }
 
 // Moves the memfd of a shared region into the reply.
-inline void attach(ControlReply& r, ShmRegion& mem) {
+inline void attach(ControlReply& r, core::ShmRegion& mem) {
   if (mem.fd >= 0) {
     r.fds.push_back(mem.fd);
     mem.fd = -1;
@@ -42,10 +42,10 @@ inline void attach(ControlReply& r, ShmRegion& mem) {
 
 // A reply struct with the region's memfd (rings the client maps).
 template <class T>
-ControlReply ok(const T& v, ShmRegion& mem) {
+ControlReply ok(const T& v, core::ShmRegion& mem) {
   ControlReply r = ok(v);
   attach(r, mem);
   return r;
 }
 
-}  // namespace simnic::core::control
+}  // namespace simnic::service::control
