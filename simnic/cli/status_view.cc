@@ -33,6 +33,7 @@ const std::vector<Group>& groups() {
                    {"mcast_deliveries", "multicast datagrams handed to an attached QP (one per QP)"}}},
       {"Reliability (RC)", {{"retransmits", "packets sent again (go-back-N after a NAK, a timeout or an RNR wait)"},
                             {"timeouts", "ACK timers that expired: no ACK in time"},
+                            {"timeouts_deferred", "ACK timers put off without a retry: the peer was still reading what was sent before (a busy host, not a loss)"},
                             {"naks_sent", "NAKs sent: a PSN gap, a bad rkey, an invalid request"},
                             {"naks_received", "NAKs received from peers"},
                             {"rnr_naks_sent", "RNR NAKs sent: a SEND came and no receive was posted"},

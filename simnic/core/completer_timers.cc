@@ -33,6 +33,9 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
   bool was_idle = qp.comp.timer_deadline_ns == 0;
   qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+  const PeerProgress& peer = peer_progress_[qp.remote_ip];
+  qp.comp.timer_sent_seq = peer.sent;
+  qp.comp.timer_answered_seq = peer.answered;
   if (was_idle)
     tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
@@ -83,6 +86,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
   // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
   if (qp.comp.una_psn == qp.req.next_psn) return;
+  if (ack_wait_is_a_queue(qp, now)) return;
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
@@ -103,6 +107,58 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   }
   --qp.comp.retry_left;
   go_back_n(qp, qp.comp.una_psn, now, "timeout");
+}
+
+// --- A queue is not a loss ---
+//
+// Between simnicds the "wire" is the peer NIC's UDP socket: one FIFO per peer, read as fast as
+// the host lets the peer NIC run. Everything this NIC has in flight towards the peer (up to the
+// peer window, all QPs together: congestion.h) is read before a packet sent after it, so on a
+// busy host the wait for an ACK is the time the peer takes to read that whole queue, and it can
+// exceed the Local ACK Timeout (IBA 9.7.6.1.3; 8 ms at least here) with nothing lost. A real
+// RNIC's wire never waits for a host, so the timer must not count that wait: retries
+// (retry_cnt, IBA 9.7.5.1, C9-140 ff.) are for lost packets.
+//
+// Every packet an RC/XRC requester sends to a peer gets a number (PeerProgress::sent); a WQE
+// remembers its last packet's, and when an ACK retires the WQE the peer has read at least that
+// far (PeerProgress::answered). When a QP's ACK timer expires:
+//  - the peer answered a packet sent after this QP's timer was armed: it read past ours, so our
+//    packet or its ACK was lost: a timeout, a retry spent, exactly as before;
+//  - the peer answered nothing since the timer was armed: it is gone, or everything towards it
+//    was lost: a timeout, a retry spent, exactly as before (a single QP's lost last packet);
+//  - the peer answered packets sent before ours, and more of them than when the timer was
+//    armed: it is alive and still reading the queue ahead of our packet. The timer is armed
+//    again for a full timeout from now, without a retry (counted in timeouts_deferred).
+// The third case ends: the queue ahead of a packet is finite, so the peer either reaches it
+// (ACK, or an answer past it: the first case) or stops answering (the second). Fault
+// injection's losses are detected as before: a lost packet is followed by others the peer
+// answers. Reordering (--reorder) breaks the FIFO; then a late packet may be resent, as before.
+
+void Device::note_request_sent(Qp& qp, SendWqeState& st, bool last_packet) {
+  if (!qp.acked()) return;
+  const uint64_t seq = ++peer_progress_[qp.remote_ip].sent;
+  if (last_packet) st.last_seq = seq;  // the last packet always asks for an ACK
+}
+
+// An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
+void Device::note_peer_answered(Qp& qp, const SendWqeState& st) {
+  if (!st.last_seq) return;
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  peer.answered = std::max(peer.answered, st.last_seq);
+}
+
+// The third case above: re-arm for a full timeout, keeping the packet's place in the queue.
+bool Device::ack_wait_is_a_queue(Qp& qp, uint64_t now) {
+  const PeerProgress& peer = peer_progress_[qp.remote_ip];
+  if (peer.answered >= qp.comp.timer_sent_seq) return false;         // read past ours: lost
+  if (peer.answered == qp.comp.timer_answered_seq) return false;     // silent: lost or gone
+  const uint64_t sent_seq = qp.comp.timer_sent_seq;
+  arm_ack_timer(qp, now);
+  qp.comp.timer_sent_seq = sent_seq;  // still waiting for the same packets
+  ++counters_.timeouts_deferred;
+  tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred")
+      .u("queued_ahead", sent_seq - peer.answered).u("due_ns", qp.comp.timer_deadline_ns);
+  return true;
 }
 
 }  // namespace simnic::core

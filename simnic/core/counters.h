@@ -11,7 +11,7 @@ namespace simnic::core {
   X(rx_drop_qkey) X(rx_drop_no_wqe) X(rx_drop_uc_message) X(rx_drop_out_of_sequence)  \
   X(rx_drop_mcast) X(mcast_tx_packets) X(mcast_deliveries)                          \
   X(rx_drop_bad_msn) X(rx_drop_ud_too_long) X(rx_drop_ud_throttled)                \
-  X(retransmits) X(timeouts) X(naks_sent) X(naks_received) X(rnr_naks_sent)         \
+  X(retransmits) X(timeouts) X(timeouts_deferred) X(naks_sent) X(naks_received) X(rnr_naks_sent)         \
   X(rnr_naks_received) X(duplicates) X(acks_sent) X(acks_received)                  \
   X(completions) X(completion_errors) X(cq_overruns) X(dma_errors)
 

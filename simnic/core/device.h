@@ -352,6 +352,17 @@ class Device : private ObjectTables {
   void stop_ack_timer(Qp& qp);
   void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
   void completer_timer_fired(Qp& qp, uint64_t now);
+  // How far the peer NIC has read what this NIC sent it (packets counted per peer, in order):
+  // an ACK timeout counts as a loss only if the peer answered something sent after the packet
+  // waited for, or answered nothing at all meanwhile (completer_timers.cc).
+  struct PeerProgress {
+    uint64_t sent = 0;      // packets this NIC's RC/XRC requesters sent to the peer
+    uint64_t answered = 0;  // the highest of those the peer is known to have acknowledged
+  };
+  std::unordered_map<uint32_t, PeerProgress> peer_progress_;  // by the peer's IPv4 address
+  void note_request_sent(Qp& qp, SendWqeState& st, bool last_packet);
+  void note_peer_answered(Qp& qp, const SendWqeState& st);
+  bool ack_wait_is_a_queue(Qp& qp, uint64_t now);
 
   // ingress.cc
   void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,

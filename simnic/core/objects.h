@@ -131,6 +131,9 @@ struct SendWqeState {
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
   uint8_t tos = 0;          // their IPv4 TOS: the path's, or the UD AH's, traffic class
   uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
+  // Its last packet's number among the packets this NIC sent the peer NIC (Device::PeerProgress,
+  // last sending): the ACK that retires the WQE says the peer has read that far.
+  uint64_t last_seq = 0;
 
   // The WQE starts at `psn`: its progress starts over, its fetched copy stays.
   void begin(uint32_t psn) {
@@ -188,6 +191,10 @@ struct QpCompleter {
   uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
   uint32_t una_psn = 0;       // oldest unacknowledged PSN
   uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
+  // When the ACK timer was armed: packets sent to the peer NIC so far, and how many of them
+  // the peer had answered (completer_timers.cc: a queue is not a loss).
+  uint64_t timer_sent_seq = 0;
+  uint64_t timer_answered_seq = 0;
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

@@ -38,6 +38,11 @@ class UdpPort final : public core::PacketSink {
   int native_fd() { return socket_.is_open() ? socket_.native_handle() : -1; }
   // Starts receiving; `on_batch_done` runs after each batch (the NIC then does pending work).
   void start(PacketHandler on_packet, std::function<void()> on_batch_done);
+  // Reads what the NIC's socket holds now (a readable wake-up's worth), before the transport
+  // timer judges: ACKs that arrived while the NIC was not running are not lost.
+  void read_queued() {
+    if (socket_.is_open() && on_packet_) drain(socket_, ip_);
+  }
   void close();
 
   core::SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) override;
