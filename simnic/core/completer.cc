@@ -108,6 +108,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     if (!qp.sq_running()) return;
   }
   if (progress) {  // only progress resets the retry budgets: a NAK for the oldest PSN is none
+    qp.comp.silent_since_ns = 0;
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_retry_left = qp.attr.rnr_retry;
   }

@@ -33,9 +33,8 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
   bool was_idle = qp.comp.timer_deadline_ns == 0;
   qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
-  const PeerProgress& peer = peer_progress_[qp.remote_ip];
-  qp.comp.timer_sent_seq = peer.sent;
-  qp.comp.timer_answered_seq = peer.answered;
+  qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
+  qp.comp.timer_cpu_wait_ns = host_cpu_wait_ns_;
   if (was_idle)
     tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
@@ -86,7 +85,8 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
   // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
   if (qp.comp.una_psn == qp.req.next_psn) return;
-  if (ack_wait_is_a_queue(qp, now)) return;
+  if (ack_wait_is_a_queue(qp, now) || peer_may_be_waiting_for_a_cpu(qp, now)) return;
+  qp.comp.silent_since_ns = 0;
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
@@ -122,8 +122,9 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
 // Every packet an RC/XRC requester sends to a peer gets a number (PeerProgress::sent); a WQE
 // remembers its last packet's, and when an ACK retires the WQE the peer has read at least that
 // far (PeerProgress::answered). When a QP's ACK timer expires:
-//  - the peer answered a packet sent after this QP's timer was armed: it read past ours, so our
-//    packet or its ACK was lost: a timeout, a retry spent, exactly as before;
+//  - the peer answered a packet sent after this QP's latest one: it read past all of ours (the
+//    last packet before a QP pauses always asks for an ACK), so a packet of ours or its ACK was
+//    lost: a timeout, a retry spent, exactly as before;
 //  - the peer answered nothing since the timer was armed: it is gone, or everything towards it
 //    was lost: a timeout, a retry spent, exactly as before (a single QP's lost last packet);
 //  - the peer answered packets sent before ours, and more of them than when the timer was
@@ -137,6 +138,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
 void Device::note_request_sent(Qp& qp, SendWqeState& st, bool last_packet) {
   if (!qp.acked()) return;
   const uint64_t seq = ++peer_progress_[qp.remote_ip].sent;
+  qp.req.last_seq = seq;
   if (last_packet) st.last_seq = seq;  // the last packet always asks for an ACK
 }
 
@@ -147,17 +149,36 @@ void Device::note_peer_answered(Qp& qp, const SendWqeState& st) {
   peer.answered = std::max(peer.answered, st.last_seq);
 }
 
-// The third case above: re-arm for a full timeout, keeping the packet's place in the queue.
+// The third case above: a full timeout again from now.
 bool Device::ack_wait_is_a_queue(Qp& qp, uint64_t now) {
   const PeerProgress& peer = peer_progress_[qp.remote_ip];
-  if (peer.answered >= qp.comp.timer_sent_seq) return false;         // read past ours: lost
-  if (peer.answered == qp.comp.timer_answered_seq) return false;     // silent: lost or gone
-  const uint64_t sent_seq = qp.comp.timer_sent_seq;
+  if (peer.answered > qp.req.last_seq) return false;              // read past ours: lost
+  if (peer.answered == qp.comp.timer_answered_seq) return false;  // silent: lost or gone
+  qp.comp.silent_since_ns = 0;
   arm_ack_timer(qp, now);
-  qp.comp.timer_sent_seq = sent_seq;  // still waiting for the same packets
   ++counters_.timeouts_deferred;
   tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred")
-      .u("queued_ahead", sent_seq - peer.answered).u("due_ns", qp.comp.timer_deadline_ns);
+      .u("queued_ahead", qp.req.last_seq - peer.answered).u("due_ns", qp.comp.timer_deadline_ns);
+  return true;
+}
+
+// A silent peer on a busy host. When some task waited for a CPU during at least half of the
+// timeout (PSI), the peer NIC may be one of them: it has read nothing, so it answers nothing.
+// The timer is put off, for at most kMaxSilentWaitNs of silence per lost-packet decision; a peer
+// silent longer is counted as gone (a timeout, a retry), as it is at once on a quiet host.
+bool Device::peer_may_be_waiting_for_a_cpu(Qp& qp, uint64_t now) {
+  constexpr uint64_t kMaxSilentWaitNs = 500'000'000;
+  const uint64_t timeout = std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
+  const uint64_t waited = host_cpu_wait_ns_ - std::min(host_cpu_wait_ns_, qp.comp.timer_cpu_wait_ns);
+  if (waited * 2 < timeout) return false;  // a quiet host: silence means loss
+  if (!qp.comp.silent_since_ns) qp.comp.silent_since_ns = now;
+  if (now - qp.comp.silent_since_ns >= kMaxSilentWaitNs) return false;
+  const uint64_t since = qp.comp.silent_since_ns;
+  arm_ack_timer(qp, now);
+  qp.comp.silent_since_ns = since;
+  ++counters_.timeouts_deferred;
+  tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred")
+      .s("why", "host_busy").u("due_ns", qp.comp.timer_deadline_ns);
   return true;
 }
 

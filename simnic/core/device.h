@@ -360,6 +360,8 @@ class Device : private ObjectTables {
     uint64_t answered = 0;  // the highest of those the peer is known to have acknowledged
   };
   std::unordered_map<uint32_t, PeerProgress> peer_progress_;  // by the peer's IPv4 address
+  uint64_t host_cpu_wait_ns_ = 0;
+  bool peer_may_be_waiting_for_a_cpu(Qp& qp, uint64_t now);
   void note_request_sent(Qp& qp, SendWqeState& st, bool last_packet);
   void note_peer_answered(Qp& qp, const SendWqeState& st);
   bool ack_wait_is_a_queue(Qp& qp, uint64_t now);
@@ -667,6 +669,10 @@ class Device : private ObjectTables {
   const CongestionControl& congestion() const { return cc_; }
   // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
   void set_peer_window_cap(uint64_t bytes) { cc_.set_cap(bytes); }
+  // The host's CPU-wait clock: nanoseconds during which some task waited for a CPU (Linux PSI,
+  // /proc/pressure/cpu "some"), a running total. A peer NIC that is silent while the host is
+  // busy may be waiting for a CPU, not gone (completer_timers.cc). 0 forever without PSI.
+  void set_host_cpu_wait_ns(uint64_t total) { host_cpu_wait_ns_ = total; }
 
  private:
   uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now

@@ -183,6 +183,7 @@ struct QpRequester {
   uint32_t next_psn = 0;      // PSN of the next new packet
   uint32_t rd_atomic_outstanding = 0;
   uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
+  uint64_t last_seq = 0;      // its latest packet's number among those sent to the peer NIC (Device::PeerProgress)
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
@@ -191,10 +192,11 @@ struct QpCompleter {
   uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
   uint32_t una_psn = 0;       // oldest unacknowledged PSN
   uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
-  // When the ACK timer was armed: packets sent to the peer NIC so far, and how many of them
-  // the peer had answered (completer_timers.cc: a queue is not a loss).
-  uint64_t timer_sent_seq = 0;
+  // How far the peer NIC had answered when the ACK timer was armed (completer_timers.cc: a
+  // queue is not a loss).
   uint64_t timer_answered_seq = 0;
+  uint64_t timer_cpu_wait_ns = 0;  // the host's CPU-wait clock then (Device::set_host_cpu_wait_ns)
+  uint64_t silent_since_ns = 0;    // the peer has answered nothing since, on a busy host (0: not so)
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;
