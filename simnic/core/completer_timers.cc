@@ -89,7 +89,10 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   qp.comp.silent_since_ns = 0;
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
-           " within the ACK timeout; " +
+           " within the ACK timeout (" +
+           (peer_progress_[qp.remote_ip].answered > qp.req.last_seq ? "the peer answered packets sent after it"
+                                                                      : "the peer answered nothing meanwhile") +
+           "); " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
                                 std::to_string(qp.attr.retry_cnt) + " retries left)"
                           : std::string("no retries left")) +
