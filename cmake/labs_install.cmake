@@ -1,7 +1,8 @@
 # The coursework labs in an install (component `labs`), sealed: students run the graders but
 # cannot read the model solutions (issue 24, docs/teaching.md "Sealed solutions").
 #
-#   share/simnic/labs/NN-topic/          what students see: README, img, starter, grader.py, ...
+#   share/simnic/labs/NN-topic/          what students see: README, img, starter, common (the
+#                                         files starter/ and solution/ share), grader.py, ...
 #   share/simnic/teacher/labs/NN-topic/  solution/, broken/, teacher/: dirs 0700, files 0600
 #                                         (the .deb's postinst opens them to simnic-teachers)
 #   lib/simnic/labs/NN-topic/ref/        the reference peers built from solution/, mode 0711:
@@ -47,15 +48,32 @@ function(simnic_seal_lab lab_dir)
   endforeach()
 endfunction()
 
-# The reference peer of one lab: its solution/ (with the lab's CMakeLists.txt and labutil.h)
-# configured and built apart, as a grader built it before, then copied to ref/. Each program
-# gets lab_ref_dumpable.c (see there: execute-only programs must make themselves dumpable
-# for simnicd to reach their memory).
+# The files every build of a lab gets besides its solution/ or starter/ (simnic_lab.py's
+# shared_files): labutil.h, the labs/common/ files its shared.txt names, its own common/.
+function(simnic_lab_shared_files lab_dir out_var)
+  set(_files ${SIMNIC_LABS_SRC}/common/labutil.h)
+  if(EXISTS ${lab_dir}/shared.txt)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${lab_dir}/shared.txt)
+    file(STRINGS ${lab_dir}/shared.txt _names REGEX "^[^#]")
+    foreach(_name IN LISTS _names)
+      list(APPEND _files ${SIMNIC_LABS_SRC}/common/${_name})
+    endforeach()
+  endif()
+  file(GLOB _own CONFIGURE_DEPENDS ${lab_dir}/common/*)
+  set(${out_var} ${_files} ${_own} PARENT_SCOPE)
+endfunction()
+
+# The reference peer of one lab: its solution/ with the lab's shared files and CMakeLists.txt
+# configured and built apart, as a grader builds it, then copied to ref/. lab.cmake goes to
+# common/ beside src/, where the CMakeLists.txt's include(../common/lab.cmake) finds it. Each
+# program gets lab_ref_dumpable.c (see there: execute-only programs must make themselves
+# dumpable for simnicd to reach their memory).
 function(simnic_lab_reference lab_name)
   set(_lab ${SIMNIC_LABS_SRC}/${lab_name})
   set(_work ${CMAKE_BINARY_DIR}/labs/ref/${lab_name})
   set(_out ${SIMNIC_LAB_REF_BUILD_DIR}/${lab_name}/ref)
   file(GLOB _solution CONFIGURE_DEPENDS ${_lab}/solution/*)
+  simnic_lab_shared_files(${_lab} _shared)
   set(_outputs "")
   set(_copies "")
   foreach(_prog IN LISTS ARGN)
@@ -65,14 +83,15 @@ function(simnic_lab_reference lab_name)
   add_custom_command(OUTPUT ${_outputs}
     COMMAND ${CMAKE_COMMAND} -E rm -rf ${_work}/src
     COMMAND ${CMAKE_COMMAND} -E copy_directory ${_lab}/solution ${_work}/src
-    COMMAND ${CMAKE_COMMAND} -E copy ${_lab}/CMakeLists.txt ${SIMNIC_LABS_SRC}/common/labutil.h ${_work}/src
+    COMMAND ${CMAKE_COMMAND} -E copy ${_lab}/CMakeLists.txt ${_shared} ${_work}/src
+    COMMAND ${CMAKE_COMMAND} -E copy ${SIMNIC_LABS_SRC}/common/lab.cmake ${_work}/common/lab.cmake
     COMMAND ${CMAKE_COMMAND} -S ${_work}/src -B ${_work}/build -DCMAKE_BUILD_TYPE=Debug
             -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER} -DCMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER}
             -DCMAKE_PROJECT_INCLUDE=${PROJECT_SOURCE_DIR}/cmake/lab_ref_project.cmake --log-level=WARNING
     COMMAND ${CMAKE_COMMAND} -E env --unset=MAKEFLAGS ${CMAKE_COMMAND} --build ${_work}/build  # its own make, no jobserver
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
     ${_copies}
-    DEPENDS ${_solution} ${_lab}/CMakeLists.txt ${SIMNIC_LABS_SRC}/common/labutil.h
+    DEPENDS ${_solution} ${_shared} ${_lab}/CMakeLists.txt ${SIMNIC_LABS_SRC}/common/lab.cmake
             ${PROJECT_SOURCE_DIR}/cmake/lab_ref_project.cmake ${PROJECT_SOURCE_DIR}/cmake/lab_ref_dumpable.c
     COMMENT "Building the reference peers of lab ${lab_name} from its solution/"
     VERBATIM)

@@ -150,14 +150,6 @@ def went_back(t, nic, qp):
     return False
 
 
-def find_in_sources(lab, name):
-    for d in reversed(lab.source_dirs()):
-        p = os.path.join(d, name)
-        if os.path.exists(p):
-            return p
-    return None
-
-
 def recorded_trace_problem(t):
     """Why the recorded trace cannot be graded, or None."""
     if set(t.nics()) != {"simnic0", "simnic1"}:
@@ -172,16 +164,10 @@ def recorded_trace_problem(t):
     return None
 
 
-def answers_file(lab):
-    """answers.txt as it was built (a broken/NAME.patch applies to that copy), else the sources'."""
-    built = os.path.join(lab.tmp, "src", "answers.txt")
-    return built if os.path.exists(built) else find_in_sources(lab, "answers.txt")
-
-
 def check_answers(lab):
     """Judged from the files alone (answers.txt, mytrace/), so on a real device too."""
-    path = answers_file(lab)
-    tdir = find_in_sources(lab, "mytrace")
+    path = lab.source_path("answers.txt")  # as built: a broken/NAME.patch may change it
+    tdir = lab.source_path("mytrace")
     given = mc.read_kv_file(path) if path else None
     lab.check("answers.txt exists", given is not None, "write answers.txt next to your code (step 5)", weight=1)
     t = Trace.load(tdir) if tdir else Trace({})

@@ -11,11 +11,13 @@ Command line of every grader (what `simnic lab check` runs):
                                     [--trace-out DIR] [--keep] [--verbose] [--results FILE]
 
   --src DIR        the student's folder (what `simnic lab start` made); its files are copied
-                   to a private temporary folder and built there; a missing CMakeLists.txt or
-                   labutil.h is taken from the lab. The NICs' trace is saved to DIR/trace/
-                   (unless --feedback-dir).
+                   to a private temporary folder and built there; a missing CMakeLists.txt,
+                   labutil.h or other file the lab shares (shared_files) is taken from the
+                   lab. The NICs' trace is saved to DIR/trace/ (unless --feedback-dir).
   --solution       grade the lab's solution/ (what CI does; must pass)
   --starter        grade the lab's starter/ (CI: must compile and fail with hints)
+                   (both with the lab's shared files: labutil.h, the labs/common/ files its
+                   shared.txt names, its common/ folder; see shared_files)
   --broken NAME    grade a copy of solution/ with broken/NAME/ copied over it, or with the
                    unified diff broken/NAME.patch applied to it (patch -p1) (CI: must fail)
   --device NAME    a real RDMA NIC: programs run directly on NAME (no simnic, no trace);
@@ -126,6 +128,35 @@ def reference_peer_dir(lab_dir):
     if not root and _install_prefix():
         root = os.path.join(_install_prefix(), "lib", "simnic", "labs")
     return os.path.join(root, os.path.basename(lab_dir), "ref") if root else None
+
+
+LAB_CMAKE_INCLUDE = "include(${CMAKE_CURRENT_LIST_DIR}/../common/lab.cmake)"
+
+
+def shared_files(lab_dir):
+    """The files every copy of a lab gets besides its starter/ or solution/, {name: path}:
+    labutil.h, the labs/common/ files named in the lab's shared.txt, and the lab's own common/
+    (the files a student does not edit, kept once for starter/ and solution/)."""
+    names = ["labutil.h"]
+    listed = os.path.join(lab_dir, "shared.txt")
+    if os.path.isfile(listed):
+        with open(listed) as f:
+            names += [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    files = {n: os.path.join(COMMON_DIR, n) for n in names}
+    own = os.path.join(lab_dir, "common")
+    for name in sorted(os.listdir(own)) if os.path.isdir(own) else []:
+        files[name] = os.path.join(own, name)
+    return files
+
+
+def lab_cmakelists(lab_dir):
+    """The lab's CMakeLists.txt as a student's copy has it: standing alone, with the text of
+    labs/common/lab.cmake in place of the line that includes it (what `simnic lab start` writes)."""
+    with open(os.path.join(lab_dir, "CMakeLists.txt")) as f:
+        text = f.read()
+    with open(os.path.join(COMMON_DIR, "lab.cmake")) as f:
+        shared = f.read()
+    return text.replace(LAB_CMAKE_INCLUDE + "\n", shared)
 
 
 class LabAbort(Exception):
@@ -380,10 +411,6 @@ def _first_block():
     return os.getpid() % ADDR_BLOCKS
 
 
-def _ipv4_base():
-    return _block_base(_first_block())
-
-
 def _lock_dir():
     """A folder only this user can write, for the block locks: $XDG_RUNTIME_DIR/simnic-lab-addr,
     else /tmp/simnic-lab-addr-UID (checked to be ours: another user could have made it first).
@@ -507,7 +534,7 @@ class Lab:
         patch = self._broken_patch()
         if not patch:
             return
-        r = self._run_plain(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
+        r = self.run_tool(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
                              "-d", src, "-i", patch], 30, "patch")
         if r.rc != 0:
             raise RuntimeError("broken/%s does not apply to solution/: %s" % (os.path.basename(patch), r.out))
@@ -519,6 +546,9 @@ class Lab:
         return "starter" if a.starter else ("broken/" + a.broken if a.broken else "solution")
 
     def _assemble_sources(self, dest, dirs=None):
+        """The sources to build, in one flat folder: the lab's shared files (shared_files), then
+        the files of `dirs` (default source_dirs()) over them. A student's folder (--src) has
+        its own copies; the lab's fill in only what it lacks."""
         os.makedirs(dest)
         for d in dirs or self.source_dirs():
             if not os.path.isdir(d):
@@ -529,9 +559,12 @@ class Lab:
                 path = os.path.join(d, name)
                 if os.path.isfile(path):
                     shutil.copy(path, os.path.join(dest, name))
-        for name, origin in (("CMakeLists.txt", self.lab_dir), ("labutil.h", COMMON_DIR)):
+        for name, path in shared_files(self.lab_dir).items():
             if not os.path.exists(os.path.join(dest, name)):
-                shutil.copy(os.path.join(origin, name), os.path.join(dest, name))
+                shutil.copy(path, os.path.join(dest, name))
+        if not os.path.exists(os.path.join(dest, "CMakeLists.txt")):
+            with open(os.path.join(dest, "CMakeLists.txt"), "w") as f:
+                f.write(lab_cmakelists(self.lab_dir))
 
     # ---- building ------------------------------------------------------------------------
 
@@ -544,13 +577,25 @@ class Lab:
         steps = [["cmake", "-S", src, "-B", self.build_dir, "-DCMAKE_BUILD_TYPE=Debug"],
                  ["cmake", "--build", self.build_dir, "-j2"]]
         for i, cmd in enumerate(steps):
-            r = self._run_plain(cmd, 240, "build")
+            r = self.run_tool(cmd, 240, "build")
             self._keep_feedback("build.log", "$ %s\n%s" % (" ".join(cmd), r.out), append=i > 0)
             if r.rc != 0:
                 errors = [l for l in r.out.splitlines() if "error" in l.lower()] or r.out.splitlines()
                 self.require("builds", False, "the compiler said:\n      " + "\n      ".join(errors[:12]), weight)
         missing = [p for p in programs if not os.access(self.bin(p), os.X_OK)]
         self.require("builds", not missing, "no program named %s after the build" % ", ".join(missing), weight)
+
+    def source_path(self, name):
+        """A file or folder of the graded sources by name: the copy that was built (with any
+        broken/NAME.patch applied) when build() made one, else the one in the last source
+        folder holding it (folders, such as lab 8's mytrace/, are read where they are), else None."""
+        built = os.path.join(self.tmp, "src", name)
+        if os.path.exists(built):
+            return built
+        for d in reversed(self.source_dirs()):
+            if os.path.exists(os.path.join(d, name)):
+                return os.path.join(d, name)
+        return None
 
     def bin(self, program):
         return os.path.join(self.build_dir, program)
@@ -565,7 +610,7 @@ class Lab:
         src, build = os.path.join(self.tmp, "reference-src"), os.path.join(self.tmp, "reference-build")
         self._assemble_sources(src, [os.path.join(sealed_dir(self.lab_dir), "solution")])
         for cmd in (["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Debug"], ["cmake", "--build", build, "-j2"]):
-            r = self._run_plain(cmd, 240, "reference build")
+            r = self.run_tool(cmd, 240, "reference build")
             if r.rc != 0:
                 raise RuntimeError("the lab's reference solution does not build: " + r.tail(6))
         return {p: os.path.join(build, p) for p in programs}
@@ -580,14 +625,12 @@ class Lab:
                                % (", ".join(missing), ref_dir))
         return paths
 
-    def run_tool(self, argv, timeout, name):
-        """Runs a helper command that needs no NIC (a plot script, a compiler) to the end or
-        `timeout` seconds: a Result. For the student's programs on the NICs use run/start."""
-        return self._run_plain(argv, timeout, name)
-
-    def _run_plain(self, argv, timeout, name):
+    def run_tool(self, argv, timeout, name, env=None):
+        """Runs a helper command that needs no NIC (a plot script, a compiler, simnic itself) to
+        the end or `timeout` seconds, in a session of its own: a Result. For the student's
+        programs on the NICs use run/start."""
         try:
-            p = subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            p = subprocess.run([str(a) for a in argv], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
             return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
         except subprocess.TimeoutExpired as e:
@@ -611,16 +654,7 @@ class Lab:
         return env
 
     def _simnic(self, args, timeout=30):
-        return self._run_env([self.simnic] + list(args), timeout, "simnic " + args[0])
-
-    def _run_env(self, argv, timeout, name):
-        try:
-            p = subprocess.run([str(a) for a in argv], env=self.env(), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                               start_new_session=True)
-            return Result(name, p.returncode, p.stdout.decode("utf-8", "replace"), False)
-        except subprocess.TimeoutExpired as e:
-            return Result(name, -1, (e.output or b"").decode("utf-8", "replace"), True)
+        return self.run_tool([self.simnic] + list(args), timeout, "simnic " + args[0], env=self.env())
 
     def up(self, count=2, mtu=None, extra=()):
         """Starts `count` NICs with tracing in the private SIMNIC_DIR (nothing with --device)."""

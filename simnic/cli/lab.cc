@@ -254,6 +254,55 @@ int lab_list(const std::string& root) {
   return 0;
 }
 
+// The files every copy of lab folder `src` gets besides its starter/ (simnic_lab.py's
+// shared_files, which the graded and reference builds use): labutil.h, the labs/common/ files
+// named in the lab's shared.txt, and the lab's common/ (files the student does not edit).
+std::vector<fs::path> shared_files(const std::string& root, const std::string& src) {
+  std::vector<fs::path> out = {root + "/common/labutil.h"};
+  std::ifstream listed(src + "/shared.txt");
+  for (std::string line; std::getline(listed, line);)
+    if (!line.empty() && line[0] != '#') out.push_back(root + "/common/" + line);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(src + "/common", ec))
+    if (e.is_regular_file()) out.push_back(e.path());
+  return out;
+}
+
+// The lab's CMakeLists.txt standing alone: labs/common/lab.cmake's text in place of the line
+// that includes it, so the student's folder builds without the simnic tree.
+std::string student_cmakelists(const std::string& root, const std::string& src) {
+  const std::string include_line = "include(${CMAKE_CURRENT_LIST_DIR}/../common/lab.cmake)\n";
+  std::ostringstream text, shared;
+  text << std::ifstream(src + "/CMakeLists.txt").rdbuf();
+  shared << std::ifstream(root + "/common/lab.cmake").rdbuf();
+  std::string out = text.str();
+  if (auto at = out.find(include_line); at != std::string::npos) out.replace(at, include_line.size(), shared.str());
+  return out;
+}
+
+// What of a lab's top level stays out of the student's folder: the grader's and the teacher's
+// (teacher/: answer keys, sealed like solution/), and what copy_student_files assembles.
+bool not_for_student(const std::string& name) {
+  static const char* const kKept[] = {"grader.py", "expect.txt", "starter", "solution",  "broken",
+                                      "teacher",   "__pycache__", "common", "shared.txt", "CMakeLists.txt"};
+  return std::find(std::begin(kKept), std::end(kKept), name) != std::end(kKept);
+}
+
+// Copies what the student works with into `dir`: the starter's files, the shared files, the
+// lab's own top-level files (README.md, img/, helpers such as a plot script), and a
+// CMakeLists.txt that stands alone.
+bool copy_student_files(const std::string& root, const std::string& src, const std::string& dir) {
+  bool ok = copy_tree(src + "/starter", dir);
+  for (const auto& f : shared_files(root, src)) ok = ok && copy_tree(f, fs::path(dir) / f.filename());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(src, ec)) {
+    const fs::path name = e.path().filename();
+    if (ok && !not_for_student(name.string())) ok = copy_tree(e.path(), fs::path(dir) / name);
+  }
+  std::ofstream(fs::path(dir) / "CMakeLists.txt") << student_cmakelists(root, src);
+  return ok;
+}
+
 int lab_start(const std::string& root, const std::string& lab, int n, const std::vector<std::string>& rest) {
   std::string dir = rest.empty() ? default_dir(n) : rest[0];
   // A starter nested in a lab folder would be graded instead of the student's code there.
@@ -272,17 +321,7 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
   }
   fs::create_directories(dir, ec);
   const std::string src = root + "/" + lab;
-  // The starter's files, labutil.h, and the lab's own top-level files (README.md, img/,
-  // CMakeLists.txt, helpers such as a plot script), but not the grader's nor the teacher's
-  // (teacher/: answer keys, sealed like solution/).
-  bool ok = copy_tree(src + "/starter", dir) && copy_tree(root + "/common/labutil.h", dir + "/labutil.h");
-  std::error_code it_ec;
-  for (const auto& e : fs::directory_iterator(src, it_ec)) {
-    std::string name = e.path().filename().string();
-    bool grader_only = name == "grader.py" || name == "expect.txt" || name == "starter" || name == "solution" ||
-                       name == "broken" || name == "teacher" || name == "__pycache__";
-    if (ok && !grader_only) ok = copy_tree(e.path(), fs::path(dir) / name);
-  }
+  bool ok = copy_student_files(root, src, dir);
   std::ofstream(fs::path(dir) / kMarkerFile) << n << "\n";
   if (!ok) return 1;
   std::printf("Lab %d (%s) is in %s/. Next:\n"

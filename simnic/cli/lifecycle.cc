@@ -186,6 +186,7 @@ const char kUpUsage[] =
     "                      nobody else, or sticky like /tmp (docs/security.md)\n"
     "  --loss P --dup P --reorder P --delay US --seed N\n"
     "                      fault injection on every NIC's outgoing packets\n"
+    "  --trace-steps       trace the steps each packet walks in the engines (engine_steps)\n"
     "  --paused            start in step mode (see `simnic step`)\n"
     "  --no-history        keep no recent events for a viewer that attaches later (faster; for\n"
     "                      benchmarks)\n"
@@ -224,69 +225,204 @@ int check_addresses(const std::string& iface, bool addr_given, const std::string
   return 0;
 }
 
-}  // namespace
-
-int cmd_up(const std::vector<std::string>& args) {
+// What `simnic up` was asked for: how many NICs, where, and the options every simnicd gets.
+struct UpOptions {
   int count = 2;
-  std::vector<std::string> common;
+  bool count_given = false;
+  std::vector<std::string> common;  // passed through to every simnicd
   std::string pcap_dir, trace_dir;
   uint32_t base = 0x7f000001;  // 127.0.0.1
   LinkLayerSetup link;         // --link-layer, --gid-table, --lid-map
   bool addr_given = false;     // --addr, --iface, --name: where the NICs go and what they are called
   std::string iface, first_name;
-  bool count_given = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUpUsage, stdout);
-      std::fputs(LinkLayerSetup::usage(), stdout);
-      return 0;
-    } else if (int taken = link.parse(args, i)) {
-      if (taken < 0) return 2;
-    } else if (a == "--addr") {
-      in_addr ia;
-      if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1) {
-        std::fprintf(stderr, "simnic up: --addr needs an IPv4 address A.B.C.D\n");
-        return 2;
-      }
-      base = ntohl(ia.s_addr);
-      addr_given = true;
-    } else if (a == "--iface") {
-      if (!value(&iface)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--name") {
-      if (!value(&first_name)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--pcap-dir") {
-      if (!value(&pcap_dir)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--trace" || a == "--trace-dir") {
-      if (!value(&trace_dir)) return std::fputs(kUpUsage, stderr), 2;
-    } else if (a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed" ||
-               a == "--busy-poll-us" || a == "--pcap-max-bytes" || a == "--trace-max-bytes") {
-      if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
-      common.push_back(a);
-      common.push_back(v);
-    } else if (a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso" || a == "--no-gso") {
-      common.push_back(a);
-    } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
-      count = std::atoi(a.c_str());
-      count_given = true;
-      if (count < 1 || count > 250) {
-        std::fprintf(stderr, "simnic up: N must be 1..250\n");
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "simnic up: unknown argument '%s'\n%s", a.c_str(), kUpUsage);
+};
+
+// Options simnicd takes as they are: with a value, and without.
+bool is_passed_with_value(const std::string& a) {
+  return a == "--mtu" || a == "--loss" || a == "--dup" || a == "--reorder" || a == "--delay" || a == "--seed" ||
+         a == "--busy-poll-us" || a == "--pcap-max-bytes" || a == "--trace-max-bytes";
+}
+
+bool is_passed_flag(const std::string& a) {
+  return a == "--paused" || a == "--verbose" || a == "--no-history" || a == "--gso" || a == "--no-gso" ||
+         a == "--trace-steps";
+}
+
+constexpr int kKeepGoing = -1;  // parse_up_arg: the argument was taken, go on
+
+// The option that takes a string value into one of opt's fields, or nullptr.
+std::string* string_option(const std::string& a, UpOptions* opt) {
+  if (a == "--iface") return &opt->iface;
+  if (a == "--name") return &opt->first_name;
+  if (a == "--pcap-dir") return &opt->pcap_dir;
+  if (a == "--trace" || a == "--trace-dir") return &opt->trace_dir;
+  return nullptr;
+}
+
+int parse_count(const std::string& a, UpOptions* opt) {
+  opt->count = std::atoi(a.c_str());
+  opt->count_given = true;
+  if (opt->count < 1 || opt->count > 250) {
+    std::fprintf(stderr, "simnic up: N must be 1..250\n");
+    return 2;
+  }
+  return kKeepGoing;
+}
+
+// Takes args[i] (and its value, advancing i); kKeepGoing, or the exit code `simnic up` ends with.
+int parse_up_arg(const std::vector<std::string>& args, size_t& i, UpOptions* opt) {
+  const std::string& a = args[i];
+  auto value = [&](std::string* out) {
+    if (i + 1 >= args.size()) return false;
+    *out = args[++i];
+    return true;
+  };
+  std::string v;
+  if (a == "--help" || a == "-h") {
+    std::fputs(kUpUsage, stdout);
+    std::fputs(LinkLayerSetup::usage(), stdout);
+    return 0;
+  } else if (int taken = opt->link.parse(args, i)) {
+    if (taken < 0) return 2;
+  } else if (a == "--addr") {
+    in_addr ia;
+    if (!value(&v) || inet_pton(AF_INET, v.c_str(), &ia) != 1) {
+      std::fprintf(stderr, "simnic up: --addr needs an IPv4 address A.B.C.D\n");
       return 2;
     }
+    opt->base = ntohl(ia.s_addr);
+    opt->addr_given = true;
+  } else if (std::string* field = string_option(a, opt)) {
+    if (!value(field)) return std::fputs(kUpUsage, stderr), 2;
+  } else if (is_passed_with_value(a)) {
+    if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
+    opt->common.push_back(a);
+    opt->common.push_back(v);
+  } else if (is_passed_flag(a)) {
+    opt->common.push_back(a);
+  } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
+    return parse_count(a, opt);
+  } else {
+    std::fprintf(stderr, "simnic up: unknown argument '%s'\n%s", a.c_str(), kUpUsage);
+    return 2;
   }
+  return kKeepGoing;
+}
+
+// kKeepGoing once every argument is taken, or the exit code `simnic up` ends with.
+int parse_up_args(const std::vector<std::string>& args, UpOptions* opt) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (int rc = parse_up_arg(args, i, opt); rc != kKeepGoing) return rc;
+  }
+  return kKeepGoing;
+}
+
+// The output directories are made for the user, as `mkdir -p` would; one made here is 0755
+// whatever the umask, since simnicd refuses a directory others may write to (output_file.h).
+bool make_output_dirs(const UpOptions& opt) {
+  for (const std::string& out : {opt.pcap_dir, opt.trace_dir}) {
+    if (out.empty()) continue;
+    std::error_code ec;
+    if (std::filesystem::create_directories(out, ec)) ::chmod(out.c_str(), 0755);
+    if (ec) {
+      std::fprintf(stderr, "simnic up: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Started { std::string name; pid_t pid; std::string addr; };
+
+std::vector<std::string> simnicd_args(const UpOptions& opt, const std::string& dir, const std::string& name,
+                                      const char* addr) {
+  std::vector<std::string> argv = {"--name", name, "--addr", addr, "--dir", dir};
+  if (!opt.pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", opt.pcap_dir + "/" + name + ".pcap"});
+  if (!opt.trace_dir.empty()) argv.insert(argv.end(), {"--trace", opt.trace_dir + "/" + name + ".jsonl"});
+  argv.insert(argv.end(), opt.common.begin(), opt.common.end());
+  return argv;
+}
+
+// Starts NIC i unless it already runs; false if it could not be started.
+bool start_nic(const std::string& simnicd, const std::string& dir, UpOptions& opt, int i,
+               std::vector<Started>* started) {
+  std::string name = opt.first_name.empty() ? "simnic" + std::to_string(i) : opt.first_name;
+  if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
+    std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
+    return true;
+  }
+  in_addr ia{htonl(opt.base + uint32_t(i))};
+  char addr[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &ia, addr, sizeof addr);
+  std::vector<std::string> argv = simnicd_args(opt, dir, name, addr);
+  if (!opt.link.nic_args(name, opt.base + uint32_t(i), &argv)) return false;
+  pid_t pid = spawn(simnicd, argv, log_path(dir, name));
+  if (!pid) {
+    std::fprintf(stderr, "simnic: cannot start %s: %s\n", name.c_str(), std::strerror(errno));
+    return false;
+  }
+  write_pid_file(abi::pid_file_path(dir, name), pid);
+  started->push_back({name, pid, addr});
+  return true;
+}
+
+enum class StartOutcome { kUp, kExited, kTimedOut };
+
+// Waits until s answers on its control socket, or has died.
+StartOutcome wait_for_start(const std::string& dir, const Started& s) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (query_nic(dir, s.name, unsigned(abi::Op::Hello), "", nullptr) == 0) return StartOutcome::kUp;
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) return StartOutcome::kExited;
+    std::this_thread::sleep_for(20ms);
+  }
+  return StartOutcome::kTimedOut;
+}
+
+// A NIC that did not come up: stopped, its pid file removed, and why it failed (its log's
+// tail, with a hint when its address was taken) told.
+void report_failed_start(const std::string& dir, const Started& s, bool exited, uint32_t base) {
+  if (!exited) ::kill(s.pid, SIGKILL);
+  ::unlink(abi::pid_file_path(dir, s.name).c_str());
+  const std::string why = tail_of(log_path(dir, s.name), 5);
+  std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
+  if (why.find("Address already in use") != std::string::npos && (base >> 24) != 127)
+    std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
+                         "its interface (rdma_rxe); see docs/wire.md\n");
+  else if (why.find("Address already in use") != std::string::npos)
+    std::fprintf(stderr, "simnic: %s\n", explain_taken_address(s.addr).c_str());
+}
+
+// Starts the NICs and waits for each; the number that failed.
+int start_and_wait(const std::string& simnicd, const std::string& dir, UpOptions& opt) {
+  std::vector<Started> started;
+  int failures = 0;
+  for (int i = 0; i < opt.count; ++i) {
+    if (!start_nic(simnicd, dir, opt, i, &started)) ++failures;
+  }
+  // The LID registry: NICs read it only when a program names a LID, after `simnic up` is done.
+  if (!opt.link.commit()) ++failures;
+  for (const auto& s : started) {
+    StartOutcome outcome = wait_for_start(dir, s);
+    if (outcome == StartOutcome::kUp) {
+      std::printf("%s up (pid %d, log %s)\n", s.name.c_str(), int(s.pid), log_path(dir, s.name).c_str());
+      continue;
+    }
+    ++failures;
+    report_failed_start(dir, s, outcome == StartOutcome::kExited, opt.base);
+  }
+  return failures;
+}
+
+}  // namespace
+
+int cmd_up(const std::vector<std::string>& args) {
+  UpOptions opt;
+  if (int rc = parse_up_args(args, &opt); rc != kKeepGoing) return rc;
   // A host has one address to give (its interface's), not a range: one NIC unless told more.
-  if (!count_given && (!iface.empty() || !first_name.empty() || (base >> 24) != 127)) count = 1;
-  if (int rc = check_addresses(iface, addr_given, first_name, count, &base)) return rc;
+  if (!opt.count_given && (!opt.iface.empty() || !opt.first_name.empty() || (opt.base >> 24) != 127)) opt.count = 1;
+  if (int rc = check_addresses(opt.iface, opt.addr_given, opt.first_name, opt.count, &opt.base)) return rc;
   const std::string simnicd = find_simnicd();
   if (simnicd.empty()) {
     std::fprintf(stderr, "simnic: simnicd not found next to %s/simnic; build it (cmake --build build)\n",
@@ -294,83 +430,9 @@ int cmd_up(const std::vector<std::string>& args) {
     return 1;
   }
   const std::string dir = state_dir(true);
-  if (dir.empty() || !link.begin(dir)) return 1;
-  // The output directories are made for the user, as `mkdir -p` would; one made here is 0755
-  // whatever the umask, since simnicd refuses a directory others may write to (output_file.h).
-  for (const std::string& out : {pcap_dir, trace_dir}) {
-    if (out.empty()) continue;
-    std::error_code ec;
-    if (std::filesystem::create_directories(out, ec)) ::chmod(out.c_str(), 0755);
-    if (ec) {
-      std::fprintf(stderr, "simnic up: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
-      return 1;
-    }
-  }
-
-  struct Started { std::string name; pid_t pid; std::string addr; };
-  std::vector<Started> started;
-  int failures = 0;
-  for (int i = 0; i < count; ++i) {
-    std::string name = first_name.empty() ? "simnic" + std::to_string(i) : first_name;
-    if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
-      std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
-      continue;
-    }
-    in_addr ia{htonl(base + uint32_t(i))};
-    char addr[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &ia, addr, sizeof addr);
-    std::vector<std::string> argv = {"--name", name, "--addr", addr, "--dir", dir};
-    if (!pcap_dir.empty()) argv.insert(argv.end(), {"--pcap", pcap_dir + "/" + name + ".pcap"});
-    if (!trace_dir.empty()) argv.insert(argv.end(), {"--trace", trace_dir + "/" + name + ".jsonl"});
-    argv.insert(argv.end(), common.begin(), common.end());
-    if (!link.nic_args(name, base + uint32_t(i), &argv)) {
-      ++failures;
-      continue;
-    }
-    pid_t pid = spawn(simnicd, argv, log_path(dir, name));
-    if (!pid) {
-      std::fprintf(stderr, "simnic: cannot start %s: %s\n", name.c_str(), std::strerror(errno));
-      ++failures;
-      continue;
-    }
-    write_pid_file(abi::pid_file_path(dir, name), pid);
-    started.push_back({name, pid, addr});
-  }
-  // The LID registry: NICs read it only when a program names a LID, after `simnic up` is done.
-  if (!link.commit()) ++failures;
-  // Wait until each answers on its control socket, or has died telling us why.
-  for (const auto& s : started) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    bool ready = false;
-    int status = 0;
-    bool exited = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (query_nic(dir, s.name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
-        ready = true;
-        break;
-      }
-      if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
-        exited = true;
-        break;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    if (ready) {
-      std::printf("%s up (pid %d, log %s)\n", s.name.c_str(), int(s.pid), log_path(dir, s.name).c_str());
-      continue;
-    }
-    ++failures;
-    if (!exited) ::kill(s.pid, SIGKILL);
-    ::unlink(abi::pid_file_path(dir, s.name).c_str());
-    const std::string why = tail_of(log_path(dir, s.name), 5);
-    std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
-    if (why.find("Address already in use") != std::string::npos && (base >> 24) != 127)
-      std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
-                           "its interface (rdma_rxe); see docs/wire.md\n");
-    else if (why.find("Address already in use") != std::string::npos)
-      std::fprintf(stderr, "simnic: %s\n", explain_taken_address(s.addr).c_str());
-  }
-  return failures ? 1 : 0;
+  if (dir.empty() || !opt.link.begin(dir)) return 1;
+  if (!make_output_dirs(opt)) return 1;
+  return start_and_wait(simnicd, dir, opt) ? 1 : 0;
 }
 
 int cmd_down(const std::vector<std::string>& args) {

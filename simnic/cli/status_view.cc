@@ -6,14 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "simnic/abi/device_counters.h"
 #include "simnic/cli/cli.h"
 
 namespace simnic::cli {
 namespace {
 
+// A counter, and what it counts: the device counters' meanings come from their table
+// (simnic/abi/device_counters.h); the others (objects, the socket, output files) are the I/O
+// layer's and say here what they count.
 struct Row {
   const char* key;
-  const char* meaning;
+  const char* meaning = nullptr;
+  const char* what() const { return meaning ? meaning : abi::device_counter_meaning(key); }
 };
 struct Group {
   const char* title;
@@ -25,20 +30,10 @@ const std::vector<Group>& groups() {
       {"Objects", {{"contexts", "programs (ibv_open_device) using this NIC"}, {"pds", "protection domains"},
                    {"mrs", "registered memory regions"}, {"mws", "memory windows"}, {"cqs", "completion queues"},
                    {"qps", "queue pairs"}, {"srqs", "shared receive queues"}}},
-      {"Traffic", {{"tx_packets", "RoCEv2 packets sent"}, {"tx_bytes", "bytes sent (BTH to ICRC)"},
-                   {"rx_packets", "packets received"}, {"rx_bytes", "bytes received"},
-                   {"acks_sent", "ACKs and NAKs this NIC sent as a responder"},
-                   {"acks_received", "ACKs and NAKs its requesters received"},
-                   {"mcast_tx_packets", "UD datagrams sent to a multicast group (counted in tx_packets too)"},
-                   {"mcast_deliveries", "multicast datagrams handed to an attached QP (one per QP)"}}},
-      {"Reliability (RC)", {{"retransmits", "packets sent again (go-back-N after a NAK, a timeout or an RNR wait)"},
-                            {"timeouts", "ACK timers that expired: no ACK in time"},
-                            {"timeouts_deferred", "ACK timers put off without a retry: the peer was still reading what was sent before (a busy host, not a loss)"},
-                            {"naks_sent", "NAKs sent: a PSN gap, a bad rkey, an invalid request"},
-                            {"naks_received", "NAKs received from peers"},
-                            {"rnr_naks_sent", "RNR NAKs sent: a SEND came and no receive was posted"},
-                            {"rnr_naks_received", "RNR NAKs received: the peer had no receive posted"},
-                            {"duplicates", "requests or ACKs received twice (after a resend)"}}},
+      {"Traffic", {{"tx_packets"}, {"tx_bytes"}, {"rx_packets"}, {"rx_bytes"}, {"acks_sent"}, {"acks_received"},
+                   {"mcast_tx_packets"}, {"mcast_deliveries"}}},
+      {"Reliability (RC)", {{"retransmits"}, {"timeouts"}, {"timeouts_deferred"}, {"naks_sent"}, {"naks_received"}, {"rnr_naks_sent"},
+                            {"rnr_naks_received"}, {"duplicates"}}},
       {"Back-pressure (the window towards each peer NIC, docs/congestion.md)",
        {{"cc_window_cap", "bytes in flight allowed towards one peer, all QPs together"},
         {"cc_window_min", "the smallest peer window now (halved on loss, regrown by ACKs)"},
@@ -50,29 +45,17 @@ const std::vector<Group>& groups() {
         {"rx_socket_buffer", "the UDP receive buffer the kernel gave this NIC (bytes)"},
         {"rx_socket_buffer_forced", "1: SO_RCVBUFFORCE (root) got past net.core.rmem_max"}}},
       {"Drops (packets discarded, by reason)",
-       {{"rx_drop_malformed", "not a well-formed RoCEv2 packet"},
-        {"rx_drop_icrc", "bad ICRC: corrupted, or not computed as RoCEv2 does"},
-        {"rx_drop_no_qp", "for a QPN this NIC does not have (a wrong dest_qp_num?)"},
-        {"rx_drop_qp_state", "for a QP that cannot take it now (not yet RTR, or in ERR)"},
-        {"rx_drop_wrong_source", "from someone other than the QP's connected peer, or (loopback) not a NIC's port"},
-        {"rx_drop_unexpected", "a response nobody waits for, or another transport's opcode"},
-        {"rx_drop_qkey", "UD: the Q_Key did not match"},
-        {"rx_drop_no_wqe", "UC/UD: no receive posted (no RNR on UC/UD: the message is lost)"},
-        {"rx_drop_ud_too_long", "UD: longer than the next receive WQE (dropped, the WQE stays posted)"},
-        {"rx_drop_ud_throttled", "UD: from a new sender while the NIC saw a QPN/Q_Key sweep (docs/security.md)"},
-        {"rx_drop_uc_message", "UC messages discarded after a lost packet"},
-        {"rx_drop_out_of_sequence", "RC requests beyond a PSN gap (NAKed once, then dropped)"},
-        {"rx_drop_mcast", "multicast: no QP here attached to the group, or not a UD SEND to QPN 0xFFFFFF"},
-        {"rx_drop_bad_msn", "RC ACKs/NAKs whose MSN counts messages never sent (forged or corrupt)"},
+       {{"rx_drop_malformed"}, {"rx_drop_icrc"}, {"rx_drop_no_qp"}, {"rx_drop_qp_state"}, {"rx_drop_wrong_source"},
+        {"rx_drop_unexpected"}, {"rx_drop_qkey"}, {"rx_drop_no_wqe"}, {"rx_drop_ud_too_long"},
+        {"rx_drop_ud_throttled"}, {"rx_drop_uc_message"}, {"rx_drop_out_of_sequence"}, {"rx_drop_mcast"},
+        {"rx_drop_bad_msn"},
         {"rx_drop_socket_overflow", "datagrams the kernel dropped: the NIC's receive buffer was full"},
         {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
         {"fault_dups", "packets the fault injector duplicated"},
         {"fault_delayed", "packets the fault injector held back"},
         {"tx_socket_drops", "packets the kernel would not send (its send buffer was full)"},
         {"tx_too_big", "of those, larger than the interface MTU (lowered since the NIC started?)"}}},
-      {"Completions", {{"completions", "CQEs written"}, {"completion_errors", "CQEs with a status other than success"},
-                       {"cq_overruns", "completions lost: a CQ was full"},
-                       {"dma_errors", "reads or writes of a program's memory that failed"},
+      {"Completions", {{"completions"}, {"completion_errors"}, {"cq_overruns"}, {"dma_errors"},
                        {"event_drops", "events a program's full socket could not take"}}},
       {"Output files (--pcap-dir, --trace; docs/security.md)",
        {{"pcap_bytes", "bytes in the pcap file"},
@@ -93,7 +76,7 @@ void print_groups(std::map<std::string, std::string>& kv) {
     for (const Row& r : g.rows) {
       auto it = kv.find(r.key);
       if (it == kv.end()) continue;
-      std::printf("  %-24s %12s  %s\n", r.key, it->second.c_str(), r.meaning);
+      std::printf("  %-24s %12s  %s\n", r.key, it->second.c_str(), r.what());
       kv.erase(it);
     }
   }

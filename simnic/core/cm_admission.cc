@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "simnic/core/cm_agent.h"
+#include "simnic/core/drop_reasons.h"
 #include "simnic/core/text.h"
 
 namespace simnic::core {
@@ -68,7 +69,7 @@ const char* CmAgent::malformed_req(uint32_t src_ip, const cm::Message& m, const 
 
 void CmAgent::drop_malformed(uint32_t src_ip, const cm::Message& m, const char* why, uint64_t now) {
   ++reqs_malformed_;
-  tracer_.event("pkt_drop").u("qp", 1).s("reason", std::string("QP1: malformed REQ: ") + why);
+  if (tracer_.on()) trace_drop(tracer_, Drop::kCmMalformedReq, 1, why);
   log_limited(LogLevel::kWarn, "cm_malformed", now, [&] {
     return "dropped a REQ from " + ip_string(src_ip) + " for port " + std::to_string(cm::service_port(m.service_id)) +
            ": " + why + " (a malformed or forged connection request; the program never sees it)";
@@ -142,7 +143,7 @@ void CmAgent::offer_request(CmId& id, const abi::CmEventMsg& ev) {
   }
   id.held = true;
   held_events_[id.handle] = ev;
-  tracer_.event("cm_id").u("id", id.handle).s("action", "held").u("listener", id.listener);
+  tracer_.event(TraceKind::kCmId).u("id", id.handle).s("action", "held").u("listener", id.listener);
 }
 
 // A request of `listener_handle` was answered (or went away): tell its program of the next

@@ -98,7 +98,7 @@ CmId& CmAgent::add_id(uint32_t client, uint32_t channel, uint64_t cookie, uint16
   id->mtu = nic_.mtu;
   CmId& ref = *id;
   ids_[ref.handle] = std::move(id);
-  tracer_.event("cm_id").u("id", ref.handle).s("action", "create").u("ps", ps)
+  tracer_.event(TraceKind::kCmId).u("id", ref.handle).s("action", "create").u("ps", ps)
       .s("qp_type", type == IBV_QPT_UD ? "UD" : "RC");
   return ref;
 }
@@ -110,7 +110,7 @@ bool awaits_answer(CmState s) { return s == CmState::kReqRcvd || s == CmState::k
 
 // An answered (or vanished) request makes room in the listener's backlog for a held one.
 void CmAgent::erase_id(uint32_t handle) {
-  tracer_.event("cm_id").u("id", handle).s("action", "destroy");
+  tracer_.event(TraceKind::kCmId).u("id", handle).s("action", "destroy");
   auto it = ids_.find(handle);
   const uint32_t listener = it != ids_.end() && awaits_answer(it->second->state) ? it->second->listener : 0;
   held_events_.erase(handle);
@@ -120,7 +120,7 @@ void CmAgent::erase_id(uint32_t handle) {
 
 void CmAgent::set_state(CmId& id, CmState s, const char* cause) {
   if (id.state == s) return;
-  tracer_.event("cm_state").u("id", id.handle).s("from", cm_state_name(id.state)).s("to", cm_state_name(s))
+  tracer_.event(TraceKind::kCmState).u("id", id.handle).s("from", cm_state_name(id.state)).s("to", cm_state_name(s))
       .s("cause", cause).u("local_comm_id", id.local_comm_id).u("remote_comm_id", id.remote_comm_id);
   const bool answered = id.listener && awaits_answer(id.state) && !awaits_answer(s);
   id.state = s;
@@ -151,7 +151,7 @@ void CmAgent::deliver(const CmId& id, abi::CmEventMsg ev) {
                                  "CONNECT_RESPONSE", "CONNECT_ERROR", "UNREACHABLE", "REJECTED", "ESTABLISHED",
                                  "DISCONNECTED", "DEVICE_REMOVAL", "MULTICAST_JOIN", "MULTICAST_ERROR",
                                  "ADDR_CHANGE", "TIMEWAIT_EXIT"};
-  tracer_.event("cm_event").u("id", id.handle).s("event", ev.event < 16 ? kNames[ev.event] : "?")
+  tracer_.event(TraceKind::kCmEvent).u("id", id.handle).s("event", ev.event < 16 ? kNames[ev.event] : "?")
       .i("status", ev.status);
   auto ch = channels_.find(id.channel);
   if (ch == channels_.end()) return;

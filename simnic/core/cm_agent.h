@@ -180,7 +180,7 @@ class CmAgent {
     logger_.log(level, text);
   }
   size_t pending_requests(const CmId& listener) const;
-  void trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const proto::cm::Message& m,
+  void trace_mad(TraceKind kind, uint32_t src, uint32_t dst, uint32_t psn, const proto::cm::Message& m,
                  const char* fault);
 
   CmNicInfo nic_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/cm_agent.h"
+#include "simnic/core/drop_reasons.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 
@@ -36,11 +37,13 @@ void take_request(CmId& id, const CmId& listener, uint32_t src_ip, uint16_t udp_
 
 }  // namespace
 
-void CmAgent::trace_mad(const char* kind, uint32_t src, uint32_t dst, uint32_t psn, const cm::Message& m,
+void CmAgent::trace_mad(TraceKind kind, uint32_t src, uint32_t dst, uint32_t psn, const cm::Message& m,
                         const char* fault) {
   auto e = tracer_.event(kind);
   e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(kUdSendOnly).name)
-      .u("opcode_num", kUdSendOnly).u("psn", psn).u("dest_qp", cm::kGsiQpn).u("payload", cm::kMadBytes)
+      .u("opcode_num", kUdSendOnly)
+      .s("op_flags", op_flags_of(kUdSendOnly)).u("psn", psn).u("dest_qp", cm::kGsiQpn)
+      .u("payload", cm::kMadBytes)
       .raw("deth", "{\"qkey\":" + std::to_string(cm::kGsiQkey) + ",\"src_qp\":1}")
       .s("cm", cm::attr_name(m.attr_id)).u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
   if (m.attr_id == cm::kReq || m.attr_id == cm::kSidrReq) e.hex("service_id", m.service_id);
@@ -66,7 +69,7 @@ void CmAgent::send_mad(CmId* id, uint32_t dst_ip, cm::Message& m, uint64_t now, 
   ++mads_sent_;
   SendOutcome out = wire_.send(dst_ip, nic_.udp_port, std::span<const uint8_t>(tx_.data(), n));
   if (tracer_.on())
-    trace_mad("pkt_tx", nic_.ipv4, dst_ip, h.bth.psn, m,
+    trace_mad(TraceKind::kPktTx, nic_.ipv4, dst_ip, h.bth.psn, m,
               out == SendOutcome::kDropped ? "drop" : out == SendOutcome::kDuplicated ? "dup"
                                                     : out == SendOutcome::kDelayed ? "delay" : nullptr);
   if (!id) return;
@@ -124,11 +127,11 @@ void CmAgent::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& pkt
                         : pkt.h.deth.qkey != cm::kGsiQkey ? cm::DecodeError::kNotCm
                                                            : cm::decode(pkt.payload, &m);
   if (err != cm::DecodeError::kOk) {
-    tracer_.event("pkt_drop").u("qp", 1).s("reason", std::string("QP1: ") + cm::decode_error_name(err));
+    if (tracer_.on()) trace_drop(tracer_, Drop::kCmNotDecodable, 1, cm::decode_error_name(err));
     return;
   }
   if (tracer_.on())
-    tracer_.event("cm_rx").s("cm", cm::attr_name(m.attr_id)).s("src", ip_string(src_ip))
+    tracer_.event(TraceKind::kCmRx).s("cm", cm::attr_name(m.attr_id)).s("src", ip_string(src_ip))
         .u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
   switch (m.attr_id) {
     case cm::kReq: return on_req(src_ip, src_port, m, now);
@@ -378,7 +381,7 @@ void CmAgent::on_timeout(CmId& id, uint64_t now) {
     --id.retries_left;
     cm::Message m;
     cm::decode(id.last_mad, &m);
-    tracer_.event("timer").s("what", "cm_response_timeout").u("id", id.handle).s("action", "resend")
+    tracer_.event(TraceKind::kTimer).s("what", "cm_response_timeout").u("id", id.handle).s("action", "resend")
         .s("cm", cm::attr_name(m.attr_id)).u("retries_left", id.retries_left);
     send_mad(&id, id.remote_ip, m, now, true);
     return;

@@ -62,7 +62,7 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.comp.sq_consumer, std::memory_order_release);
   if (signaled && qp.send_cq) push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
-  tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "sq").u("index", index);
+  tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "sq").u("index", index);
   check_sq_drained(qp);
 }
 
@@ -75,7 +75,7 @@ void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
   std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, status);
   qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
   log(LogLevel::kWarn, line + rule);
-  tracer_.event("error").u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
+  tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
   if (qp.comp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
     complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
@@ -147,7 +147,13 @@ const char* comp_step_name(CompStep step) {
 void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
-  while (step != CompStep::kDone) step = completer_step(c, step);
+  StepPath path;
+  const bool tracing = tracer_.engine_steps_on();
+  while (step != CompStep::kDone) {
+    if (tracing) path.add(step);
+    step = completer_step(c, step);
+  }
+  if (tracing) trace_engine_steps(tracer_, "completer", qp.qpn, pkt.h.bth.psn, path, comp_step_name);
   cc_sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
 }
 
@@ -177,9 +183,7 @@ CompStep Device::completer_step(CompletionWork& c, CompStep step) {
 CompStep Device::comp_check_state(CompletionWork& c) {
   Qp& qp = c.qp;
   if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE) return CompStep::kCheckPsn;
-  ++counters_.rx_drop_qp_state;
-  tracer_.event("pkt_drop").s("reason", "a response for a QP that is not sending").u("qp", qp.qpn);
-  log_limited(LogLevel::kInfo, "resp_state", qp.qpn, [&] {
+  drop(Drop::kResponseState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
   });
   return CompStep::kDone;
@@ -285,9 +289,7 @@ CompStep Device::comp_check_msn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
   const uint8_t syndrome = c.pkt.h.aeth.syndrome;
   if (!ack_msn_plausible(qp, psn, c.pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
-    ++counters_.rx_drop_bad_msn;
-    tracer_.event("pkt_drop").s("reason", "an ACK whose MSN counts messages never sent").u("qp", qp.qpn);
-    log_limited(LogLevel::kInfo, "bad_msn", qp.qpn, [&] {
+    drop(Drop::kBadMsn, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(c.pkt.h.aeth.msn) +
              ": it counts messages this QP never sent (forged, or from an old connection)";
     });

@@ -36,12 +36,12 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
   qp.comp.timer_cpu_wait_ns = host_cpu_wait_ns_;
   if (was_idle)
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
+    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
 
 void Device::stop_ack_timer(Qp& qp) {
   if (qp.comp.timer_deadline_ns)
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
+    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
   qp.comp.timer_deadline_ns = 0;
 }
 
@@ -51,7 +51,7 @@ void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t 
   qp.comp.una_psn = psn;
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
   cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
-  tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
+  tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
   busy_qps_.erase(qp.qpn);
 }
 
@@ -77,7 +77,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
   if (qp.comp.rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
     qp.comp.rnr_wait = false;
-    tracer_.event("timer").u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
+    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
     go_back_n(qp, qp.comp.una_psn, now, "rnr");
     return;
   }
@@ -101,7 +101,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   ++counters_.timeouts;
   ++qp.counters.timeouts;
   cc_loss(qp);
-  tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
+  tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
   if (qp.comp.retry_left == 0) {
     requester_error(qp, Error::kRetryExceeded,
                     "no ACK within the local ACK timeout (4.096us * 2^" + std::to_string(qp.attr.timeout) +

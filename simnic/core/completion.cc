@@ -27,7 +27,7 @@ void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
   cq.timestamps[prod & (cq.entries - 1)] = now_;
   ring.producer.value.store(prod + 1, std::memory_order_release);
   note_cqe_written(cq.ctx);
-  tracer_.event("cqe").u("cq", cq.handle).u("qp", wc.qp_num).u("index", prod).u("wr_id", wc.wr_id)
+  tracer_.event(TraceKind::kCqe).u("cq", cq.handle).u("qp", wc.qp_num).u("index", prod).u("wr_id", wc.wr_id)
       .s("status", wc_status_name(wc.status)).u("status_num", wc.status).s("opcode", wc_opcode_name(wc.opcode))
       .u("byte_len", wc.byte_len);
   ++counters_.completions;
@@ -39,7 +39,7 @@ void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
               (arm == abi::kCqArmSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
   if (wake && cq.shm->arm.compare_exchange_strong(arm, abi::kCqDisarmed) && cq.channel) {
     notifier_.completion_event(cq.channel->fd, cq.handle);
-    tracer_.event("cq_event").u("cq", cq.handle);
+    tracer_.event(TraceKind::kCqEvent).u("cq", cq.handle);
   }
 }
 
@@ -80,7 +80,7 @@ void Device::flush_qp(Qp& qp) {
     if (prod - cons > qp.rq_entries) prod = cons + qp.rq_entries;
     for (; cons != prod; ++cons) {
       flush_recv(qp.rq[cons & (qp.rq_entries - 1)].wr_id);
-      tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "rq").u("index", cons);
+      tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "rq").u("index", cons);
       ring.consumer.value.store(cons + 1, std::memory_order_release);
     }
   }

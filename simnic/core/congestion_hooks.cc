@@ -38,7 +38,7 @@ void Device::cc_loss(Qp& qp) {
   const uint64_t before = cc_.window(qp.remote_ip);
   cc_.on_loss(qp.remote_ip);
   if (cc_.window(qp.remote_ip) != before)
-    tracer_.event("cc_cut").u("qp", qp.qpn).u("window", cc_.window(qp.remote_ip));
+    tracer_.event(TraceKind::kCcCut).u("qp", qp.qpn).u("window", cc_.window(qp.remote_ip));
 }
 
 void Device::cc_end_turn(Qp& qp) {

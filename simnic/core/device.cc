@@ -178,7 +178,7 @@ Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_f
   Context* raw = (contexts_[id] = std::make_unique<Context>(Context{.id = id, .pid = pid, .uid = uid,
                                                                     .doorbell_fd = doorbell_fd, .async_fd = async_fd}))
                      .get();
-  tracer_.event("ctx_open").u("ctx", raw->id).u("pid", uint64_t(pid));
+  tracer_.event(TraceKind::kCtxOpen).u("ctx", raw->id).u("pid", uint64_t(pid));
   log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
   return raw;
 }
@@ -201,7 +201,7 @@ void Device::close_context(Context* ctx) {
   leave_group(ctx);  // its PDs go to a context that imported it (ibv_import_device)
   for (auto h : std::vector<uint32_t>(ctx->pds)) dealloc_pd(ctx, h);
   log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
-  tracer_.event("ctx_close").u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));
+  tracer_.event(TraceKind::kCtxClose).u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));
   contexts_.erase(ctx->id);
 }
 

@@ -27,6 +27,7 @@
 #include "simnic/core/device_memory.h"
 #include "simnic/core/device_objects.h"
 #include "simnic/core/env.h"
+#include "simnic/core/drop_reasons.h"
 #include "simnic/core/engine_steps.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/gid_table.h"
@@ -301,6 +302,16 @@ class Device : private ObjectTables {
     if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
     log(level, text);
   }
+  // Counts, logs (if its row says so) and traces one dropped packet by its row of the drop
+  // table (drop_reasons.h); `line` says what was wrong with this packet, built only when it is
+  // logged or traced. Returns the pkt_drop event, for the caller to add fields to.
+  template <class MakeLine>
+  TraceEvent drop(Drop why, uint32_t qpn, MakeLine&& line) {
+    const DropReason& r = drop_reason(why);
+    if (r.counter) ++(counters_.*r.counter);
+    if (r.logged) log_limited(r.level, r.name, qpn, line);
+    return trace_drop(tracer_, why, qpn, tracer_.on() ? line() : std::string());
+  }
   // The program that owns QP `qpn` is told too, when it next asks (a bounded queue).
   void notice(uint32_t qpn, const std::string& text);
   void log_budget_summary();  // ingress.cc: the LogBudget's summary line, when one is due
@@ -475,9 +486,9 @@ class Device : private ObjectTables {
 
   // trace.cc helpers
   void trace_new_wqes(Qp& qp);
-  void trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
+  void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst,
                     const proto::PacketHeaders& h, uint32_t mask, size_t payload, const char* fault);
-  void trace_qp_lifecycle(const char* kind, const Qp& qp);
+  void trace_qp_lifecycle(TraceKind kind, const Qp& qp);
   std::string qp_attr_json(const Qp& qp) const;
   void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
   void trace_mw_create(const Mw& mw);

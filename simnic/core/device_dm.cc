@@ -24,7 +24,7 @@ int Device::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out
   dm->ctx = ctx;
   dm->length = length;
   dm_bytes_ += size;
-  tracer_.event("dm_create").u("ctx", ctx->id).u("dm", dm->handle).u("length", length);
+  tracer_.event(TraceKind::kDmCreate).u("ctx", ctx->id).u("dm", dm->handle).u("length", length);
   *out = dm.get();
   dms_[dm->handle] = std::move(dm);
   return 0;
@@ -35,7 +35,7 @@ int Device::free_dm(Context* ctx, uint32_t handle) {
   if (!dm) return EINVAL;
   for (auto& [mr, of] : dm_mrs_)
     if (of == handle && mrs_.count(mr)) return refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
-  tracer_.event("dm_destroy").u("ctx", ctx->id).u("dm", handle);
+  tracer_.event(TraceKind::kDmDestroy).u("ctx", ctx->id).u("dm", handle);
   dm_bytes_ -= dm->mem.size;
   shm_.release(dm->mem);
   dms_.erase(handle);

@@ -64,7 +64,7 @@ int Device::check_odp_range(uint64_t addr, uint64_t length, uint64_t iova) {
 }
 
 void Device::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote) {
-  tracer_.event("odp_fault").u("qp", qp.qpn).u("mr", mr.handle).u("key", remote ? mr.rkey : mr.lkey).hex("addr", va)
+  tracer_.event(TraceKind::kOdpFault).u("qp", qp.qpn).u("mr", mr.handle).u("key", remote ? mr.rkey : mr.lkey).hex("addr", va)
       .u("length", len).s("side", remote ? "remote" : "local");
   log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +

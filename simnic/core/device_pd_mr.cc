@@ -18,7 +18,7 @@ constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
 int Device::alloc_pd(Context* ctx, uint32_t* handle) {
   if (int e = check_room(ctx, pds_.size(), &Context::pds, DeviceLimits::kMaxPd, "PDs", "max_pd")) return e;
   auto pd = make_object<Pd>(ctx);
-  tracer_.event("pd_create").u("ctx", ctx->id).u("pd", pd->handle);
+  tracer_.event(TraceKind::kPdCreate).u("ctx", ctx->id).u("pd", pd->handle);
   *handle = insert_object(pds_, ctx->pds, std::move(pd))->handle;
   return 0;
 }
@@ -29,7 +29,7 @@ int Device::dealloc_pd(Context* ctx, uint32_t handle) {
   if (pd->users)
     return refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
                              std::to_string(handle) + ": destroy them first");
-  tracer_.event("pd_destroy").u("ctx", ctx->id).u("pd", handle);
+  tracer_.event(TraceKind::kPdDestroy).u("ctx", ctx->id).u("pd", handle);
   erase_object(pds_, ctx->pds, handle);
   return 0;
 }
@@ -100,7 +100,7 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
     for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
-  tracer_.event("mr_destroy").u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)
+  tracer_.event(TraceKind::kMrDestroy).u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)
       .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
   mr->pd->users--;
   mr_by_key_.erase(mr->lkey);

@@ -51,14 +51,14 @@ void set_qp_identity(Qp& qp, const ibv_qp_init_attr& init, Pd* pd, Cq* send_cq) 
 // Puts a new QP in the tables (its users already counted).
 Qp* Device::add_qp(std::unique_ptr<Qp> qp) {
   qp_by_qpn_[qp->qpn] = qp.get();
-  trace_qp_lifecycle("qp_create", *qp);
+  trace_qp_lifecycle(TraceKind::kQpCreate, *qp);
   std::vector<uint32_t>& handles = qp->ctx->qps;  // before qp is moved from
   return insert_object(qps_, handles, std::move(qp));
 }
 
 // Takes a QP out of the tables and frees its rings (its users already let go).
 void Device::remove_qp(Context* ctx, Qp& qp) {
-  trace_qp_lifecycle("qp_destroy", qp);
+  trace_qp_lifecycle(TraceKind::kQpDestroy, qp);
   unbind_mws_of_qp(qp);
   busy_qps_.erase(qp.qpn);
   cc_forget(qp);  // its credit goes back to the peer's window, and it leaves the queue

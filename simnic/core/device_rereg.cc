@@ -103,7 +103,7 @@ void Device::forget_mr_in_engines(const Mr* mr) {
 }
 
 void Device::trace_mr_destroy(const Mr& mr) {
-  tracer_.event("mr_destroy").u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
+  tracer_.event(TraceKind::kMrDestroy).u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
       .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
 }
 

@@ -28,7 +28,7 @@ void Device::run_scheduled(uint64_t now) {
 
 void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
   set_time(now);
-  tracer_.event("doorbell").u("ctx", ctx->id).u("rings", rings);
+  tracer_.event(TraceKind::kDoorbell).u("ctx", ctx->id).u("rings", rings);
   for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
     auto it = qps_.find(h);
     if (it == qps_.end()) continue;

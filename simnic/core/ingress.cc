@@ -30,9 +30,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
                             (qp.type == IBV_QPT_UD && (pkt.mask & kIsUd)) ||
                             (qp.is_xrc() && (pkt.mask & kIsXrc));
   if (!transport_ok) {
-    ++counters_.rx_drop_unexpected;
-    tracer_.event("pkt_drop").s("reason", "opcode of another transport").u("qp", qp.qpn);
-    log_limited(LogLevel::kWarn, "transport", qp.qpn, [&] {
+    drop(Drop::kWrongTransport, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " (" + qp_type_name(qp.type) + ") dropped " +
              opcode_info(pkt.h.bth.opcode).name + " from " + ip_string(src_ip) +
              ": an opcode of another transport (both QPs of a connection must have the same type)";
@@ -43,9 +41,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
   // has no peer yet: the state check further on says why the packet is dropped.
   const bool connected = qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT;
   if (qp.type != IBV_QPT_UD && connected && src_ip != qp.remote_ip) {
-    ++counters_.rx_drop_wrong_source;
-    tracer_.event("pkt_drop").s("reason", "not from the QP's peer").u("qp", qp.qpn);
-    log_limited(LogLevel::kWarn, "source", qp.qpn, [&] {
+    drop(Drop::kWrongPeer, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
              ip_string(qp.remote_ip) + (qp.attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
              ", and hears only that peer";
@@ -65,9 +61,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
 // (docs/security.md).
 bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port) {
   if ((config_.ipv4 >> 24) != 127 || src_port == config_.udp_port) return true;
-  ++counters_.rx_drop_wrong_source;
-  tracer_.event("pkt_drop").s("reason", "not from a NIC's UDP port").u("qp", pkt.h.bth.dest_qp);
-  log_limited(LogLevel::kWarn, "source_port", pkt.h.bth.dest_qp, [&] {
+  drop(Drop::kWrongPort, pkt.h.bth.dest_qp, [&] {
     return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " for QP " + hex(pkt.h.bth.dest_qp) +
            " from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": on loopback a simnic NIC sends only from " +
            "its own address and UDP port " + std::to_string(config_.udp_port) +
@@ -93,8 +87,7 @@ void Device::ud_missed(uint32_t qpn, uint64_t now) {
 // its QPN and Q_Key are looked at, so a guess made during a sweep is wasted.
 bool Device::ud_guard_admits(const ParsedPacket& pkt, uint32_t src_ip, uint64_t now) {
   if (!(pkt.mask & kIsUd) || !ud_guard_.refuses(src_ip, now)) return true;
-  ++counters_.rx_drop_ud_throttled;
-  tracer_.event("pkt_drop").s("reason", "UD sweep guard: a new sender during a QPN/Q_Key sweep").u("qp", pkt.h.bth.dest_qp);
+  drop(Drop::kUdThrottled, pkt.h.bth.dest_qp, [&] { return "a UD datagram from " + ip_string(src_ip); });
   return false;
 }
 
@@ -113,27 +106,23 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   ParsedPacket pkt;
   ParseError err = parse_packet(bytes, ip, pkt);
   if (err != ParseError::kOk) {
-    if (err == ParseError::kBadIcrc) ++counters_.rx_drop_icrc;
-    else ++counters_.rx_drop_malformed;
-    log_limited(LogLevel::kDebug, "malformed", 0, [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
-    tracer_.event("pkt_drop").s("reason", parse_error_name(err));
+    drop(err == ParseError::kBadIcrc ? Drop::kBadIcrc : Drop::kMalformed, 0,
+         [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
     return;
   }
   if (!from_nic_port(pkt, src_ip, src_port)) return;
   if (pkt.h.bth.dest_qp == kMulticastQpn || is_multicast_ipv4(dst_ip)) {
-    if (tracer_.on()) trace_packet("pkt_rx", nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+    if (tracer_.on()) trace_packet(TraceKind::kPktRx, nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
     receive_multicast(pkt, src_ip, dst_ip, bytes.size());
     return;
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
-  if (tracer_.on()) trace_packet("pkt_rx", qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+  if (tracer_.on()) trace_packet(TraceKind::kPktRx, qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
   if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, src_port, pkt, now);  // QP1: the CM's
   if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
-    ++counters_.rx_drop_no_qp;
-    if (pkt.mask & kIsUd) ud_missed(pkt.h.bth.dest_qp, now);
-    tracer_.event("pkt_drop").s("reason", "no such QP").u("qp", pkt.h.bth.dest_qp);
-    log_limited(LogLevel::kWarn, "no_qp", pkt.h.bth.dest_qp, [&] {
+    if (pkt.mask & kIsUd) ud_missed(pkt.h.bth.dest_qp, now);  // before the drop's own line, as the guard closes
+    drop(Drop::kNoQp, pkt.h.bth.dest_qp, [&] {
       return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) +
              " for QP " + hex(pkt.h.bth.dest_qp) + ": no such QP on this NIC (the sender's dest_qp_num, set at RTR, "
              "must be the QPN this NIC gave the receiving QP; was it destroyed?)";

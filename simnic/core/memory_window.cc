@@ -46,7 +46,7 @@ int Device::dealloc_mw(Context* ctx, uint32_t handle) {
   Mw* mw = owned(mws_, ctx, handle);
   if (!mw) return EINVAL;
   unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
-  tracer_.event("mw_destroy").u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);
+  tracer_.event(TraceKind::kMwDestroy).u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);
   mw->pd->users--;
   ctx->mws.erase(std::remove(ctx->mws.begin(), ctx->mws.end(), handle), ctx->mws.end());
   mws_.erase(handle);
@@ -135,7 +135,7 @@ bool Device::invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* w
     return false;
   }
   unbind_mw(*mw);
-  tracer_.event("mw_invalidate").u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", by);
+  tracer_.event(TraceKind::kMwInvalidate).u("qp", qp.qpn).u("mw", mw->handle).u("rkey", rkey).s("by", by);
   return true;
 }
 
@@ -231,7 +231,7 @@ void Device::bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr) {
     mw.access = w.bind_access & (kRemoteAccess | IBV_ACCESS_ZERO_BASED);
   }
   if (tracer_.on()) {
-    tracer_.event("mw_bind").u("qp", qp.qpn).u("mw", mw.handle).u("rkey", mw.rkey)
+    tracer_.event(TraceKind::kMwBind).u("qp", qp.qpn).u("mw", mw.handle).u("rkey", mw.rkey)
         .u("mr", mr ? mr->handle : 0).hex("addr", mw.addr).u("length", mw.length)
         .s("access", access_string(mw.access));
   }

@@ -66,7 +66,7 @@ int Device::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint
   group->qps.push_back(qp);
   qp->mcast_gids.push_back(key);
   ++mcast_attachments_;
-  tracer_.event("mcast_attach").u("ctx", ctx->id).u("qp", qp->qpn).s("mgid", gid_string(gid))
+  tracer_.event(TraceKind::kMcastAttach).u("ctx", ctx->id).u("qp", qp->qpn).s("mgid", gid_string(gid))
       .s("group", ip_string(group->ip)).u("members", group->qps.size());
   log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " +
                            ip_string(group->ip) + ")");
@@ -93,7 +93,7 @@ void Device::detach_qp_from(Qp& qp, const GidBytes& key) {
   std::erase(group.qps, &qp);
   --mcast_attachments_;
   const uint32_t ip = group.ip;
-  tracer_.event("mcast_detach").u("ctx", qp.ctx->id).u("qp", qp.qpn).s("mgid", gid_string(group.gid))
+  tracer_.event(TraceKind::kMcastDetach).u("ctx", qp.ctx->id).u("qp", qp.qpn).s("mgid", gid_string(group.gid))
       .s("group", ip_string(ip)).u("members", group.qps.size());
   if (!group.qps.empty()) return;
   mcast_groups_.erase(it);
@@ -132,17 +132,15 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
   if (why.empty() && members.empty())
     why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    ++counters_.rx_drop_mcast;
-    tracer_.event("pkt_drop").s("reason", why).s("group", ip_string(group_ip));
-    log_limited(LogLevel::kInfo, "mcast_drop", kMulticastQpn,
-                [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; });
+    drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+        .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
     ++counters_.mcast_deliveries;
     if (tracer_.on()) trace_new_wqes(*qp);
-    tracer_.event("mcast_deliver").u("qp", qp->qpn).s("group", ip_string(group_ip)).u("src_qp", pkt.h.deth.src_qp);
+    tracer_.event(TraceKind::kMcastDeliver).u("qp", qp->qpn).s("group", ip_string(group_ip)).u("src_qp", pkt.h.deth.src_qp);
     respond_ud(*qp, pkt, src_ip, udp_len, group_ip);
   }
 }

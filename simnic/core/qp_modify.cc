@@ -53,7 +53,7 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   auto reject = [&](const std::string&) {
     refusal_ = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
     log(LogLevel::kWarn, "modify_qp " + refusal_ + " (EINVAL)");
-    tracer_.event("error").u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
+    tracer_.event(TraceKind::kError).u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
     return EINVAL;
   };
   if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) return reject("");
@@ -108,7 +108,7 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   if (!(mask & IBV_QP_STATE) && tracer_.on()) {
     // Attributes changed within a state (IBA 11.2.4.2 allows some in RTS and SQD): traced as a
     // move to the same state, so a viewer's attribute panel stays true.
-    tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(qp.state)).s("to", qp_state_name(qp.state))
+    tracer_.event(TraceKind::kQpState).u("qp", qp.qpn).s("from", qp_state_name(qp.state)).s("to", qp_state_name(qp.state))
         .s("mask", qp_attr_mask_names(uint32_t(mask))).s("cause", "modify_qp").raw("attr", qp_attr_json(qp));
   }
   if (mask & IBV_QP_STATE) {
@@ -123,7 +123,7 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
 void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
   ibv_qp_state from = qp.state;
   if (tracer_.on())
-    tracer_.event("qp_state").u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
+    tracer_.event(TraceKind::kQpState).u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
         .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause).raw("attr", qp_attr_json(qp));
   if (state == IBV_QPS_RESET) qp.error_reason.clear();
   if ((state == IBV_QPS_ERR || state == IBV_QPS_SQE) && qp.error_reason.empty())

@@ -340,7 +340,7 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
       }
       qp.req.next_psn = psn;
       cc_sync(qp, true);  // what is to be resent is charged again as it goes
-      tracer_.event("retransmit").u("qp", qp.qpn).u("psn", psn).s("cause", cause);
+      tracer_.event(TraceKind::kRetransmit).u("qp", qp.qpn).u("psn", psn).s("cause", cause);
       ++counters_.retransmits;
       ++qp.counters.retransmits;
       arm_ack_timer(qp, now);

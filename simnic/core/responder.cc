@@ -56,10 +56,10 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   if (qp.acked()) {
     const NakInfo& nak = nak_info(uint32_t(err.nak));
     std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn, nak.text);
-    tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", nak.name).s("error", err.name).s("rule", rule);
+    tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", psn).s("code", nak.name).s("error", err.name).s("rule", rule);
   } else {
     std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn, wc_status_name(err.status));
-    tracer_.event("error").u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
+    tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
   }
   log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
@@ -120,7 +120,7 @@ void Device::consume_recv_wqe(Qp& qp) {
   uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
   uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
   q.ring->consumer.value.store(cons + 1, std::memory_order_release);
-  if (!qp.srq) tracer_.event("wqe_done").u("qp", qp.qpn).s("queue", "rq").u("index", cons);
+  if (!qp.srq) tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "rq").u("index", cons);
   if (qp.srq) {
     // SRQ limit: one async event when the queue falls below the armed limit.
     uint32_t limit = qp.srq->shm->limit.load();
@@ -160,10 +160,9 @@ Error Device::recv_scatter_error(int e) {
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    ++counters_.rx_drop_uc_message;
-    log_limited(LogLevel::kWarn, "uc_discard", qp.qpn,
-                [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; });
-    tracer_.event("pkt_drop").s("reason", "UC message discarded: " + why).u("qp", qp.qpn).u("psn", psn);
+    drop(Drop::kUcMessage, qp.qpn, [&] {
+      return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why;
+    }).u("psn", psn);
   }
   qp.resp.uc_dropping = true;
   uc_abandon_message(qp);
@@ -195,9 +194,7 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
 
 bool Device::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
-  ++counters_.rx_drop_qp_state;
-  tracer_.event("pkt_drop").s("reason", "QP cannot receive in this state").u("qp", qp.qpn);
-  log_limited(LogLevel::kWarn, "recv_state", qp.qpn, [&] {
+  drop(Drop::kRequestState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
            (qp.state == IBV_QPS_ERR ? " (after an error; see the line that moved it there), and receives nothing until reset"
                                     : ", and a QP receives only from RTR on (IBA 10.3.1): move it to RTR before the peer sends");
@@ -214,7 +211,10 @@ const char* resp_step_name(RespStep step) {
 void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   RespStep step = RespStep::kCheckState;
+  StepPath path;
+  const bool tracing = tracer_.engine_steps_on();
   while (step != RespStep::kDone) {
+    if (tracing) path.add(step);
     switch (step) {
       case RespStep::kCheckState: step = can_receive(qp) ? RespStep::kCheckPsn : RespStep::kDone; break;
       case RespStep::kCheckPsn: step = resp_check_psn(qp, pkt); break;
@@ -223,6 +223,7 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       case RespStep::kDone: break;
     }
   }
+  if (tracing) trace_engine_steps(tracer_, "responder", qp.qpn, pkt.h.bth.psn, path, resp_step_name);
 }
 
 RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
@@ -244,7 +245,7 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   });
   if (!qp.resp.nak_sent) {
     qp.resp.nak_sent = true;
-    tracer_.event("nak").u("qp", qp.qpn).u("psn", qp.resp.epsn).s("code", nak_info(kNakPsnSeqError).name)
+    tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", qp.resp.epsn).s("code", nak_info(kNakPsnSeqError).name)
         .s("rule", "expected PSN " + std::to_string(qp.resp.epsn) + ", got " + std::to_string(psn) +
                        ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
     send_ack(qp, aeth_nak(kNakPsnSeqError), qp.resp.epsn);
@@ -319,7 +320,7 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
 
 // No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
 void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
-  tracer_.event("nak").u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
+  tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
       .s("rule", std::string(what) + " arrived and no receive WQE was posted (receiver not ready, IBA 9.7.5.2.8)");
   log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + what + " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
@@ -455,7 +456,7 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
     return false;
   }
   const Mr& mr = *qp.resp.write_mr;
-  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.resp.write_va).u("length", pkt.payload.size());
+  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.resp.write_va).u("length", pkt.payload.size());
   if (int e = dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
     remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
@@ -611,7 +612,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   }
   uint64_t addr = mr->addr + (mr_va - mr->iova);
   uint64_t orig = 0;
-  tracer_.event("dma").u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
+  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = dma_read(mr->ctx->pid, addr, &orig, 8)) {
@@ -621,7 +622,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                      : orig + a.swap_add;
   if (next != orig) {
-    tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
+    tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
     if (int e = dma_write_now(mr->ctx->pid, addr, &next, 8)) {
       remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
@@ -647,7 +648,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
   if (!mr) return;
   uint64_t value;
   std::memcpy(&value, pkt.payload.data(), 8);  // as on the wire: the requester's 8 bytes, unchanged
-  tracer_.event("dma").u("qp", qp.qpn).s("dir", "write").u("key", pkt.h.reth.rkey).hex("addr", pkt.h.reth.va).u("length", 8);
+  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", pkt.h.reth.rkey).hex("addr", pkt.h.reth.va).u("length", 8);
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
   if (int e = dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {

@@ -6,6 +6,10 @@
 
 namespace simnic::core {
 
+// An opcode's kinds from its opcode-table row, "REQUEST|SEND|FIRST|RC" (trace_points.cc):
+// pkt_tx/pkt_rx's op_flags.
+const std::string& op_flags_of(uint8_t opcode);
+
 // "0x1a2b": keys, QPNs and addresses as an RDMA programmer reads them.
 inline std::string hex(uint64_t v) {
   char b[24];

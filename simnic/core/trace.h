@@ -3,6 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "simnic/core/trace_kinds.h"
 
 namespace simnic::core {
 
@@ -17,10 +20,13 @@ class Tracer;
 // One event under construction; emitted when it goes out of scope.
 class TraceEvent {
  public:
-  TraceEvent(Tracer* t, const char* kind);  // t == nullptr: a no-op event
+  TraceEvent(Tracer* t, TraceKind kind);  // t == nullptr: a no-op event
   ~TraceEvent();
   TraceEvent(const TraceEvent&) = delete;
   TraceEvent& operator=(const TraceEvent&) = delete;
+  // Moved out of a helper that starts the event for its caller to finish (Device::drop).
+  TraceEvent(TraceEvent&& o) noexcept : t_(o.t_), line_(std::move(o.line_)) { o.t_ = nullptr; }
+  TraceEvent& operator=(TraceEvent&&) = delete;
 
   TraceEvent& u(const char* key, uint64_t v);
   TraceEvent& i(const char* key, int64_t v);
@@ -46,9 +52,13 @@ class Tracer {
   void set_wall_ns(uint64_t w) { wall_ns_ = w; }
   uint64_t wall_ns() const { return wall_ns_; }
   bool on() const { return sink_ != nullptr; }
+  // The engines' steps (engine_steps events, one per packet) are traced only when asked
+  // (simnicd --trace-steps): a viewer's history would otherwise pay for them on every packet.
+  void set_engine_steps(bool on) { steps_ = on; }
+  bool engine_steps_on() const { return sink_ != nullptr && steps_; }
   uint64_t next_seq() const { return seq_ + 1; }
-  // Usage: tracer.event("qp_state").u("qp", qpn).s("from", "INIT");
-  TraceEvent event(const char* kind) { return TraceEvent(on() ? this : nullptr, kind); }
+  // Usage: tracer.event(TraceKind::kQpState).u("qp", qpn).s("from", "INIT");
+  TraceEvent event(TraceKind kind) { return TraceEvent(on() ? this : nullptr, kind); }
 
  private:
   friend class TraceEvent;
@@ -57,6 +67,7 @@ class Tracer {
   uint64_t seq_ = 0;
   uint64_t t_ns_ = 0;
   uint64_t wall_ns_ = 0;
+  bool steps_ = false;
 };
 
 std::string json_escape(const std::string& s);

@@ -1,6 +1,8 @@
 // Trace helpers shared by the engines: how packets, WQEs and objects are described in events.
 #include <arpa/inet.h>
 
+#include <array>
+
 #include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
 #include "simnic/core/errors.h"
@@ -20,28 +22,52 @@ std::string hex_json(uint64_t v) {
   return b;
 }
 
-std::string send_flags_string(uint32_t f) {
+using BitName = std::pair<uint32_t, const char*>;
+
+// The names of the bits set in `v`, "A|B|C", in the table's order.
+template <size_t N>
+std::string bit_names(uint32_t v, const BitName (&names)[N]) {
   std::string s;
-  auto add = [&](uint32_t bit, const char* name) {
-    if (f & bit) s += (s.empty() ? "" : "|") + std::string(name);
-  };
-  add(IBV_SEND_SIGNALED, "SIGNALED");
-  add(IBV_SEND_INLINE, "INLINE");
-  add(IBV_SEND_FENCE, "FENCE");
-  add(IBV_SEND_SOLICITED, "SOLICITED");
+  for (auto [bit, name] : names)
+    if (v & bit) (s += s.empty() ? "" : "|") += name;
   return s;
+}
+
+std::string send_flags_string(uint32_t f) {
+  static constexpr BitName kNames[] = {{IBV_SEND_SIGNALED, "SIGNALED"}, {IBV_SEND_INLINE, "INLINE"},
+                                       {IBV_SEND_FENCE, "FENCE"}, {IBV_SEND_SOLICITED, "SOLICITED"}};
+  return bit_names(f, kNames);
+}
+
+std::string kinds_of(uint32_t mask) {
+  static constexpr BitName kKindBits[] = {
+      {kIsRequest, "REQUEST"}, {kIsResponse, "RESPONSE"},   {kIsFirst, "FIRST"},          {kIsMiddle, "MIDDLE"},
+      {kIsLast, "LAST"},       {kIsSend, "SEND"},           {kIsWrite, "WRITE"},          {kIsReadReq, "READ_REQ"},
+      {kIsReadResp, "READ_RESP"}, {kIsAtomic, "ATOMIC"},    {kIsAtomicWrite, "ATOMIC_WRITE"}, {kIsAck, "ACK"},
+      {kIsRc, "RC"},           {kIsUc, "UC"},               {kIsUd, "UD"},                {kIsXrc, "XRC"}};
+  return bit_names(mask, kKindBits);
 }
 
 }  // namespace
 
+// What the opcode is, from its row of the opcode table (IBA Table 38): a viewer classifies
+// packets by these, never by the opcode's name. The header bits are not listed: the headers
+// themselves are in the event. Spelled once per opcode, not once per traced packet.
+const std::string& op_flags_of(uint8_t opcode) {
+  static const auto kSpelled = [] {
+    std::array<std::string, 256> t;
+    for (size_t op = 0; op < t.size(); ++op) t[op] = kinds_of(opcode_info(uint8_t(op)).mask);
+    return t;
+  }();
+  return kSpelled[opcode];
+}
+
 std::string access_string(uint32_t access) {
-  std::string acc;
-  for (auto [bit, name] : {std::pair{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                           {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
-                           {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
-                           {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}})
-    if (access & bit) acc += (acc.empty() ? "" : "|") + std::string(name);
-  return acc;
+  static constexpr BitName kNames[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+                                       {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
+                                       {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
+                                       {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}};
+  return bit_names(access, kNames);
 }
 
 const char* wc_opcode_name(ibv_wc_opcode op) {
@@ -70,7 +96,7 @@ void Device::trace_new_wqes(Qp& qp) {
     uint64_t len = w.opcode == IBV_WR_BIND_MW ? w.bind_length : w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
     if (!(w.send_flags & IBV_SEND_INLINE) && w.opcode != IBV_WR_BIND_MW)
       for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "sq").u("index", qp.req.sq_seen).u("wr_id", w.wr_id)
+    tracer_.event(TraceKind::kWqePosted).u("qp", qp.qpn).s("queue", "sq").u("index", qp.req.sq_seen).u("wr_id", w.wr_id)
         .s("opcode", wr_opcode_name(w.opcode)).u("length", len).s("flags", send_flags_string(w.send_flags));
   }
   qp.req.sq_seen = prod;
@@ -80,18 +106,19 @@ void Device::trace_new_wqes(Qp& qp) {
     const abi::RecvWqe& w = qp.rq[qp.resp.rq_seen & (qp.rq_entries - 1)];
     uint64_t len = 0;
     for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event("wqe_posted").u("qp", qp.qpn).s("queue", "rq").u("index", qp.resp.rq_seen).u("wr_id", w.wr_id)
+    tracer_.event(TraceKind::kWqePosted).u("qp", qp.qpn).s("queue", "rq").u("index", qp.resp.rq_seen).u("wr_id", w.wr_id)
         .s("opcode", "RECV").u("length", len).s("flags", "");
   }
   qp.resp.rq_seen = prod;
 }
 
-void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t dst,
+void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst,
                           const PacketHeaders& h, uint32_t mask, size_t payload, const char* fault) {
   auto e = tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
   e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(h.bth.opcode).name)
-      .u("opcode_num", h.bth.opcode).u("psn", h.bth.psn).u("dest_qp", h.bth.dest_qp).b("ack_req", h.bth.ack_req)
+      .u("opcode_num", h.bth.opcode).s("op_flags", op_flags_of(h.bth.opcode))
+      .u("psn", h.bth.psn).u("dest_qp", h.bth.dest_qp).b("ack_req", h.bth.ack_req)
       .b("se", h.bth.solicited).u("payload", payload);
   if (mask & kHasReth)
     e.raw("reth", "{\"va\":" + hex_json(h.reth.va) + ",\"rkey\":" + std::to_string(h.reth.rkey) +
@@ -117,12 +144,12 @@ void Device::trace_packet(const char* kind, const Qp* qp, uint32_t src, uint32_t
 }
 
 void Device::trace_mr_create(const Mr& mr) {
-  tracer_.event("mr_create").u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
+  tracer_.event(TraceKind::kMrCreate).u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
       .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
 }
 
 void Device::trace_mw_create(const Mw& mw) {
-  tracer_.event("mw_create").u("ctx", mw.ctx->id).u("pd", mw.pd->handle).u("mw", mw.handle).u("rkey", mw.rkey)
+  tracer_.event(TraceKind::kMwCreate).u("ctx", mw.ctx->id).u("pd", mw.pd->handle).u("mw", mw.handle).u("rkey", mw.rkey)
       .u("type", mw.type == IBV_MW_TYPE_2 ? 2 : 1);
 }
 
@@ -141,7 +168,7 @@ std::string Device::qp_attr_json(const Qp& qp) const {
          ",\"max_dest_rd_atomic\":" + std::to_string(a.max_dest_rd_atomic) + "}";
 }
 
-void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
+void Device::trace_qp_lifecycle(TraceKind kind, const Qp& qp) {
   tracer_.event(kind).u("ctx", qp.ctx->id).u("qp", qp.qpn)
       .s("type", qp_type_name(qp.type))
       .u("sq_entries", qp.sq_entries).u("rq_entries", qp.rq_entries)
@@ -151,23 +178,23 @@ void Device::trace_qp_lifecycle(const char* kind, const Qp& qp) {
 
 void Device::trace_snapshot() {
   if (!tracer_.on()) return;
-  tracer_.event("nic_up").s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes)
+  tracer_.event(TraceKind::kNicUp).s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes)
       .u("wall_ns", tracer_.wall_ns());
-  for (auto& [id, ctx] : contexts_) tracer_.event("ctx_open").u("ctx", id).u("pid", uint64_t(ctx->pid));
+  for (auto& [id, ctx] : contexts_) tracer_.event(TraceKind::kCtxOpen).u("ctx", id).u("pid", uint64_t(ctx->pid));
   for (auto& [h, mr] : mrs_) trace_mr_create(*mr);
   for (auto& [h, mw] : mws_) trace_mw_create(*mw);
   for (auto& [h, cq] : cqs_)
-    tracer_.event("cq_create").u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
+    tracer_.event(TraceKind::kCqCreate).u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
   for (auto& [h, qp] : qps_) {
-    trace_qp_lifecycle("qp_create", *qp);
+    trace_qp_lifecycle(TraceKind::kQpCreate, *qp);
     if (qp->state != IBV_QPS_RESET)
-      tracer_.event("qp_state").u("qp", qp->qpn).s("from", "RESET").s("to", qp_state_name(qp->state))
+      tracer_.event(TraceKind::kQpState).u("qp", qp->qpn).s("from", "RESET").s("to", qp_state_name(qp->state))
           .s("mask", "").s("cause", "snapshot").raw("attr", qp_attr_json(*qp));
   }
   for (const auto& [key, group] : mcast_groups_) {
     uint64_t members = 0;
     for (const Qp* qp : group.qps)
-      tracer_.event("mcast_attach").u("ctx", qp->ctx->id).u("qp", qp->qpn).s("mgid", gid_string(group.gid))
+      tracer_.event(TraceKind::kMcastAttach).u("ctx", qp->ctx->id).u("qp", qp->qpn).s("mgid", gid_string(group.gid))
           .s("group", ip_string(group.ip)).u("members", ++members);
   }
 }

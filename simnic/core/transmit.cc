@@ -39,7 +39,7 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::sp
                         : out == SendOutcome::kDuplicated ? "dup"
                         : out == SendOutcome::kDelayed    ? "delay"
                                                           : nullptr;
-    trace_packet("pkt_tx", &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
+    trace_packet(TraceKind::kPktTx, &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
   }
 }
 

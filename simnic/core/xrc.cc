@@ -54,7 +54,7 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
   ++x->opens[ctx];
   ctx->xrcds.push_back(x->handle);
   *handle = x->handle;
-  tracer_.event("xrcd_open").u("ctx", ctx->id).u("xrcd", x->handle).b("shared", has_file).u("opens", x->opens.size());
+  tracer_.event(TraceKind::kXrcdOpen).u("ctx", ctx->id).u("xrcd", x->handle).b("shared", has_file).u("opens", x->opens.size());
   return 0;
 }
 
@@ -68,7 +68,7 @@ int Device::close_xrcd(Context* ctx, uint32_t handle) {
   if (--x->opens[ctx] == 0) x->opens.erase(ctx);
   auto it = std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle);
   if (it != ctx->xrcds.end()) ctx->xrcds.erase(it);
-  tracer_.event("xrcd_close").u("ctx", ctx->id).u("xrcd", handle);
+  tracer_.event(TraceKind::kXrcdClose).u("ctx", ctx->id).u("xrcd", handle);
   xrcd_put(x);
   return 0;
 }
@@ -109,7 +109,7 @@ int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq
   ++x->users;
   ++cq->users;
   srq_by_srqn_[srq.srqn] = &srq;
-  tracer_.event("xrc_srq_create").u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
+  tracer_.event(TraceKind::kXrcSrqCreate).u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
       .u("cq", cq->handle).u("max_wr", srq.attr.max_wr);
   return 0;
 }
@@ -127,7 +127,7 @@ void Device::xrc_release_srq(Srq& srq) {
   srq_by_srqn_.erase(srq.srqn);
   --srq.cq->users;
   --srq.xrcd->users;
-  tracer_.event("xrc_srq_destroy").u("ctx", srq.ctx->id).u("srq", srq.handle).u("srqn", srq.srqn);
+  tracer_.event(TraceKind::kXrcSrqDestroy).u("ctx", srq.ctx->id).u("srq", srq.handle).u("srqn", srq.srqn);
   Xrcd* x = srq.xrcd;
   srq.xrcd = nullptr;
   xrcd_put(x);
@@ -194,7 +194,7 @@ int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* han
   *handle = new_handle();
   tgt_opens_[*handle] = {ctx, qp};
   *out = qp;
-  tracer_.event("qp_open").u("ctx", ctx->id).u("qp", qp->qpn).u("xrcd", x->handle);
+  tracer_.event(TraceKind::kQpOpen).u("ctx", ctx->id).u("qp", qp->qpn).u("xrcd", x->handle);
   return 0;
 }
 
@@ -232,7 +232,7 @@ bool Device::hand_over_tgt_qp(Qp& qp) {
   qp.ctx = to;
   to->qps.push_back(handle);
   qps_[handle] = std::move(keep);
-  tracer_.event("qp_handover").u("qp", qp.qpn).u("from_ctx", from->id).u("to_ctx", to->id);
+  tracer_.event(TraceKind::kQpHandover).u("qp", qp.qpn).u("from_ctx", from->id).u("to_ctx", to->id);
   return true;
 }
 
@@ -249,9 +249,8 @@ void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
     return responder_receive(qp, pkt, now);
   }
-  ++counters_.rx_drop_unexpected;
-  tracer_.event("pkt_drop").s("reason", request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP")
-      .u("qp", qp.qpn);
+  drop(Drop::kXrcDirection, qp.qpn,
+       [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
 }
 
 // The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),

@@ -40,6 +40,8 @@ const char kUsage[] =
     "                   stop writing that file, at its last whole record, before it grows past N\n"
     "                   bytes (a number, or with K, M or G: KiB, MiB, GiB; default 1G); what is\n"
     "                   not written is counted in simnic status (pcap_records_lost, trace_records_lost)\n"
+    "  --trace-steps    trace the steps the completer and responder walk for each packet\n"
+    "                   (engine_steps events, docs/trace-format.md; one more event per packet)\n"
     "  --paused         start in step mode: nothing moves until `simnic step NAME next`\n"
     "  --no-history     keep no recent events for viewers that attach later (tracing then costs\n"
     "                   nothing until a viewer attaches or --trace is given)\n"
@@ -112,7 +114,8 @@ struct Flags {
       gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us, udp_fd;
   std::optional<std::string> pcap_max_bytes, trace_max_bytes;
-  bool paused = false, no_history = false, verbose = false, help = false, gso = false, no_gso = false;
+  bool paused = false, no_history = false, trace_steps = false, verbose = false, help = false, gso = false,
+       no_gso = false;
   std::vector<std::string> extras;
 };
 
@@ -138,6 +141,7 @@ int parse_command_line(int argc, char** argv, Flags* f) {
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
+  app.add_flag("--trace-steps", f->trace_steps);
   app.add_flag("--gso", f->gso);
   app.add_flag("--no-gso", f->no_gso);
   app.add_flag("--verbose", f->verbose);
@@ -248,6 +252,7 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   if (f.lid_map) opt.lid_map = *f.lid_map;
   opt.start_paused = f.paused;
   opt.history = !f.no_history;
+  opt.trace_steps = f.trace_steps;
   if (f.gso || f.no_gso) opt.gso = f.gso ? 1 : 0;  // else SIMNIC_GSO, else automatic (UdpPort)
   // The flag, else SIMNIC_BUSY_POLL_US from the environment (as SIMNIC_GSO: for runs started by
   // tools that do not pass flags through), else the default.

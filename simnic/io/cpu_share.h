@@ -3,7 +3,6 @@
 // the process that would have given it work: it may spin only while every runnable task on the
 // machine has a CPU of its own.
 #pragma once
-#include <cstdint>
 
 namespace simnic::io {
 
@@ -18,19 +17,13 @@ class CpuShare {
   // online CPUs, so spinning takes a CPU nobody waits for. False when anyone waits, and when
   // the count cannot be read (no /proc): then the NIC sleeps, as without a busy poll.
   bool nobody_waits() const;
-  // Nanoseconds during which some task waited for a CPU since boot (PSI: /proc/pressure/cpu,
-  // "some ... total=" in microseconds); 0 when the kernel has no PSI.
-  uint64_t cpu_wait_total_ns() const;
 
  private:
   int loadavg_fd_ = -1;  // /proc/loadavg, read again at offset 0 for the current count
-  int pressure_fd_ = -1;  // /proc/pressure/cpu
   long cpus_ = 1;
 };
 
 // The "running" count of a /proc/loadavg line ("0.20 0.18 0.12 3/118 4242": 3); -1 if malformed.
 long runnable_in_loadavg(const char* line);
-// The "some" line's total of a /proc/pressure/cpu text, in microseconds; 0 if absent.
-uint64_t some_total_in_pressure(const char* text);
 
 }  // namespace simnic::io

@@ -238,6 +238,7 @@ int NicServer::open_outputs(std::string* error) {
   if (!opt_.trace_path.empty() && !trace_.open_file(opt_.trace_path, opt_.trace_max_bytes, &logger_, error)) return 1;
   std::string trace_sock = opt_.dir + "/" + opt_.device.name + ".trace";  // not *.sock: those are NICs
   trace_.set_history(opt_.history);
+  device_.tracer().set_engine_steps(opt_.trace_steps);
   if (!trace_.listen(trace_sock, error, [this] {
         device_.tracer().set_sink(&trace_);
         device_.tracer().set_time(now());

@@ -45,6 +45,7 @@ struct NicOptions {
   core::FaultConfig faults;
   bool verbose = false;
   bool start_paused = false;
+  bool trace_steps = false;  // engine_steps events: the steps each packet walks (--trace-steps)
   int gso = -1;               // UDP GSO sends: 1 --gso, 0 --no-gso, -1 SIMNIC_GSO or automatic (UdpPort::GsoMode)
   uint32_t busy_poll_us = kDefaultBusyPollUs;  // after an event, poll this long before sleeping (0: never)
   bool history = true;       // keep recent events for viewers that attach later (costs CPU)

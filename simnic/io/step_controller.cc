@@ -58,7 +58,7 @@ void StepController::pause() {
   clock_.pause(monotonic_ns());
   device_.set_burst(1);
   hooks_.cancel_timer();
-  device_.tracer().event("step").b("paused", true);
+  device_.tracer().event(core::TraceKind::kStep).b("paused", true);
   if (device_.has_pending_work()) hold_pending_work();
 }
 
@@ -67,7 +67,7 @@ void StepController::resume() {
   if (!clock_.paused()) return;
   clock_.resume(monotonic_ns());
   device_.set_burst(64);
-  device_.tracer().event("step").b("paused", false);
+  device_.tracer().event(core::TraceKind::kStep).b("paused", false);
   while (!held_.empty()) perform_next();
   pending_held_ = false;
   hooks_.after_event();

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "harness.h"
+#include "check_run.h"
 
 namespace simnic::it {
 namespace {
@@ -19,9 +19,8 @@ using namespace std::chrono_literals;
 
 TEST(AtomicWrite, BothApisLandEightBytesAndTheErrorsCompleteAsOnRxe) {
   Nics nics(2);
-  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-atomic-write-check", "-a", "simnic0", "-b", "simnic1"}, 60s);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result r;
+  ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-atomic-write-check", {"-a", "simnic0", "-b", "simnic1"}, &r));
   EXPECT_NE(r.output.find("server: 16 bytes landed as written, compared"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("client: misaligned target: remote invalid request error"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("client: MR without REMOTE_WRITE: remote access error"), std::string::npos) << r.output;
@@ -44,9 +43,8 @@ TEST(AtomicWrite, TsharkDecodesTheBthOfEveryAtomicWriteAndItsAnswers) {
   ASSERT_EQ(run({"mkdir", "-p", caps}).exit_code, 0);
   {
     Nics nics(2, {"--pcap-dir", caps});
-    ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-    Result r = nics.run({bin_dir() + "/simnic-atomic-write-check", "-a", "simnic0", "-b", "simnic1"}, 60s);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    Result r;
+    ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-atomic-write-check", {"-a", "simnic0", "-b", "simnic1"}, &r));
   }  // `simnic down` closes the captures
   Result t = run({"tshark", "-r", caps + "/simnic0.pcap", "--disable-protocol", "rpcordma", "-Y", "infiniband.bth",
                   "-T", "fields", "-e", "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome"},

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "support/output_files.h"
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
 
@@ -29,33 +30,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uid_t kNobody = 65534;
 constexpr uid_t kStranger = 4321;  // a uid that is neither ours, nobody's nor root's
-
-std::string temp_dir(const char* tag) {
-  std::string tmpl = std::string("/tmp/simnic-it-") + tag + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  return ::mkdtemp(buf.data()) ? buf.data() : "";
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 // 127.4.<pid>.1: an address no other test of this file uses at the same time.
 std::string own_addr(int n) {
   return "127.4." + std::to_string(1 + (::getpid() + n) % 250) + ".1";
 }
 
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
 // Waits until `p` printed `text`.
 bool wait_for_output(const Process& p, const std::string& text, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (contains(p.output(), text)) return true;
+    if (test::contains(p.output(), text)) return true;
     std::this_thread::sleep_for(10ms);
   }
   return false;
@@ -67,27 +53,27 @@ void expect_up_refused(const std::string& dir, const std::string& why, int n) {
   Result up = run({bin_dir() + "/simnic", "up", "1", "--addr", own_addr(n)}, env, 20s);
   run({bin_dir() + "/simnic", "down"}, env, 10s);  // in case it did start one
   EXPECT_EQ(up.exit_code, 1) << up.output;
-  EXPECT_TRUE(contains(up.output, "simnic: " + dir)) << up.output;
-  EXPECT_TRUE(contains(up.output, why)) << up.output;
+  EXPECT_TRUE(test::contains(up.output, "simnic: " + dir)) << up.output;
+  EXPECT_TRUE(test::contains(up.output, why)) << up.output;
   EXPECT_FALSE(std::filesystem::exists(dir + "/simnic0.sock")) << up.output;
   Result daemon = run({bin_dir() + "/simnicd", "--name", "simnic0", "--addr", own_addr(n), "--dir", dir}, {}, 10s);
   EXPECT_NE(daemon.exit_code, 0) << daemon.output;
-  EXPECT_TRUE(contains(daemon.output, why)) << daemon.output;
+  EXPECT_TRUE(test::contains(daemon.output, why)) << daemon.output;
   Result st = run({bin_dir() + "/simnic", "status"}, env, 10s);
   EXPECT_EQ(st.exit_code, 1) << st.output;
-  EXPECT_TRUE(contains(st.output, why)) << st.output;
+  EXPECT_TRUE(test::contains(st.output, why)) << st.output;
 }
 
 TEST(Hardening, UpRefusesADirectoryOwnedBySomeoneElse) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to uid 65534";
-  std::string dir = temp_dir("foreign");
-  ASSERT_EQ(::chown(dir.c_str(), kNobody, kNobody), 0);
+  std::string dir = test::temp_dir("foreign");
+  ASSERT_EQ(::chown(dir.c_str(), test::kNobody, test::kNobody), 0);
   expect_up_refused(dir, "is owned by uid 65534, not you (uid 0): someone else created it", 1);
   std::filesystem::remove_all(dir);
 }
 
 TEST(Hardening, UpRefusesASymlinkedDirectory) {
-  std::string real = temp_dir("real");
+  std::string real = test::temp_dir("real");
   std::string link = real + "-link";
   ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
   expect_up_refused(link, "is a symbolic link", 2);
@@ -96,7 +82,7 @@ TEST(Hardening, UpRefusesASymlinkedDirectory) {
 }
 
 TEST(Hardening, UpRefusesAWorldOpenDirectory) {
-  std::string dir = temp_dir("open");
+  std::string dir = test::temp_dir("open");
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   expect_up_refused(dir, "has mode 0777", 3);
   std::filesystem::remove_all(dir);
@@ -105,7 +91,7 @@ TEST(Hardening, UpRefusesAWorldOpenDirectory) {
 // A directory of ours in a parent everyone may write to (and not sticky like /tmp): anyone
 // could rename it away and put theirs in its place after we checked it.
 TEST(Hardening, UpRefusesADirectoryInAParentOthersCanRenameItOutOf) {
-  std::string parent = temp_dir("shared");
+  std::string parent = test::temp_dir("shared");
   ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
   std::string dir = parent + "/mine";
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
@@ -115,7 +101,7 @@ TEST(Hardening, UpRefusesADirectoryInAParentOthersCanRenameItOutOf) {
 
 // Symlinks planted where simnic writes its log or a pcap are never written through.
 TEST(Hardening, PlantedSymlinksAreNeverWrittenThrough) {
-  std::string dir = temp_dir("planted"), pcaps = temp_dir("pcaps");
+  std::string dir = test::temp_dir("planted"), pcaps = test::temp_dir("pcaps");
   std::string victim = dir + "-victim";
   std::ofstream(victim) << "precious\n";
   ASSERT_EQ(::symlink(victim.c_str(), (dir + "/simnic0.log").c_str()), 0);
@@ -127,14 +113,14 @@ TEST(Hardening, PlantedSymlinksAreNeverWrittenThrough) {
   struct stat st{};
   ASSERT_EQ(::lstat((dir + "/simnic0.log").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode)) << "the log replaced the planted link";
-  EXPECT_TRUE(contains(read_all(dir + "/simnic0.log"), "ready")) << read_all(dir + "/simnic0.log");
-  EXPECT_EQ(read_all(victim), "precious\n");
+  EXPECT_TRUE(test::contains(test::read_all(dir + "/simnic0.log"), "ready")) << test::read_all(dir + "/simnic0.log");
+  EXPECT_EQ(test::read_all(victim), "precious\n");
 
   Result pcap = run({bin_dir() + "/simnic", "up", "1", "--addr", own_addr(4), "--pcap-dir", pcaps}, env, 20s);
   run({bin_dir() + "/simnic", "down"}, env, 20s);
   EXPECT_EQ(pcap.exit_code, 1) << pcap.output;
-  EXPECT_TRUE(contains(pcap.output, "symbolic link")) << pcap.output;
-  EXPECT_EQ(read_all(victim), "precious\n");
+  EXPECT_TRUE(test::contains(pcap.output, "symbolic link")) << pcap.output;
+  EXPECT_EQ(test::read_all(victim), "precious\n");
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(pcaps);
   ::unlink(victim.c_str());
@@ -191,8 +177,8 @@ TEST(Hardening, TheShimRefusesANicServedByAnotherUser) {
   if (run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "test", "-r",
            shim_dir() + "/libibverbs.so.1"}, {}, 10s).exit_code != 0)
     GTEST_SKIP() << "uid 65534 cannot read " << shim_dir() << " (a private build tree)";
-  std::string dir = temp_dir("fake");
-  ASSERT_EQ(::chown(dir.c_str(), kNobody, kNobody), 0);  // the victim's own, proper directory
+  std::string dir = test::temp_dir("fake");
+  ASSERT_EQ(::chown(dir.c_str(), test::kNobody, test::kNobody), 0);  // the victim's own, proper directory
   pid_t fake = start_fake_nic(abi::control_socket_path(dir, "simnic0"));
   ASSERT_GT(fake, 0);
   std::vector<std::string> as_nobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
@@ -207,10 +193,10 @@ TEST(Hardening, TheShimRefusesANicServedByAnotherUser) {
   ::kill(fake, SIGKILL);
   ::waitpid(fake, nullptr, 0);
   std::filesystem::remove_all(dir);
-  EXPECT_FALSE(contains(devices.output, "simnic0 ")) << devices.output;  // ibv_devices: "name  guid"
-  EXPECT_TRUE(contains(devices.output, "is served by uid 4321")) << devices.output;
-  EXPECT_TRUE(contains(devices.output, "not you (uid 65534) or root")) << devices.output;
-  EXPECT_TRUE(contains(status.output, "is served by uid 4321")) << status.output;
+  EXPECT_FALSE(test::contains(devices.output, "simnic0 ")) << devices.output;  // ibv_devices: "name  guid"
+  EXPECT_TRUE(test::contains(devices.output, "is served by uid 4321")) << devices.output;
+  EXPECT_TRUE(test::contains(devices.output, "not you (uid 65534) or root")) << devices.output;
+  EXPECT_TRUE(test::contains(status.output, "is served by uid 4321")) << status.output;
 }
 
 // A client that clears O_NONBLOCK on its doorbell and rings it does not stall simnicd.
@@ -223,7 +209,7 @@ TEST(Hardening, AClientThatClearsONonblockCannotStallTheNic) {
   auto st = nics.status("simnic0");  // answers within its 5 s timeout, or the NIC is stuck
   EXPECT_EQ(st["contexts"], "1") << "simnic status got no answer";
   Result devices = nics.run({"ibv_devices"}, 20s);
-  EXPECT_TRUE(contains(devices.output, "simnic0")) << devices.output;
+  EXPECT_TRUE(test::contains(devices.output, "simnic0")) << devices.output;
   Result check = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic0", "-n", "1"}, 60s);
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
@@ -235,8 +221,8 @@ TEST(Hardening, DescriptorsOfTheWrongTypeAreRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* what : {"doorbell=/dev/null", "doorbell=semaphore", "doorbell=socket", "async=stream",
                            "async=/dev/null", "channel=eventfd", "channel=stream"})
-    EXPECT_TRUE(contains(r.output, std::string(what) + ": Invalid argument")) << what << "\n" << r.output;
-  EXPECT_TRUE(contains(r.output, "good: accepted")) << r.output;
+    EXPECT_TRUE(test::contains(r.output, std::string(what) + ": Invalid argument")) << what << "\n" << r.output;
+  EXPECT_TRUE(test::contains(r.output, "good: accepted")) << r.output;
   auto deadline = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < deadline && nics.status("simnic0")["contexts"] != "0")
     std::this_thread::sleep_for(20ms);
@@ -250,9 +236,9 @@ TEST(Hardening, AContextDiesWithItsProcessWhateverItPassed) {
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Result r = nics.run({bin_dir() + "/simnic-hostile-client", "ctl-as-event-fd", "simnic0"}, 30s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "channel=control: Invalid argument")) << r.output;
-  EXPECT_TRUE(contains(r.output, "async=control: Invalid argument")) << r.output;
-  EXPECT_TRUE(contains(r.output, "channel=carrying-control: accepted")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "channel=control: Invalid argument")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "async=control: Invalid argument")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "channel=carrying-control: accepted")) << r.output;
   auto deadline = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < deadline && nics.status("simnic0")["contexts"] != "0")
     std::this_thread::sleep_for(20ms);
@@ -274,10 +260,10 @@ TEST(Hardening, APollingProgramLearnsTheNicDied) {
   Result r = watch->wait(20s);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "poll_cq: -1")) << r.output;
-  EXPECT_TRUE(contains(r.output, "post_recv: Input/output error")) << r.output;
-  EXPECT_TRUE(contains(r.output, "post_send: Input/output error")) << r.output;
-  EXPECT_TRUE(contains(r.output, "async_event: local catastrophic error")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "poll_cq: -1")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "post_recv: Input/output error")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "post_send: Input/output error")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "async_event: local catastrophic error")) << r.output;
 }
 
 // ibv_rc_pingpong itself, busy-polling, exits with an error when its NIC is killed.
@@ -302,8 +288,8 @@ TEST(Hardening, IbvRcPingpongExitsWhenItsNicIsKilled) {
   // (ibv_poll_cq < 0: "poll CQ failed") or about to post after a completion it had already
   // polled (EIO from the post: "Couldn't post send" / "Couldn't post receive"). Both are how a
   // program meets a dead device on real hardware; hanging or exiting 0 is not.
-  EXPECT_TRUE(contains(s.output, "poll CQ failed") || contains(s.output, "Couldn't post send") ||
-              contains(s.output, "Couldn't post receive"))
+  EXPECT_TRUE(test::contains(s.output, "poll CQ failed") || test::contains(s.output, "Couldn't post send") ||
+              test::contains(s.output, "Couldn't post receive"))
       << s.output;
   // The client's NIC is alive: it only fails if a send of its was outstanding (retries run
   // out); waiting for a receive, it waits, as on real hardware (RC has no keepalive).
@@ -351,7 +337,7 @@ TEST(Hardening, ReceiveBufferOverflowsAreCountedAsDrops) {
 }
 
 uint64_t cpu_ticks(pid_t pid) {
-  std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = test::read_all("/proc/" + std::to_string(pid) + "/stat");
   std::istringstream in(stat.substr(stat.rfind(')') + 2));
   std::vector<std::string> f{std::istream_iterator<std::string>(in), {}};
   return f.size() > 12 ? std::stoull(f[11]) + std::stoull(f[12]) : 0;  // utime + stime
@@ -388,8 +374,8 @@ TEST(Hardening, RunningOutOfDescriptorsDoesNotSpinTheNic) {
   for (int c : conns) ::close(c);
   ASSERT_EQ(run({"prlimit", "--pid", std::to_string(nic), "--nofile=1024:"}).exit_code, 0);
   EXPECT_EQ(nics.status("simnic0")["contexts"], "0");  // serves again
-  std::string log = read_all(nics.dir() + "/simnic0.log");
-  EXPECT_TRUE(contains(log, "cannot accept a control connection: Too many open files")) << log;
+  std::string log = test::read_all(nics.dir() + "/simnic0.log");
+  EXPECT_TRUE(test::contains(log, "cannot accept a control connection: Too many open files")) << log;
 }
 
 }  // namespace

@@ -332,9 +332,11 @@ TEST_P(AhFromWc, Lab6ServiceDirectoryRepliesToEachSender) {
   if (!have_program("cc") || !have_program("pkg-config")) GTEST_SKIP() << "no cc or pkg-config on PATH";
   char dir[] = "/tmp/simnic-ahwc-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string exe = std::string(dir) + "/ud_lab", src = SIMNIC_TEST_SOURCE_DIR "/labs/06-ud/solution";
-  Result cc = run({"sh", "-c", "cc -o " + exe + " -I " SIMNIC_TEST_SOURCE_DIR "/labs/common " + src + "/ud_lab.c " +
-                                   src + "/ud_common.c $(pkg-config --cflags --libs libibverbs)"});
+  // ud_lab.c is the solution's; ud_common.c/.h, unchanged from the starter, are in the lab's common/.
+  const std::string exe = std::string(dir) + "/ud_lab", lab = SIMNIC_TEST_SOURCE_DIR "/labs/06-ud";
+  Result cc = run({"sh", "-c", "cc -o " + exe + " -I " SIMNIC_TEST_SOURCE_DIR "/labs/common -I " + lab + "/common " +
+                                   lab + "/solution/ud_lab.c " + lab + "/common/ud_common.c " +
+                                   "$(pkg-config --cflags --libs libibverbs)"});
   ASSERT_EQ(cc.exit_code, 0) << cc.output;
   {
     Nics nics(3, c.up_args);

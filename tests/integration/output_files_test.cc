@@ -17,61 +17,16 @@
 #include <sstream>
 
 #include "harness.h"
+#include "support/output_files.h"
 
 namespace simnic::it {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uid_t kNobody = 65534;
-
-std::string temp_dir(const char* tag) {
-  std::string tmpl = std::string("/tmp/simnic-it-") + tag + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  return ::mkdtemp(buf.data()) ? buf.data() : "";
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
 size_t count_of(const std::string& hay, const std::string& needle) {
   size_t n = 0;
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
-  return n;
-}
-
-// As user B: `path` created mode 0666 with `text` (a forked child that becomes nobody).
-bool plant_as_nobody(const std::string& path, const std::string& text) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(2);
-    ::umask(0);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd < 0 || ::write(fd, text.data(), text.size()) != ssize_t(text.size())) ::_exit(3);
-    ::_exit(0);
-  }
-  int st = 0;
-  return pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-// The whole records of a classic pcap file, or -1 when it ends mid-record.
-long whole_pcap_records(const std::string& bytes) {
-  if (bytes.size() < 24) return -1;
-  size_t at = 24;
-  long n = 0;
-  while (at < bytes.size()) {
-    if (bytes.size() - at < 16) return -1;
-    uint32_t caplen;
-    std::memcpy(&caplen, bytes.data() + at + 8, 4);
-    if (bytes.size() - at - 16 < caplen) return -1;
-    at += 16 + caplen;
-    ++n;
-  }
   return n;
 }
 
@@ -94,29 +49,29 @@ uint64_t number(const std::map<std::string, std::string>& kv, const std::string&
 // naming their owner, and writes nothing into them (before: O_TRUNC, and B read A's rkeys).
 TEST(OutputFiles, UpRefusesCaptureFilesAnotherUserPlanted) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user (nobody) who plants the files";
-  const std::string shared = temp_dir("class");
+  const std::string shared = test::temp_dir("class");
   ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
-  ASSERT_TRUE(plant_as_nobody(shared + "/simnic0.pcap", "B's bait\n"));
-  ASSERT_TRUE(plant_as_nobody(shared + "/simnic0.jsonl", "B's bait\n"));
+  ASSERT_TRUE(test::plant_as_nobody(shared + "/simnic0.pcap", "B's bait\n"));
+  ASSERT_TRUE(test::plant_as_nobody(shared + "/simnic0.jsonl", "B's bait\n"));
   {
     Nics nics(1, {"--pcap-dir", shared});
     EXPECT_FALSE(nics.ok()) << nics.up_result().output;
-    EXPECT_TRUE(contains(read_all(nics.dir() + "/simnic0.log"), "cannot write pcap " + shared +
+    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "cannot write pcap " + shared +
                                                                      "/simnic0.pcap: it belongs to uid 65534"))
-        << nics.up_result().output << read_all(nics.dir() + "/simnic0.log");
+        << nics.up_result().output << test::read_all(nics.dir() + "/simnic0.log");
   }
   {
     Nics nics(1, {"--trace", shared});
     EXPECT_FALSE(nics.ok()) << nics.up_result().output;
-    EXPECT_TRUE(contains(read_all(nics.dir() + "/simnic0.log"), "cannot write trace " + shared +
+    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "cannot write trace " + shared +
                                                                      "/simnic0.jsonl: it belongs to uid 65534"))
-        << nics.up_result().output << read_all(nics.dir() + "/simnic0.log");
+        << nics.up_result().output << test::read_all(nics.dir() + "/simnic0.log");
   }
   for (const char* name : {"/simnic0.pcap", "/simnic0.jsonl"}) {
     struct stat st{};
     ASSERT_EQ(::stat((shared + name).c_str(), &st), 0);
-    EXPECT_EQ(st.st_uid, kNobody) << name;
-    EXPECT_EQ(read_all(shared + name), "B's bait\n") << name;
+    EXPECT_EQ(st.st_uid, test::kNobody) << name;
+    EXPECT_EQ(test::read_all(shared + name), "B's bait\n") << name;
   }
   // A's own files there (after B's are gone) are new, private and A's.
   ::unlink((shared + "/simnic0.pcap").c_str());
@@ -134,12 +89,12 @@ TEST(OutputFiles, UpRefusesCaptureFilesAnotherUserPlanted) {
 // Point 1: a world-writable directory that is not sticky lets B swap A's finished capture for
 // a forged one: refused, saying how to fix it.
 TEST(OutputFiles, UpRefusesADirectoryOthersCanWriteThatIsNotSticky) {
-  const std::string open_dir = temp_dir("open");
+  const std::string open_dir = test::temp_dir("open");
   ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
   Nics nics(1, {"--trace", open_dir});
   EXPECT_FALSE(nics.ok()) << nics.up_result().output;
-  EXPECT_TRUE(contains(read_all(nics.dir() + "/simnic0.log"), "has mode 0777 and is not sticky"))
-      << read_all(nics.dir() + "/simnic0.log");
+  EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "has mode 0777 and is not sticky"))
+      << test::read_all(nics.dir() + "/simnic0.log");
   EXPECT_FALSE(std::filesystem::exists(open_dir + "/simnic0.jsonl"));
   std::filesystem::remove_all(open_dir);
 }
@@ -147,7 +102,7 @@ TEST(OutputFiles, UpRefusesADirectoryOthersCanWriteThatIsNotSticky) {
 // Point 1: --pcap-max-bytes and --trace-max-bytes through `simnic up`: each file stops at a
 // whole record within its limit, says so once in the log, and `simnic status` counts the rest.
 TEST(OutputFiles, SizeLimitsStopEachFileWholeCountedAndLoggedOnce) {
-  const std::string out = temp_dir("limits");
+  const std::string out = test::temp_dir("limits");
   Nics nics(2, {"--pcap-dir", out, "--trace", out, "--pcap-max-bytes", "20K", "--trace-max-bytes", "16K"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "3", "-s", "3000"}, 120s);
@@ -161,25 +116,25 @@ TEST(OutputFiles, SizeLimitsStopEachFileWholeCountedAndLoggedOnce) {
   EXPECT_GT(number(st, "trace_records_lost"), 0u);
   EXPECT_LE(number(st, "pcap_bytes"), 20480u);
   Result view = run({bin_dir() + "/simnic", "status", "simnic0"}, nics.env(), 10s);
-  EXPECT_TRUE(contains(view.output, "packets not captured")) << view.output;
+  EXPECT_TRUE(test::contains(view.output, "packets not captured")) << view.output;
   run({bin_dir() + "/simnic", "down"}, nics.env(), 30s);  // closes (flushes) the files
-  const std::string pcap = read_all(out + "/simnic0.pcap"), trace = read_all(out + "/simnic0.jsonl");
+  const std::string pcap = test::read_all(out + "/simnic0.pcap"), trace = test::read_all(out + "/simnic0.jsonl");
   EXPECT_LE(pcap.size(), 20480u);
   EXPECT_LE(trace.size(), 16384u);
-  EXPECT_GT(whole_pcap_records(pcap), 0) << "cut mid-record: " << pcap.size() << " bytes";
+  EXPECT_GT(test::whole_pcap_records(pcap), 0) << "cut mid-record: " << pcap.size() << " bytes";
   EXPECT_GT(whole_lines(trace), 0) << "cut mid-line";
-  const std::string log = read_all(nics.dir() + "/simnic0.log");
+  const std::string log = test::read_all(nics.dir() + "/simnic0.log");
   EXPECT_EQ(count_of(log, "reached its size limit of 20480 bytes (--pcap-max-bytes"), 1u) << log;
   EXPECT_EQ(count_of(log, "reached its size limit of 16384 bytes (--trace-max-bytes"), 1u) << log;
   std::filesystem::remove_all(out);
 }
 
 TEST(OutputFiles, UpRejectsABadSizeLimit) {
-  const std::string out = temp_dir("bad");
+  const std::string out = test::temp_dir("bad");
   Nics nics(1, {"--pcap-dir", out, "--pcap-max-bytes", "lots"});
   EXPECT_FALSE(nics.ok());
-  EXPECT_TRUE(contains(read_all(nics.dir() + "/simnic0.log"), "bad --pcap-max-bytes 'lots'"))
-      << nics.up_result().output << read_all(nics.dir() + "/simnic0.log");
+  EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "bad --pcap-max-bytes 'lots'"))
+      << nics.up_result().output << test::read_all(nics.dir() + "/simnic0.log");
   std::filesystem::remove_all(out);
 }
 
@@ -191,7 +146,7 @@ TEST(OutputFiles, AFullDiskLeavesWholeRecordsLoggedOnceAndCounted) {
   if (::unshare(CLONE_NEWNS) != 0) GTEST_SKIP() << "cannot make a mount namespace: " << std::strerror(errno);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     GTEST_SKIP() << "cannot make / private in the new namespace: " << std::strerror(errno);
-  const std::string out = temp_dir("full");
+  const std::string out = test::temp_dir("full");
   if (::mount("simnic-full", out.c_str(), "tmpfs", 0, "size=64k,mode=0755") != 0)
     GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
   {
@@ -206,14 +161,15 @@ TEST(OutputFiles, AFullDiskLeavesWholeRecordsLoggedOnceAndCounted) {
     EXPECT_GT(number(st0, "pcap_records_lost") + number(st1, "pcap_records_lost"), 0u);
     run({bin_dir() + "/simnic", "down"}, nics.env(), 30s);
     for (const char* nic : {"simnic0", "simnic1"}) {
-      const std::string pcap = read_all(out + "/" + nic + ".pcap"), trace = read_all(out + "/" + nic + ".jsonl");
-      EXPECT_GE(whole_pcap_records(pcap), 0) << nic << ".pcap is cut mid-record: " << pcap.size() << " bytes";
+      const std::string pcap = test::read_all(out + "/" + nic + ".pcap");
+      const std::string trace = test::read_all(out + "/" + nic + ".jsonl");
+      EXPECT_GE(test::whole_pcap_records(pcap), 0) << nic << ".pcap is cut mid-record: " << pcap.size() << " bytes";
       EXPECT_GE(whole_lines(trace), 0) << nic << ".jsonl is cut mid-line: " << trace.size() << " bytes";
-      const std::string log = read_all(nics.dir() + "/" + nic + ".log");
+      const std::string log = test::read_all(nics.dir() + "/" + nic + ".log");
       EXPECT_LE(count_of(log, "pcap " + out + "/" + nic + ".pcap: a write failed (No space left on device)"), 1u) << log;
       EXPECT_LE(count_of(log, "trace " + out + "/" + nic + ".jsonl: a write failed"), 1u) << log;
     }
-    const std::string log0 = read_all(nics.dir() + "/simnic0.log") + read_all(nics.dir() + "/simnic1.log");
+    const std::string log0 = test::read_all(nics.dir() + "/simnic0.log") + test::read_all(nics.dir() + "/simnic1.log");
     EXPECT_GE(count_of(log0, "a write failed (No space left on device), so it was cut back to its last whole record"),
               1u) << log0;
   }

@@ -4,7 +4,7 @@
 // IBV_WC_LOC_QP_OP_ERR; BIND_MW on a UD QP is refused at post time with EINVAL.
 #include <gtest/gtest.h>
 
-#include "harness.h"
+#include "check_run.h"
 
 namespace simnic::it {
 namespace {
@@ -13,9 +13,8 @@ using namespace std::chrono_literals;
 
 TEST(RequesterConformance, TrafficClassReachesTheGrhAndOpcodesOfAnotherTransportCompleteWithLocQpOpErr) {
   Nics nics(1);
-  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-requester-check", "-d", "simnic0"}, 60s);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result r;
+  ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-requester-check", {"-d", "simnic0"}, &r));
   EXPECT_NE(r.output.find("tclass: TOS 252 in the receiver's GRH, traffic_class 252 from ibv_init_ah_from_wc"),
             std::string::npos)
       << r.output;

@@ -3,7 +3,7 @@
 // resizes up and down while SENDs complete and another thread polls the CQ being resized.
 #include <gtest/gtest.h>
 
-#include "harness.h"
+#include "check_run.h"
 
 namespace simnic::it {
 namespace {
@@ -12,9 +12,8 @@ using namespace std::chrono_literals;
 
 TEST(ResizeCq, EveryCompletionArrivesOnceInOrderAcrossResizes) {
   Nics nics(1);
-  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-resize-cq-check", "-d", "simnic0"}, 60s);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result r;
+  ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-resize-cq-check", {"-d", "simnic0"}, &r));
   EXPECT_NE(r.output.find("resized to 30: cq->cqe 31"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("400 receive completions in order across 9 resizes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;

@@ -3,7 +3,7 @@
 // and the extended CQ's wall-clock timestamps; bytes compared on both sides.
 #include <gtest/gtest.h>
 
-#include "harness.h"
+#include "check_run.h"
 
 namespace simnic::it {
 namespace {
@@ -12,9 +12,8 @@ using namespace std::chrono_literals;
 
 TEST(VerbsExt, RereggedMrDeviceMemoryAndParentDomainCarryRdmaBetweenTwoProcesses) {
   Nics nics(2);
-  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-verbs-ext-check", "-a", "simnic0", "-b", "simnic1"}, 60s);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result r;
+  ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-verbs-ext-check", {"-a", "simnic0", "-b", "simnic1"}, &r));
   EXPECT_NE(r.output.find("rereg refusals: as rdma-core and the kernel"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rereg translation: 16384 bytes landed in the new buffer"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("device memory: 8192 bytes read and 2048 written by RDMA"), std::string::npos) << r.output;
@@ -31,9 +30,8 @@ TEST(VerbsExt, RereggedMrDeviceMemoryAndParentDomainCarryRdmaBetweenTwoProcesses
 // own QPs (on the imported PD) read from and write into the parent's memory through that MR.
 TEST(VerbsExt, AnotherProcessImportsTheContextAndUsesItsPdAndMr) {
   Nics nics(1);
-  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-verbs-ext-check", "-i", "-a", "simnic0"}, 60s);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result r;
+  ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-verbs-ext-check", {"-i", "-a", "simnic0"}, &r));
   EXPECT_NE(r.output.find("import: another process shared our PD and MR: 4096 bytes read from it and 4096 written"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;

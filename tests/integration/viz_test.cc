@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "viz/model/timeline.h"
 #include "viz/model/trace_sources.h"
 #include "viz/model/moment.h"
+#include "viz/model/packet_class.h"
 #include "viz/model/wire_layout.h"
 
 namespace simnic::it {
@@ -55,6 +57,32 @@ viz::Timeline load(const std::string& dir) {
   EXPECT_TRUE(viz::load_trace_files({dir + "/simnic0.jsonl", dir + "/simnic1.jsonl"}, &tl, &error, &skipped)) << error;
   EXPECT_EQ(skipped, 0u);
   return tl;
+}
+
+// With --trace-steps, the engines' walks reach the trace and the event log; and every packet
+// simnicd traces carries its opcode table flags, which classify it as its name always did.
+TEST(VizTrace, EngineStepsAndOpcodeFlagsFromRealNics) {
+  std::string dir = record_exchange("viz-steps", {"--trace-steps"});
+  viz::Timeline tl = load(dir);
+  std::map<std::string, int> walks;  // "nic engine"
+  size_t packets = 0;
+  for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p) {
+    const viz::Event& e = tl.at(p);
+    if (e.kind == "engine_steps") {
+      ++walks[e.nic + " " + e.s("engine")];
+      EXPECT_EQ(e.s("steps").rfind("CHECK_STATE", 0), 0u) << viz::summarize(e);  // every walk starts there
+      EXPECT_NE(viz::summarize(e).find(e.s("steps")), std::string::npos);
+    }
+    if ((e.kind != "pkt_tx" && e.kind != "pkt_rx") || e.has("cm")) continue;
+    ++packets;
+    ASSERT_TRUE(e.has("op_flags")) << viz::summarize(e);
+    viz::Event by_name = e;
+    by_name.fields.erase("op_flags");
+    EXPECT_EQ(viz::classify_packet(e), viz::classify_packet(by_name)) << viz::summarize(e) << " " << e.s("op_flags");
+    EXPECT_EQ(viz::packet_label(e), viz::packet_label(by_name)) << viz::summarize(e) << " " << e.s("op_flags");
+  }
+  EXPECT_GT(packets, 20u);
+  for (const char* w : {"simnic0 completer", "simnic1 responder"}) EXPECT_GT(walks[w], 0) << w;
 }
 
 TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {

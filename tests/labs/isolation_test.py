@@ -104,12 +104,13 @@ class User:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def build_lab2(labs, where):
-    """Builds lab 2's solution (what a student's finished lab02 is) into where/build."""
+def build_lab2(simnic, labs, where):
+    """Builds lab 2's solution (what a student's finished lab02 is: `simnic lab start 2`, then
+    the solution's files over the starter's) into where/build."""
     src = os.path.join(where, "src")
-    shutil.copytree(os.path.join(labs, "02-rc-send-recv", "solution"), src)
-    shutil.copy(os.path.join(labs, "02-rc-send-recv", "CMakeLists.txt"), src)
-    shutil.copy(os.path.join(labs, "common", "labutil.h"), src)
+    subprocess.run([simnic, "lab", "start", "2", src], stdout=subprocess.DEVNULL, check=True, timeout=30,
+                   env=dict(os.environ, SIMNIC_LABS_DIR=labs))
+    shutil.copytree(os.path.join(labs, "02-rc-send-recv", "solution"), src, dirs_exist_ok=True)
     build = os.path.join(where, "build")
     for cmd in (["cmake", "-S", src, "-B", build], ["cmake", "--build", build, "-j2"]):
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
@@ -156,7 +157,7 @@ def main():
     failures, procs = [], []
     try:
         os.chmod(work, 0o755)
-        build = build_lab2(labs, work)
+        build = build_lab2(simnic, labs, work)
         for u in users:
             rc, out = u.up()
             print("%s: simnic up 2 --addr %s (exit %d)\n%s" % (u.name, u.addr[0], rc, out))

@@ -3,7 +3,7 @@
 on the same address block at the same time, must never turn into a FAIL.
 
 Each case runs lab 3's grader on its solution with the grader's first address block forced
-(simnic_lab._first_block, and _ipv4_base for graders that predate the blocks) to block K:
+(simnic_lab._first_block) to block K:
   1. someone else holds K's second NIC address (a UDP socket on 127.A.B.2:4791, as another
      user's NIC would): the grader starts its NICs again elsewhere and passes;
   2. two graders start at the same moment on the same block K: both pass (the per-user lock
@@ -30,8 +30,6 @@ block = int(sys.argv[1])
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), "..", "common"))
 import simnic_lab
 simnic_lab._first_block = lambda: block
-base = "127.%d.%d.1" % (216 + block % 38, block // 38 + 1)
-simnic_lab._ipv4_base = lambda: base
 sys.argv = sys.argv[2:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -70,6 +68,7 @@ def nic_addresses(trace_dir):
 
 
 def lock_dir():
+    """Where the graders keep their block locks, if they made it (the test does not make it)."""
     run = os.environ.get("XDG_RUNTIME_DIR")
     for d in ([os.path.join(run, "simnic-lab-addr")] if run else []) + ["/tmp/simnic-lab-addr-%d" % os.getuid()]:
         if os.path.isdir(d) and os.stat(d).st_uid == os.getuid():

@@ -8,8 +8,12 @@ and they and the starter score 0 on every core check (read from the grader's --r
 JSON); the README's "## How this lab is graded" names every check and the total.
 
     lab_test.py --lab labs/02-rc-send-recv --simnic build/bin/simnic
+
+The gradings run side by side (SIMNIC_LAB_TEST_JOBS, default 3): each grader leases NICs of its
+own, and the hangs variants spend most of their time waiting at their time limits.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -36,6 +40,13 @@ def grade(lab, simnic, args, timeout=240):
         data = None
     os.unlink(results)
     return rc, out, data
+
+
+def args_of(variant):
+    """The grader's arguments for "solution", "starter" or "broken/NAME"."""
+    if variant in ("solution", "starter"):
+        return ["--" + variant]
+    return ["--broken", variant.split("/", 1)[1]]
 
 
 def broken_variants(lab):
@@ -98,7 +109,14 @@ def main():
     lab = os.path.abspath(a.lab)
     failures = []
 
-    rc, out, solution = grade(lab, a.simnic, ["--solution"])
+    expect = expectations(lab)
+    variants = ["starter"] + broken_variants(lab)
+    jobs = max(1, int(os.environ.get("SIMNIC_LAB_TEST_JOBS", "3")))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        graded = {v: pool.submit(grade, lab, a.simnic, args_of(v)) for v in ["solution"] + variants}
+        results = {v: f.result() for v, f in graded.items()}
+
+    rc, out, solution = results["solution"]
     print("== solution (exit %d)\n%s" % (rc, out))
     if rc != 0 or "FAIL" in out or " 0 failed" not in out:
         failures.append("the solution does not pass its grader")
@@ -110,16 +128,13 @@ def main():
     else:
         failures += readme_failures(lab, solution)
 
-    expect = expectations(lab)
-    variants = ["starter"] + broken_variants(lab)
     if len(variants) < 2:
         failures.append("the lab has no broken variant")
     for v in MUST_SCORE_ZERO:
         if v not in variants:
             failures.append("the lab has no %s variant (a patch: %s.patch)" % (v, v))
     for v in variants:
-        args = ["--starter"] if v == "starter" else ["--broken", v.split("/", 1)[1]]
-        rc, out, data = grade(lab, a.simnic, args)
+        rc, out, data = results[v]
         print("== %s (exit %d)\n%s" % (v, rc, out))
         if data is None:
             failures.append("%s: the grader wrote no --results" % v)

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from simnic_lab import Lab
 with Lab(__file__, "Fake lab", points=int(os.environ.get("FAKE_POINTS", "5"))) as lab:
     lab.build(["prog"])
-    r = lab._run_plain([lab.bin("prog")], 10, "prog")
+    r = lab.run_tool([lab.bin("prog")], 10, "prog")
     lab.check("prog says ok", r.out.strip() == "ok", "it said " + r.out.strip(), weight=3, core=True)
     if os.environ.get("FAKE_SIGNAL"):
         import signal

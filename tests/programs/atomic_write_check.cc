@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 
 #include "check_util.h"
 
@@ -60,24 +59,17 @@ ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
   return ibv_create_qp_ex(ctx, &a);
 }
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   uint8_t* buf = nullptr;
   ibv_mr* mr = nullptr;
-  ibv_gid gid{};
   bool open(const char* dev) {
-    ctx = open_dev(dev);
-    CHECK(ctx, "cannot open %s", dev);
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    if (!DeviceSetup::open(dev, 16)) return false;
     buf = static_cast<uint8_t*>(aligned_alloc(64, kBuf));
-    CHECK(pd && cq && buf, "pd/cq/buffer");
+    CHECK(buf, "buffer");
     std::memset(buf, 0, kBuf);
     mr = ibv_reg_mr(pd, buf, kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     CHECK(mr, "ibv_reg_mr");
-    return ibv_query_gid(ctx, 1, 0, &gid) == 0;
+    return true;
   }
 };
 
@@ -182,13 +174,4 @@ bool server(int fd, const char* dev) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const char* dev_a = "simnic0";
-  const char* dev_b = "simnic1";
-  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
-    if (o == 'a') dev_a = optarg;
-    else if (o == 'b') dev_b = optarg;
-    else return 2;
-  }
-  return run_pair([&](int fd) { return client(fd, dev_a); }, [&](int fd) { return server(fd, dev_b); });
-}
+int main(int argc, char** argv) { return run_pair_on_devices(argc, argv, client, server); }

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "check_util.h"
+
 extern "C" int ibv_query_gid_type(struct ibv_context*, uint8_t, unsigned int, uint32_t*);  // infiniband/driver.h
 extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);  // likewise
 
@@ -45,13 +47,9 @@ std::string text(const ibv_gid& g) {
 
 int main(int argc, char** argv) {
   if (argc != 2) return std::fprintf(stderr, "usage: %s DEVICE\n", argv[0]), 2;
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  ibv_device* dev = nullptr;
-  for (int i = 0; list && i < n && !ctx; ++i)
-    if (std::strcmp(ibv_get_device_name(list[i]), argv[1]) == 0) ctx = ibv_open_device(dev = list[i]);
+  ibv_context* ctx = check::open_dev(argv[1]);
   if (!ctx) return std::fprintf(stderr, "cannot open %s\n", argv[1]), 1;
+  ibv_device* dev = ctx->device;  // an open context holds its device
   ibv_port_attr port{};
   if (ibv_query_port(ctx, 1, &port)) return std::perror("ibv_query_port"), 1;
   std::printf("gid_tbl_len %d\n", port.gid_tbl_len);
@@ -82,6 +80,5 @@ int main(int argc, char** argv) {
   ibv_read_sysfs_file(dev->ibdev_path, "node_type", node_type, sizeof node_type);
   std::printf("sysfs link_layer %s node_type %s\n", layer, node_type);
   ibv_close_device(ctx);
-  ibv_free_device_list(list);
   return 0;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "simnic/abi/paths.h"
+#include "check_util.h"
 #include "simnic/abi/seqpacket.h"
 
 namespace abi = simnic::abi;
@@ -29,12 +30,7 @@ namespace abi = simnic::abi;
 namespace {
 
 ibv_context* open_device(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; list && i < n; ++i)
-    if (!std::strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
+  ibv_context* ctx = check::open_dev(name);
   if (!ctx) std::fprintf(stderr, "cannot open %s\n", name);
   return ctx;
 }

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "check_util.h"
+
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
     std::fprintf(stderr, "usage: simnic-many-qps N WR [HOLD_S]\n");
@@ -15,27 +17,20 @@ int main(int argc, char** argv) {
   }
   const int n = std::atoi(argv[1]);
   const uint32_t wr = uint32_t(std::atoi(argv[2]));
-  int num = 0;
-  ibv_device** list = ibv_get_device_list(&num);
-  if (!list || num == 0) {
+  ibv_context* ctx = check::open_dev(nullptr);
+  if (!ctx) {
     std::fprintf(stderr, "no RDMA device found\n");
     return 1;
   }
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
-  ibv_cq* cq = ctx ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
   if (!pd || !cq) {
     std::perror("setup");
     return 1;
   }
   int made = 0;
   for (; made < n; ++made) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = wr;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    if (!ibv_create_qp(pd, &a)) {
+    if (!check::create_qp(pd, cq, IBV_QPT_RC, wr, 1)) {
       std::perror("ibv_create_qp");
       break;
     }

@@ -32,28 +32,14 @@ using namespace check;
 constexpr size_t kPage = 4096;
 constexpr int kRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   ibv_qp* qp = nullptr;
-  ibv_gid gid{};
 };
 
-ibv_qp* new_rc_qp(ibv_pd* pd, ibv_cq* cq) {
-  ibv_qp_init_attr a{};
-  a.send_cq = a.recv_cq = cq;
-  a.qp_type = IBV_QPT_RC;
-  a.cap = {16, 16, 2, 2, 0};
-  return ibv_create_qp(pd, &a);
-}
+ibv_qp* new_rc_qp(ibv_pd* pd, ibv_cq* cq) { return create_qp(pd, cq, IBV_QPT_RC, 16, 2); }
 
 bool open_side(const char* dev, Side* s) {
-  s->ctx = open_dev(dev);
-  CHECK(s->ctx, "open %s", dev);
-  s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
-  CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  if (!s->open(dev, 64)) return false;
   s->qp = new_rc_qp(s->pd, s->cq);
   CHECK(s->qp, "create_qp");
   return true;
@@ -293,12 +279,8 @@ bool run_odp(const char* dev_a, const char* dev_b) {
   CHECK(ma && mb && implicit, "ODP MRs");
   a.qp = new_rc_qp(a.pd, a.cq), b.qp = new_rc_qp(b.pd, b.cq);
   CHECK(a.qp && b.qp, "QPs on the ODP PDs");
-  ibv_qp_attr init{};
-  init.qp_state = IBV_QPS_INIT;
-  init.port_num = 1;
-  init.qp_access_flags = kRw | IBV_ACCESS_ON_DEMAND;  // the MR's flags, as programs pass them
-  CHECK(ibv_modify_qp(a.qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
-        "RESET->INIT with the MR's access flags");
+  // The MR's flags as the QP's access flags, as programs pass them.
+  CHECK(to_init(a.qp, Path{.access = kRw | IBV_ACCESS_ON_DEMAND}) == 0, "RESET->INIT with the MR's access flags");
   ibv_qp_attr reset{};
   reset.qp_state = IBV_QPS_RESET;
   CHECK(ibv_modify_qp(a.qp, &reset, IBV_QP_STATE) == 0, "back to RESET");

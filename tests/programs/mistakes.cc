@@ -13,6 +13,8 @@
 #include <cstring>
 #include <string>
 
+#include "check_util.h"
+
 namespace {
 
 struct Setup {
@@ -27,65 +29,29 @@ struct Setup {
 };
 
 bool open_all(Setup& s) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) return false;
-  s.ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
+  s.ctx = check::open_dev(nullptr);
   if (!s.ctx) return false;
   s.pd = ibv_alloc_pd(s.ctx);
   s.cq = ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0);
   s.mr = ibv_reg_mr(s.pd, s.buf, sizeof s.buf, int(IBV_ACCESS_LOCAL_WRITE));  // no remote access
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = s.cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  s.a = ibv_create_qp(s.pd, &init);
-  s.b = ibv_create_qp(s.pd, &init);
+  s.a = check::create_qp(s.pd, s.cq, IBV_QPT_RC, 4, 1);
+  s.b = check::create_qp(s.pd, s.cq, IBV_QPT_RC, 4, 1);
   return s.pd && s.cq && s.mr && s.a && s.b && ibv_query_gid(s.ctx, 1, 0, &s.gid) == 0;
 }
 
-int to_init(ibv_qp* qp) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-}
-
-int to_rtr(Setup& s, ibv_qp* qp, uint32_t dest, uint8_t sgid_index = 0) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = s.gid;
-  a.ah_attr.grh.sgid_index = sgid_index;
-  a.ah_attr.port_num = 1;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-}
-
-int to_rts(ibv_qp* qp, uint8_t retries) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTS;
+// Both PSNs 0, no hop limit, the responder's QP allowing remote writes (the MR does not).
+check::Path path(uint8_t retries, uint8_t sgid_index = 0) {
   // ~1 ms, raised to simnic's 8 ms floor. The endless RNR storm waits longer (~0.5 s): each
   // RNR NAK answers a retransmission, and one answer later than the ACK timeout (a busy
   // machine) costs a transport retry, which only completed work renews (as in rxe).
-  a.timeout = retries == 7 ? 17 : 8;
-  a.retry_cnt = retries;
-  a.rnr_retry = retries;
-  a.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+  const uint8_t timeout = retries == 7 ? 17 : 8;
+  return {.access = IBV_ACCESS_REMOTE_WRITE, .psn = 0, .min_rnr_timer = 1, .hop_limit = 0, .sgid_index = sgid_index,
+          .timeout = timeout, .retries = retries};
 }
 
 bool connect(Setup& s, uint32_t a_dest, uint8_t retries) {
-  return to_init(s.a) == 0 && to_init(s.b) == 0 && to_rtr(s, s.a, a_dest) == 0 && to_rtr(s, s.b, s.a->qp_num) == 0 &&
-         to_rts(s.a, retries) == 0 && to_rts(s.b, retries) == 0;
+  return check::connect_qp(s.a, a_dest, s.gid, path(retries)) &&
+         check::connect_qp(s.b, s.a->qp_num, s.gid, path(retries));
 }
 
 int post(Setup& s, ibv_wr_opcode op, uint32_t rkey = 0) {
@@ -181,8 +147,8 @@ std::string refused_verb(Setup& s, const std::string& mode) {
 std::string run(Setup& s, const std::string& mode) {
   if (std::string r = refused_verb(s, mode); !r.empty()) return r;
   if (mode == "gid-index") {
-    if (to_init(s.a)) return "init failed";
-    return to_rtr(s, s.a, s.b->qp_num, 1) == EINVAL ? "EINVAL" : "accepted";
+    if (check::to_init(s.a, path(7))) return "init failed";
+    return check::to_rtr(s.a, s.b->qp_num, s.gid, path(7, 1)) == EINVAL ? "EINVAL" : "accepted";
   }
   if (mode == "reg-mr-access") {  // REMOTE_WRITE without LOCAL_WRITE
     ibv_mr* mr = ibv_reg_mr(s.pd, s.buf, 64, int(IBV_ACCESS_REMOTE_WRITE));
@@ -199,7 +165,7 @@ std::string run(Setup& s, const std::string& mode) {
     return qp ? "accepted" : errno == EINVAL ? "EINVAL" : "other";
   }
   if (mode == "post-before-rts") {
-    if (to_init(s.a)) return "init failed";
+    if (check::to_init(s.a, path(7))) return "init failed";
     return post(s, IBV_WR_SEND) == EINVAL ? "EINVAL" : "accepted";
   }
   if (mode == "bad-rkey") {  // the MR was registered without REMOTE_WRITE

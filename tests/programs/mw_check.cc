@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 
 #include "check_util.h"
 
@@ -47,21 +46,14 @@ struct Msg {
   int32_t status;  // client: the status of the step's last completion
 };
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   uint8_t* buf = nullptr;
   ibv_mr* mr = nullptr;
   ibv_qp* qp[kPairs] = {};
-  ibv_gid gid{};
   bool open(const char* dev, int mr_access) {
-    ctx = open_dev(dev);
-    CHECK(ctx, "cannot open %s", dev);
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    if (!DeviceSetup::open(dev, 64)) return false;
     buf = static_cast<uint8_t*>(aligned_alloc(4096, kBuf));
-    CHECK(pd && cq && buf, "pd/cq/buffer");
+    CHECK(buf, "buffer");
     std::memset(buf, 0, kBuf);
     mr = ibv_reg_mr(pd, buf, kBuf, mr_access);
     CHECK(mr, "ibv_reg_mr: %s", std::strerror(errno));
@@ -329,13 +321,4 @@ bool server(int fd, const char* dev) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const char* dev_a = "simnic0";
-  const char* dev_b = "simnic1";
-  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
-    if (o == 'a') dev_a = optarg;
-    else if (o == 'b') dev_b = optarg;
-    else return 2;
-  }
-  return run_pair([&](int fd) { return client(fd, dev_a); }, [&](int fd) { return server(fd, dev_b); });
-}
+int main(int argc, char** argv) { return run_pair_on_devices(argc, argv, client, server); }

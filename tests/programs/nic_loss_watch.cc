@@ -23,32 +23,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "check_util.h"
+
 namespace {
 
-ibv_context* open_device(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; list && i < n; ++i)
-    if (!std::strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
-  return ctx;
-}
-
 ibv_qp* create_init_qp(ibv_pd* pd, ibv_cq* cq) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &init);
+  ibv_qp* qp = check::create_qp(pd, cq, IBV_QPT_RC, 4, 1);
   if (!qp) return nullptr;
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.port_num = 1;
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-  if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return nullptr;
-  return qp;
+  return check::to_init(qp, check::Path{.access = IBV_ACCESS_LOCAL_WRITE}) == 0 ? qp : nullptr;
 }
 
 // Blocks until process `pid` has exited (its pidfd turns readable), at most 30 s.
@@ -85,7 +67,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s DEV [SIMNICD_PID]\n", argv[0]);
     return 2;
   }
-  ibv_context* ctx = open_device(argv[1]);
+  ibv_context* ctx = check::open_dev(argv[1]);
   ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
   ibv_cq* cq = ctx ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
   static char buf[64];

@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <getopt.h>
 #include <vector>
 
 #include "check_util.h"
@@ -47,26 +46,14 @@ struct Msg {
 
 
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Side : DeviceSetup {
   ibv_qp* qp[kQps] = {};
-  ibv_gid gid{};
 };
 
 bool open_side(const char* dev, Side* s) {
-  s->ctx = open_dev(dev);
-  CHECK(s->ctx, "open %s", dev);
-  s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
-  CHECK(s->pd && s->cq && ibv_query_gid(s->ctx, 1, 0, &s->gid) == 0, "pd, cq, gid");
+  if (!s->open(dev, 64)) return false;
   for (ibv_qp*& q : s->qp) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = s->cq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap = {16, 16, 1, 1, 0};
-    q = ibv_create_qp(s->pd, &a);
+    q = create_qp(s->pd, s->cq, IBV_QPT_RC, 16, 1);
     CHECK(q, "create_qp");
   }
   return true;
@@ -205,12 +192,6 @@ bool run_client(const char* dev, int sock) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* a = "simnic0";
-  const char* b = "simnic1";
-  for (int o; (o = getopt(argc, argv, "a:b:")) != -1;) {
-    if (o == 'a') a = optarg;
-    else if (o == 'b') b = optarg;
-    else return 2;
-  }
-  return run_pair([&](int fd) { return run_client(a, fd); }, [&](int fd) { return run_server(b, fd); });
+  return run_pair_on_devices(argc, argv, [](int fd, const char* dev) { return run_client(dev, fd); },
+                             [](int fd, const char* dev) { return run_server(dev, fd); });
 }

@@ -27,73 +27,24 @@ constexpr uint32_t kQkey = 0x11111111;
 constexpr size_t kBuf = 4096;
 constexpr uint8_t kTclass = 252;
 
-struct Env {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+struct Env : DeviceSetup {
   ibv_mr* mr = nullptr;
-  ibv_gid gid{};
   alignas(8) uint8_t buf[kBuf] = {};
 };
 
 bool open_env(Env& e, const char* dev) {
-  e.ctx = open_dev(dev);
-  CHECK(e.ctx, "cannot open device %s", dev ? dev : "(first)");
-  e.pd = ibv_alloc_pd(e.ctx);
-  e.cq = ibv_create_cq(e.ctx, 64, nullptr, nullptr, 0);
+  if (!e.open(dev, 64)) return false;
   e.mr = ibv_reg_mr(e.pd, e.buf, kBuf,
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-  CHECK(e.pd && e.cq && e.mr, "pd/cq/mr: %s", std::strerror(errno));
-  CHECK(ibv_query_gid(e.ctx, 1, 0, &e.gid) == 0, "ibv_query_gid");
+  CHECK(e.mr, "ibv_reg_mr: %s", std::strerror(errno));
   return true;
 }
 
-ibv_qp* make_qp(Env& e, ibv_qp_type type) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = e.cq;
-  init.qp_type = type;
-  init.cap.max_send_wr = init.cap.max_recv_wr = 8;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  return ibv_create_qp(e.pd, &init);
-}
-
-bool ud_to_rts(ibv_qp* qp) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qkey = kQkey;
-  CHECK(modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), "UD INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  CHECK(modify(qp, a, IBV_QP_STATE), "UD RTR");
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  CHECK(modify(qp, a, IBV_QP_STATE | IBV_QP_SQ_PSN), "UD RTS");
-  return true;
-}
+ibv_qp* make_qp(Env& e, ibv_qp_type type) { return create_qp(e.pd, e.cq, type, 8, 1); }
 
 // UC: RESET -> INIT -> RTR -> RTS towards `peer` (UC takes no RC-only attributes).
 bool uc_to_rts(ibv_qp* qp, uint32_t peer, const ibv_gid& gid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  CHECK(modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), "UC INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer;
-  a.rq_psn = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = gid;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.port_num = 1;
-  CHECK(modify(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN), "UC RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  CHECK(modify(qp, a, IBV_QP_STATE | IBV_QP_SQ_PSN), "UC RTS");
-  return true;
+  return connect_qp(qp, peer, gid, Path{.access = IBV_ACCESS_REMOTE_WRITE, .role = Role::kUc});
 }
 
 ibv_ah* make_ah(Env& e, uint8_t tclass) {
@@ -109,7 +60,7 @@ ibv_ah* make_ah(Env& e, uint8_t tclass) {
 bool case_tclass(Env& e) {
   ibv_qp* tx = make_qp(e, IBV_QPT_UD);
   ibv_qp* rx = make_qp(e, IBV_QPT_UD);
-  CHECK(tx && rx && ud_to_rts(tx) && ud_to_rts(rx), "UD QPs");
+  CHECK(tx && rx && ud_to_rts(tx, kQkey) && ud_to_rts(rx, kQkey), "UD QPs");
   ibv_ah* ah = make_ah(e, kTclass);
   CHECK(ah, "ibv_create_ah: %s", std::strerror(errno));
   std::memset(e.buf, 0, kBuf);
@@ -213,14 +164,14 @@ bool case_ud_ops(Env& e) {
              {IBV_WR_ATOMIC_FETCH_AND_ADD, "UD ATOMIC_FETCH_AND_ADD"}};
   for (const auto& o : ops) {
     ibv_qp* qp = make_qp(e, IBV_QPT_UD);
-    CHECK(qp && ud_to_rts(qp), "UD QP");
+    CHECK(qp && ud_to_rts(qp, kQkey), "UD QP");
     if (!posted_then_loc_qp_op_err(e, qp, o.op, ah, o.name)) return false;
     ibv_destroy_qp(qp);
   }
   // A memory window cannot be bound on a UD QP: rxe's provider refuses that post (EINVAL).
   ibv_qp* qp = make_qp(e, IBV_QPT_UD);
   ibv_mw* mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
-  CHECK(qp && ud_to_rts(qp) && mw, "UD QP and a type 2 window");
+  CHECK(qp && ud_to_rts(qp, kQkey) && mw, "UD QP and a type 2 window");
   ibv_send_wr wr{};
   wr.wr_id = 9;
   wr.opcode = IBV_WR_BIND_MW;

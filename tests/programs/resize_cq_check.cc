@@ -21,17 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
 
-#define CHECK(cond, ...)                                             \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-      std::fprintf(stderr, __VA_ARGS__);                             \
-      std::fprintf(stderr, "\n");                                    \
-      return false;                                                  \
-    }                                                                \
-  } while (0)
+using check::open_dev;
 
 constexpr int kRecvDepth = 256;
 constexpr uint64_t kRecvBase = 1'000'000;  // B's receive wr_ids count up from here
@@ -49,17 +43,6 @@ struct Nic {
   int max_cqe = 0;
 };
 
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && !ctx; ++i)
-    if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  return ctx;
-}
-
 ibv_qp* make_qp(Nic& n, ibv_cq* send_cq, ibv_cq* recv_cq) {
   ibv_qp_init_attr init{};
   init.send_cq = send_cq;
@@ -72,35 +55,9 @@ ibv_qp* make_qp(Nic& n, ibv_cq* send_cq, ibv_cq* recv_cq) {
   return ibv_create_qp(n.pd, &init);
 }
 
+// No remote access, both PSNs 0.
 bool connect(ibv_qp* qp, uint32_t dest_qpn, const ibv_gid& gid) {
-  ibv_qp_attr at{};
-  at.qp_state = IBV_QPS_INIT;
-  at.port_num = 1;
-  int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  CHECK(rc == 0, "RESET->INIT: %s", std::strerror(rc));
-  at = {};
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = IBV_MTU_1024;
-  at.dest_qp_num = dest_qpn;
-  at.max_dest_rd_atomic = 1;
-  at.min_rnr_timer = 1;
-  at.ah_attr.is_global = 1;
-  at.ah_attr.grh.dgid = gid;
-  at.ah_attr.grh.hop_limit = 64;
-  at.ah_attr.port_num = 1;
-  rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  CHECK(rc == 0, "INIT->RTR: %s", std::strerror(rc));
-  at = {};
-  at.qp_state = IBV_QPS_RTS;
-  at.timeout = 14;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 1;
-  rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC);
-  CHECK(rc == 0, "RTR->RTS: %s", std::strerror(rc));
-  return true;
+  return check::connect_qp(qp, dest_qpn, gid, check::Path{.psn = 0, .min_rnr_timer = 1, .hop_limit = 64});
 }
 
 bool setup(Nic& n, const char* dev) {

@@ -28,7 +28,11 @@
 #include <thread>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
+
+using check::mix;
 
 struct Options {
   std::string dev_a = "simnic0", dev_b = "simnic1";
@@ -65,13 +69,6 @@ void error(const char* fmt, ...) {
   va_end(ap);
 }
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 void fill(uint8_t* p, size_t n, uint64_t seed) {
   uint64_t s = mix(seed);
   for (size_t i = 0; i < n; ++i) {
@@ -81,13 +78,7 @@ void fill(uint8_t* p, size_t n, uint64_t seed) {
 }
 
 ibv_context* open_device(const std::string& name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) die("ibv_get_device_list");
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && !ctx; ++i)
-    if (name == ibv_get_device_name(list[i])) ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
+  ibv_context* ctx = check::open_dev(name.c_str());
   if (!ctx) die(("open " + name).c_str());
   return ctx;
 }
@@ -106,35 +97,11 @@ struct Pair {
 };
 
 void connect(End& me, const End& peer, uint32_t peer_qpn) {
-  ibv_qp_attr at{};
-  at.qp_state = IBV_QPS_INIT;
-  at.port_num = 1;
-  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  if (ibv_modify_qp(me.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
-  at = {};
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = IBV_MTU_1024;
-  at.dest_qp_num = peer_qpn;
-  at.rq_psn = 0xffff00;  // long runs cross the 2^24 wrap
-  at.max_dest_rd_atomic = 4;
-  at.min_rnr_timer = 1;
-  at.ah_attr.is_global = 1;
-  at.ah_attr.grh.dgid = peer.gid;
-  at.ah_attr.grh.hop_limit = 64;
-  at.ah_attr.port_num = 1;
-  if (ibv_modify_qp(me.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("RTR");
-  at = {};
-  at.qp_state = IBV_QPS_RTS;
-  at.sq_psn = 0xffff00;
-  at.timeout = 12;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 4;
-  if (ibv_modify_qp(me.qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                    IBV_QP_MAX_QP_RD_ATOMIC))
-    die("RTS");
+  const int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  // Both PSNs near the 2^24 wrap: long runs cross it.
+  const check::Path path{.access = access, .psn = 0xffff00, .rd_atomic = 4, .min_rnr_timer = 1, .hop_limit = 64,
+                         .timeout = 12};
+  if (!check::connect_qp(me.qp, peer_qpn, peer.gid, path)) die("connect");
 }
 
 class Worker {

@@ -22,7 +22,11 @@
 #include <getopt.h>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
+
+using check::mix;
 
 struct Msg {
   uint64_t round;
@@ -51,13 +55,6 @@ struct Side {
   std::exit(1);
 }
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 void fill(uint8_t* p, size_t n, uint64_t seed) {
   uint64_t s = mix(seed);
   for (size_t i = 0; i + 8 <= n; i += 8) {
@@ -80,13 +77,7 @@ uint64_t hash(const uint8_t* p, size_t n) {  // FNV-1a over 8-byte words, then t
 }
 
 ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) die("ibv_get_device_list");
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n; ++i)
-    if (!std::strcmp(ibv_get_device_name(list[i]), name)) ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
+  ibv_context* ctx = check::open_dev(name);
   if (!ctx) die("device not found or not opened");
   return ctx;
 }
@@ -132,35 +123,10 @@ void setup(Side& s, const char* dev, size_t slots, size_t chunk) {
 }
 
 void connect(Side& a, const Side& b, ibv_mtu mtu, uint8_t timeout) {
-  ibv_qp_attr at{};
-  at.qp_state = IBV_QPS_INIT;
-  at.port_num = 1;
-  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
-  at = {};
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = mtu;
-  at.dest_qp_num = b.qp->qp_num;
-  at.rq_psn = 0xfff000;  // near the 2^24 wrap, so long runs cross it
-  at.max_dest_rd_atomic = 1;
-  at.min_rnr_timer = 1;
-  at.ah_attr.is_global = 1;
-  at.ah_attr.grh.dgid = b.gid;
-  at.ah_attr.grh.hop_limit = 64;
-  at.ah_attr.port_num = 1;
-  if (ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("RTR");
-  at = {};
-  at.qp_state = IBV_QPS_RTS;
-  at.sq_psn = 0xfff000;
-  at.timeout = timeout;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 1;
-  if (ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                   IBV_QP_MAX_QP_RD_ATOMIC))
-    die("RTS");
+  // Both PSNs near the 2^24 wrap, so long runs cross it.
+  const check::Path path{.access = IBV_ACCESS_REMOTE_WRITE, .mtu = mtu, .psn = 0xfff000, .min_rnr_timer = 1,
+                         .hop_limit = 64, .timeout = timeout};
+  if (!check::connect_qp(a.qp, b.qp->qp_num, b.gid, path)) die("connect");
 }
 
 void post_recv(Side& s, size_t i) {

@@ -18,22 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "check_util.h"
+
 namespace {
+
+using check::Path;
 
 int g_passed = 0, g_failed = 0;
 // -L: the link loses packets. If the bad-rkey NAK is lost, the responder's QP is already in
 // ERR and drops the retries, so the requester ends with RETRY_EXC_ERR instead (IBA 9.9.3).
 bool g_lossy = false;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                   \
-      std::fprintf(stderr, "\n");                          \
-      return false;                                        \
-    }                                                      \
-  } while (0)
 
 struct Side {
   ibv_context* ctx = nullptr;
@@ -47,22 +41,8 @@ struct Side {
   ibv_gid gid{};
 };
 
-ibv_context* open_dev(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return nullptr;
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n; ++i)
-    if (!name || std::strcmp(ibv_get_device_name(list[i]), name) == 0) {
-      ctx = ibv_open_device(list[i]);
-      break;
-    }
-  ibv_free_device_list(list);
-  return ctx;
-}
-
 bool setup(Side& s, const char* dev, size_t size) {
-  s.ctx = open_dev(dev);
+  s.ctx = check::open_dev(dev);
   CHECK(s.ctx, "cannot open device %s", dev ? dev : "(first)");
   s.pd = ibv_alloc_pd(s.ctx);
   CHECK(s.pd, "ibv_alloc_pd: %s", std::strerror(errno));
@@ -92,51 +72,15 @@ bool setup(Side& s, const char* dev, size_t size) {
 }
 
 bool connect(Side& a, const Side& b, ibv_mtu mtu) {
-  ibv_qp_attr at{};
-  at.qp_state = IBV_QPS_INIT;
-  at.port_num = 1;
-  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  int rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  CHECK(rc == 0, "RESET->INIT: %s", std::strerror(rc));
-  at = {};
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = mtu;
-  at.dest_qp_num = b.qp->qp_num;
-  at.rq_psn = 0xfffff0;  // close to the 24-bit wrap, on purpose
-  at.max_dest_rd_atomic = 4;
-  at.min_rnr_timer = 1;
-  at.ah_attr.is_global = 1;
-  at.ah_attr.grh.dgid = b.gid;
-  at.ah_attr.grh.hop_limit = 64;
-  at.ah_attr.port_num = 1;
-  rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  CHECK(rc == 0, "INIT->RTR: %s", std::strerror(rc));
-  at = {};
-  at.qp_state = IBV_QPS_RTS;
-  at.sq_psn = 0xfffff0;
-  at.timeout = 14;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 4;
-  rc = ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-  CHECK(rc == 0, "RTR->RTS: %s", std::strerror(rc));
-  return true;
+  const int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  // Both PSNs close to the 24-bit wrap, on purpose.
+  return check::connect_qp(a.qp, b.qp->qp_num, b.gid,
+                           Path{.access = access, .mtu = mtu, .psn = 0xfffff0, .rd_atomic = 4, .min_rnr_timer = 1,
+                                .hop_limit = 64});
 }
 
-bool poll_one(Side& s, ibv_wc* wc, double timeout_s = 10) {
-  auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    int n = ibv_poll_cq(s.cq, 1, wc);
-    CHECK(n >= 0, "ibv_poll_cq returned %d", n);
-    if (n == 1) return true;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
-      std::fprintf(stderr, "FAIL: no completion within %.0f s\n", timeout_s);
-      return false;
-    }
-  }
-}
+// One completion on `s`'s CQ within 10 s.
+bool poll_one(Side& s, ibv_wc* wc) { return check::poll_one(s.cq, wc, std::chrono::seconds(10)); }
 
 void fill(std::vector<uint8_t>& v, size_t off, size_t n, uint32_t seed) {
   uint32_t x = seed * 2654435761u + 1;

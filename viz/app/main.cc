@@ -132,6 +132,124 @@ bool write_png(const std::string& path, int w, int h) {
   return stbi_write_png(path.c_str(), w, h, 4, px.data(), w * 4) != 0;
 }
 
+// Where the screenshot is taken (--at) and what the inspector shows (--select); 0, or the
+// exit code when either names no event.
+int place_cursor(VizApp& app, const VizOptions& opt) {
+  if (!opt.screenshot.empty() && !app.live()) {
+    // Not told when: the last data transfer, not the teardown's empty panels.
+    auto at = opt.at.empty() ? std::optional<double>(double(simnic::viz::last_transfer_pos(app.timeline)))
+                             : app.resolve_at(opt.at);
+    if (!at) {
+      std::fprintf(stderr, "simnic-viz: --at %s names no event of this trace\n", opt.at.c_str());
+      return 2;
+    }
+    app.pos = *at;
+  }
+  if (!opt.select.empty()) {
+    auto sel = app.resolve_at(opt.select);
+    if (!sel || *sel < 1) {
+      std::fprintf(stderr, "simnic-viz: --select %s names no event of this trace\n", opt.select.c_str());
+      return 2;
+    }
+    app.selected = size_t(*sel) - 1;
+  }
+  return 0;
+}
+
+// A window with ImGui on OpenGL 3 (hidden for a screenshot), or nullptr.
+GLFWwindow* open_window(const VizOptions& opt, bool hidden) {
+  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "simnic-viz: no display (set DISPLAY, or run under xvfb-run)\n");
+    return nullptr;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  if (hidden) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, "simnic-viz", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    return nullptr;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is computed, nothing to remember
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+  return window;
+}
+
+void close_window(GLFWwindow* window) {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+}
+
+// Draws one frame of the app into the back buffer; its size in *fw, *fh.
+void draw_frame(GLFWwindow* window, VizApp& app, float dt, int* fw, int* fh) {
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGui::NewFrame();
+  glfwGetFramebufferSize(window, fw, fh);
+  app.frame(dt, float(*fw), float(*fh));
+  ImGui::Render();
+  glViewport(0, 0, *fw, *fh);
+  glClearColor(0.08f, 0.09f, 0.11f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+// The drawn frame to --screenshot, and the dumps asked for; the exit code.
+int write_screenshot(const VizOptions& opt, const VizApp& app, int fw, int fh) {
+  if (!write_png(opt.screenshot, fw, fh)) {
+    std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.screenshot.c_str());
+    return 1;
+  }
+  if (!opt.layout_dump.empty() && !write_layout(opt.layout_dump, app)) {
+    std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.layout_dump.c_str());
+    return 1;
+  }
+  if (!opt.panel_dump.empty() && !write_panels(opt.panel_dump, app)) {
+    std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.panel_dump.c_str());
+    return 1;
+  }
+  std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(), fw,
+              fh, app.pos, app.timeline.end_pos(), app.timeline.flights().size());
+  return 0;
+}
+
+// Draws frames until the window closes, or until the screenshot is written; the exit code.
+int run_frames(GLFWwindow* window, VizApp& app, const VizOptions& opt) {
+  bool shot = !opt.screenshot.empty();
+  int frames = 0;
+  double last = glfwGetTime();
+  while (!glfwWindowShouldClose(window)) {
+    glfwPollEvents();
+    double now = glfwGetTime();
+    float dt = shot && !app.live() ? 0.0f : float(now - last);
+    last = now;
+    int fw, fh;
+    draw_frame(window, app, dt, &fw, &fh);
+    // ImGui settles its layout (window sizes, table columns) over the first frames.
+    ++frames;
+    // A live screenshot waits for events to arrive, then shows everything that did.
+    bool shot_now = shot && (app.live() ? now * 1000 >= opt.wait_ms && frames >= 4 : frames == 4);
+    if (shot && app.live() && now * 1000 >= opt.wait_ms && app.pos < double(app.timeline.end_pos())) {
+      app.pos = double(app.timeline.end_pos());  // catch up, draw once more, then shoot
+      shot_now = false;
+    }
+    if (shot_now) return write_screenshot(opt, app, fw, fh);
+    glfwSwapBuffers(window);
+    if (!shot && !app.playing && !app.live()) glfwWaitEventsTimeout(0.05);  // idle replay: don't spin
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,98 +269,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "simnic-viz: %s\n", error.c_str());
     return 1;
   }
-  bool shot = !opt.screenshot.empty();
-  if (shot && !app.live()) {
-    // Not told when: the last data transfer, not the teardown's empty panels.
-    auto at = opt.at.empty() ? std::optional<double>(double(simnic::viz::last_transfer_pos(app.timeline)))
-                             : app.resolve_at(opt.at);
-    if (!at) {
-      std::fprintf(stderr, "simnic-viz: --at %s names no event of this trace\n", opt.at.c_str());
-      return 2;
-    }
-    app.pos = *at;
-  }
-  if (!opt.select.empty()) {
-    auto sel = app.resolve_at(opt.select);
-    if (!sel || *sel < 1) {
-      std::fprintf(stderr, "simnic-viz: --select %s names no event of this trace\n", opt.select.c_str());
-      return 2;
-    }
-    app.selected = size_t(*sel) - 1;
-  }
-
-  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });
-  if (!glfwInit()) {
-    std::fprintf(stderr, "simnic-viz: no display (set DISPLAY, or run under xvfb-run)\n");
-    return 1;
-  }
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
-  if (shot) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, "simnic-viz", nullptr, nullptr);
-  if (!window) {
-    glfwTerminate();
-    return 1;
-  }
-  glfwMakeContextCurrent(window);
-  glfwSwapInterval(1);
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;  // the layout is computed, nothing to remember
-  ImGui::StyleColorsDark();
-  ImGui_ImplGlfw_InitForOpenGL(window, true);
-  ImGui_ImplOpenGL3_Init("#version 130");
-
-  int frames = 0;
-  int rc = 0;
-  double last = glfwGetTime();
-  while (!glfwWindowShouldClose(window)) {
-    glfwPollEvents();
-    double now = glfwGetTime();
-    float dt = shot && !app.live() ? 0.0f : float(now - last);
-    last = now;
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    ImGui::NewFrame();
-    int fw, fh;
-    glfwGetFramebufferSize(window, &fw, &fh);
-    app.frame(dt, float(fw), float(fh));
-    ImGui::Render();
-    glViewport(0, 0, fw, fh);
-    glClearColor(0.08f, 0.09f, 0.11f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    // ImGui settles its layout (window sizes, table columns) over the first frames.
-    ++frames;
-    // A live screenshot waits for events to arrive, then shows everything that did.
-    bool shot_now = shot && (app.live() ? now * 1000 >= opt.wait_ms && frames >= 4 : frames == 4);
-    if (shot && app.live() && now * 1000 >= opt.wait_ms && app.pos < double(app.timeline.end_pos())) {
-      app.pos = double(app.timeline.end_pos());  // catch up, draw once more, then shoot
-      shot_now = false;
-    }
-    if (shot_now) {
-      if (!write_png(opt.screenshot, fw, fh)) {
-        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.screenshot.c_str());
-        rc = 1;
-      } else if (!opt.layout_dump.empty() && !write_layout(opt.layout_dump, app)) {
-        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.layout_dump.c_str());
-        rc = 1;
-      } else if (!opt.panel_dump.empty() && !write_panels(opt.panel_dump, app)) {
-        std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.panel_dump.c_str());
-        rc = 1;
-      } else {
-        std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(),
-                    fw, fh, app.pos, app.timeline.end_pos(), app.timeline.flights().size());
-      }
-      break;
-    }
-    glfwSwapBuffers(window);
-    if (!shot && !app.playing && !app.live()) glfwWaitEventsTimeout(0.05);  // idle replay: don't spin
-  }
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(window);
-  glfwTerminate();
+  if (int rc = place_cursor(app, opt)) return rc;
+  GLFWwindow* window = open_window(opt, !opt.screenshot.empty());
+  if (!window) return 1;
+  int rc = run_frames(window, app, opt);
+  close_window(window);
   return rc;
 }

@@ -95,8 +95,9 @@ std::string summarize(const Event& e) {
     add(e.s("dir") + " " + std::to_string(e.u("length")) + " B at " + e.s("addr") + " key " + hex(e.u("key")));
   } else if (k == "error") {
     add("qp " + hex(e.u("qp")) + ": " + e.s("rule"));
-  } else if (k == "pkt_drop") {
+  } else if (k == "pkt_drop") {  // the drop table's reason, then what was wrong with this packet
     add(e.s("reason"));
+    if (e.has("detail")) out += ": " + e.s("detail");
   } else if (k == "qp_create" || k == "qp_destroy") {
     add(e.s("type") + " qp " + hex(e.u("qp")));
   } else if (k == "mr_create" || k == "mr_destroy") {
@@ -114,6 +115,8 @@ std::string summarize(const Event& e) {
     add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) + " by " + e.s("by"));
   } else if (k == "step") {
     add(e.b("paused") ? "paused" : "running");
+  } else if (k == "engine_steps") {  // the named steps one packet walked in the completer or responder
+    add(e.s("engine") + " qp " + hex(e.u("qp")) + " psn " + hex(e.u("psn")) + ": " + e.s("steps"));
   }
   // A live subscriber's snapshot line says what exists now, after the history.
   if (e.b("snapshot")) out += "  [snapshot: exists now]";

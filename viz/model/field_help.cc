@@ -30,6 +30,8 @@ constexpr Help kPacket[] = {
     {"dst", "IPv4 destination address; UDP port 4791 marks RoCEv2"},
     {"opcode", "BTH opcode: transport (RC/UC/UD/XRC) and operation; FIRST/MIDDLE/LAST/ONLY split a message into MTU-sized packets"},
     {"opcode_num", "BTH opcode byte: top 3 bits transport, low 5 bits operation"},
+    {"op_flags", "what the opcode is, from the NIC's opcode table: REQUEST/RESPONSE, FIRST/MIDDLE/LAST, "
+                 "SEND/WRITE/READ_REQ/READ_RESP/ATOMIC/ATOMIC_WRITE/ACK, and the transport RC/UC/UD/XRC"},
     {"psn", "BTH packet sequence number (24 bits, wraps at 2^24): the responder expects PSNs in order"},
     {"dest_qp", "BTH destination QP: which queue pair on the receiving NIC gets the packet"},
     {"ack_req", "BTH AckReq bit: the requester asks for an ACK for this packet (set on the last packet of a message)"},
@@ -61,9 +63,11 @@ constexpr Help kPacket[] = {
                  "receiving TGT QP's XRC domain, else NAK invalid request"},
 };
 
-// Fields whose meaning depends on the kind.
-const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
-  static const std::map<std::string, std::map<std::string, std::string>> m = {
+using FieldsByKind = std::map<std::string, std::map<std::string, std::string>>;
+
+// Fields of the events about work requests, completions and the verbs objects.
+FieldsByKind object_fields() {
+  return {
       {"wqe_posted",
        {{"queue", "sq = send queue (requests this side starts), rq = receive queue (buffers for incoming SENDs)"},
         {"index", "the ring slot's free-running producer index (slot = index mod ring size)"},
@@ -109,6 +113,12 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
        {{"srqn", "the XRC SRQ number (ibv_get_srq_num): what requesters put in the XRCETH"},
         {"xrcd", "its XRC domain: only TGT QPs of this domain deliver into it"},
         {"cq", "the CQ its receives complete on"}}},
+  };
+}
+
+// Fields of the events about the wire, the engines, timers, memory and multicast.
+FieldsByKind protocol_fields() {
+  return {
       {"nak",
        {{"psn", "the PSN the NAK names (the one expected, for a sequence error)"},
         {"code", "why the responder refused: PSN_SEQ_ERR, INVALID_REQUEST, REMOTE_ACCESS_ERR, REMOTE_OP_ERR, RNR"},
@@ -129,7 +139,14 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
         {"side", "remote = a peer's WRITE, READ or atomic (NAK remote access error); local = this NIC's own "
                  "gather or scatter (IBV_WC_LOC_PROT_ERR)"}}},
       {"error", {{"status", "the completion status this error produces"}, {"rule", "the rule that was broken"}}},
-      {"pkt_drop", {{"reason", "why the NIC discarded an incoming packet (counted, never fatal)"}}},
+      {"pkt_drop", {{"reason", "why the NIC discarded an incoming packet (counted, never fatal)"},
+                    {"drop", "the reason's name in the NIC's drop table (simnic/core/drop_reasons.h)"},
+                    {"counter", "the counter of `simnic status` it was counted in"},
+                    {"rule", "the IBA rule the packet broke, when one applies"},
+                    {"detail", "what exactly was wrong with this packet"}}},
+      {"engine_steps", {{"engine", "completer (a response) or responder (a request)"},
+                        {"psn", "the packet's PSN"},
+                        {"steps", "the named steps it walked, in order, as rxe's comp_state and resp_states"}}},
       {"mcast_attach", {{"mgid", "the group's multicast GID (MGID)"},
                         {"group", "the IPv4 multicast address its datagrams are sent to (RoCEv2)"},
                         {"members", "QPs of this NIC attached to the group now"}}},
@@ -141,6 +158,15 @@ const std::map<std::string, std::map<std::string, std::string>>& by_kind() {
       {"nic_up", {{"addr", "this NIC's IPv4 address"}, {"port", "UDP port (4791 = RoCEv2)"}, {"mtu", "active path MTU in bytes"}}},
       {"step", {{"paused", "true: the NIC holds every event until `simnic step NAME next`; simulated time stops"}}},
   };
+}
+
+// Fields whose meaning depends on the kind.
+const FieldsByKind& by_kind() {
+  static const FieldsByKind m = [] {
+    FieldsByKind all = object_fields();
+    all.merge(protocol_fields());
+    return all;
+  }();
   return m;
 }
 
@@ -190,6 +216,7 @@ std::string explain_kind(const std::string& kind) {
       {"pkt_tx", "a packet left this NIC (RoCEv2 over UDP)"},
       {"pkt_rx", "a packet arrived at this NIC"},
       {"pkt_drop", "an incoming packet was discarded"},
+      {"engine_steps", "the steps an engine walked for one incoming packet"},
       {"nak", "the responder refused a request: a NAK goes back"},
       {"retransmit", "the requester sends again from a PSN"},
       {"cc_cut", "a loss halved the window of bytes this NIC may have in flight towards the peer"},

@@ -3,23 +3,56 @@
 namespace simnic::viz {
 
 namespace {
+
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// A trace written before simnicd put op_flags in packet events names only the opcode: its
+// kinds are read from the name (IBA Table 38's names, as rxe and Wireshark spell them).
+std::string op_flags_from_name(const std::string& op) {
+  std::string f;
+  auto add = [&](bool yes, const char* flag) {
+    if (yes) (f += f.empty() ? "" : "|") += flag;
+  };
+  const bool read_resp = contains(op, "READ_RESPONSE"), ack = contains(op, "ACKNOWLEDGE");
+  add(contains(op, "_FIRST") || contains(op, "_ONLY"), "FIRST");
+  add(contains(op, "_MIDDLE"), "MIDDLE");
+  add(contains(op, "_LAST") || contains(op, "_ONLY"), "LAST");
+  add(read_resp, "READ_RESP");
+  add(contains(op, "READ_REQUEST"), "READ_REQ");
+  add(ack, "ACK");
+  add(contains(op, "ATOMIC_WRITE"), "ATOMIC_WRITE");
+  add(!ack && (contains(op, "COMPARE_SWAP") || contains(op, "FETCH_ADD")), "ATOMIC");
+  add(!read_resp && contains(op, "WRITE") && !contains(op, "ATOMIC_WRITE"), "WRITE");
+  add(contains(op, "SEND"), "SEND");
+  return f;
+}
+
 }  // namespace
 
-PacketClass classify_packet(const Event& e) {
-  const std::string op = e.s("opcode");
-  if (e.has("aeth")) {
-    std::string cls = e.sub_s("aeth", "class", "ACK");
-    if (cls != "ACK") return PacketClass::kNak;
-    if (contains(op, "READ_RESPONSE")) return PacketClass::kReadResponse;
-    if (contains(op, "ATOMIC")) return PacketClass::kAtomic;
-    return PacketClass::kAck;
+OpFlags op_flags(const Event& e) {
+  const std::string text = e.has("op_flags") ? e.s("op_flags") : op_flags_from_name(e.s("opcode"));
+  OpFlags f;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t bar = text.find('|', start);
+    const std::string flag = text.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+    f.names.insert(flag);
+    if (bar == std::string::npos) break;
+    start = bar + 1;
   }
-  if (contains(op, "READ_RESPONSE")) return PacketClass::kReadResponse;  // MIDDLE has no AETH
-  if (contains(op, "READ_REQUEST")) return PacketClass::kReadRequest;
-  if (contains(op, "COMPARE_SWAP") || contains(op, "FETCH_ADD") || contains(op, "ATOMIC")) return PacketClass::kAtomic;
-  if (contains(op, "WRITE")) return PacketClass::kWrite;
-  if (contains(op, "SEND")) return PacketClass::kSend;
+  return f;
+}
+
+// By the opcode's kind (op_flags) and the AETH's class, never by the opcode's name.
+PacketClass classify_packet(const Event& e) {
+  const OpFlags f = op_flags(e);
+  if (e.has("aeth") && e.sub_s("aeth", "class", "ACK") != "ACK") return PacketClass::kNak;
+  if (f.has("READ_RESP")) return PacketClass::kReadResponse;
+  if (f.has("ACK")) return e.has("atomic_ack") ? PacketClass::kAtomic : PacketClass::kAck;  // ATOMIC ACKNOWLEDGE
+  if (f.has("READ_REQ")) return PacketClass::kReadRequest;
+  if (f.has("ATOMIC") || f.has("ATOMIC_WRITE")) return PacketClass::kAtomic;
+  if (f.has("WRITE")) return PacketClass::kWrite;
+  if (f.has("SEND")) return PacketClass::kSend;
   return PacketClass::kOther;
 }
 
@@ -42,10 +75,11 @@ std::string packet_label(const Event& e) {
   if (c == PacketClass::kNak) return e.sub_s("aeth", "class", "NAK") == "RNR_NAK" ? "RNR" : "NAK";
   if (c == PacketClass::kAck) return "ACK";
   std::string label = c == PacketClass::kReadRequest ? "READ" : c == PacketClass::kReadResponse ? "RESP" : packet_class_name(c);
-  const std::string op = e.s("opcode");
-  if (contains(op, "_FIRST")) label += " F";
-  else if (contains(op, "_MIDDLE")) label += " M";
-  else if (contains(op, "_LAST")) label += " L";
+  const OpFlags f = op_flags(e);
+  const bool first = f.has("FIRST"), last = f.has("LAST");
+  if (first && !last) label += " F";
+  else if (f.has("MIDDLE")) label += " M";
+  else if (last && !first) label += " L";
   return label;
 }
 

@@ -17,11 +17,8 @@ class AckMsn : public QpPair {
   WirePacket with_msn(const WirePacket& p, uint32_t msn) {
     ParsedPacket pkt = parse(p);
     pkt.h.aeth.msn = msn & proto::kPsnMask;
-    std::vector<uint8_t> out(packet_size(pkt.h.bth.opcode, pkt.payload.size()) + 64);
-    size_t n = build_packet(pkt.h, {pkt.payload.data(), pkt.payload.size()},
-                            IpUdpInfo{p.src_ip, p.dst_ip, 4791, 4791}, out);
-    out.resize(n);
-    return WirePacket{p.src_ip, p.dst_ip, out};
+    const IpUdpInfo ip{p.src_ip, p.dst_ip, 4791, 4791};
+    return WirePacket{p.src_ip, p.dst_ip, packet_bytes(pkt.h, {pkt.payload.data(), pkt.payload.size()}, ip)};
   }
   void deliver(const WirePacket& p) {
     a->dev.on_packet(p.src_ip, 4791, p.bytes, now);

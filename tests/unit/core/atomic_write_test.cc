@@ -25,14 +25,6 @@ class AtomicWrite : public QpPair {
     std::memcpy(mem.ptr(kPidA, 0), &kValue, 8);
     return rdma(*a, *b, IBV_WR_ATOMIC_WRITE, 7, 0, len, remote_off);
   }
-  // A request from A's QP to B's, as if A had sent it.
-  void inject(const PacketHeaders& h, std::vector<uint8_t> payload) {
-    const IpUdpInfo ip{kIpA, kIpB, 4791, 4791};
-    std::vector<uint8_t> buf(packet_size(h.bth.opcode, payload.size()));
-    ASSERT_EQ(build_packet(h, payload, ip, buf), buf.size());
-    b->dev.on_packet(kIpA, 4791, buf, now);
-    run_pending();
-  }
   PacketHeaders request(uint64_t va, uint32_t rkey, uint32_t len, uint32_t psn = 0) {
     PacketHeaders h{};
     h.bth.opcode = kRcAtomicWrite;
@@ -47,19 +39,17 @@ class AtomicWrite : public QpPair {
     std::memcpy(out.data(), &v, 8);
     return out;
   }
-  // The one packet B sent back, parsed (its bytes kept alive in keep_).
+  // The one packet B sent back, parsed.
   ParsedPacket only_reply() {
     EXPECT_EQ(fabric.queue.size(), 1u);
-    keep_.push_back(std::move(fabric.queue.front()));
-    fabric.queue.pop_front();
-    return parse(keep_.back());
+    std::vector<ParsedPacket> sent = sent_by(*b);
+    return sent.empty() ? ParsedPacket{} : sent.front();
   }
   uint64_t word_at_b(size_t off) {
     uint64_t v;
     std::memcpy(&v, mem.ptr(kPidB, off), 8);
     return v;
   }
-  std::deque<WirePacket> keep_;
 };
 
 TEST_F(AtomicWrite, WireFormatBytesAndCompletion) {
@@ -122,7 +112,7 @@ TEST_F(AtomicWrite, LocalBufferNotEightBytesIsALocalLengthError) {
 }
 
 TEST_F(AtomicWrite, MisalignedTargetIsNakedInvalidRequest) {
-  inject(request(mem.addr(kPidB, 68), b->mr->rkey, 8), bytes(kValue));
+  inject(*a, *b, request(mem.addr(kPidB, 68), b->mr->rkey, 8), bytes(kValue));
   // Expect: NAK invalid request (011 00001) for PSN 0, MSN 0; B in ERR; nothing written.
   ParsedPacket r = only_reply();
   EXPECT_EQ(r.h.bth.opcode, kRcAcknowledge);
@@ -136,7 +126,7 @@ TEST_F(AtomicWrite, MisalignedTargetIsNakedInvalidRequest) {
 }
 
 TEST_F(AtomicWrite, WrongLengthIsNakedInvalidRequest) {
-  inject(request(mem.addr(kPidB, 64), b->mr->rkey, 16), bytes(kValue, 16));
+  inject(*a, *b, request(mem.addr(kPidB, 64), b->mr->rkey, 16), bytes(kValue, 16));
   ParsedPacket r = only_reply();
   EXPECT_EQ(r.h.aeth.syndrome, 0x61);
   EXPECT_EQ(b->qp->state, IBV_QPS_ERR);
@@ -145,7 +135,7 @@ TEST_F(AtomicWrite, WrongLengthIsNakedInvalidRequest) {
 }
 
 TEST_F(AtomicWrite, PayloadShorterThanRethIsNakedInvalidRequest) {
-  inject(request(mem.addr(kPidB, 64), b->mr->rkey, 8), std::vector<uint8_t>(4, 1));
+  inject(*a, *b, request(mem.addr(kPidB, 64), b->mr->rkey, 8), std::vector<uint8_t>(4, 1));
   EXPECT_EQ(only_reply().h.aeth.syndrome, 0x61);
   EXPECT_EQ(word_at_b(64), 0u);
 }
@@ -181,12 +171,12 @@ TEST_F(AtomicWrite, MisalignedFromTheRequesterCompletesRemoteInvalidRequest) {
 // A duplicate is answered again and never written again (a later write may have changed the
 // word since): IBA 9.7.5.2.1 for requests with responder resources.
 TEST_F(AtomicWrite, DuplicateIsAnsweredNotReExecuted) {
-  inject(request(mem.addr(kPidB, 64), b->mr->rkey, 8), bytes(kValue));
+  inject(*a, *b, request(mem.addr(kPidB, 64), b->mr->rkey, 8), bytes(kValue));
   EXPECT_EQ(only_reply().h.bth.opcode, kRcReadResponseOnly);
   EXPECT_EQ(word_at_b(64), kValue);
   const uint64_t later = 42;
   std::memcpy(mem.ptr(kPidB, 64), &later, 8);
-  inject(request(mem.addr(kPidB, 64), b->mr->rkey, 8), bytes(kValue));
+  inject(*a, *b, request(mem.addr(kPidB, 64), b->mr->rkey, 8), bytes(kValue));
   ParsedPacket r = only_reply();
   EXPECT_EQ(r.h.bth.opcode, kRcReadResponseOnly);
   EXPECT_EQ(r.h.bth.psn, 0u);
@@ -206,11 +196,7 @@ TEST_F(AtomicWrite, ReadDataForAnAtomicWriteIsDropped) {
   h.bth.psn = 0;
   h.aeth.syndrome = 0x1f;
   h.aeth.msn = 1;
-  std::vector<uint8_t> data(8, 0xcc);
-  std::vector<uint8_t> buf(packet_size(h.bth.opcode, data.size()));
-  ASSERT_EQ(build_packet(h, data, IpUdpInfo{kIpB, kIpA, 4791, 4791}, buf), buf.size());
-  a->dev.on_packet(kIpB, 4791, buf, now);
-  run_pending();
+  inject(*b, *a, h, std::vector<uint8_t>(8, 0xcc));
   EXPECT_TRUE(poll(*a).empty());
   uint64_t v;
   std::memcpy(&v, mem.ptr(kPidA, 0), 8);

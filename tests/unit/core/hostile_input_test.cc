@@ -49,14 +49,11 @@ class HostileInput : public QpPair, public ::testing::WithParamInterface<ibv_qp_
     const bool carries = proto::opcode_info(h.bth.opcode).mask & proto::kHasPayload;
     std::vector<uint8_t> payload(pick(8) == 0 ? pick(5000) : carries ? pick(1025) : 0);
     for (auto& x : payload) x = uint8_t(rng());
-    std::vector<uint8_t> out(proto::packet_size(h.bth.opcode, payload.size()) + 64);
-    size_t n = proto::build_packet(h, payload, proto::IpUdpInfo{kIpA, kIpB, 4791, 4791}, out);
-    if (n == 0) {  // an opcode with no layout: send garbage of some length instead
+    std::vector<uint8_t> out = packet_bytes(h, payload, proto::IpUdpInfo{kIpA, kIpB, 4791, 4791});
+    if (out.empty()) {  // an opcode with no layout: send garbage of some length instead
       out.resize(pick(200));
       for (auto& x : out) x = uint8_t(rng());
-      return out;
     }
-    out.resize(n);
     return out;
   }
 

@@ -201,8 +201,9 @@ TEST_F(Multicast, ADatagramToTheGroupWithAUnicastDestQpIsDroppedAndCounted) {
   h.bth.dest_qp = b->qp->qpn;
   h.deth.qkey = kQkey;
   h.deth.src_qp = a->qp->qpn;
-  std::vector<uint8_t> payload(8, 0x5a), bytes(proto::packet_size(h.bth.opcode, payload.size()));
-  ASSERT_GT(proto::build_packet(h, payload, proto::IpUdpInfo{kIpA, kGroupIp}, bytes), 0u);
+  const std::vector<uint8_t> payload(8, 0x5a);
+  const std::vector<uint8_t> bytes = packet_bytes(h, payload, proto::IpUdpInfo{kIpA, kGroupIp});
+  ASSERT_GT(bytes.size(), 0u);
   b->dev.on_packet(kIpA, 4791, bytes, now, kGroupIp);
   EXPECT_TRUE(poll(*b).empty());
   EXPECT_EQ(counter(*b, "rx_drop_mcast"), 1u);

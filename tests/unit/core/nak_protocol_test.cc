@@ -27,29 +27,6 @@ class NakProtocol : public QpPair {
     h.bth.ack_req = true;
     return h;
   }
-  // Hands `h` to `to` as if `from` had sent it.
-  void inject(Host& from, Host& to, const PacketHeaders& h, std::vector<uint8_t> payload = {}) {
-    const IpUdpInfo ip{from.dev.config().ipv4, to.dev.config().ipv4, 4791, 4791};
-    std::vector<uint8_t> buf(packet_size(h.bth.opcode, payload.size()));
-    ASSERT_EQ(build_packet(h, payload, ip, buf), buf.size());
-    to.dev.on_packet(from.dev.config().ipv4, 4791, buf, now);
-    run_pending();
-  }
-  // Everything B has put on the wire since the last call, parsed.
-  std::vector<ParsedPacket> sent_by(Host& h) {
-    std::vector<ParsedPacket> out;
-    for (auto it = fabric.queue.begin(); it != fabric.queue.end();) {
-      if (it->src_ip == h.dev.config().ipv4) {
-        keep_.push_back(std::move(*it));
-        out.push_back(parse(keep_.back()));
-        it = fabric.queue.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-  std::deque<WirePacket> keep_;  // the bytes the parsed payloads point into
 };
 
 TEST_F(NakProtocol, GapIsNakedOnceWithTheExpectedPsn) {

@@ -1,11 +1,15 @@
 // Two simulated NICs with one QP each (RC by default, or UC/UD) on the in-memory fabric,
-// driven by hand: the shared fixture of the RC semantics, memory-window and UC/UD tests. Posting writes WQEs the way
-// the shim does (minus its validation); packets move one at a time where the order matters.
+// driven by hand: the shared fixture of the RC semantics, memory-window, UC/UD and protocol
+// tests. Posting writes WQEs the way the shim does (minus its validation); packets move one at a
+// time where the order matters. Protocol tests hand the Device packets built by hand (inject,
+// packet_bytes) and read what it put on the wire (sent_by, parse, queued_opcodes).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,15 @@ namespace simnic::testing {
 constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
 constexpr pid_t kPidA = 2001, kPidB = 2002;
 constexpr uint64_t kMs = 1'000'000;
+
+// `h` and `payload` as the bytes of a packet with a valid ICRC for the addresses and ports it
+// travels with, as a peer (or a forger) would send it; empty when the opcode has no layout.
+inline std::vector<uint8_t> packet_bytes(const proto::PacketHeaders& h, std::span<const uint8_t> payload,
+                                         const proto::IpUdpInfo& ip) {
+  std::vector<uint8_t> out(proto::packet_size(h.bth.opcode, payload.size()) + 64);
+  out.resize(proto::build_packet(h, payload, ip, out));
+  return out;
+}
 
 // A trace sink that keeps every line, for tests that count events.
 struct TraceLines : core::TraceSink {
@@ -288,6 +301,30 @@ class QpPair : public ::testing::Test {
       if (op == opcode) return true;
     return false;
   }
+  // Hand-built packets in: `h` handed to `to` as if `from` had sent it, then the engines finish
+  // their turn.
+  void inject(Host& from, Host& to, const proto::PacketHeaders& h, std::span<const uint8_t> payload = {}) {
+    const uint32_t src = from.dev.config().ipv4, dst = to.dev.config().ipv4;
+    const std::vector<uint8_t> bytes = packet_bytes(h, payload, proto::IpUdpInfo{src, dst, 4791, 4791});
+    ASSERT_EQ(bytes.size(), proto::packet_size(h.bth.opcode, payload.size()));
+    to.dev.on_packet(src, 4791, bytes, now);
+    run_pending();
+  }
+  // Captured packets out: everything `h` has put on the wire since the last call, taken off it
+  // and parsed (their bytes, which the parsed payloads point into, kept in sent_).
+  std::vector<proto::ParsedPacket> sent_by(Host& h) {
+    std::vector<proto::ParsedPacket> out;
+    for (auto it = fabric.queue.begin(); it != fabric.queue.end();) {
+      if (it->src_ip != h.dev.config().ipv4) {
+        ++it;
+        continue;
+      }
+      sent_.push_back(std::move(*it));
+      out.push_back(parse(sent_.back()));
+      it = fabric.queue.erase(it);
+    }
+    return out;
+  }
   // Delivers the oldest packet on the wire and lets the engines finish their turn.
   void deliver_one() {
     ASSERT_FALSE(fabric.queue.empty());
@@ -307,6 +344,7 @@ class QpPair : public ::testing::Test {
   Fabric fabric;
   uint64_t now = 1000 * kMs;
   std::unique_ptr<Host> a, b;
+  std::deque<WirePacket> sent_;  // packets sent_by took off the wire
 };
 
 }  // namespace simnic::testing

@@ -31,10 +31,7 @@ TEST_F(ReadStall, AnAckBeyondAnIncompleteReadDoesNotStallIt) {
   h.bth.psn = last;
   h.aeth.syndrome = proto::aeth_ack(31);
   h.aeth.msn = 5;
-  std::vector<uint8_t> ack(proto::packet_size(h.bth.opcode, 0));
-  proto::build_packet(h, {}, {kIpB, kIpA, 4791, 4791}, ack);
-  a->dev.on_packet(kIpB, 4791, ack, now);
-  run_pending();
+  inject(*b, *a, h);
   fabric.queue.clear();  // and the implied-NAK re-request is lost too: only the timer is left
 
   std::vector<ibv_wc> wcs;

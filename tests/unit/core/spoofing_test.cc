@@ -31,10 +31,8 @@ class Spoofing : public QpPair {
   // A well-formed packet (valid ICRC for the addresses and ports it travels with).
   static std::vector<uint8_t> forge(const proto::PacketHeaders& h, std::span<const uint8_t> payload, uint32_t src_ip,
                                     uint32_t dst_ip, uint16_t src_port) {
-    std::vector<uint8_t> out(proto::packet_size(h.bth.opcode, payload.size()) + 64);
-    size_t n = proto::build_packet(h, payload, proto::IpUdpInfo{src_ip, dst_ip, src_port, kRocePort}, out);
-    EXPECT_GT(n, 0u);
-    out.resize(n);
+    std::vector<uint8_t> out = packet_bytes(h, payload, proto::IpUdpInfo{src_ip, dst_ip, src_port, kRocePort});
+    EXPECT_GT(out.size(), 0u);
     return out;
   }
   // An RDMA WRITE ONLY into B's MR at `off`, exactly what B's QP expects next from A.

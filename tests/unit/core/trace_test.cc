@@ -253,5 +253,80 @@ TEST_F(TraceTest, NothingIsBuiltWithoutASink) {
   EXPECT_TRUE(sink.lines.empty());
 }
 
+// A drop is counted, traced and logged by its row of the drop table (drop_reasons.h).
+TEST_F(TraceTest, ADropIsCountedTracedAndLoggedByItsRow) {
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE, now), 0);
+  sink.lines.clear();
+  post_send(*a, IBV_WR_SEND, 0, 100, 0, 0);
+  fabric.deliver_all(now);
+  std::string drop;
+  for (auto& l : sink.lines)
+    if (l.find("\"nic\":\"simnicB\"") != std::string::npos && l.find("\"kind\":\"pkt_drop\"") != std::string::npos) drop = l;
+  ASSERT_FALSE(drop.empty()) << "B, in ERR, drops A's SEND";
+  EXPECT_NE(drop.find("\"drop\":\"request_state\""), std::string::npos) << drop;
+  EXPECT_NE(drop.find("\"reason\":\"QP cannot receive in this state\""), std::string::npos) << drop;
+  EXPECT_NE(drop.find("\"counter\":\"rx_drop_qp_state\""), std::string::npos) << drop;
+  EXPECT_NE(drop.find("\"rule\":\"IBA 10.3.1"), std::string::npos) << drop;
+  EXPECT_NE(drop.find("\"qp\":" + std::to_string(b->qp->qpn)), std::string::npos) << drop;
+  EXPECT_NE(drop.find("\"detail\":\"QP 0x"), std::string::npos) << drop;
+  EXPECT_NE(drop.find("it is in ERR"), std::string::npos) << drop;
+  EXPECT_EQ(b->dev.counters().rx_drop_qp_state, 1u);
+  EXPECT_TRUE(b->logger.contains("dropped a request: it is in ERR"));
+}
+
+// Packet events carry what the opcode is, from the opcode table: a viewer classifies by it.
+TEST_F(TraceTest, PacketEventsCarryTheOpcodeTablesFlags) {
+  sink.lines.clear();
+  post_recv(*b, 8192, 4096);
+  post_send(*a, IBV_WR_SEND, 0, 100, 0, 0);
+  fabric.deliver_all(now);
+  int sends = 0, acks = 0;
+  for (auto& l : sink.lines) {
+    if (l.find("\"opcode\":\"RC_SEND_ONLY\"") != std::string::npos) {
+      ++sends;
+      EXPECT_NE(l.find("\"op_flags\":\"REQUEST|FIRST|LAST|SEND|RC\""), std::string::npos) << l;
+    }
+    if (l.find("\"opcode\":\"RC_ACKNOWLEDGE\"") != std::string::npos) {
+      ++acks;
+      EXPECT_NE(l.find("\"op_flags\":\"RESPONSE|FIRST|LAST|ACK|RC\""), std::string::npos) << l;
+    }
+  }
+  EXPECT_EQ(sends, 2) << "A's pkt_tx and B's pkt_rx";
+  EXPECT_EQ(acks, 2);
+}
+
+// With engine steps asked for, each packet's walk through the responder or completer is one
+// event naming its steps; without, none (TraceTest.SendWriteReadProduceTheExpectedEvents).
+TEST_F(TraceTest, EngineStepsAreTracedWhenAsked) {
+  a->dev.tracer().set_engine_steps(true);
+  b->dev.tracer().set_engine_steps(true);
+  sink.lines.clear();
+  post_recv(*b, 8192, 4096);
+  post_send(*a, IBV_WR_SEND, 0, 100, 0, 0);
+  fabric.deliver_all(now);
+  std::vector<std::string> steps;
+  for (auto& l : sink.lines)
+    if (l.find("\"kind\":\"engine_steps\"") != std::string::npos) steps.push_back(l);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_NE(steps[0].find("\"nic\":\"simnicB\",\"kind\":\"engine_steps\",\"engine\":\"responder\",\"qp\":" +
+                          std::to_string(b->qp->qpn) + ",\"psn\":0,\"steps\":\"CHECK_STATE>CHECK_PSN>EXECUTE\""),
+            std::string::npos)
+      << steps[0];
+  EXPECT_NE(steps[1].find("\"engine\":\"completer\""), std::string::npos) << steps[1];
+  EXPECT_NE(steps[1].find("\"steps\":\"CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER\""), std::string::npos)
+      << steps[1];
+  EXPECT_EQ(a->cq->shm->ring.producer.value.load(), 1u) << "the SEND completed";
+  // Off again: the same exchange traces no step.
+  a->dev.tracer().set_engine_steps(false);
+  b->dev.tracer().set_engine_steps(false);
+  sink.lines.clear();
+  post_recv(*b, 8192, 4096);
+  post_send(*a, IBV_WR_SEND, 0, 100, 0, 0);
+  fabric.deliver_all(now);
+  for (auto& l : sink.lines) EXPECT_EQ(l.find("engine_steps"), std::string::npos) << l;
+}
+
 }  // namespace
 }  // namespace simnic::testing

@@ -321,9 +321,8 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
     h.aeth.syndrome = uint8_t(rng());
     std::vector<uint8_t> payload((proto::opcode_info(h.bth.opcode).mask & proto::kHasPayload) ? pick(1025) : 0);
     for (auto& x : payload) x = uint8_t(rng());
-    std::vector<uint8_t> out(proto::packet_size(h.bth.opcode, payload.size()) + 64);
-    size_t n = proto::build_packet(h, payload, proto::IpUdpInfo{kIpA, kIpB, 4791, 4791}, out);
-    out.resize(n ? n : pick(100));
+    std::vector<uint8_t> out = packet_bytes(h, payload, proto::IpUdpInfo{kIpA, kIpB, 4791, 4791});
+    if (out.empty()) out.resize(pick(100));
     b->dev.on_packet(kIpA, 4791, out, now);
     if (i % 32 == 31) {
       if (tgt->state == IBV_QPS_ERR) {

@@ -19,14 +19,4 @@ TEST(CpuShare, RefusesMalformedLines) {
 }
 
 }  // namespace
-// The host's CPU-wait clock (issue 26): the "some" line's total, in microseconds.
-TEST(CpuShare, ReadsThePressureSomeTotal) {
-  EXPECT_EQ(some_total_in_pressure("some avg10=90.88 avg60=84.76 avg300=49.03 total=5081259586\n"
-                                   "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
-            5081259586u);
-  EXPECT_EQ(some_total_in_pressure("full avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"), 0u);
-  EXPECT_EQ(some_total_in_pressure("some avg10=0.00\nfull total=9\n"), 0u);  // no total on its line
-  EXPECT_EQ(some_total_in_pressure(""), 0u);
-}
-
 }  // namespace simnic::io

@@ -22,72 +22,25 @@
 #include <vector>
 
 #include "simnic/io/pcap_writer.h"
+#include "support/output_files.h"
 #include "simnic/io/trace_hub.h"
 
 namespace simnic::io {
 namespace {
-
-constexpr uid_t kNobody = 65534;
 
 struct Lines final : core::Logger {
   std::vector<std::string> lines;
   void log(core::LogLevel, const std::string& line) override { lines.push_back(line); }
 };
 
-std::string temp_dir(const char* tag) {
-  std::string tmpl = std::string("/tmp/simnic-ut-") + tag + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  return ::mkdtemp(buf.data()) ? buf.data() : "";
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
-// As user B (nobody, in a forked child): creates `path` mode 0666 holding `text`, as the
-// classmate of issue 29 did. False if that cannot be done.
-bool plant_as_nobody(const std::string& path, const std::string& text) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(2);
-    ::umask(0);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd < 0 || ::write(fd, text.data(), text.size()) != ssize_t(text.size())) ::_exit(3);
-    ::_exit(0);
-  }
-  int st = 0;
-  return pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 // A 1777 directory, like /tmp or a class folder everyone may write to.
 std::string sticky_shared_dir(const char* tag) {
-  std::string dir = temp_dir(tag);
+  std::string dir = test::temp_dir(tag);
   if (!dir.empty()) ::chmod(dir.c_str(), 01777);
   return dir;
 }
 
 proto::IpUdpInfo packet_addresses() { return proto::IpUdpInfo{0x7f000001, 0x7f000002, 4791, 4791, 0, 0}; }
-
-// The records of a classic pcap file, checked whole: the header, then each record's 16 bytes
-// and its caplen bytes, ending exactly at the end of the file. -1 if the file is cut mid-record.
-long whole_pcap_records(const std::string& bytes) {
-  if (bytes.size() < 24) return -1;
-  size_t at = 24;
-  long n = 0;
-  while (at < bytes.size()) {
-    if (bytes.size() - at < 16) return -1;
-    uint32_t caplen;
-    std::memcpy(&caplen, bytes.data() + at + 8, 4);
-    if (bytes.size() - at - 16 < caplen) return -1;
-    at += 16 + caplen;
-    ++n;
-  }
-  return n;
-}
 
 // Every line ends with '\n' and is a whole JSON object as written ({...}).
 bool whole_lines(const std::string& text, size_t* count) {
@@ -106,26 +59,26 @@ std::span<const uint8_t> as_bytes(const std::string& s) { return {reinterpret_ca
 TEST(OutputFile, AnotherUsersPrecreatedFileIsRefusedAndNeverWrittenInto) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user (nobody) who plants the files";
   const std::string dir = sticky_shared_dir("shared");
-  ASSERT_TRUE(plant_as_nobody(dir + "/simnic0.pcap", "B's bait\n"));
-  ASSERT_TRUE(plant_as_nobody(dir + "/simnic0.jsonl", "B's bait\n"));
+  ASSERT_TRUE(test::plant_as_nobody(dir + "/simnic0.pcap", "B's bait\n"));
+  ASSERT_TRUE(test::plant_as_nobody(dir + "/simnic0.jsonl", "B's bait\n"));
   Lines log;
   PcapWriter pcap;
   std::string error;
   EXPECT_FALSE(pcap.open(dir + "/simnic0.pcap", 1 << 20, &log, &error));
-  EXPECT_TRUE(contains(error, "cannot write pcap " + dir + "/simnic0.pcap: it belongs to uid 65534")) << error;
-  EXPECT_TRUE(contains(error, "not you (uid 0")) << error;
-  EXPECT_TRUE(contains(error, "someone else created it")) << error;
+  EXPECT_TRUE(test::contains(error, "cannot write pcap " + dir + "/simnic0.pcap: it belongs to uid 65534")) << error;
+  EXPECT_TRUE(test::contains(error, "not you (uid 0")) << error;
+  EXPECT_TRUE(test::contains(error, "someone else created it")) << error;
   boost::asio::io_context io;
   TraceHub trace(io);
   error.clear();
   EXPECT_FALSE(trace.open_file(dir + "/simnic0.jsonl", 1 << 20, &log, &error));
-  EXPECT_TRUE(contains(error, "cannot write trace " + dir + "/simnic0.jsonl: it belongs to uid 65534")) << error;
+  EXPECT_TRUE(test::contains(error, "cannot write trace " + dir + "/simnic0.jsonl: it belongs to uid 65534")) << error;
   // B's files are as B left them: nothing of ours went into them.
   for (const char* name : {"/simnic0.pcap", "/simnic0.jsonl"}) {
     struct stat st{};
     ASSERT_EQ(::stat((dir + name).c_str(), &st), 0);
-    EXPECT_EQ(st.st_uid, kNobody);
-    EXPECT_EQ(read_all(dir + name), "B's bait\n");
+    EXPECT_EQ(st.st_uid, test::kNobody);
+    EXPECT_EQ(test::read_all(dir + name), "B's bait\n");
   }
   std::filesystem::remove_all(dir);
 }
@@ -156,7 +109,7 @@ TEST(OutputFile, OurOwnOldFileIsReplacedByANewPrivateOne) {
   EXPECT_NE(now.st_ino, old.st_ino) << "the old file was written into, not replaced";
   EXPECT_EQ(now.st_mode & 07777, 0600u);
   EXPECT_EQ(now.st_uid, ::geteuid());
-  EXPECT_EQ(whole_pcap_records(read_all(path)), 1);
+  EXPECT_EQ(test::whole_pcap_records(test::read_all(path)), 1);
   char buf[32] = {};
   EXPECT_EQ(::pread(old_reader, buf, sizeof buf, 0), 11);  // still the old bytes, and only them
   EXPECT_STREQ(buf, "old capture");
@@ -165,7 +118,7 @@ TEST(OutputFile, OurOwnOldFileIsReplacedByANewPrivateOne) {
 }
 
 TEST(OutputFile, SymlinksHardLinksAndNonRegularFilesAreRefused) {
-  const std::string dir = temp_dir("odd");
+  const std::string dir = test::temp_dir("odd");
   std::ofstream(dir + "/precious") << "precious\n";
   ASSERT_EQ(::symlink((dir + "/precious").c_str(), (dir + "/a.pcap").c_str()), 0);
   ASSERT_EQ(::link((dir + "/precious").c_str(), (dir + "/b.pcap").c_str()), 0);
@@ -173,23 +126,23 @@ TEST(OutputFile, SymlinksHardLinksAndNonRegularFilesAreRefused) {
   OutputFile f;
   std::string error;
   EXPECT_FALSE(f.open(dir + "/a.pcap", "pcap", 1 << 20, nullptr, &error));
-  EXPECT_TRUE(contains(error, "symbolic link")) << error;
+  EXPECT_TRUE(test::contains(error, "symbolic link")) << error;
   EXPECT_FALSE(f.open(dir + "/b.pcap", "pcap", 1 << 20, nullptr, &error));
-  EXPECT_TRUE(contains(error, "it has 2 hard links")) << error;
+  EXPECT_TRUE(test::contains(error, "it has 2 hard links")) << error;
   EXPECT_FALSE(f.open(dir + "/c.pcap", "pcap", 1 << 20, nullptr, &error));
-  EXPECT_TRUE(contains(error, "is not a regular file")) << error;
-  EXPECT_EQ(read_all(dir + "/precious"), "precious\n");
+  EXPECT_TRUE(test::contains(error, "is not a regular file")) << error;
+  EXPECT_EQ(test::read_all(dir + "/precious"), "precious\n");
   std::filesystem::remove_all(dir);
 }
 
 // Others may remove or rename entries of a directory they can write unless it is sticky.
 TEST(OutputFile, ADirectoryOthersCanWriteIsRefusedUnlessSticky) {
-  const std::string dir = temp_dir("open");
+  const std::string dir = test::temp_dir("open");
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   OutputFile f;
   std::string error;
   EXPECT_FALSE(f.open(dir + "/simnic0.jsonl", "trace", 1 << 20, nullptr, &error));
-  EXPECT_TRUE(contains(error, "its directory " + dir + " has mode 0777 and is not sticky")) << error;
+  EXPECT_TRUE(test::contains(error, "its directory " + dir + " has mode 0777 and is not sticky")) << error;
   EXPECT_FALSE(std::filesystem::exists(dir + "/simnic0.jsonl"));
   ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);
   EXPECT_TRUE(f.open(dir + "/simnic0.jsonl", "trace", 1 << 20, nullptr, &error)) << error;
@@ -198,7 +151,7 @@ TEST(OutputFile, ADirectoryOthersCanWriteIsRefusedUnlessSticky) {
 }
 
 TEST(OutputFile, StopsWholeAtItsSizeLimitLogsOnceAndCountsWhatItDidNotWrite) {
-  const std::string dir = temp_dir("limit");
+  const std::string dir = test::temp_dir("limit");
   Lines log;
   OutputFile f;
   std::string error;
@@ -211,22 +164,22 @@ TEST(OutputFile, StopsWholeAtItsSizeLimitLogsOnceAndCountsWhatItDidNotWrite) {
   EXPECT_EQ(written, 10);
   EXPECT_EQ(f.state(), OutputFile::State::kAtLimit);
   EXPECT_EQ(f.records_lost(), 15u);
-  EXPECT_TRUE(contains(f.status_lines(), "trace_records_lost 15\n")) << f.status_lines();
-  EXPECT_TRUE(contains(f.status_lines(), "trace_stopped size_limit\n")) << f.status_lines();
-  EXPECT_TRUE(contains(f.status_lines(), "trace_max_bytes 1000\n")) << f.status_lines();
+  EXPECT_TRUE(test::contains(f.status_lines(), "trace_records_lost 15\n")) << f.status_lines();
+  EXPECT_TRUE(test::contains(f.status_lines(), "trace_stopped size_limit\n")) << f.status_lines();
+  EXPECT_TRUE(test::contains(f.status_lines(), "trace_max_bytes 1000\n")) << f.status_lines();
   f.close();
-  const std::string text = read_all(dir + "/t.jsonl");
+  const std::string text = test::read_all(dir + "/t.jsonl");
   EXPECT_EQ(text.size(), 1000u);
   size_t lines = 0;
   EXPECT_TRUE(whole_lines(text, &lines));
   EXPECT_EQ(lines, 10u);
   ASSERT_EQ(log.lines.size(), 1u) << "logged once, not once per record";
-  EXPECT_TRUE(contains(log.lines[0], "reached its size limit of 1000 bytes (--trace-max-bytes")) << log.lines[0];
+  EXPECT_TRUE(test::contains(log.lines[0], "reached its size limit of 1000 bytes (--trace-max-bytes")) << log.lines[0];
   std::filesystem::remove_all(dir);
 }
 
 TEST(OutputFile, APcapStopsAtItsLimitAfterAWholePacket) {
-  const std::string dir = temp_dir("pcaplimit");
+  const std::string dir = test::temp_dir("pcaplimit");
   Lines log;
   PcapWriter pcap;
   std::string error;
@@ -237,9 +190,9 @@ TEST(OutputFile, APcapStopsAtItsLimitAfterAWholePacket) {
   }
   const uint64_t lost = pcap.file().records_lost();
   pcap.close();
-  const std::string bytes = read_all(dir + "/simnic0.pcap");
+  const std::string bytes = test::read_all(dir + "/simnic0.pcap");
   EXPECT_LE(bytes.size(), 10'000u);
-  const long records = whole_pcap_records(bytes);
+  const long records = test::whole_pcap_records(bytes);
   EXPECT_GT(records, 0) << "the capture is cut mid-record";
   EXPECT_EQ(uint64_t(records) + lost, 100u);
   EXPECT_EQ(log.lines.size(), 1u);
@@ -247,7 +200,7 @@ TEST(OutputFile, APcapStopsAtItsLimitAfterAWholePacket) {
 }
 
 TEST(OutputFile, TraceLinesStopWholeAtTheTraceLimit) {
-  const std::string dir = temp_dir("tracelimit");
+  const std::string dir = test::temp_dir("tracelimit");
   Lines log;
   boost::asio::io_context io;
   TraceHub hub(io);
@@ -256,7 +209,7 @@ TEST(OutputFile, TraceLinesStopWholeAtTheTraceLimit) {
   for (int i = 0; i < 500; ++i) hub.write_line("{\"kind\":\"x\",\"i\":" + std::to_string(i) + "}");
   const uint64_t lost = hub.file().records_lost();
   hub.close();
-  const std::string text = read_all(dir + "/simnic0.jsonl");
+  const std::string text = test::read_all(dir + "/simnic0.jsonl");
   size_t lines = 0;
   EXPECT_TRUE(whole_lines(text, &lines));
   EXPECT_LE(text.size(), 4096u);
@@ -295,8 +248,8 @@ std::string fill_a_small_disk(const std::string& dir) {
   const std::string pcap_status = pcap.file().status_lines();
   pcap.close();
   trace.close();
-  const std::string bytes = read_all(dir + "/simnic0.pcap"), text = read_all(dir + "/simnic0.jsonl");
-  const long records = whole_pcap_records(bytes);
+  const std::string bytes = test::read_all(dir + "/simnic0.pcap"), text = test::read_all(dir + "/simnic0.jsonl");
+  const long records = test::whole_pcap_records(bytes);
   size_t lines = 0;
   if (!pcap_failed || !trace_failed) bad << "a file did not stop on the full disk; ";
   if (records < 0) bad << "the pcap ends mid-record (" << bytes.size() << " bytes); ";
@@ -304,17 +257,18 @@ std::string fill_a_small_disk(const std::string& dir) {
   if (!whole_lines(text, &lines)) bad << "the trace ends mid-line; ";
   if (lines + trace_lost != 400) bad << lines << " lines + " << trace_lost << " lost != 400; ";
   if (pcap_lost == 0 || trace_lost == 0) bad << "nothing counted as lost; ";
-  if (!contains(pcap_status, "pcap_stopped write_error\n")) bad << "status: " << pcap_status << "; ";
+  if (!test::contains(pcap_status, "pcap_stopped write_error\n")) bad << "status: " << pcap_status << "; ";
   if (pcap_log.lines.size() != 1 || trace_log.lines.size() != 1)
     bad << "logged " << pcap_log.lines.size() << " and " << trace_log.lines.size() << " times, not once each; ";
-  else if (!contains(pcap_log.lines[0], "No space left on device") || !contains(pcap_log.lines[0], "last whole record"))
+  else if (!test::contains(pcap_log.lines[0], "No space left on device") ||
+           !test::contains(pcap_log.lines[0], "last whole record"))
     bad << "log: " << pcap_log.lines[0] << "; ";
   return bad.str();
 }
 
 TEST(OutputFile, AFullDiskLeavesEachFileAtItsLastWholeRecordLoggedAndCounted) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs (in a private mount namespace)";
-  const std::string dir = temp_dir("full");
+  const std::string dir = test::temp_dir("full");
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   pid_t pid = ::fork();

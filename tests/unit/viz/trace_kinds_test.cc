@@ -1,16 +1,18 @@
-// The trace's event kinds are string literals on both sides: simnicd emits them (simnic/core,
-// simnic/io) and simnic-viz's model interprets them. docs/trace-format.md is the contract
-// between the two; these tests read all three and fail on a kind that one side has and the
-// documentation (or simnic-viz) does not.
+// The trace's event kinds are one table in simnicd (simnic/core/trace_kinds.h: the enum the
+// engines emit and each kind's name) and strings in simnic-viz's model. docs/trace-format.md is
+// the contract between the two; these tests read all three and fail on a kind that one side
+// has and the documentation (or simnic-viz) does not, and on a row of the table no engine emits.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "simnic/core/trace_kinds.h"
 #include "viz/model/field_help.h"
 
 namespace simnic::viz {
@@ -39,30 +41,31 @@ void add_matches(const std::string& text, const std::regex& re, Kinds* out) {
   for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) out->insert((*it)[1]);
 }
 
-// The kinds simnicd emits: `tracer.event("kind")`, and the literal first argument of the
-// helpers that take `const char* kind` and pass it on (trace_packet("pkt_tx", ...)). Any other
-// argument to event() is reported in *unreadable, so a new way of naming a kind cannot slip by.
+// The kinds simnicd emits: the rows of SIMNIC_TRACE_KINDS whose enumerator some source under
+// simnic/ names (`tracer_.event(TraceKind::kQpState)`, `trace_packet(TraceKind::kPktTx, ...)`).
+// Any other argument to event() is reported in *unreadable (a helper that takes `TraceKind kind`
+// and passes it on is fine), so a new way of naming a kind cannot slip by.
 Kinds emitted_kinds(std::vector<std::string>* unreadable) {
-  const std::regex literal(R"re(\.event\("([a-z_]+)"\))re"), forwarder(R"re(\b(\w+)\(const char\* kind\b)re"),
-      any_event(R"re(\.event\(([^)]*)\))re");
-  Kinds kinds, forwarders;
-  std::vector<std::string> texts;
+  std::map<std::string, std::string> name_of;  // enumerator -> name in the trace
+#define SIMNIC_TEST_KIND(id, name) name_of[#id] = name;
+  SIMNIC_TRACE_KINDS(SIMNIC_TEST_KIND)
+#undef SIMNIC_TEST_KIND
+  const std::regex named(R"re(\bTraceKind::(k\w+))re"), any_event(R"re(\.event\(([^)]*)\))re");
+  Kinds enumerators, kinds;
   for (const auto& p : sources_under("simnic")) {
-    std::string text = read_file(p);
-    add_matches(text, literal, &kinds);
-    add_matches(text, forwarder, &forwarders);
+    const std::string text = read_file(p);
+    add_matches(text, named, &enumerators);
     for (std::sregex_iterator it(text.begin(), text.end(), any_event), end; it != end; ++it) {
       const std::string arg = (*it)[1];
-      const bool forwarded = arg == "kind" && text.find("(const char* kind") != std::string::npos;
-      if (!forwarded && !std::regex_match(arg, std::regex(R"re("[a-z_]+")re")))
+      const bool forwarded = arg == "kind" && text.find("(TraceKind kind") != std::string::npos;
+      if (!forwarded && !std::regex_match(arg, std::regex(R"re((core::)?TraceKind::k\w+)re")))
         unreadable->push_back(p.filename().string() + ": event(" + arg + ")");
     }
-    texts.push_back(std::move(text));
   }
-  forwarders.erase("event");
-  forwarders.erase("TraceEvent");
-  for (const auto& name : forwarders)
-    for (const auto& text : texts) add_matches(text, std::regex("\\b" + name + R"re(\("([a-z_]+)")re"), &kinds);
+  for (const auto& id : enumerators) {
+    if (name_of.count(id)) kinds.insert(name_of[id]);
+    else unreadable->push_back("TraceKind::" + id + " is not a row of SIMNIC_TRACE_KINDS");
+  }
   return kinds;
 }
 
@@ -97,7 +100,7 @@ std::string list(const Kinds& k) {
 TEST(TraceKinds, TheExtractionFindsTheKnownKinds) {
   std::vector<std::string> unreadable;
   Kinds emitted = emitted_kinds(&unreadable);
-  // A sample from each way of emitting: a literal, trace_packet, trace_qp_lifecycle, trace_mad,
+  // A sample from each way of emitting: event(), trace_packet, trace_qp_lifecycle, trace_mad,
   // and step mode in simnic/io. If these go missing, the extraction broke, not the trace.
   for (const char* k : {"qp_state", "pkt_tx", "pkt_rx", "qp_create", "qp_destroy", "cm_rx", "step", "nic_up"})
     EXPECT_TRUE(emitted.count(k)) << k << " not found among:" << list(emitted);
@@ -113,6 +116,18 @@ TEST(TraceKinds, EveryKindSimnicdEmitsIsDocumentedAndEveryDocumentedKindIsEmitte
     EXPECT_TRUE(documented.count(k)) << "simnicd emits \"" << k << "\": add it to docs/trace-format.md's Kinds table";
   for (const auto& k : documented)
     EXPECT_TRUE(emitted.count(k)) << "docs/trace-format.md lists \"" << k << "\", which simnicd never emits";
+}
+
+// The table is the single source: each of its rows is documented, and emitted somewhere.
+TEST(TraceKinds, EveryRowOfTheKindTableIsDocumentedAndEmitted) {
+  std::vector<std::string> unreadable;
+  const Kinds emitted = emitted_kinds(&unreadable), documented = documented_kinds();
+  for (const char* name : simnic::core::kTraceKindNames) {
+    EXPECT_TRUE(documented.count(name)) << "trace_kinds.h has \"" << name << "\": add it to docs/trace-format.md's Kinds table";
+    EXPECT_TRUE(emitted.count(name)) << "trace_kinds.h has \"" << name << "\", which no source under simnic/ emits";
+  }
+  EXPECT_EQ(Kinds(std::begin(simnic::core::kTraceKindNames), std::end(simnic::core::kTraceKindNames)).size(),
+            simnic::core::kTraceKindCount) << "a name appears twice in trace_kinds.h";
 }
 
 TEST(TraceKinds, SimnicVizKnowsEveryDocumentedKindAndOnlyThose) {

@@ -360,6 +360,37 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
   EXPECT_NE(explain_syndrome(0x3f).find("RNR"), std::string::npos);
 }
 
+// simnicd's packet events carry the opcode table's kinds (op_flags): the viewer classifies by
+// them, whatever the opcode's name says.
+TEST(VizTeaching, PacketsAreClassifiedByTheirOpFlags) {
+  auto pkt = [](const char* op, const char* flags, bool atomic_ack = false) {
+    nlohmann::ordered_json j{{"seq", 1}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", op}, {"op_flags", flags}};
+    if (atomic_ack) j["atomic_ack"] = {{"orig", 7}};
+    return *parse_event_line(j.dump());
+  };
+  EXPECT_EQ(classify_packet(pkt("VENDOR_OP", "REQUEST|FIRST|WRITE|RC")), PacketClass::kWrite);
+  EXPECT_EQ(packet_label(pkt("VENDOR_OP", "REQUEST|FIRST|WRITE|RC")), "WRITE F");
+  // The name says SEND, the flags say READ request: the flags win.
+  EXPECT_EQ(classify_packet(pkt("RC_SEND_ONLY", "REQUEST|FIRST|LAST|READ_REQ|RC")), PacketClass::kReadRequest);
+  EXPECT_EQ(packet_label(pkt("X", "RESPONSE|MIDDLE|READ_RESP|RC")), "RESP M");
+  EXPECT_EQ(classify_packet(pkt("X", "REQUEST|FIRST|LAST|ATOMIC_WRITE|RC")), PacketClass::kAtomic);
+  EXPECT_EQ(classify_packet(pkt("X", "RESPONSE|FIRST|LAST|ACK|RC")), PacketClass::kAck);
+  EXPECT_EQ(classify_packet(pkt("X", "RESPONSE|FIRST|LAST|ACK|RC", true)), PacketClass::kAtomic);
+  EXPECT_EQ(classify_packet(pkt("RC_SEND_ONLY", "")), PacketClass::kOther);  // flags given, none known
+  EXPECT_FALSE(explain_field("pkt_rx", "op_flags").empty());
+}
+
+// The engines' steps, one event per packet, shown in the event log.
+TEST(VizTeaching, EngineStepsAreSummarizedAndExplained) {
+  nlohmann::ordered_json j{{"seq", 3}, {"nic", "n"}, {"kind", "engine_steps"}, {"engine", "completer"}, {"qp", 17},
+                           {"psn", 5}, {"steps", "CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER"}};
+  const std::string s = summarize(*parse_event_line(j.dump()));
+  EXPECT_NE(s.find("completer qp 0x11"), std::string::npos) << s;
+  EXPECT_NE(s.find("CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER"), std::string::npos) << s;
+  EXPECT_FALSE(explain_kind("engine_steps").empty());
+  EXPECT_FALSE(explain_field("engine_steps", "steps").empty());
+}
+
 }  // namespace
 TEST(VizTeaching, XrcPacketsAreClassifiedAndTheirXrcethExplained) {
   auto pkt = [](const char* op, const char* aeth_class = nullptr) {
