@@ -103,12 +103,11 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
       go_back_n(qp, missing, now, "implied_nak");
       return;
     }
-    note_peer_answered(qp, st);
+    note_peer_answered(qp, st, now);
     complete_send_wqe(qp, IBV_WC_SUCCESS);
     if (!qp.sq_running()) return;
   }
   if (progress) {  // only progress resets the retry budgets: a NAK for the oldest PSN is none
-    qp.comp.silent_since_ns = 0;
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_retry_left = qp.attr.rnr_retry;
   }

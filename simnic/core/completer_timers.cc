@@ -34,7 +34,6 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   bool was_idle = qp.comp.timer_deadline_ns == 0;
   qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
   qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
-  qp.comp.timer_cpu_wait_ns = host_cpu_wait_ns_;
   if (was_idle)
     tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
@@ -85,14 +84,17 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
   // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
   if (qp.comp.una_psn == qp.req.next_psn) return;
-  if (ack_wait_is_a_queue(qp, now) || peer_may_be_waiting_for_a_cpu(qp, now)) return;
-  qp.comp.silent_since_ns = 0;
+  const AckWait wait = judge_ack_wait(qp, now);
+  if (wait.waiting) {
+    arm_ack_timer(qp, now);
+    ++counters_.timeouts_deferred;
+    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred").s("why", wait.why)
+        .u("due_ns", qp.comp.timer_deadline_ns);
+    return;
+  }
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
-           " within the ACK timeout (" +
-           (peer_progress_[qp.remote_ip].answered > qp.req.last_seq ? "the peer answered packets sent after it"
-                                                                      : "the peer answered nothing meanwhile") +
-           "); " +
+           " within the ACK timeout (" + wait.why + "); " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
                                 std::to_string(qp.attr.retry_cnt) + " retries left)"
                           : std::string("no retries left")) +
@@ -123,66 +125,76 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
 // (retry_cnt, IBA 9.7.5.1, C9-140 ff.) are for lost packets.
 //
 // Every packet an RC/XRC requester sends to a peer gets a number (PeerProgress::sent); a WQE
-// remembers its last packet's, and when an ACK retires the WQE the peer has read at least that
-// far (PeerProgress::answered). When a QP's ACK timer expires:
-//  - the peer answered a packet sent after this QP's latest one: it read past all of ours (the
-//    last packet before a QP pauses always asks for an ACK), so a packet of ours or its ACK was
-//    lost: a timeout, a retry spent, exactly as before;
-//  - the peer answered nothing since the timer was armed: it is gone, or everything towards it
-//    was lost: a timeout, a retry spent, exactly as before (a single QP's lost last packet);
-//  - the peer answered packets sent before ours, and more of them than when the timer was
-//    armed: it is alive and still reading the queue ahead of our packet. The timer is armed
-//    again for a full timeout from now, without a retry (counted in timeouts_deferred).
-// The third case ends: the queue ahead of a packet is finite, so the peer either reaches it
-// (ACK, or an answer past it: the first case) or stops answering (the second). Fault
-// injection's losses are detected as before: a lost packet is followed by others the peer
-// answers. Reordering (--reorder) breaks the FIFO; then a late packet may be resent, as before.
+// remembers its first and last packets' numbers, and when an ACK retires the WQE the peer has
+// read at least that far (PeerProgress::answered). When a QP's ACK timer expires:
+//  1. the peer answered a packet sent after this QP's latest one: it read and handled past all
+//     of ours (the last packet before a QP pauses always asks for an ACK), so a packet of ours
+//     or its ACK was lost: a timeout, a retry spent, as IBA 9.7.5.1 says.
+//  2. the peer is on this host (its socket is in this network namespace: the wire's peer_end):
+//     the kernel says whether the packet could have been lost. A datagram sent to a live local
+//     socket is either in its queue or counted in its drops. So the packet is not lost but
+//     waiting, and the timer is armed again without a retry, unless
+//       - the peer's socket is gone (its NIC died): a timeout at once;
+//       - a packet of this QP's still unacknowledged ones may have been lost: the kernel counted
+//         a drop towards the peer, or the fault injector dropped or held one back
+//         (PeerProgress::lost_seq): a timeout, exactly as without this rule;
+//       - the peer has read it (its queue was seen empty since it was sent) and has not
+//         answered for a whole timeout since: it dropped it (no such QP, a QP in error) or its
+//         ACK was lost: a timeout;
+//       - the peer's queue has not moved (no answer, the queue not shrinking) for
+//         kStalledPeerNs: a NIC that was stopped (SIGSTOP) counts as a dead link does.
+//  3. a peer on another host: its queue cannot be seen. The timer is armed again without a
+//     retry only while the peer answered packets sent before ours, more of them than when the
+//     timer was armed (it is alive and still reading the queue ahead of ours); a peer that
+//     answered nothing is counted as lost at once.
+// Each case ends: a queue ahead of a packet is finite and a local peer that stops reading is
+// found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
+// back by the fault injector (lost_seq) and is resent as before.
 
-void Device::note_request_sent(Qp& qp, SendWqeState& st, bool last_packet) {
+void Device::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome) {
   if (!qp.acked()) return;
-  const uint64_t seq = ++peer_progress_[qp.remote_ip].sent;
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  const uint64_t seq = ++peer.sent;
   qp.req.last_seq = seq;
+  if (pkt_in_wqe == 0 || st.first_seq == 0) st.first_seq = seq;
   if (last_packet) st.last_seq = seq;  // the last packet always asks for an ACK
+  if (outcome == SendOutcome::kDropped || outcome == SendOutcome::kDelayed) peer.lost_seq = seq;
 }
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
-void Device::note_peer_answered(Qp& qp, const SendWqeState& st) {
+void Device::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
   if (!st.last_seq) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.answered = std::max(peer.answered, st.last_seq);
+  peer.moved_ns = now;
 }
 
-// The third case above: a full timeout again from now.
-bool Device::ack_wait_is_a_queue(Qp& qp, uint64_t now) {
-  const PeerProgress& peer = peer_progress_[qp.remote_ip];
-  if (peer.answered > qp.req.last_seq) return false;              // read past ours: lost
-  if (peer.answered == qp.comp.timer_answered_seq) return false;  // silent: lost or gone
-  qp.comp.silent_since_ns = 0;
-  arm_ack_timer(qp, now);
-  ++counters_.timeouts_deferred;
-  tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred")
-      .u("queued_ahead", qp.req.last_seq - peer.answered).u("due_ns", qp.comp.timer_deadline_ns);
-  return true;
+// The cases above, in order.
+AckWait Device::judge_ack_wait(Qp& qp, uint64_t now) {
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it"};
+  const PacketSink::PeerEnd end = wire_.peer_end(qp.remote_ip, config_.udp_port);
+  if (end.local) {
+    peer.look(end, now);
+    return judge_local_peer(qp, peer, now);
+  }
+  if (peer.answered != qp.comp.timer_answered_seq) return {true, "the peer is still answering packets sent before it"};
+  return {false, "the peer answered nothing meanwhile"};
 }
 
-// A silent peer on a busy host. When some task waited for a CPU during at least half of the
-// timeout (PSI), the peer NIC may be one of them: it has read nothing, so it answers nothing.
-// The timer is put off, for at most kMaxSilentWaitNs of silence per lost-packet decision; a peer
-// silent longer is counted as gone (a timeout, a retry), as it is at once on a quiet host.
-bool Device::peer_may_be_waiting_for_a_cpu(Qp& qp, uint64_t now) {
-  constexpr uint64_t kMaxSilentWaitNs = 500'000'000;
-  const uint64_t timeout = std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
-  const uint64_t waited = host_cpu_wait_ns_ - std::min(host_cpu_wait_ns_, qp.comp.timer_cpu_wait_ns);
-  if (waited * 2 < timeout) return false;  // a quiet host: silence means loss
-  if (!qp.comp.silent_since_ns) qp.comp.silent_since_ns = now;
-  if (now - qp.comp.silent_since_ns >= kMaxSilentWaitNs) return false;
-  const uint64_t since = qp.comp.silent_since_ns;
-  arm_ack_timer(qp, now);
-  qp.comp.silent_since_ns = since;
-  ++counters_.timeouts_deferred;
-  tracer_.event("timer").u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred")
-      .s("why", "host_busy").u("due_ns", qp.comp.timer_deadline_ns);
-  return true;
+// Case 2: a peer on this host, whose socket the kernel shows.
+AckWait Device::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const {
+  constexpr uint64_t kStalledPeerNs = 3'000'000'000;
+  if (!peer.end.open) return {false, "the peer NIC's socket is gone"};
+  const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
+  if (peer.lost_seq >= oldest.first_seq) return {false, "a packet towards the peer was dropped"};
+  if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
+    const uint64_t timeout = std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
+    if (now - peer.read_ns < timeout) return {true, "the peer has just read it"};
+    return {false, "the peer read it and did not answer"};
+  }
+  if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};
+  return {true, "it waits in the peer NIC's socket"};
 }
 
 }  // namespace simnic::core

@@ -131,8 +131,10 @@ struct SendWqeState {
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
   uint8_t tos = 0;          // their IPv4 TOS: the path's, or the UD AH's, traffic class
   uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
-  // Its last packet's number among the packets this NIC sent the peer NIC (Device::PeerProgress,
-  // last sending): the ACK that retires the WQE says the peer has read that far.
+  // Its first and last packets' numbers among the packets this NIC sent the peer NIC
+  // (PeerProgress, latest sending of each): the ACK that retires the WQE says the peer has
+  // read up to last_seq; nothing of it still unacknowledged was sent before first_seq.
+  uint64_t first_seq = 0;
   uint64_t last_seq = 0;
 
   // The WQE starts at `psn`: its progress starts over, its fetched copy stays.
@@ -183,7 +185,7 @@ struct QpRequester {
   uint32_t next_psn = 0;      // PSN of the next new packet
   uint32_t rd_atomic_outstanding = 0;
   uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
-  uint64_t last_seq = 0;      // its latest packet's number among those sent to the peer NIC (Device::PeerProgress)
+  uint64_t last_seq = 0;      // its latest packet's number among those sent to the peer NIC (PeerProgress)
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
@@ -195,8 +197,6 @@ struct QpCompleter {
   // How far the peer NIC had answered when the ACK timer was armed (completer_timers.cc: a
   // queue is not a loss).
   uint64_t timer_answered_seq = 0;
-  uint64_t timer_cpu_wait_ns = 0;  // the host's CPU-wait clock then (Device::set_host_cpu_wait_ns)
-  uint64_t silent_since_ns = 0;    // the peer has answered nothing since, on a busy host (0: not so)
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

@@ -612,12 +612,6 @@ void NicServer::continue_pending_work() {
 }
 
 void NicServer::arm_timer() {
-  // The host's CPU-wait clock as ACK timers are armed, at most once a millisecond (a read of
-  // /proc/pressure/cpu costs microseconds; a small message's turn is not to pay it).
-  if (const uint64_t t = monotonic_ns(); t - cpu_wait_read_ns_ >= 1'000'000) {
-    cpu_wait_read_ns_ = t;
-    device_.set_host_cpu_wait_ns(cpu_share_.cpu_wait_total_ns());
-  }
   uint64_t due = step_.paused() ? 0 : device_.next_deadline();
   if (due == timer_due_) return;
   timer_due_ = due;
@@ -632,7 +626,6 @@ void NicServer::arm_timer() {
     // A NIC that was not scheduled finds its timers late and its peer's ACKs waiting in its
     // socket: read those first, so a timeout counts packets lost, not time this process lost.
     port_.read_queued();
-    device_.set_host_cpu_wait_ns(cpu_share_.cpu_wait_total_ns());
     device_.on_timer(now());
     after_event();
   });

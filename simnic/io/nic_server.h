@@ -120,7 +120,6 @@ class NicServer {
   uint64_t busy_poll_sleeps_ = 0;  // windows that ended with nothing to do: back to epoll
   uint64_t busy_poll_gave_way_ = 0;  // windows closed early: another task waited for a CPU
   CpuShare cpu_share_;
-  uint64_t cpu_wait_read_ns_ = 0;  // when arm_timer last read the host's CPU-wait clock
   SimClock clock_;
 
   StderrLogger logger_;

@@ -145,5 +145,119 @@ TEST_F(AckTimeoutQueue, ASilentPeerStillRunsTheRetriesOut) {
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << wc.wr_id;
 }
 
+// --- A peer NIC on this host: its socket says whether a packet could have been lost ---
+
+// Send: one WRITE on each pair towards B, a NIC on this host (the fabric lists B's socket: its
+// queue, no drop). B reads nothing for 300 ms (not scheduled: a busy host, a stalled VM), about
+// four timeouts, then reads everything. This is the case the answered-packets rule cannot see:
+// B answered nothing meanwhile, so without the socket it counted as a loss.
+// Expect: no timeout, nothing resent, both WRITEs complete and land.
+TEST_F(AckTimeoutQueue, APacketWaitingInALocalPeersSocketIsNotLostWhileThePeerIsSilent) {
+  start_two_pairs();
+  fabric.local_peers = true;
+  post_writes(0, 1);
+  post_writes(1, 1);
+  for (int i = 0; i < 30; ++i) tick(10 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  EXPECT_GE(a->dev.counters().timeouts_deferred, 2u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+  EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
+}
+
+// Send: one WRITE towards the local B, dropped by A's fault injector (simnic fault --loss).
+// Expect: exactly as without the socket rule: a timeout at 67 ms, one retry spent, the resent
+// WRITE completes.
+TEST_F(AckTimeoutQueue, AnInjectedLossTowardsALocalPeerStillTimesOutAndRetries) {
+  start_two_pairs();
+  fabric.local_peers = true;
+  int drops = 1;
+  fabric.inject_loss = [&](const WirePacket& p) { return p.src_ip == kIpA && drops-- > 0; };
+  post_writes(0, 1);
+  EXPECT_EQ(packets_from_a(), 0u);
+  tick(60 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  tick(8 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 1u);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 1u);
+  EXPECT_EQ(qa[0]->comp.retry_left, 6u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+}
+
+// Send: one WRITE towards the local B; the kernel drops it (B's receive buffer full: its
+// socket's drops counter grows). Expect: a timeout and a retry, as for any loss.
+TEST_F(AckTimeoutQueue, AKernelDropAtALocalPeersSocketStillTimesOut) {
+  start_two_pairs();
+  fabric.local_peers = true;
+  post_writes(0, 1);
+  fabric.queue.clear();
+  fabric.socket_drops[kIpB] = 1;
+  tick(68 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 1u);
+  EXPECT_EQ(a->dev.counters().retransmits, 1u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+}
+
+// Send: WRITEs towards the local B, which reads them and answers nothing (no such QP, a QP in
+// error: it drops them), retry_cnt 2. Expect: each timer waits one more timeout after B read
+// the packet, then counts: RETRY_EXC_ERR after three timeouts, as IBA 9.7.5.1 says.
+TEST_F(AckTimeoutQueue, ALocalPeerThatReadsAndDropsStillRunsTheRetriesOut) {
+  start_two_pairs(2);
+  fabric.local_peers = true;
+  post_writes(0, 1);
+  for (int i = 0; i < 40; ++i) {
+    fabric.queue.clear();  // read, and dropped by B
+    tick(20 * kMs);
+  }
+  EXPECT_EQ(a->dev.counters().timeouts, 3u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
+// Send: a WRITE towards the local B, whose NIC is gone (no socket). Expect: a timeout at once,
+// each time: RETRY_EXC_ERR after three (retry_cnt 2), nothing deferred.
+TEST_F(AckTimeoutQueue, ALocalPeerWhoseSocketIsGoneTimesOutAtOnce) {
+  start_two_pairs(2);
+  fabric.local_peers = true;
+  fabric.gone.insert(kIpB);
+  post_writes(0, 1);
+  for (int i = 0; i < 4; ++i) tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 3u);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 0u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
+// Send: a WRITE towards the local B, which never reads its queue (a NIC stopped with SIGSTOP).
+// Expect: deferred while the queue may still move, then, with nothing read for 3 s, counted as
+// a dead link: RETRY_EXC_ERR (retry_cnt 2) within 4 s.
+TEST_F(AckTimeoutQueue, ALocalPeerThatStopsReadingStillTimesOutAfterItsQueueStalls) {
+  start_two_pairs(2);
+  fabric.local_peers = true;
+  post_writes(0, 1);
+  for (int i = 0; i < 40; ++i) tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  for (int i = 0; i < 20; ++i) tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 3u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
 }  // namespace
 }  // namespace simnic::testing
