@@ -94,11 +94,11 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   }
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
-           " within the ACK timeout (" + wait.why + "); " +
+           " within the ACK timeout; " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
                                 std::to_string(qp.attr.retry_cnt) + " retries left)"
                           : std::string("no retries left")) +
-           ". Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
+           " (" + wait.why + "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
   });
   ++counters_.timeouts;
   ++qp.counters.timeouts;
