@@ -30,6 +30,7 @@ namespace simnic::abi {
   X(rx_drop_ud_throttled, "UD: from a new sender while the NIC saw a QPN/Q_Key sweep (docs/security.md)")          \
   X(retransmits, "packets sent again (go-back-N after a NAK, a timeout or an RNR wait)")                           \
   X(timeouts, "ACK timers that expired: no ACK in time")                                                           \
+  X(timeouts_deferred, "ACK timers put off without a retry: the packet waited, it was not lost (a busy host)")     \
   X(naks_sent, "NAKs sent: a PSN gap, a bad rkey, an invalid request")                                             \
   X(naks_received, "NAKs received from peers")                                                                     \
   X(rnr_naks_sent, "RNR NAKs sent: a SEND came and no receive was posted")                                         \

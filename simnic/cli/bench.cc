@@ -31,6 +31,7 @@ using namespace bench;
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
     "                    [--baseline-only] [--gso | --no-gso] [--addr A.B.C.D] [--timeout S]\n"
+    "                    [--load cpu|traffic|all]\n"
     "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
@@ -52,12 +53,17 @@ const char kBenchUsage[] =
     "                    loopback while nobody captures lo); the floor follows. Compared only\n"
     "                    with earlier runs of the same choice\n"
     "  --addr A.B.C.D    simnic0's address (default 127.254.N.1, N from the pid); simnic1 is next\n"
-    "  --timeout S       limit for each perftest run (default 120, 60 with --quick)\n";
+    "  --timeout S       limit for each perftest run (default 120, 60 with --quick)\n"
+    "  --load KIND       a busy machine for the whole run, kernel baseline and simnic alike: cpu\n"
+    "                    (one nice-0 busy loop per CPU), traffic (a second NIC pair streaming\n"
+    "                    ib_write_bw over 16 QPs and ib_send_bw, busy-polling), or all (both).\n"
+    "                    ERRORS and RETX per row say whether simnic held up; compared only with\n"
+    "                    earlier runs under the same load\n";
 
 struct Options {
   bool quick = false, spin = true, baseline_only = false;
   std::string gso;  // "", "--gso" or "--no-gso": passed to simnic up
-  std::string out = "bench-results", baseline = "auto", addr, show;
+  std::string out = "bench-results", baseline = "auto", addr, show, load;
   int timeout_s = 0;
 };
 
@@ -96,6 +102,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     else if (a == "--baseline" && value(&o->baseline) &&
              (o->baseline == "auto" || o->baseline == "qperf" || o->baseline == "builtin")) continue;
     else if (a == "--timeout" && value(&v) && (o->timeout_s = std::atoi(v.c_str())) > 0) continue;
+    else if (a == "--load" && value(&o->load) && valid_load_kind(o->load)) continue;
     else return std::fprintf(stderr, "simnic bench: bad argument '%s'\n%s", a.c_str(), kBenchUsage), 2;
   }
   return -1;  // go on
@@ -183,6 +190,8 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   i.mode = o.quick ? "quick" : "full";
   if (o.baseline_only) i.mode += "-baseline";
   if (!o.gso.empty() && !o.baseline_only) i.mode += o.gso == "--gso" ? "-gso" : "-no-gso";
+  if (!o.load.empty()) i.mode += "-load-" + o.load;  // compared only with runs under the same load
+  i.load = o.load;
   i.spin = o.spin;
   i.baseline_tool = plan.baseline.tool;
   std::string src = SIMNIC_SOURCE_DIR;
@@ -355,6 +364,7 @@ int cmd_bench(const std::vector<std::string>& args) {
             (o.baseline_only ? 0 : 3);  // the three floor measurements
   const std::vector<pid_t> spinners = o.spin ? start_spinners(info.nproc) : std::vector<pid_t>{};
   info.spinners = int(spinners.size());
+  Load load = o.load.empty() ? Load{} : start_load(o.load, info.nproc, addr, run_dir + "/logs");
   std::vector<Figure> figures = measure_baseline(plan.baseline, progress);
   g_step = int(plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size());  // qperf does both in one step
   if (!o.baseline_only) {
@@ -366,6 +376,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const int timeout_s = o.timeout_s ? o.timeout_s : (o.quick ? 60 : 120);
   bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, o.gso, &figures);
   for (pid_t pid : spinners) kill_and_reap(pid);
+  stop_load(&load, run_dir + "/logs");
   progress_done();
   kill_tracked();
   info.load_end = load_average();

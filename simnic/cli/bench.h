@@ -6,6 +6,7 @@
 //   bench_floor.cc     the floor of simnic's shape: four processes, simnic's copies, no protocol
 //   bench_perftest.cc  one perftest run on the private NICs, its report row parsed
 //   bench_report.cc    the table, CSV, JSON, the gnuplot PNG, the comparison with the last run
+//   bench_load.cc      --load: CPU hogs and a second NIC pair streaming, for the whole run
 #pragma once
 #include <sys/types.h>
 
@@ -52,6 +53,7 @@ struct RunInfo {
   std::string mode;           // "full" or "quick"
   bool spin = true;           // CPUs kept busy by nice-19 spinners during the run
   int spinners = 0;
+  std::string load;           // --load KIND, "" without
   std::string baseline_tool;  // "qperf" or "builtin"
   std::string commit, cpu_model, kernel;
   int nproc = 0;
@@ -91,6 +93,17 @@ bool wait_for_listener(int port, std::chrono::milliseconds timeout);
 
 // One busy loop per CPU at nice 19, to keep idle vCPUs from sleeping (see docs/performance.md).
 std::vector<pid_t> start_spinners(int count);
+
+// ---- bench_load.cc: --load KIND, a busy machine for the whole run ----
+
+struct Load {
+  std::string kind;         // "cpu", "traffic" or "all"
+  std::string dir;          // the load NICs' SIMNIC_DIR ("" without traffic)
+  std::vector<pid_t> pids;  // CPU hogs and the perftest loops
+};
+bool valid_load_kind(const std::string& kind);
+Load start_load(const std::string& kind, int nproc, const std::string& nic_addr, const std::string& log_dir);
+void stop_load(Load* load, const std::string& log_dir);
 
 // ---- bench_baseline.cc ----
 

@@ -112,6 +112,7 @@ void print_header(std::FILE* out, const RunInfo& i) {
   std::fprintf(out, "machine: %d x %s, Linux %s, load average %s at start, %s at end; commit %s; %.0f s\n",
                i.nproc, i.cpu_model.c_str(), i.kernel.c_str(), fmt(i.load_start, "%.2f").c_str(),
                fmt(i.load_end, "%.2f").c_str(), i.commit.c_str(), i.seconds);
+  if (!i.load.empty()) std::fprintf(out, "load: --load %s for the whole run (docs/performance.md)\n", i.load.c_str());
 }
 
 void print_table(std::FILE* out, const std::vector<Figure>& figures) {
@@ -152,7 +153,7 @@ void write_json(const std::string& path, const RunInfo& i, const std::vector<Fig
               {"spinners", i.spinners},       {"baseline_tool", i.baseline_tool}, {"commit", i.commit},
               {"cpu_model", i.cpu_model},     {"nproc", i.nproc},       {"kernel", i.kernel},
               {"load_start", number_or_null(i.load_start)}, {"load_end", number_or_null(i.load_end)},
-              {"seconds", i.seconds},         {"nic_addr", i.nic_addr}};
+              {"seconds", i.seconds},         {"nic_addr", i.nic_addr}, {"load", i.load}};
   json list = json::array();
   for (const auto& f : figures)
     list.push_back({{"test", f.test}, {"kind", f.kind}, {"size_bytes", f.size}, {"qps", f.qps},
@@ -197,6 +198,7 @@ bool load_json(const std::string& path, RunInfo* info, std::vector<Figure>* figu
   info->mode = run.value("mode", "");
   info->spin = run.value("spin", true);
   info->spinners = run.value("spinners", 0);
+  info->load = run.value("load", "");
   info->started_utc = run.value("started_utc", "");
   info->commit = run.value("commit", "");
   info->baseline_tool = run.value("baseline_tool", "");

@@ -103,6 +103,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
       go_back_n(qp, missing, now, "implied_nak");
       return;
     }
+    note_peer_answered(qp, st, now);
     complete_send_wqe(qp, IBV_WC_SUCCESS);
     if (!qp.sq_running()) return;
   }

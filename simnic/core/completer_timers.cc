@@ -33,6 +33,7 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
   bool was_idle = qp.comp.timer_deadline_ns == 0;
   qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+  qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
   if (was_idle)
     tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
 }
@@ -83,13 +84,21 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   // Nothing unacknowledged: the QP is waiting for credit towards its peer (congestion.h), or for
   // its turn, not for the peer. No retry is spent; the next packet sent arms the timer again.
   if (qp.comp.una_psn == qp.req.next_psn) return;
+  const AckWait wait = judge_ack_wait(qp, now);
+  if (wait.waiting) {
+    arm_ack_timer(qp, now);
+    ++counters_.timeouts_deferred;
+    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred").s("why", wait.why)
+        .u("due_ns", qp.comp.timer_deadline_ns);
+    return;
+  }
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
                                 std::to_string(qp.attr.retry_cnt) + " retries left)"
                           : std::string("no retries left")) +
-           ". Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
+           " (" + wait.why + "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
   });
   ++counters_.timeouts;
   ++qp.counters.timeouts;
@@ -103,6 +112,89 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   }
   --qp.comp.retry_left;
   go_back_n(qp, qp.comp.una_psn, now, "timeout");
+}
+
+// --- A queue is not a loss ---
+//
+// Between simnicds the "wire" is the peer NIC's UDP socket: one FIFO per peer, read as fast as
+// the host lets the peer NIC run. Everything this NIC has in flight towards the peer (up to the
+// peer window, all QPs together: congestion.h) is read before a packet sent after it, so on a
+// busy host the wait for an ACK is the time the peer takes to read that whole queue, and it can
+// exceed the Local ACK Timeout (IBA 9.7.6.1.3; 8 ms at least here) with nothing lost. A real
+// RNIC's wire never waits for a host, so the timer must not count that wait: retries
+// (retry_cnt, IBA 9.7.5.1, C9-140 ff.) are for lost packets.
+//
+// Every packet an RC/XRC requester sends to a peer gets a number (PeerProgress::sent); a WQE
+// remembers its first and last packets' numbers, and when an ACK retires the WQE the peer has
+// read at least that far (PeerProgress::answered). When a QP's ACK timer expires:
+//  1. the peer answered a packet sent after this QP's latest one: it read and handled past all
+//     of ours (the last packet before a QP pauses always asks for an ACK), so a packet of ours
+//     or its ACK was lost: a timeout, a retry spent, as IBA 9.7.5.1 says.
+//  2. the peer is on this host (its socket is in this network namespace: the wire's peer_end):
+//     the kernel says whether the packet could have been lost. A datagram sent to a live local
+//     socket is either in its queue or counted in its drops. So the packet is not lost but
+//     waiting, and the timer is armed again without a retry, unless
+//       - the peer's socket is gone (its NIC died): a timeout at once;
+//       - a packet of this QP's still unacknowledged ones may have been lost: the kernel counted
+//         a drop towards the peer, or the fault injector dropped or held one back
+//         (PeerProgress::lost_seq): a timeout, exactly as without this rule;
+//       - the peer has read it (its queue was seen empty since it was sent) and has not
+//         answered for a whole timeout since: it dropped it (no such QP, a QP in error) or its
+//         ACK was lost: a timeout;
+//       - the peer's queue has not moved (no answer, the queue not shrinking) for
+//         kStalledPeerNs: a NIC that was stopped (SIGSTOP) counts as a dead link does.
+//  3. a peer on another host: its queue cannot be seen. The timer is armed again without a
+//     retry only while the peer answered packets sent before ours, more of them than when the
+//     timer was armed (it is alive and still reading the queue ahead of ours); a peer that
+//     answered nothing is counted as lost at once.
+// Each case ends: a queue ahead of a packet is finite and a local peer that stops reading is
+// found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
+// back by the fault injector (lost_seq) and is resent as before.
+
+void Device::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome) {
+  if (!qp.acked()) return;
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  const uint64_t seq = ++peer.sent;
+  qp.req.last_seq = seq;
+  if (pkt_in_wqe == 0 || st.first_seq == 0) st.first_seq = seq;
+  if (last_packet) st.last_seq = seq;  // the last packet always asks for an ACK
+  if (outcome == SendOutcome::kDropped || outcome == SendOutcome::kDelayed) peer.lost_seq = seq;
+}
+
+// An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
+void Device::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
+  if (!st.last_seq) return;
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  peer.answered = std::max(peer.answered, st.last_seq);
+  peer.moved_ns = now;
+}
+
+// The cases above, in order.
+AckWait Device::judge_ack_wait(Qp& qp, uint64_t now) {
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it"};
+  const PacketSink::PeerEnd end = wire_.peer_end(qp.remote_ip, config_.udp_port);
+  if (end.local) {
+    peer.look(end, now);
+    return judge_local_peer(qp, peer, now);
+  }
+  if (peer.answered != qp.comp.timer_answered_seq) return {true, "the peer is still answering packets sent before it"};
+  return {false, "the peer answered nothing meanwhile"};
+}
+
+// Case 2: a peer on this host, whose socket the kernel shows.
+AckWait Device::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const {
+  constexpr uint64_t kStalledPeerNs = 3'000'000'000;
+  if (!peer.end.open) return {false, "the peer NIC's socket is gone"};
+  const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
+  if (peer.lost_seq >= oldest.first_seq) return {false, "a packet towards the peer was dropped"};
+  if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
+    const uint64_t timeout = std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
+    if (now - peer.read_ns < timeout) return {true, "the peer has just read it"};
+    return {false, "the peer read it and did not answer"};
+  }
+  if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};
+  return {true, "it waits in the peer NIC's socket"};
 }
 
 }  // namespace simnic::core

@@ -35,6 +35,7 @@
 #include "simnic/core/mr_verbs.h"
 #include "simnic/core/multicast.h"
 #include "simnic/core/objects.h"
+#include "simnic/core/peer_progress.h"
 #include "simnic/core/trace.h"
 #include "simnic/core/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
@@ -366,6 +367,13 @@ class Device : private ObjectTables {
   void stop_ack_timer(Qp& qp);
   void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
   void completer_timer_fired(Qp& qp, uint64_t now);
+  // An ACK timeout counts a lost packet, not a busy host (completer_timers.cc): how far each
+  // peer NIC has read what this NIC sent it, by the peer's IPv4 address.
+  std::unordered_map<uint32_t, PeerProgress> peer_progress_;
+  void note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome);
+  void note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now);
+  AckWait judge_ack_wait(Qp& qp, uint64_t now);
+  AckWait judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const;
 
   // ingress.cc
   void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
@@ -501,12 +509,12 @@ class Device : private ObjectTables {
   void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
     emit_to(qp, qp.remote_ip, h, payload);
   }
-  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
-    emit_to(qp, dst_ip, h, payload, path_tos(qp));
+  SendOutcome emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
+    return emit_to(qp, dst_ip, h, payload, path_tos(qp));
   }
   // `tos`: the IPv4 TOS byte the datagram carries (a UD WQE's AH's traffic class).
-  void emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload,
-               uint8_t tos);
+  SendOutcome emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload,
+                      uint8_t tos);
   // The traffic class of a connected QP's path (ibv_modify_qp's ah_attr.grh), 0 without a GRH.
   static uint8_t path_tos(const Qp& qp) { return qp.attr.ah_attr.is_global ? qp.attr.ah_attr.grh.traffic_class : 0; }
   uint8_t wqe_tos(const Qp& qp, const abi::SendWqe& w);

@@ -71,6 +71,18 @@ class PacketSink {
   // (IGMP). 0 or an errno. A wire without group filtering (tests that need none) accepts all.
   virtual int join_group(uint32_t group_ip) { return group_ip ? 0 : EINVAL; }
   virtual void leave_group(uint32_t /*group_ip*/) {}
+  // The receiving end of the NIC at dst_ip:dst_port when it runs on this host: its socket as
+  // the kernel lists it. A datagram sent to a live local socket is either in its queue or
+  // counted in its drops, so an ACK timer can tell a packet that waits from one that was lost
+  // (issue 26; completer_timers.cc). A wire that cannot tell says "not local" (another host).
+  struct PeerEnd {
+    bool local = false;   // the peer is (or was) on this host: the fields below are known
+    bool open = false;    // its socket exists now (false: that NIC is gone)
+    uint64_t socket = 0;  // the socket's identity (its inode): another one is a NIC started again
+    uint64_t drops = 0;   // datagrams lost on the way: the socket's drops and this wire's own
+    uint64_t queued = 0;  // bytes waiting in the socket's receive queue
+  };
+  virtual PeerEnd peer_end(uint32_t /*dst_ip*/, uint16_t /*dst_port*/) { return {}; }
 };
 
 // Shared memory for queues: a mapping the application can map too (a memfd in simnicd).

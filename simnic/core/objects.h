@@ -132,6 +132,11 @@ struct SendWqeState {
   uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
   uint8_t tos = 0;          // their IPv4 TOS: the path's, or the UD AH's, traffic class
   uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
+  // Its first and last packets' numbers among the packets this NIC sent the peer NIC
+  // (PeerProgress, latest sending of each): the ACK that retires the WQE says the peer has
+  // read up to last_seq; nothing of it still unacknowledged was sent before first_seq.
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
 
   // The WQE starts at `psn`: its progress starts over, its fetched copy stays.
   void begin(uint32_t psn) {
@@ -184,6 +189,7 @@ struct QpRequester {
   uint32_t next_psn = 0;      // PSN of the next new packet
   uint32_t rd_atomic_outstanding = 0;
   uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
+  uint64_t last_seq = 0;      // its latest packet's number among those sent to the peer NIC (PeerProgress)
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
@@ -192,6 +198,9 @@ struct QpCompleter {
   uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
   uint32_t una_psn = 0;       // oldest unacknowledged PSN
   uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
+  // How far the peer NIC had answered when the ACK timer was armed (completer_timers.cc: a
+  // queue is not a loss).
+  uint64_t timer_answered_seq = 0;
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

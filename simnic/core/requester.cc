@@ -253,7 +253,8 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
-  emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
+  const SendOutcome out = emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
+  note_request_sent(qp, st, i, last_pkt, out);
   return requester_packet_sent(qp, st, mask, now);
 }
 

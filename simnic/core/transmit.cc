@@ -9,8 +9,8 @@ using namespace simnic::proto;
 
 // `tos` travels as the datagram's IPv4 TOS byte: RoCEv2 maps the GRH's traffic class onto the
 // IP header's DSCP and ECN (IBA Annex A17; rxe's prepare_ipv4_hdr takes av->grh.traffic_class).
-void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload,
-                     uint8_t tos) {
+SendOutcome Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload,
+                            uint8_t tos) {
   // An XRC TGT QP answers with the XRC twins of the RC responses the responder builds.
   PacketHeaders xrc_h;
   const bool xrc_response = qp.type == IBV_QPT_XRC_RECV && (opcode_info(rc_h.bth.opcode).mask & kIsRc);
@@ -25,7 +25,7 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::sp
   size_t n = build_packet(h, payload, ip, tx_buffer_);
   if (n == 0) {
     log(LogLevel::kError, "internal: could not build a packet for opcode " + std::to_string(h.bth.opcode));
-    return;
+    return SendOutcome::kDropped;
   }
   ++counters_.tx_packets;
   counters_.tx_bytes += n;
@@ -41,6 +41,7 @@ void Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::sp
                                                           : nullptr;
     trace_packet(TraceKind::kPktTx, &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
   }
+  return out;
 }
 
 }  // namespace simnic::core

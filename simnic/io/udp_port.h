@@ -16,6 +16,7 @@
 
 #include "simnic/core/env.h"
 #include "simnic/core/fault_injector.h"
+#include "simnic/io/peer_sockets.h"
 #include "simnic/io/pcap_writer.h"
 
 namespace simnic::io {
@@ -38,6 +39,11 @@ class UdpPort final : public core::PacketSink {
   int native_fd() { return socket_.is_open() ? socket_.native_handle() : -1; }
   // Starts receiving; `on_batch_done` runs after each batch (the NIC then does pending work).
   void start(PacketHandler on_packet, std::function<void()> on_batch_done);
+  // Reads what the NIC's socket holds now (a readable wake-up's worth), before the transport
+  // timer judges: ACKs that arrived while the NIC was not running are not lost.
+  void read_queued() {
+    if (socket_.is_open() && on_packet_) drain(socket_, ip_);
+  }
   void close();
 
   core::SendOutcome send(uint32_t dst_ip, uint16_t dst_port, std::span<const uint8_t> udp_payload) override;
@@ -47,6 +53,9 @@ class UdpPort final : public core::PacketSink {
   // IP multicast: one more socket per group, bound to <group>:<port>, member on our interface.
   int join_group(uint32_t group_ip) override;
   void leave_group(uint32_t group_ip) override;
+  // A peer NIC's socket on this host (peer_sockets.h), its drops counted with this port's own
+  // (datagrams the kernel would not send): either way a packet that did not reach the peer.
+  PeerEnd peer_end(uint32_t dst_ip, uint16_t dst_port) override;
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).
@@ -129,6 +138,8 @@ class UdpPort final : public core::PacketSink {
   std::function<void()> on_batch_done_;
   PcapWriter* pcap_ = nullptr;
   core::FaultInjector faults_;
+  PeerSockets peer_sockets_;
+  uint64_t peer_table_read_ns_ = 0, tx_datagrams_ = 0, datagrams_at_peer_table_ = 0;
   std::deque<Delayed> delayed_;  // ordered by due time
   std::vector<Queued> tx_queue_;  // this turn's datagrams, in order
   std::vector<uint8_t> tx_bytes_;

@@ -324,8 +324,11 @@ TEST_F(BenchTool, RefusesBadArguments) {
   Result r = run({bin_dir() + "/simnic", "bench", "--baseline", "iperf"}, {}, 10s);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("usage: simnic bench"), std::string::npos) << r.output;
+  r = run({bin_dir() + "/simnic", "bench", "--load", "disk"}, {}, 10s);  // cpu, traffic or all
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   r = run({bin_dir() + "/simnic", "bench", "--help"}, {}, 10s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--load KIND"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -141,6 +141,8 @@ class Fabric {
       return send_with_tos(dst_ip, port, b, 0);
     }
     core::SendOutcome send_with_tos(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b, uint8_t tos) override {
+      if (fabric_.inject_loss && fabric_.inject_loss(WirePacket{ip_, dst_ip, {b.begin(), b.end()}, tos}))
+        return core::SendOutcome::kDropped;  // as simnicd's fault injector: never sent
       fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}, tos});
       if (fabric_.on_send) fabric_.on_send(fabric_.queue.back());
       ++fabric_.sent;
@@ -154,6 +156,20 @@ class Fabric {
     void leave_group(uint32_t group_ip) override {
       fabric_.groups[group_ip].erase(ip_);
       if (fabric_.groups[group_ip].empty()) fabric_.groups.erase(group_ip);
+    }
+
+    // With local_peers, what a kernel on one host would list for the peer's socket: its queue
+    // is what waits for it on the fabric, its drops what the test says the kernel dropped.
+    PeerEnd peer_end(uint32_t dst_ip, uint16_t) override {
+      if (!fabric_.local_peers) return {};
+      PeerEnd e;
+      e.local = true;
+      e.open = !fabric_.gone.count(dst_ip);
+      e.socket = e.open ? 1 : 0;
+      e.drops = fabric_.socket_drops[dst_ip];
+      for (const WirePacket& p : fabric_.queue)
+        if (p.dst_ip == dst_ip && e.open) e.queued += p.bytes.size();
+      return e;
     }
 
    private:
@@ -201,6 +217,13 @@ class Fabric {
   bool batch = false;
   std::deque<WirePacket> queue;
   std::function<void(const WirePacket&)> on_send;  // sees every packet as it is sent
+  // True: the sender's fault injector drops this packet (SendOutcome::kDropped).
+  std::function<bool(const WirePacket&)> inject_loss;
+  // The peers are NICs on one host (PacketSink::peer_end answers); their sockets' kernel drops,
+  // and the addresses whose NIC is gone (no socket).
+  bool local_peers = false;
+  std::map<uint32_t, uint64_t> socket_drops;
+  std::set<uint32_t> gone;
   std::map<uint32_t, core::Device*> devices;
   std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;
