@@ -9,27 +9,20 @@
 // out through simnic1 (SIMNIC_CM_DEVICE, "the host it runs on"). -c checks every byte; both
 // NICs must count the packets, so a fallback to another provider fails the test.
 #include <gtest/gtest.h>
-
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "harness.h"
+#include "middleware_util.h"
 
 namespace simnic::it {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr uid_t kNobody = 65534;
 
 std::string simnic() { return bin_dir() + "/simnic"; }
 
@@ -49,11 +42,6 @@ std::string netns_refused(const std::map<std::string, std::string>& env, const s
   if (r.output.find("cannot create a user and network namespace") != std::string::npos)
     return "unprivileged user namespaces are not available here: " + r.output;
   return "";
-}
-
-uint64_t count(const std::map<std::string, std::string>& kv, const char* key) {
-  auto it = kv.find(key);
-  return it == kv.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
 // (provider, domain, type) of every fi_info entry in fi_info's output.
@@ -81,22 +69,8 @@ std::string pingpong_script(const std::string& args, const std::string& server_a
          "wait $srv; s=$?; echo '--- server:'; cat $out; rm -f $out; echo \"exit client $c server $s\"";
 }
 
-struct Counters {
-  uint64_t tx[2], rx[2];
-};
-
-template <class StatusOf>
-Counters counters(StatusOf status_of) {
-  Counters c{};
-  for (int i = 0; i < 2; ++i) {
-    auto kv = status_of("simnic" + std::to_string(i));
-    c.tx[i] = count(kv, "tx_packets");
-    c.rx[i] = count(kv, "rx_packets");
-  }
-  return c;
-}
-
-void expect_pingpong_passed(const Result& r, const Counters& before, const Counters& after, uint64_t iterations) {
+void expect_pingpong_passed(const Result& r, const std::vector<Packets>& before, const std::vector<Packets>& after,
+                            uint64_t iterations) {
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_NE(r.output.find("exit client 0 server 0"), std::string::npos) << r.output;
   // The table, "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec": 200 of 64 KiB (16
@@ -106,8 +80,8 @@ void expect_pingpong_passed(const Result& r, const Counters& before, const Count
   EXPECT_EQ(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), row), std::sregex_iterator()), 2)
       << r.output;
   for (int i = 0; i < 2; ++i) {
-    EXPECT_GE(after.tx[i] - before.tx[i], iterations) << "simnic" << i << " did not carry the ping-pong\n" << r.output;
-    EXPECT_GE(after.rx[i] - before.rx[i], iterations) << "simnic" << i << "\n" << r.output;
+    EXPECT_GE(after[i].tx - before[i].tx, iterations) << "simnic" << i << " did not carry the ping-pong\n" << r.output;
+    EXPECT_GE(after[i].rx - before[i].rx, iterations) << "simnic" << i << "\n" << r.output;
   }
 }
 
@@ -137,94 +111,36 @@ TEST_F(Fabric, FiInfoListsMsgAndRdmEndpointsForBothNics) {
 }
 
 TEST_F(Fabric, MsgPingpongBetweenTwoNicsChecksEveryByte) {
-  const Counters before = counters([&](const std::string& n) { return nics.status(n); });
+  const auto before = packets_of_nics(nics, 2);
   Result r = in_netns(pingpong_script("-p verbs -e msg -I 200 -S 65536 -c", nics.addr(0)));
-  expect_pingpong_passed(r, before, counters([&](const std::string& n) { return nics.status(n); }), 200);
+  expect_pingpong_passed(r, before, packets_of_nics(nics, 2), 200);
 }
 
 // ofi_rxm asks 1024 x FI_UNIVERSE_SIZE (256) CQ entries: no FI_UNIVERSE_SIZE needed, since
 // max_cqe is mlx5's 2^22 - 1.
 TEST_F(Fabric, RdmPingpongOverRxmWithoutFiUniverseSize) {
-  const Counters before = counters([&](const std::string& n) { return nics.status(n); });
+  const auto before = packets_of_nics(nics, 2);
   Result r = in_netns("unset FI_UNIVERSE_SIZE; " +
                       pingpong_script("-p 'verbs;ofi_rxm' -e rdm -I 200 -S 65536 -c", nics.addr(0)));
-  expect_pingpong_passed(r, before, counters([&](const std::string& n) { return nics.status(n); }), 200);
+  expect_pingpong_passed(r, before, packets_of_nics(nics, 2), 200);
 }
 
 // --- As an unprivileged user (nobody), NICs and programs alike: no root anywhere. ---
 
-std::vector<std::string> as_nobody() {
-  return {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-}
-
-std::string nobody_cannot_run() {
-  if (::geteuid() != 0) return "needs root to run processes as uid 65534";
-  if (!have_program("setpriv")) return "needs setpriv (util-linux)";
-  std::vector<std::string> probe = as_nobody();
-  for (const std::string& a : {std::string("test"), std::string("-x"), simnic()}) probe.push_back(a);
-  if (run(probe, {}, 10s).exit_code != 0) return "uid 65534 cannot run " + simnic() + " (a private build tree)";
-  return "";
-}
-
-// Two NICs started by uid 65534 in a directory of its own; stopped (and killed by pid) at the end.
-class NobodysNics {
- public:
-  NobodysNics() {
-    char tmpl[] = "/tmp/simnic-mw-fabric-XXXXXX";
-    if (!::mkdtemp(tmpl)) return;
-    dir_ = tmpl;
-    if (::chown(dir_.c_str(), kNobody, kNobody) != 0) return;
-    static std::random_device rd;
-    base_ = "127." + std::to_string(16 + rd() % 200) + "." + std::to_string(1 + rd() % 250) + ".";
-    up_ = run(cmd({simnic(), "up", "2", "--addr", addr(0)}), env(), 30s);
-  }
-  ~NobodysNics() {
-    std::vector<pid_t> pids;
-    for (int i = 0; i < 2; ++i) {
-      std::ifstream in(dir_ + "/simnic" + std::to_string(i) + ".pid");
-      long pid = 0;
-      if (in >> pid && pid > 0) pids.push_back(pid_t(pid));
-    }
-    if (!dir_.empty()) run(cmd({simnic(), "down"}), env(), 30s);
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  std::vector<std::string> cmd(const std::vector<std::string>& argv) const {
-    std::vector<std::string> v = as_nobody();
-    v.insert(v.end(), argv.begin(), argv.end());
-    return v;
-  }
-  std::map<std::string, std::string> env() const { return {{"SIMNIC_DIR", dir_}}; }
-  std::string addr(int i) const { return base_ + std::to_string(1 + i); }
-  const Result& up() const { return up_; }
-  std::map<std::string, std::string> status(const std::string& nic) const {
-    Result r = run(cmd({simnic(), "status", nic, "--raw"}), env(), 10s);
-    std::map<std::string, std::string> kv;
-    std::istringstream in(r.output);
-    for (std::string line; std::getline(in, line);)
-      if (auto sp = line.find(' '); sp != std::string::npos) kv[line.substr(0, sp)] = line.substr(sp + 1);
-    return kv;
-  }
-
- private:
-  std::string dir_, base_;
-  Result up_;
-};
-
 TEST(FabricUnprivileged, MsgPingpongAsNobody) {
   if (std::string why = missing_libfabric(); !why.empty()) GTEST_SKIP() << why;
   if (std::string why = nobody_cannot_run(); !why.empty()) GTEST_SKIP() << why;
-  NobodysNics nics;
-  ASSERT_EQ(nics.up().exit_code, 0) << nics.up().output;
-  if (std::string why = netns_refused(nics.env(), as_nobody()); !why.empty()) GTEST_SKIP() << why;
-  auto status_of = [&](const std::string& n) { return nics.status(n); };
-  const Counters before = counters(status_of);
-  Result r = run(nics.cmd({simnic(), "run", "--netns", "--", "sh", "-c",
-                           "echo uid $(id -u); " + pingpong_script("-p verbs -e msg -I 200 -S 65536 -c", nics.addr(0))}),
-                 nics.env(), 90s);
+  NobodyNics nics(2, "fabric");
+  ASSERT_EQ(nics.up.exit_code, 0) << nics.up.output;
+  const Runner& who = nics.who;
+  if (std::string why = netns_refused(who.env(), as_nobody()); !why.empty()) GTEST_SKIP() << why;
+  const auto before = packets_of_nics(who, 2);
+  Result r = run(who.simnic_run({"--netns"}, {"sh", "-c",
+                                              "echo uid $(id -u); " +
+                                                  pingpong_script("-p verbs -e msg -I 200 -S 65536 -c", nics.addr(0))}),
+                 who.env(), 90s);
   EXPECT_NE(r.output.find("uid 65534\n"), std::string::npos) << r.output;  // itself, not root of the namespace
-  expect_pingpong_passed(r, before, counters(status_of), 200);
+  expect_pingpong_passed(r, before, packets_of_nics(who, 2), 200);
 }
 
 // In the namespace, root's files show as the overflow uid (65534): a user other than nobody

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "middleware_util.h"
 
 namespace simnic::it {
 namespace {
@@ -18,10 +19,8 @@ using namespace std::chrono_literals;
 
 const std::string kJobFile = std::string(SIMNIC_TEST_SOURCE_DIR) + "/tests/middleware/data/rdma.fio";
 
-uint64_t counter(const Nics& nics, const std::string& key) {
-  auto st = nics.status("simnic0");
-  return st.count(key) ? std::stoull(st[key]) : 0;
-}
+// One of simnic0's counters (tx_bytes, rx_bytes).
+uint64_t counter(const Nics& nics, const std::string& key) { return counter_in(nics.status("simnic0"), key); }
 
 // Runs the `<verb>-server` and `<verb>-client` sections of the job file against simnic0 and
 // returns their outputs; the server is started first and given time to listen.

@@ -9,66 +9,24 @@
 // Every test also checks that each NIC counted traffic, so a silent fallback fails.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <regex>
-#include <sstream>
 
 #include "harness.h"
+#include "middleware_util.h"
 
 namespace simnic::it {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uid_t kNobody = 65534;
 const std::string kAllreduceSource = std::string(SIMNIC_TEST_SOURCE_DIR) + "/tests/middleware/data/allreduce.c";
 
-// Who runs the NICs and the programs: `prefix` (empty, or setpriv to uid 65534) before each
-// command, with SIMNIC_DIR in the environment and no LD_PRELOAD but simnic run's.
-struct Runner {
-  std::vector<std::string> prefix;
-  std::string dir;
-
-  std::vector<std::string> command(const std::vector<std::string>& argv) const {
-    std::vector<std::string> full = prefix;
-    full.insert(full.end(), argv.begin(), argv.end());
-    return full;
-  }
-  std::vector<std::string> simnic_run(const std::vector<std::string>& argv) const {
-    std::vector<std::string> full = {bin_dir() + "/simnic", "run", "--"};
-    full.insert(full.end(), argv.begin(), argv.end());
-    return command(full);
-  }
-  std::map<std::string, std::string> env() const {
-    return {{"SIMNIC_DIR", dir}, {"LD_PRELOAD", ""}, {"SIMNIC_DEVNODES", "1"}};
-  }
-  uint64_t packets(int nic) const {  // tx + rx
-    Result r = run(command({bin_dir() + "/simnic", "status", "simnic" + std::to_string(nic), "--raw"}), env(), 10s);
-    std::istringstream in(r.output);
-    uint64_t sum = 0;
-    for (std::string key, value; in >> key >> value;)
-      if (key == "tx_packets" || key == "rx_packets") sum += std::stoull(value);
-    return sum;
-  }
-};
-
-Runner runner_for(const Nics& nics) { return Runner{{}, nics.dir()}; }
-
-// Each NIC's packet count, to compare before and after a run.
-std::vector<uint64_t> packet_counts(const Runner& who, int nics) {
-  std::vector<uint64_t> out;
-  for (int i = 0; i < nics; ++i) out.push_back(who.packets(i));
-  return out;
-}
-
-void expect_every_nic_grew(const Runner& who, const std::vector<uint64_t>& before) {
+// Every NIC sent or received packets since `before` (packets_of_nics before the run).
+void expect_every_nic_grew(const Runner& who, const std::vector<Packets>& before) {
   for (int i = 0; i < int(before.size()); ++i)
-    EXPECT_GT(who.packets(i), before[i]) << "simnic" << i << " carried none of the job's traffic";
+    EXPECT_GT(packets(who, nic_name(i)).total(), before[i].total()) << "simnic" << i << " carried none of the job's traffic";
 }
 
 // data/allreduce.c compiled with an MPI's compiler wrapper into a fresh directory everyone can
@@ -170,7 +128,7 @@ TEST_F(OpenMpi, NetpipeOverPmlUcxBetweenTwoNics) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Runner me = runner_for(nics);
-  auto before = packet_counts(me, 2);
+  auto before = packets_of_nics(me, 2);
   Result r = run(me.simnic_run(openmpi_ucx(2, netpipe("1048576"))), me.env(), 60s);
   expect_netpipe_reached(r, 1048576);
   expect_every_nic_grew(me, before);
@@ -182,7 +140,7 @@ TEST_F(OpenMpi, AllreduceOverPmlUcxOnFourNicsIsChecked) {
   Nics nics(4);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Runner me = runner_for(nics);
-  auto before = packet_counts(me, 4);
+  auto before = packets_of_nics(me, 4);
   Result r = run(me.simnic_run(openmpi_ucx(4, {prog.path})), me.env(), 60s);
   expect_ranks_ok(r, 4);
   expect_every_nic_grew(me, before);
@@ -198,7 +156,7 @@ TEST_F(OpenMpi, NetpipeOverBtlOpenibOnInfinibandNics) {
   Nics nics(2, {"--link-layer", "ib"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Runner me = runner_for(nics);
-  auto before = packet_counts(me, 2);
+  auto before = packets_of_nics(me, 2);
   std::vector<std::string> cmd = {"mpirun.openmpi", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "openib,self",
                                   "--mca", "btl_openib_allow_ib", "true", "--mca", "btl_openib_warn_no_device_params_found", "0"};
   if (::geteuid() == 0) cmd.insert(cmd.begin() + 1, "--allow-run-as-root");
@@ -215,59 +173,15 @@ TEST_F(OpenMpi, NetpipeOverBtlOpenibOnInfinibandNics) {
 
 // --- Open MPI as uid 65534, with NICs of its own ---
 
-// Two NICs started by uid 65534 in a SIMNIC_DIR it owns, on a loopback block of their own.
-// Stopped, and killed by pid, at the end.
-class NobodyNics {
- public:
-  explicit NobodyNics(int count) : count_(count) {
-    who.prefix = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-    static std::random_device rd;
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      char tmpl[] = "/tmp/simnic-mw-mpi-nobody-XXXXXX";
-      if (!::mkdtemp(tmpl) || ::chown(tmpl, kNobody, kNobody) != 0) return;
-      who.dir = tmpl;
-      const std::string addr = "127." + std::to_string(16 + rd() % 200) + "." + std::to_string(1 + rd() % 250) + ".1";
-      up = run(who.command({bin_dir() + "/simnic", "up", std::to_string(count), "--addr", addr}), who.env(), 30s);
-      if (up.exit_code == 0 || up.output.find("Address already in use") == std::string::npos) return;
-      stop();
-    }
-  }
-  ~NobodyNics() { stop(); }
-  bool ok() const { return up.exit_code == 0; }
-  Runner who;
-  Result up;
-
- private:
-  void stop() {
-    if (who.dir.empty()) return;
-    std::vector<pid_t> pids;
-    for (int i = 0; i < count_; ++i) {
-      std::ifstream in(who.dir + "/simnic" + std::to_string(i) + ".pid");
-      long pid = 0;
-      if (in >> pid && pid > 0) pids.push_back(pid_t(pid));
-    }
-    run(who.command({bin_dir() + "/simnic", "down"}), who.env(), 30s);
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    std::error_code ec;
-    std::filesystem::remove_all(who.dir, ec);
-    who.dir.clear();
-  }
-  int count_;
-};
-
 TEST_F(OpenMpi, AllreduceOverPmlUcxRunsAsNobody) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the programs as uid 65534 (setpriv)";
-  if (!have_program("setpriv")) GTEST_SKIP() << "needs setpriv (Debian package util-linux)";
-  if (run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "test", "-r", shim_dir() + "/libsimnic_devnode.so"}, {},
-          10s).exit_code != 0)
-    GTEST_SKIP() << "uid 65534 cannot read " << shim_dir() << " (a private build tree)";
+  if (std::string why = nobody_cannot_run(); !why.empty()) GTEST_SKIP() << why;
   AllreduceProgram prog("mpicc.openmpi");
   ASSERT_TRUE(prog.ok()) << prog.build.output;
-  NobodyNics nics(2);
+  NobodyNics nics(2, "mpi");
   ASSERT_TRUE(nics.ok()) << nics.up.output;
   Result id = run(nics.who.simnic_run({"id", "-u"}), nics.who.env(), 10s);
   ASSERT_EQ(id.output, "65534\n") << "the programs run as uid 65534";
-  auto before = packet_counts(nics.who, 2);
+  auto before = packets_of_nics(nics.who, 2);
   Result r = run(nics.who.simnic_run(openmpi_ucx(2, {prog.path})), nics.who.env(), 60s);
   expect_ranks_ok(r, 2);
   expect_every_nic_grew(nics.who, before);
@@ -285,7 +199,7 @@ TEST(Mpich, AllreduceOverUcxOnFourNicsIsChecked) {
   Nics nics(4);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Runner me = runner_for(nics);
-  auto before = packet_counts(me, 4);
+  auto before = packets_of_nics(me, 4);
   std::vector<std::string> cmd = {"mpiexec.mpich", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "UCX_TLS", "rc_v,self"};
   for (int i = 0; i < 4; ++i) {
     if (i) cmd.push_back(":");

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "middleware_util.h"
 
 namespace simnic::it {
 namespace {
@@ -26,15 +27,6 @@ std::string pingpong() { return bin_dir() + "/simnic-tcp-pingpong"; }
 std::vector<std::string> preloaded(std::vector<std::string> argv) {
   argv.insert(argv.begin(), {"env", std::string("LD_PRELOAD=") + kPreload});
   return argv;
-}
-
-struct Packets {
-  uint64_t tx = 0, rx = 0;
-};
-
-Packets packets(const Nics& nics, const std::string& nic) {
-  auto st = nics.status(nic);
-  return {std::stoull(st["tx_packets"]), std::stoull(st["rx_packets"])};
 }
 
 // Both NICs sent and received at least `min` packets since `before` (the bytes went over RDMA),

@@ -5,59 +5,17 @@
 // count the traffic (so a silent fallback to another transport fails); and, run as root, the same
 // as uid 65534 with its own NICs, proving no step needs privilege.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <csignal>
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 
 #include "harness.h"
+#include "middleware_util.h"
 
 namespace simnic::it {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr uid_t kNobody = 65534;
-
-// Who runs the NICs and the programs: `prefix` (empty, or setpriv to uid 65534) before each
-// command, with SIMNIC_DIR in the environment.
-struct Runner {
-  std::vector<std::string> prefix;
-  std::string dir;
-
-  std::vector<std::string> command(const std::vector<std::string>& argv) const {
-    std::vector<std::string> full = prefix;
-    full.insert(full.end(), argv.begin(), argv.end());
-    return full;
-  }
-  // `simnic run [opts] -- argv`.
-  std::vector<std::string> simnic_run(const std::vector<std::string>& opts, const std::vector<std::string>& argv) const {
-    std::vector<std::string> full = {bin_dir() + "/simnic", "run"};
-    full.insert(full.end(), opts.begin(), opts.end());
-    full.push_back("--");
-    full.insert(full.end(), argv.begin(), argv.end());
-    return command(full);
-  }
-  std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) const {
-    extra["SIMNIC_DIR"] = dir;
-    extra["LD_PRELOAD"] = "";  // nothing inherited: the preload is simnic run's
-    extra["SIMNIC_DEVNODES"] = "1";
-    return extra;
-  }
-  uint64_t counter(const std::string& nic, const std::string& name) const {
-    Result r = run(command({bin_dir() + "/simnic", "status", nic, "--raw"}), env(), 10s);
-    std::istringstream in(r.output);
-    for (std::string key, value; in >> key >> value;)
-      if (key == name) return std::stoull(value);
-    ADD_FAILURE() << "no " << name << " in simnic status " << nic << ":\n" << r.output;
-    return 0;
-  }
-};
 
 bool have_ucx() { return have_program("ucx_info") && have_program("ucx_perftest"); }
 constexpr const char* kNoUcx = "needs ucx_info and ucx_perftest (Debian package ucx-utils)";
@@ -99,9 +57,7 @@ std::ostream& operator<<(std::ostream& os, const PerfCase& c) { return os << c.t
 // both NICs sent and received packets.
 void run_perftest_pair(const Runner& who, const PerfCase& c) {
   const std::string port = std::to_string(free_tcp_port());
-  uint64_t before[2][2];
-  for (int n = 0; n < 2; ++n)
-    for (int k = 0; k < 2; ++k) before[n][k] = who.counter("simnic" + std::to_string(n), k ? "rx_packets" : "tx_packets");
+  const std::vector<Packets> before = packets_of_nics(who, 2);
   std::vector<std::string> base = {"ucx_perftest", "-p", port};
   Process server(who.simnic_run({}, base), who.env({{"UCX_NET_DEVICES", "simnic0:1"}, {"UCX_TLS", c.tls}}));
   ASSERT_TRUE(wait_for_listener(std::stoi(port), 20s)) << server.output();
@@ -112,11 +68,11 @@ void run_perftest_pair(const Runner& who, const PerfCase& c) {
   EXPECT_EQ(cr.exit_code, 0) << cr.output << "\nserver:\n" << sr.output;
   EXPECT_EQ(sr.exit_code, 0) << sr.output;
   EXPECT_NE(cr.output.find("Final:"), std::string::npos) << cr.output;
-  for (int n = 0; n < 2; ++n)
-    for (int k = 0; k < 2; ++k) {
-      const std::string nic = "simnic" + std::to_string(n), name = k ? "rx_packets" : "tx_packets";
-      EXPECT_GT(who.counter(nic, name), before[n][k]) << nic << " " << name << " did not grow";
-    }
+  for (int n = 0; n < 2; ++n) {
+    const Packets now = packets(who, nic_name(n));
+    EXPECT_GT(now.tx, before[n].tx) << nic_name(n) << " tx_packets did not grow";
+    EXPECT_GT(now.rx, before[n].rx) << nic_name(n) << " rx_packets did not grow";
+  }
 }
 
 // --- as this user, on the harness's NICs ---
@@ -127,7 +83,7 @@ class Ucx : public ::testing::Test {
     if (!have_ucx()) GTEST_SKIP() << kNoUcx;
     nics = std::make_unique<Nics>(2);
     ASSERT_TRUE(nics->ok()) << nics->up_result().output;
-    me.dir = nics->dir();
+    me = runner_for(*nics);
   }
   std::unique_ptr<Nics> nics;
   Runner me;
@@ -159,53 +115,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- as uid 65534, with NICs of its own ---
 
-// Two NICs started by uid 65534 in a SIMNIC_DIR it owns, on a loopback block of their own
-// (simnic refuses an address another user's NIC holds). Stopped and killed by pid at the end.
-class NobodyNics {
- public:
-  NobodyNics() {
-    who.prefix = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-    static std::random_device rd;
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      char tmpl[] = "/tmp/simnic-mw-ucx-nobody-XXXXXX";
-      if (!::mkdtemp(tmpl) || ::chown(tmpl, kNobody, kNobody) != 0) return;
-      who.dir = tmpl;
-      const std::string addr = "127." + std::to_string(16 + rd() % 200) + "." + std::to_string(1 + rd() % 250) + ".1";
-      up = run(who.command({bin_dir() + "/simnic", "up", "2", "--addr", addr}), who.env(), 30s);
-      if (up.exit_code == 0 || up.output.find("Address already in use") == std::string::npos) return;
-      stop();
-    }
-  }
-  ~NobodyNics() { stop(); }
-  bool ok() const { return up.exit_code == 0; }
-  Runner who;
-  Result up;
-
- private:
-  void stop() {
-    if (who.dir.empty()) return;
-    std::vector<pid_t> pids;
-    for (int i = 0; i < 2; ++i) {
-      std::ifstream in(who.dir + "/simnic" + std::to_string(i) + ".pid");
-      long pid = 0;
-      if (in >> pid && pid > 0) pids.push_back(pid_t(pid));
-    }
-    run(who.command({bin_dir() + "/simnic", "down"}), who.env(), 30s);
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    std::error_code ec;
-    std::filesystem::remove_all(who.dir, ec);
-    who.dir.clear();
-  }
-};
-
 TEST(UcxAsNobody, InfoListsTheNicsAndRcPerftestRuns) {
   if (!have_ucx()) GTEST_SKIP() << kNoUcx;
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the programs as uid 65534 (setpriv)";
-  if (!have_program("setpriv")) GTEST_SKIP() << "needs setpriv (Debian package util-linux)";
-  if (run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "test", "-r",
-           shim_dir() + "/libsimnic_devnode.so"}, {}, 10s).exit_code != 0)
-    GTEST_SKIP() << "uid 65534 cannot read " << shim_dir() << " (a private build tree)";
-  NobodyNics nics;
+  if (std::string why = nobody_cannot_run(); !why.empty()) GTEST_SKIP() << why;
+  NobodyNics nics(2, "ucx");
   ASSERT_TRUE(nics.ok()) << nics.up.output;
   Result id = run(nics.who.simnic_run({}, {"id", "-u"}), nics.who.env(), 10s);
   ASSERT_EQ(id.output, "65534\n") << "the programs run as uid 65534";
