@@ -51,7 +51,7 @@ void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t 
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
   cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
   tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
-  busy_qps_.erase(qp.qpn);
+  requester_idle(qp);
 }
 
 uint64_t Device::next_deadline() const {

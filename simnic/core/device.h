@@ -342,6 +342,7 @@ class Device : private ObjectTables {
   // requester.cc
   enum class WqeStart { kWait, kDoneLocally, kBegun };
   void requester_run(Qp& qp, uint64_t now);
+  void requester_idle(Qp& qp);  // out of the busy set unless the responder owes answers
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
   bool requester_may_send(Qp& qp);
   uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);

@@ -170,7 +170,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       flush_qp(qp);
       break;
     case IBV_QPS_SQE:
-      busy_qps_.erase(qp.qpn);
+      requester_idle(qp);
       flush_sq(qp);
       break;
     default:

@@ -67,7 +67,7 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 
 void Device::requester_run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.comp.rnr_wait) {
-    busy_qps_.erase(qp.qpn);
+    requester_idle(qp);
     cc_end_turn(qp);
     return;
   }
@@ -79,9 +79,17 @@ void Device::requester_run(Qp& qp, uint64_t now) {
   while (budget && (more = requester_send_packet(qp, now))) --budget;
   if (more && qp.sq_running())
     busy_qps_[qp.qpn] = &qp;
-  else if (qp.resp.read_responses.empty())
-    busy_qps_.erase(qp.qpn);
+  else
+    requester_idle(qp);
   cc_end_turn(qp);
+}
+
+// The requester has nothing to send this turn. The QP leaves the busy set only if its responder
+// owes nothing either: a QP waiting out an RNR NAK, or whose SQ is in error (the receive side of
+// an SQE QP goes on working), still answers what it received, and the READ responses and the
+// answers queued behind them (responder.cc, send_answer_in_order) must keep flowing.
+void Device::requester_idle(Qp& qp) {
+  if (qp.resp.read_responses.empty()) busy_qps_.erase(qp.qpn);
 }
 
 // The NIC's copy of send WQE `index`, fetched from the shared ring the first time it is asked

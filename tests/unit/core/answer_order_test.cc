@@ -41,6 +41,13 @@ class AnswerOrder : public QpPair {
       b->dev.on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
     }
   }
+  // Delivers the packet at `index` of the wire (not the oldest), with no turn after it.
+  void deliver_at(size_t index) {
+    ASSERT_LT(index, fabric.queue.size());
+    WirePacket p = std::move(fabric.queue[index]);
+    fabric.queue.erase(fabric.queue.begin() + long(index));
+    fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
+  }
   // Lets B finish its paced READ stream, keeping everything on the wire.
   void let_b_send_everything() {
     for (int i = 0; i < 20; ++i) b->dev.run_pending(now);
@@ -104,6 +111,42 @@ TEST_F(AnswerOrder, AnAtomicAnswerWaitsForTheReadResponsesBeforeIt) {
   std::memcpy(&now_b, mem.ptr(b->pid, 16384), 8);
   EXPECT_EQ(orig, before);
   EXPECT_EQ(now_b, before + 2);
+  EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
+  EXPECT_EQ(a->qp->counters.retransmits, 0u);
+}
+
+// B owes READ responses and an ACK when its own SEND is RNR NAKed: waiting out the RNR timer
+// stops B's requester, not its responder. (The QP used to leave the busy set there, and the
+// owed responses and the ACK behind them waited for a retransmission to start them again: under
+// load, a soak's QPs ran out of retries.)
+TEST_F(AnswerOrder, AnRnrWaitDoesNotStopTheAnswersOwed) {
+  start();
+  b->dev.set_burst(2);
+  fill(*b, 0, 8192, 5);
+  fill(*a, 16384, 64, 9);
+  post_recv(*b, 100, 32768, 64);
+  post_sends(*a, {rdma(*a, *b, IBV_WR_RDMA_READ, 1, 8192, 8192, 0), wqe(*a, IBV_WR_SEND, 2, 16384, 64)});
+  post_send(*b, wqe(*b, IBV_WR_SEND, 3, 40960, 16));  // A has no receive posted: RNR NAK
+  ASSERT_EQ(fabric.queue.size(), 3u);
+  deliver_at(2);                // B's SEND reaches A, which answers with an RNR NAK
+  deliver_two_in_one_batch();   // A's READ and SEND reach B: 2 responses sent, 6 and an ACK owed
+  deliver_at(0);                // the RNR NAK reaches B: its requester waits
+  let_b_send_everything();
+  int last_read = 0, ack = 0;
+  const std::vector<proto::ParsedPacket> from_b = queued_from_b();
+  positions(from_b, proto::kRcAcknowledge, &last_read, &ack);
+  int read_last = -1;
+  for (int i = 0; i < int(from_b.size()); ++i)
+    if (from_b[i].h.bth.opcode == proto::kRcReadResponseLast) read_last = i;
+  ASSERT_GE(read_last, 0) << "B stopped sending the READ's responses while its requester waited";
+  ASSERT_GE(ack, 0) << "B never acknowledged the SEND";
+  EXPECT_GT(ack, last_read);
+  fabric.deliver_all(now);
+  std::vector<ibv_wc> wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
   EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
   EXPECT_EQ(a->qp->counters.retransmits, 0u);
 }
