@@ -21,6 +21,7 @@ namespace simnic::testing {
 
 constexpr uint32_t kIpA = 0x7f000001, kIpB = 0x7f000002;
 constexpr pid_t kPidA = 2001, kPidB = 2002;
+constexpr uint64_t kUs = 1'000;  // simulated time is in ns
 constexpr uint64_t kMs = 1'000'000;
 
 // `h` and `payload` as the bytes of a packet with a valid ICRC for the addresses and ports it

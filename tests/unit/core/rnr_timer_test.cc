@@ -9,8 +9,6 @@
 namespace simnic::testing {
 namespace {
 
-constexpr uint64_t kUs = 1000;
-
 class RnrTimer : public QpPair {
  protected:
   // B answers RNR NAKs with `field` as its timer (RTS->RTS may change it: IBA 11.2.4.2).

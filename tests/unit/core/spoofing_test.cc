@@ -17,7 +17,6 @@ namespace {
 constexpr uint16_t kRocePort = 4791;
 constexpr uint16_t kOtherPort = 40000;         // where a classmate's socket sends from
 constexpr uint32_t kIpStranger = 0x7f000063;   // 127.0.0.99: an address no NIC of the test has
-constexpr uint64_t kUs = 1000;
 
 class Spoofing : public QpPair {
  protected:
