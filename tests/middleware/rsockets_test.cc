@@ -52,6 +52,18 @@ bool running(pid_t pid) {  // alive and not yet a zombie
   return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] != 'Z';
 }
 
+// rstream's and riostream's servers print nothing when they listen: a client that came too
+// early (its connection refused) tries again while the server still waits.
+Result run_client_until_accepted(const Nics& nics, const std::vector<std::string>& cli, const Process& server) {
+  Result c;
+  for (int attempt = 0; attempt < 20; attempt++) {
+    c = nics.run(cli, 40s);
+    if (c.exit_code == 0 || !running(server.pid())) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  return c;
+}
+
 bool wait_output(const Process& p, const std::string& text, std::chrono::milliseconds timeout) {
   auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
@@ -141,14 +153,7 @@ TEST_P(Rstream, RunsBetweenTwoNics) {
   std::vector<std::string> cli = {"rstream", "-s", nics_.addr(0), "-b", nics_.addr(1), "-p", "7475", "-S", "1000", "-C", "100",
                                   "-T", "v"};
   cli.insert(cli.end(), mode.begin(), mode.end());
-  // rstream's server prints nothing when it listens: a client that came too early (its
-  // connection refused) tries again while the server still waits.
-  Result c;
-  for (int attempt = 0; attempt < 20; attempt++) {
-    c = nics_.run(cli, 40s);
-    if (c.exit_code == 0 || !running(server->pid())) break;
-    std::this_thread::sleep_for(250ms);
-  }
+  Result c = run_client_until_accepted(nics_, cli, *server);
   Result s = server->wait(30s);
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_EQ(s.exit_code, 0) << s.output;
@@ -185,12 +190,7 @@ TEST_P(Riostream, RunsBetweenTwoNicsWithTheDataVerified) {
   auto server = nics_.start(srv);
   std::vector<std::string> cli = {"env", "SIMNIC_CM_DEVICE=simnic1", "riostream", "-s", nics_.addr(0)};
   cli.insert(cli.end(), args.begin(), args.end());
-  Result c;
-  for (int attempt = 0; attempt < 20; attempt++) {  // the server prints nothing when it listens
-    c = nics_.run(cli, 40s);
-    if (c.exit_code == 0 || !running(server->pid())) break;
-    std::this_thread::sleep_for(250ms);
-  }
+  Result c = run_client_until_accepted(nics_, cli, *server);
   Result s = server->wait(30s);
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_EQ(s.exit_code, 0) << s.output;

@@ -48,6 +48,19 @@ class AnswerOrder : public QpPair {
     fabric.queue.erase(fabric.queue.begin() + long(index));
     fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
   }
+  // What every case ends with: the wire delivered, A completes the READ (wr_id 1) and the
+  // request after it (wr_id 2) in order and successfully, has every byte the READ asked for, and
+  // sent nothing twice.
+  void expect_both_complete_without_a_resend() {
+    fabric.deliver_all(now);
+    std::vector<ibv_wc> wcs = poll(*a);
+    ASSERT_EQ(wcs.size(), 2u);
+    EXPECT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
+    EXPECT_EQ(a->qp->counters.retransmits, 0u);
+  }
   // Lets B finish its paced READ stream, keeping everything on the wire.
   void let_b_send_everything() {
     for (int i = 0; i < 20; ++i) b->dev.run_pending(now);
@@ -71,15 +84,8 @@ TEST_F(AnswerOrder, AnAckWaitsForTheReadResponsesBeforeIt) {
   ASSERT_GE(ack, 0) << "B never acknowledged the SEND";
   EXPECT_GT(ack, last_read) << "the ACK overtook READ responses owed for an earlier request";
 
-  fabric.deliver_all(now);
-  std::vector<ibv_wc> wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
-  EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
+  expect_both_complete_without_a_resend();
   EXPECT_TRUE(same(*b, 32768, *a, 16384, 64));
-  EXPECT_EQ(a->qp->counters.retransmits, 0u);
 }
 
 // The same for an atomic behind a READ: its answer (carrying the original value) follows the
@@ -101,18 +107,12 @@ TEST_F(AnswerOrder, AnAtomicAnswerWaitsForTheReadResponsesBeforeIt) {
   ASSERT_GE(atomic, 0) << "B never answered the atomic";
   EXPECT_GT(atomic, last_read) << "the atomic's answer overtook READ responses owed for an earlier request";
 
-  fabric.deliver_all(now);
-  std::vector<ibv_wc> wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
+  expect_both_complete_without_a_resend();
   uint64_t orig = 0, now_b = 0;
   std::memcpy(&orig, mem.ptr(a->pid, 24576), 8);
   std::memcpy(&now_b, mem.ptr(b->pid, 16384), 8);
   EXPECT_EQ(orig, before);
   EXPECT_EQ(now_b, before + 2);
-  EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
-  EXPECT_EQ(a->qp->counters.retransmits, 0u);
 }
 
 // B owes READ responses and an ACK when its own SEND is RNR NAKed: waiting out the RNR timer
@@ -141,14 +141,7 @@ TEST_F(AnswerOrder, AnRnrWaitDoesNotStopTheAnswersOwed) {
   ASSERT_GE(read_last, 0) << "B stopped sending the READ's responses while its requester waited";
   ASSERT_GE(ack, 0) << "B never acknowledged the SEND";
   EXPECT_GT(ack, last_read);
-  fabric.deliver_all(now);
-  std::vector<ibv_wc> wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  EXPECT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
-  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
-  EXPECT_TRUE(same(*a, 8192, *b, 0, 8192));
-  EXPECT_EQ(a->qp->counters.retransmits, 0u);
+  expect_both_complete_without_a_resend();
 }
 
 }  // namespace
