@@ -14,6 +14,10 @@ namespace {
 
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
+// The local ACK timeout the QP's `timeout` attribute asks for (4.096 µs * 2^timeout), never
+// below kMinAckTimeoutNs.
+uint64_t ack_timeout_ns(const Qp& qp) { return std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs); }
+
 }  // namespace
 
 // RNR NAK timer field -> nanoseconds (IBA Table 45: 0 is 655.36 ms, 1 is 0.01 ms, ...,
@@ -30,9 +34,8 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
     qp.comp.timer_deadline_ns = 0;
     return;
   }
-  uint64_t ns = 4096ull << qp.attr.timeout;  // 4.096 µs * 2^timeout
   bool was_idle = qp.comp.timer_deadline_ns == 0;
-  qp.comp.timer_deadline_ns = now + std::max(ns, kMinAckTimeoutNs);
+  qp.comp.timer_deadline_ns = now + ack_timeout_ns(qp);
   qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
   if (was_idle)
     tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
@@ -189,8 +192,7 @@ AckWait Device::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_
   const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
   if (peer.lost_seq >= oldest.first_seq) return {false, "a packet towards the peer was dropped"};
   if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
-    const uint64_t timeout = std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
-    if (now - peer.read_ns < timeout) return {true, "the peer has just read it"};
+    if (now - peer.read_ns < ack_timeout_ns(qp)) return {true, "the peer has just read it"};
     return {false, "the peer read it and did not answer"};
   }
   if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};
