@@ -23,6 +23,7 @@ PACKAGES=(
   xvfb xauth libgl1-mesa-dri                # simnic-viz's screenshot tests: a virtual X display
   clang libclang-rt-dev                     # the fuzzers (libFuzzer) and the ASan/UBSan stage of test.sh;
                                             # clang only recommends the runtimes, hence libclang-rt-dev
+  clang-format                              # scripts/format.sh and ctest "format" (not pulled in by clang)
   ccache                                    # test.sh's extra sanitizer builds reuse compiled objects
   gnuplot-nox                               # simnic bench draws its PNG plot with it
   # issue 25: the middleware tests (tests/middleware) run Debian's own builds, unmodified
