@@ -151,7 +151,7 @@ def self_test():
     """A clean tree passes; each kind of wrong include is reported, once, at its line."""
     with tempfile.TemporaryDirectory() as root:
         write(root, "simnic/core/device.cc", '#include "simnic/core/device.h"\n#include "simnic/proto/psn.h"\n')
-        write(root, "simnic/core/cm_agent.h", '#include "simnic/abi/cm_bodies.h"\n#include "simnic/abi/rings.h"\n')
+        write(root, "simnic/core/cm/agent.h", '#include "simnic/abi/cm_bodies.h"\n#include "simnic/abi/rings.h"\n')
         write(root, "simnic/abi/cm_bodies.h", '#include "simnic/abi/wire_safe.h"\n')
         write(root, "simnic/abi/cm.h", '#include "simnic/abi/cm_bodies.h"\n#include "simnic/abi/control.h"\n')
         write(root, "simnic/abi/control.h", '#include "simnic/abi/wire_safe.h"\n')

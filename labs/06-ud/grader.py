@@ -26,7 +26,7 @@ def ud_rx(t, nic, src_addr, qkey):
 
 
 def qkey_drops(t, nic=None):
-    """The NIC's drops of a datagram for its Q_Key: "qkey" in its drop table (simnic/core/drop_reasons.h)."""
+    """The NIC's drops of a datagram for its Q_Key: "qkey" in its drop table (simnic/core/observe/drop_reasons.h)."""
     return [e for e in t.events("pkt_drop", nic) if e.get("drop") == "qkey"]
 
 

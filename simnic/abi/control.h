@@ -84,7 +84,7 @@ enum class Op : uint32_t {
   ImportPd,         // HandleReq{pd handle} -> HandleReply (the same handle)
   ImportMr,         // HandleReq{mr handle} -> ImportMrReply
   JoinContext,      // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
-  AdviseMr,         // AdviseMrReq (ibv_advise_mr: on-demand paging, device_odp.cc)
+  AdviseMr,         // AdviseMrReq (ibv_advise_mr: on-demand paging, memory/odp.cc)
   Count_
 };
 

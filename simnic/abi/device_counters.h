@@ -1,12 +1,12 @@
 // The NIC-wide counters `simnic status` shows, each with what it counts: one table, read by
-// simnicd's core (DeviceCounters, simnic/core/counters.h) and by the CLI's status view, which
+// simnicd's core (DeviceCounters, simnic/core/observe/counters.h) and by the CLI's status view, which
 // cannot include the core (scripts/check_layers.py), hence here with the other shared tables.
 #pragma once
 #include <cstring>
 
 namespace simnic::abi {
 
-// X(name, what it counts). Every drop has a counter that says why (simnic/core/drop_reasons.h).
+// X(name, what it counts). Every drop has a counter that says why (simnic/core/observe/drop_reasons.h).
 #define SIMNIC_DEVICE_COUNTERS(X)                                                                                  \
   X(tx_packets, "RoCEv2 packets sent")                                                                             \
   X(tx_bytes, "bytes sent (BTH to ICRC)")                                                                          \

@@ -1,7 +1,7 @@
 // Device: what is the device itself: its attributes, the names it draws (QPNs, keys),
 // contexts, the queue memory they are charged, status. The verbs are in device_<object>.cc.
 #include "simnic/core/device.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 
 #include <algorithm>

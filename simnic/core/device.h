@@ -3,8 +3,8 @@
 // interfaces in env.h, and time comes in as an argument, so tests drive it deterministically.
 //
 // The implementation is split by responsibility, like rxe: device.cc (what is the device:
-// attributes, contexts, queue memory, status), device_objects.h (the object tables), the
-// verbs by object (device_pd_mr.cc, device_cq.cc, device_srq.cc, device_qp.cc, xrc.cc,
+// attributes, contexts, queue memory, status), objects/tables.h (the object tables), the
+// verbs by object (objects/pd_mr.cc, objects/cq.cc, objects/srq.cc, objects/qp.cc, xrc.cc,
 // multicast.cc), qp_modify.cc (state machine), requester.cc, responder.cc, completer.cc,
 // ingress.cc (the one receive path), completion.cc (CQEs, flush).
 #pragma once
@@ -20,24 +20,24 @@
 
 #include <infiniband/verbs.h>
 
-#include "simnic/core/cm_agent.h"
-#include "simnic/core/congestion.h"
-#include "simnic/core/counters.h"
-#include "simnic/core/device_memory.h"
-#include "simnic/core/device_objects.h"
+#include "simnic/core/cm/agent.h"
+#include "simnic/core/engines/congestion.h"
+#include "simnic/core/observe/counters.h"
+#include "simnic/core/memory/device_memory.h"
+#include "simnic/core/objects/tables.h"
 #include "simnic/core/env.h"
-#include "simnic/core/drop_reasons.h"
-#include "simnic/core/engine_steps.h"
+#include "simnic/core/observe/drop_reasons.h"
+#include "simnic/core/engines/engine_steps.h"
 #include "simnic/core/errors.h"
-#include "simnic/core/gid_table.h"
-#include "simnic/core/key_source.h"
-#include "simnic/core/log_limiter.h"
-#include "simnic/core/mr_verbs.h"
-#include "simnic/core/multicast.h"
-#include "simnic/core/objects.h"
-#include "simnic/core/peer_progress.h"
-#include "simnic/core/trace.h"
-#include "simnic/core/ud_probe_guard.h"
+#include "simnic/core/port/gid_table.h"
+#include "simnic/core/objects/key_source.h"
+#include "simnic/core/observe/log_limiter.h"
+#include "simnic/core/memory/mr_verbs.h"
+#include "simnic/core/objects/multicast.h"
+#include "simnic/core/objects/objects.h"
+#include "simnic/core/engines/peer_progress.h"
+#include "simnic/core/observe/trace.h"
+#include "simnic/core/wire/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
 
 namespace simnic::core {
@@ -164,7 +164,7 @@ class Device : private ObjectTables {
   static uint32_t num_comp_vectors();
 
   // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
-  // device_pd_mr.cc: PDs, MRs, AHs
+  // objects/pd_mr.cc: PDs, MRs, AHs
   int alloc_pd(Context* ctx, uint32_t* handle);
   int dealloc_pd(Context* ctx, uint32_t handle);
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
@@ -175,7 +175,7 @@ class Device : private ObjectTables {
   // memory_window.cc
   int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
   int dealloc_mw(Context* ctx, uint32_t handle);
-  // device_cq.cc: completion channels, CQs
+  // objects/cq.cc: completion channels, CQs
   int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
   int destroy_channel(Context* ctx, uint32_t handle);
   int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
@@ -183,12 +183,12 @@ class Device : private ObjectTables {
   // ibv_resize_cq: a new ring of at least `cqe` entries takes the CQ's pending completions in
   // order. The caller (the shim) must not poll the CQ until it has mapped the new ring.
   int resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out);
-  // device_srq.cc
+  // objects/srq.cc
   int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
   int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
   int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
   int destroy_srq(Context* ctx, uint32_t handle);
-  // device_qp.cc (create, destroy), qp_modify.cc (modify, query)
+  // objects/qp.cc (create, destroy), qp_modify.cc (modify, query)
   int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq,
                 uint32_t recv_cq, uint32_t srq, Qp** out);
   int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
@@ -277,9 +277,9 @@ class Device : private ObjectTables {
   // allocator's errno; nothing is charged then.
   int map_queue_memory(Context* ctx, uint64_t charged, size_t bytes, const char* name, ShmRegion* out);
   void unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem);
-  // device_qp.cc: what RC, UC, UD and XRC QPs share
+  // objects/qp.cc: what RC, UC, UD and XRC QPs share
   int check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq);
-  // device_shares.cc: room for one more object of a kind on the NIC: 0, or ENOMEM with the
+  // objects/shares.cc: room for one more object of a kind on the NIC: 0, or ENOMEM with the
   // reason when the NIC holds all `total` of them (`in_use`), or when ctx's user already holds
   // its UserShares of them (`held`: that kind's handles in a context) while another user is here.
   int check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
@@ -449,7 +449,7 @@ class Device : private ObjectTables {
                      std::string* why);
   void ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len);
 
-  // multicast.cc (McastGroup: device_objects.h)
+  // multicast.cc (McastGroup: objects/tables.h)
   int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
   bool group_ip_joined(uint32_t ip) const;
   void receive_multicast(const proto::ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len);
@@ -561,7 +561,7 @@ class Device : private ObjectTables {
   LogBudget log_budget_;      // all log_limited lines together (issue 29 point 4)
   UdProbeGuard ud_guard_;     // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
 
-  // The object tables: ObjectTables (device_objects.h).
+  // The object tables: ObjectTables (objects/tables.h).
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
   std::vector<uint8_t> tx_buffer_;
   std::vector<uint8_t> payload_buffer_;
@@ -577,7 +577,7 @@ class Device : private ObjectTables {
   // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
   void note_cqe_written(Context* ctx);
 
-  // --- Verbs completeness (issue 17): device_rereg.cc, device_dm.cc ---
+  // --- Verbs completeness (issue 17): memory/rereg.cc, memory/dm.cc ---
  public:
   // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
   int rereg_mr(Context* ctx, const MrRereg& req, Mr** out);
@@ -588,7 +588,7 @@ class Device : private ObjectTables {
   int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
   int reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out);
   bool is_dm_mr(uint32_t mr_handle) const;
-  // ibv_import_device (device_import.cc): contexts that share PDs and MRs, as processes that
+  // ibv_import_device (objects/import.cc): contexts that share PDs and MRs, as processes that
   // share one uverbs file do. set_ctl_fd_number: what the context's Hello said its socket's
   // descriptor number is; join_context: `holds(pid, fd)` says whether that descriptor of that
   // process is the socket the importer passed.
@@ -616,7 +616,7 @@ class Device : private ObjectTables {
   std::map<const Context*, int> ctl_fd_number_;
   std::map<const Context*, uint32_t> group_of_;  // contexts that share PDs and MRs: same group
 
-  // --- On-demand paging (issue 17): device_odp.cc ---
+  // --- On-demand paging (issue 17): memory/odp.cc ---
  public:
   // ibv_advise_mr: checks the advice, flags and every SGE; with IBV_ADVISE_MR_FLAG_FLUSH a
   // prefetch also checks that every page exists now. Nothing is pinned: there is nothing to fetch.
@@ -704,7 +704,7 @@ class Device : private ObjectTables {
 const char* wc_status_name(ibv_wc_status status);
 const char* wc_opcode_name(ibv_wc_opcode opcode);
 std::string access_string(uint32_t ibv_access_flags);  // "LOCAL_WRITE|REMOTE_READ"
-// IBV_ACCESS_ON_DEMAND MRs: nothing pinned, a page is looked for at each access (device_odp.cc).
+// IBV_ACCESS_ON_DEMAND MRs: nothing pinned, a page is looked for at each access (memory/odp.cc).
 bool is_odp_mr(const Mr& mr);
 bool is_implicit_odp_mr(const Mr& mr);  // over the whole address space: ibv_reg_mr(pd, NULL, SIZE_MAX, ...)
 const char* wr_opcode_name(uint32_t opcode);

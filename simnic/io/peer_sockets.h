@@ -1,7 +1,7 @@
 // The receiving ends of the peer NICs on this host, as the kernel lists them in /proc/net/udp
 // (issue 26): a datagram sent over loopback to a bound socket is either in that socket's queue
 // or counted in its drops, so an ACK timer can tell a packet that waits from one that was lost
-// (simnic/core/completer_timers.cc). Any user may read the table; it lists this network
+// (simnic/core/engines/completer_timers.cc). Any user may read the table; it lists this network
 // namespace's sockets, so a peer in another namespace or on another host is "not local".
 #pragma once
 #include <cstdint>

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "simnic/core/trace.h"
+#include "simnic/core/observe/trace.h"
 #include "simnic/io/output_file.h"
 
 namespace simnic::io {

@@ -90,7 +90,7 @@ bool UdpPort::open(std::string* error) {
   }
   // Big buffers ride out bursts; as root FORCE passes rmem_max, otherwise the kernel caps it
   // (net.core.rmem_max). What we got bounds the NIC-wide window towards each peer
-  // (receive_buffer_bytes; simnic/core/congestion.h).
+  // (receive_buffer_bytes; simnic/core/engines/congestion.h).
   int sz = kSocketBuffer;
   rcvbuf_forced_ = ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) == 0;
   if (!rcvbuf_forced_) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "simnic/core/env.h"
-#include "simnic/core/fault_injector.h"
+#include "simnic/core/wire/fault_injector.h"
 #include "simnic/io/peer_sockets.h"
 #include "simnic/io/pcap_writer.h"
 

@@ -1,6 +1,6 @@
 // Handlers of issue 17's verbs (control_ops.h): rereg MR, the NIC clock, device memory, ODP
 // advice, and sharing a context's PDs and MRs with another process (ibv_import_device/pd/mr).
-// The requests are decoded into the core's own arguments (core/mr_verbs.h).
+// The requests are decoded into the core's own arguments (core/memory/mr_verbs.h).
 #include <cerrno>
 
 #include "simnic/service/control_ops.h"

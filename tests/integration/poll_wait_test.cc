@@ -1,5 +1,5 @@
 // An empty ibv_poll_cq sleeps on its context's completion sequence (shim/poll_wait.cc) and
-// simnicd wakes it when it writes a CQE (simnic/core/context_page.cc). Here the pollers sleep
+// simnicd wakes it when it writes a CQE (simnic/core/objects/context_page.cc). Here the pollers sleep
 // up to 10 s per empty poll (after no spin, or after the default spin): a ping-pong of 300
 // round trips can only end within its limit if every completion wakes the poller that waits
 // for it. With SIMNIC_POLL_SPIN_US=off they never sleep (the old yielding poll).

@@ -140,7 +140,7 @@ FieldsByKind protocol_fields() {
                  "gather or scatter (IBV_WC_LOC_PROT_ERR)"}}},
       {"error", {{"status", "the completion status this error produces"}, {"rule", "the rule that was broken"}}},
       {"pkt_drop", {{"reason", "why the NIC discarded an incoming packet (counted, never fatal)"},
-                    {"drop", "the reason's name in the NIC's drop table (simnic/core/drop_reasons.h)"},
+                    {"drop", "the reason's name in the NIC's drop table (simnic/core/observe/drop_reasons.h)"},
                     {"counter", "the counter of `simnic status` it was counted in"},
                     {"rule", "the IBA rule the packet broke, when one applies"},
                     {"detail", "what exactly was wrong with this packet"}}},

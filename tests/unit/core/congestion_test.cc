@@ -1,4 +1,4 @@
-// The NIC-wide window towards each peer (simnic/core/congestion.h): many QPs sending to one
+// The NIC-wide window towards each peer (simnic/core/engines/congestion.h): many QPs sending to one
 // peer never put more than the window in flight, all complete, and credit always comes back to
 // zero: after completion, go-back-N, a timeout, ERR, RESET and destroy. AIMD halves the window
 // on loss. First the class alone, then two Devices on the in-memory fabric.
@@ -6,7 +6,7 @@
 #include <set>
 
 #include "qp_pair.h"
-#include "simnic/core/congestion.h"
+#include "simnic/core/engines/congestion.h"
 
 namespace simnic::testing {
 namespace {

@@ -2,7 +2,7 @@
 // a perfect wire, bad settings are refused with a reason, and a seed makes drops repeatable.
 #include <gtest/gtest.h>
 
-#include "simnic/core/fault_injector.h"
+#include "simnic/core/wire/fault_injector.h"
 
 namespace simnic::core {
 namespace {

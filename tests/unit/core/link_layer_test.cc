@@ -7,7 +7,7 @@
 
 #include "qp_pair.h"
 #include "simnic/abi/lid_map.h"
-#include "simnic/core/gid_table.h"
+#include "simnic/core/port/gid_table.h"
 
 namespace simnic::testing {
 namespace {

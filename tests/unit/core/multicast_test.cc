@@ -8,7 +8,7 @@
 #include <map>
 
 #include "qp_pair.h"
-#include "simnic/core/multicast.h"
+#include "simnic/core/objects/multicast.h"
 
 namespace simnic::testing {
 namespace {

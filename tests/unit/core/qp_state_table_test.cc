@@ -6,7 +6,7 @@
 #include <map>
 #include <tuple>
 
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 
 namespace simnic::core {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "simnic/abi/device_counters.h"
-#include "simnic/core/counters.h"
-#include "simnic/core/drop_reasons.h"
-#include "simnic/core/trace_kinds.h"
+#include "simnic/core/observe/counters.h"
+#include "simnic/core/observe/drop_reasons.h"
+#include "simnic/core/observe/trace_kinds.h"
 
 namespace simnic::core {
 namespace {

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "qp_pair.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/proto/wire.h"
 
 namespace simnic::testing {

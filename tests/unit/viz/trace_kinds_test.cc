@@ -1,4 +1,4 @@
-// The trace's event kinds are one table in simnicd (simnic/core/trace_kinds.h: the enum the
+// The trace's event kinds are one table in simnicd (simnic/core/observe/trace_kinds.h: the enum the
 // engines emit and each kind's name) and strings in simnic-viz's model. docs/trace-format.md is
 // the contract between the two; these tests read all three and fail on a kind that one side
 // has and the documentation (or simnic-viz) does not, and on a row of the table no engine emits.
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "simnic/core/trace_kinds.h"
+#include "simnic/core/observe/trace_kinds.h"
 #include "viz/model/field_help.h"
 
 namespace simnic::viz {

@@ -6,7 +6,7 @@
 
 #include "simnic/core/device.h"
 #include "simnic/core/text.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/proto/psn.h"
 
 namespace simnic::core {

@@ -18,9 +18,9 @@
 
 #include "simnic/abi/cm_bodies.h"
 #include "simnic/core/env.h"
-#include "simnic/core/key_source.h"
-#include "simnic/core/log_limiter.h"
-#include "simnic/core/trace.h"
+#include "simnic/core/objects/key_source.h"
+#include "simnic/core/observe/log_limiter.h"
+#include "simnic/core/observe/trace.h"
 #include "simnic/proto/cm_mad.h"
 #include "simnic/proto/packet.h"
 
@@ -112,7 +112,7 @@ class CmAgent {
   uint64_t mads_sent() const { return mads_sent_; }
   uint64_t mads_received() const { return mads_received_; }
   // Requests dropped as malformed, and refused or evicted to keep one source from filling a
-  // listener (cm_admission.cc).
+  // listener (cm/admission.cc).
   uint64_t reqs_malformed() const { return reqs_malformed_; }
   uint64_t reqs_refused() const { return reqs_refused_; }
   uint64_t reqs_evicted() const { return reqs_evicted_; }
@@ -122,7 +122,7 @@ class CmAgent {
     uint32_t client = 0;
     int fd = -1;
   };
-  // cm_agent.cc: ids, ports, events
+  // cm/agent.cc: ids, ports, events
   CmId* owned(uint32_t client, uint32_t handle);
   CmId* find_by_local_comm_id(uint32_t comm_id);
   CmId* find_by_remote(uint32_t remote_comm_id, uint32_t remote_ip);
@@ -141,7 +141,7 @@ class CmAgent {
   void abandon(CmId& id, uint64_t now);
   void fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, uint8_t retries, proto::cm::Message* m);  // destroy: tell the peer as the kernel's ib_destroy_cm_id
 
-  // cm_messages.cc: sending, and the handlers of received messages
+  // cm/messages.cc: sending, and the handlers of received messages
   void send_mad(CmId* id, uint32_t dst_ip, proto::cm::Message& m, uint64_t now, bool expect_answer);
   void send_rej(uint32_t dst_ip, uint64_t tid, uint32_t local_comm_id, uint32_t remote_comm_id,
                 uint16_t reason, uint8_t msg_ref, const uint8_t* priv, size_t priv_len, uint64_t now);
@@ -159,7 +159,7 @@ class CmAgent {
   void on_sidr_req(uint32_t src_ip, uint16_t udp_port, const proto::cm::Message& m, uint64_t now);
   void on_sidr_rep(uint32_t src_ip, const proto::cm::Message& m, uint64_t now);
   void on_timeout(CmId& id, uint64_t now);
-  // cm_admission.cc: which requests a listener takes, and when its program hears of them
+  // cm/admission.cc: which requests a listener takes, and when its program hears of them
   const char* malformed_req(uint32_t src_ip, const proto::cm::Message& m, const proto::cm::CmaHdr& hdr,
                             const CmId& listener) const;
   void drop_malformed(uint32_t src_ip, const proto::cm::Message& m, const char* why, uint64_t now);

@@ -16,8 +16,8 @@
 //    not turn it away.
 #include <limits>
 
-#include "simnic/core/cm_agent.h"
-#include "simnic/core/drop_reasons.h"
+#include "simnic/core/cm/agent.h"
+#include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/text.h"
 
 namespace simnic::core {

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "simnic/core/cm_agent.h"
-#include "simnic/core/drop_reasons.h"
+#include "simnic/core/cm/agent.h"
+#include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 
@@ -149,7 +149,7 @@ void CmAgent::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& pkt
 
 // IBA 12.6.2: a REQ for a service nobody listens on is rejected with "invalid service ID"
 // (reason 8), which rdma_cm reports as RDMA_CM_EVENT_REJECTED, status 8. A malformed REQ is
-// dropped, and one the listener has no room for is rejected (cm_admission.cc).
+// dropped, and one the listener has no room for is rejected (cm/admission.cc).
 void CmAgent::on_req(uint32_t src_ip, uint16_t udp_port, const cm::Message& m, uint64_t now) {
   if (CmId* dup = find_by_remote(m.local_comm_id, src_ip)) {  // IBA 12.9.7: a duplicate REQ
     if (dup->state == CmState::kRepSent) {

@@ -1,7 +1,7 @@
 // Device: creating and destroying RC, UC and UD QPs (XRC QPs: xrc.cc; the state machine:
 // qp_modify.cc), and what a QP's errors were.
 #include "simnic/core/device.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 #include "simnic/abi/wr_opcodes.h"
 #include "simnic/core/device.h"
 #include "simnic/core/errors.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"

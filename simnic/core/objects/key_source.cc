@@ -1,4 +1,4 @@
-#include "simnic/core/key_source.h"
+#include "simnic/core/objects/key_source.h"
 
 #include <sys/random.h>
 

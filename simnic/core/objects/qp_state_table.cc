@@ -1,4 +1,4 @@
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 
 #include <array>
 

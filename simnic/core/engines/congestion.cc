@@ -1,5 +1,5 @@
 // The per-peer window and its AIMD (congestion.h; docs/reliability.md).
-#include "simnic/core/congestion.h"
+#include "simnic/core/engines/congestion.h"
 
 #include <algorithm>
 

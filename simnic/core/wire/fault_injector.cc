@@ -1,4 +1,4 @@
-#include "simnic/core/fault_injector.h"
+#include "simnic/core/wire/fault_injector.h"
 
 #include <cstdlib>
 #include <sstream>

@@ -1,6 +1,6 @@
 // The connection manager's ids, ports and the calls librdmacm makes (abi/cm.h). The MAD
-// exchange itself is in cm_messages.cc.
-#include "simnic/core/cm_agent.h"
+// exchange itself is in cm/messages.cc.
+#include "simnic/core/cm/agent.h"
 
 #include <cerrno>
 #include <cstring>

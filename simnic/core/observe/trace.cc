@@ -1,4 +1,4 @@
-#include "simnic/core/trace.h"
+#include "simnic/core/observe/trace.h"
 
 #include <cstdio>
 

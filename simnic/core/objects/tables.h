@@ -15,8 +15,8 @@
 #include <infiniband/verbs.h>
 
 #include "simnic/abi/rings.h"
-#include "simnic/core/multicast.h"
-#include "simnic/core/objects.h"
+#include "simnic/core/objects/multicast.h"
+#include "simnic/core/objects/objects.h"
 
 namespace simnic::core {
 

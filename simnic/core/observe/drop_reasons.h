@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "simnic/core/counters.h"
+#include "simnic/core/observe/counters.h"
 #include "simnic/core/env.h"
-#include "simnic/core/trace.h"
+#include "simnic/core/observe/trace.h"
 
 namespace simnic::core {
 

@@ -59,7 +59,7 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new
   }
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
     if (int e = check_mr_access(req.access)) return e;
-  // An MR stays pinned or on-demand (device_odp.cc): that is how it was registered.
+  // An MR stays pinned or on-demand (memory/odp.cc): that is how it was registered.
   const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access;
   const bool odp = access & IBV_ACCESS_ON_DEMAND;
   if (odp != is_odp_mr(mr)) return refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");

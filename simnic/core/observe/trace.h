@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "simnic/core/trace_kinds.h"
+#include "simnic/core/observe/trace_kinds.h"
 
 namespace simnic::core {
 

@@ -8,7 +8,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "simnic/core/gid_table.h"  // gid_string
+#include "simnic/core/port/gid_table.h"  // gid_string
 
 namespace simnic::core {
 

@@ -11,7 +11,7 @@
 #include <cerrno>
 
 #include "simnic/core/device.h"
-#include "simnic/core/qp_state_table.h"
+#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 #include "simnic/proto/psn.h"

@@ -1,4 +1,4 @@
-#include "simnic/core/drop_reasons.h"
+#include "simnic/core/observe/drop_reasons.h"
 
 #include <cstddef>
 

@@ -46,7 +46,7 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   if (covers_no_page(addr, length))
     return refuse(EINVAL, "a zero-length MR at " + hex(addr) + ", a page boundary, covers no page (the kernel's "
                           "ib_umem_get refuses it; at an address inside a page it registers that page)");
-  // ODP (device_odp.cc): the range is checked, its pages are not.
+  // ODP (memory/odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
   } else if (length > DeviceLimits::kMaxMrSize || addr + length < addr) {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "simnic/core/trace.h"
+#include "simnic/core/observe/trace.h"
 
 namespace simnic::core {
 

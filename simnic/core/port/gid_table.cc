@@ -1,5 +1,5 @@
 // GID tables as rxe, mlx5 and an InfiniBand port list them (see gid_table.h).
-#include "simnic/core/gid_table.h"
+#include "simnic/core/port/gid_table.h"
 
 #include <arpa/inet.h>
 
