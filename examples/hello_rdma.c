@@ -42,9 +42,10 @@ static struct ibv_context *open_device(const char *name) {
 }
 
 static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_cq *cq) {
-  struct ibv_qp_init_attr init = {
-      .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp_init_attr init = {.send_cq = cq,
+                                  .recv_cq = cq,
+                                  .qp_type = IBV_QPT_RC,
+                                  .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
   struct ibv_qp *qp = ibv_create_qp(pd, &init);
   if (!qp) die("ibv_create_qp");
   return qp;
@@ -60,16 +61,17 @@ static void connect_qp(struct ibv_qp *qp, uint32_t peer_qpn, union ibv_gid peer_
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
   a.dest_qp_num = peer_qpn;
-  a.rq_psn = 0;  /* the PSN the peer's first packet will carry */
+  a.rq_psn = 0; /* the PSN the peer's first packet will carry */
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;  /* RoCE: peers are addressed by GID */
+  a.ah_attr.is_global = 1; /* RoCE: peers are addressed by GID */
   a.ah_attr.grh.dgid = peer_gid;
   a.ah_attr.grh.sgid_index = gid_index;
   a.ah_attr.grh.hop_limit = 1;
   a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (ibv_modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     die("ibv_modify_qp to RTR");
 
   memset(&a, 0, sizeof a);
@@ -79,8 +81,9 @@ static void connect_qp(struct ibv_qp *qp, uint32_t peer_qpn, union ibv_gid peer_
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                IBV_QP_MAX_QP_RD_ATOMIC))
+  if (ibv_modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_MAX_QP_RD_ATOMIC))
     die("ibv_modify_qp to RTS");
 }
 
@@ -127,14 +130,19 @@ int main(int argc, char **argv) {
 
   strcpy(send_buf, MSG);
   struct ibv_sge ssge = {.addr = (uintptr_t)send_buf, .length = sizeof MSG, .lkey = send_mr->lkey};
-  struct ibv_send_wr swr = {.wr_id = 1, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                            .send_flags = IBV_SEND_SIGNALED}, *bad_swr;
+  struct ibv_send_wr swr = {.wr_id = 1,
+                            .sg_list = &ssge,
+                            .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED},
+                     *bad_swr;
   if (ibv_post_send(sender, &swr, &bad_swr)) die("ibv_post_send");
 
   for (int done = 0; done < 2; ++done) {
     struct ibv_wc wc = wait_one(cq);
     if (wc.opcode == IBV_WC_RECV)
-      printf("QP 0x%x received %u bytes from QP 0x%x: \"%s\"\n", receiver->qp_num, wc.byte_len, sender->qp_num, recv_buf);
+      printf("QP 0x%x received %u bytes from QP 0x%x: \"%s\"\n", receiver->qp_num, wc.byte_len, sender->qp_num,
+             recv_buf);
   }
 
   ibv_destroy_qp(sender);

@@ -30,32 +30,33 @@ struct Nic {
   std::string socket_path;
   uint32_t ipv4 = 0;  // host order
   int fd = -1;
-  std::mutex mu;      // one request/reply at a time on fd
+  std::mutex mu;  // one request/reply at a time on fd
   ibv_context* verbs = nullptr;
   ibv_pd* pd = nullptr;  // the default PD (rdma_create_qp with NULL pd, rdma_reg_msgs on ep ids)
   ibv_device_attr attr{};
 };
 
 struct CmaChannel {
-  rdma_event_channel ch;  // first: ch.fd is the read end of a SOCK_STREAM socketpair
-  int write_fd = -1;      // the other end: given to each NIC, and used for local events
+  rdma_event_channel ch;                            // first: ch.fd is the read end of a SOCK_STREAM socketpair
+  int write_fd = -1;                                // the other end: given to each NIC, and used for local events
   std::vector<std::pair<Nic*, uint32_t>> attached;  // the NICs that have it, with its handle there
 };
 
 struct CmaId {
-  rdma_cm_id id;          // first: the program holds &id
-  uint64_t cookie = 0;    // how events find it
-  bool sync = false;      // created with a NULL channel: calls wait for their event
-  Nic* nic = nullptr;     // bound to a device
-  uint32_t handle = 0;    // on nic
+  rdma_cm_id id;                                     // first: the program holds &id
+  uint64_t cookie = 0;                               // how events find it
+  bool sync = false;                                 // created with a NULL channel: calls wait for their event
+  Nic* nic = nullptr;                                // bound to a device
+  uint32_t handle = 0;                               // on nic
   std::vector<std::pair<Nic*, uint32_t>> listeners;  // wildcard listen: one per NIC
   bool bound_any = false;
-  uint16_t port = 0;      // host order, once bound
+  uint16_t port = 0;                                     // host order, once bound
   uint8_t initiator_depth = 0, responder_resources = 0;  // from CONNECT_REQUEST, for accept
   bool connect_error = false;
   uint8_t ack_timeout = 0;  // RDMA_OPTION_ID_ACK_TIMEOUT, 0 = the CM's
   ibv_qp_init_attr* qp_init_attr = nullptr;
-  std::vector<std::pair<uint32_t, bool>> mc_groups;  // joined IPv4 groups, and whether the QP is attached  // rdma_create_ep on a listener: for rdma_get_request
+  std::vector<std::pair<uint32_t, bool>> mc_groups;  // joined IPv4 groups, and whether the QP is attached  //
+                                                     // rdma_create_ep on a listener: for rdma_get_request
   CmaChannel* channel() { return reinterpret_cast<CmaChannel*>(id.channel); }
 };
 
@@ -66,10 +67,10 @@ struct CmaEvent {
 };
 
 // nics.cc
-Nic* nic_by_ip(uint32_t ipv4);        // rescans the directory once if unknown
+Nic* nic_by_ip(uint32_t ipv4);  // rescans the directory once if unknown
 Nic* nic_for_destination(uint32_t dst_ipv4);
 std::vector<Nic*> all_nics();
-int open_nic(Nic* nic);               // connection and verbs context; 0 or errno
+int open_nic(Nic* nic);  // connection and verbs context; 0 or errno
 // One CM request on the NIC's connection: 0 or a positive errno (printed if SIMNIC_EXPLAIN).
 int nic_call(Nic* nic, abi::Op op, const void* req, size_t len, void* reply, size_t reply_len,
              const std::vector<int>& fds = {});

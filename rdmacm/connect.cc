@@ -348,8 +348,8 @@ int rdma_set_option(struct rdma_cm_id* id, int level, int optname, void* optval,
     p->ack_timeout = *static_cast<uint8_t*>(optval);
     return 0;
   }
-  if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_REUSEADDR ||
-                                  optname == RDMA_OPTION_ID_AFONLY))
+  if (level == RDMA_OPTION_ID &&
+      (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_REUSEADDR || optname == RDMA_OPTION_ID_AFONLY))
     return 0;  // accepted; simnic has one traffic class and no TIME_WAIT port reuse rules
   return fail(ENOSYS);
 }

@@ -27,7 +27,8 @@ int make_info(const addrinfo* ai, const rdma_addrinfo* hints, rdma_addrinfo** ou
   r->ai_family = AF_INET;
   r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
   r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space
-                     : r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
+                     : r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP
+                                                   : RDMA_PS_TCP;
   const bool passive = r->ai_flags & RAI_PASSIVE;
   sockaddr* a = copy_addr(ai->ai_addr, ai->ai_addrlen);
   if (!a) {

@@ -130,18 +130,15 @@ bool process(CmaEvent* e, const abi::CmEventMsg& m) {
       copy_conn(e, m);
       process_conn_resp(e);
       return true;
-    case RDMA_CM_EVENT_ESTABLISHED:
-      ud ? copy_ud(e, m) : copy_conn(e, m);
-      return true;
+    case RDMA_CM_EVENT_ESTABLISHED: ud ? copy_ud(e, m) : copy_conn(e, m); return true;
     case RDMA_CM_EVENT_REJECTED:
       if (e->id_priv->connect_error) return false;
       copy_conn(e, m);
       modify_qp_err(e->id_priv);
       return true;
-    case RDMA_CM_EVENT_UNREACHABLE:
-      ud ? copy_ud(e, m) : copy_conn(e, m);
-      return true;
-    case RDMA_CM_EVENT_MULTICAST_JOIN: case RDMA_CM_EVENT_MULTICAST_ERROR: {
+    case RDMA_CM_EVENT_UNREACHABLE: ud ? copy_ud(e, m) : copy_conn(e, m); return true;
+    case RDMA_CM_EVENT_MULTICAST_JOIN:
+    case RDMA_CM_EVENT_MULTICAST_ERROR: {
       copy_ud(e, m);
       group_gid_of(m.remote_ip, &e->event.param.ud.ah_attr.grh.dgid);  // the group's GID
       uint64_t context = 0;
@@ -158,8 +155,7 @@ bool process(CmaEvent* e, const abi::CmEventMsg& m) {
       if (e->id_priv->connect_error) return false;
       copy_conn(e, m);
       return true;
-    default:
-      return true;
+    default: return true;
   }
 }
 

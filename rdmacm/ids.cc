@@ -189,13 +189,14 @@ void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
   delete ch;
 }
 
-int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id, void* context,
-                   enum rdma_port_space ps) {
+int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id, void* context, enum rdma_port_space ps) {
   if (!id) return fail(EINVAL);
   ibv_qp_type type;
   switch (ps) {
-    case RDMA_PS_TCP: case RDMA_PS_IB: type = IBV_QPT_RC; break;
-    case RDMA_PS_UDP: case RDMA_PS_IPOIB: type = IBV_QPT_UD; break;
+    case RDMA_PS_TCP:
+    case RDMA_PS_IB: type = IBV_QPT_RC; break;
+    case RDMA_PS_UDP:
+    case RDMA_PS_IPOIB: type = IBV_QPT_UD; break;
     default: return fail(EINVAL);
   }
   auto* p = new CmaId;
@@ -303,7 +304,7 @@ int rdma_resolve_route(struct rdma_cm_id* id, int) {
   rec->mtu = port.active_mtu;
   rec->mtu_selector = 2;  // exactly
   rec->rate_selector = 2;
-  rec->rate = 3;          // 10 Gb/s (IBA Table 205 code 3)
+  rec->rate = 3;  // 10 Gb/s (IBA Table 205 code 3)
   rec->packet_life_time_selector = 2;
   rec->packet_life_time = 16;
   rec->hop_limit = 64;

@@ -34,7 +34,7 @@ int join(CmaId* p, const sockaddr* addr, uint16_t flags, void* context) {
   if (!group_of(addr, &ip)) {
     explain("rdma_join_multicast: the group must be a non-zero IPv4 address (%s)",
             addr && addr->sa_family == AF_INET6 ? "simnic's wire is IPv4; IPv6 groups are not simulated"
-                                                 : "0.0.0.0 names no group");
+                                                : "0.0.0.0 names no group");
     return fail(EINVAL);
   }
   if (p->id.qp_type != IBV_QPT_UD) {

@@ -55,7 +55,7 @@ constexpr int kConnectTimeoutMs = 2000;  // address resolution timeout
 constexpr int kCloseDrainMs = 2000;      // rclose waits at most this long for its sends
 
 enum ImmOp : uint32_t { kOpData = 0, kOpCredit = 1, kOpFin = 2, kOpIomap = 3, kOpIounmap = 4 };
-constexpr int kMaxIomaps = 1024;     // RDMA_IOMAPSIZE is clamped to this
+constexpr int kMaxIomaps = 1024;  // RDMA_IOMAPSIZE is clamped to this
 inline uint32_t make_imm(ImmOp op, uint32_t credits) { return (uint32_t(op) << 28) | (credits & 0x0fffffff); }
 
 struct ConnHdr {
@@ -140,20 +140,20 @@ struct Rs {
   uint32_t nsend = 0;               // send slots
   std::deque<Slot> ready;           // received data not read yet
   std::vector<uint32_t> free_sends;
-  uint32_t credits = 0;             // data messages the peer can take now
-  uint32_t unreturned = 0;          // our receives reposted but not told to the peer
-  uint32_t sq_used = 0;             // send WRs posted, not completed
+  uint32_t credits = 0;     // data messages the peer can take now
+  uint32_t unreturned = 0;  // our receives reposted but not told to the peer
+  uint32_t sq_used = 0;     // send WRs posted, not completed
   uint32_t sq_depth = 0;
   bool fin_sent = false, fin_rcvd = false, rd_shut = false;
-  bool disconnected = false;        // the CM connection is gone
-  bool reset = false;               // gone without an end of stream, or a transfer failed
-  int conn_error = 0;               // why the connection failed or broke
+  bool disconnected = false;  // the CM connection is gone
+  bool reset = false;         // gone without an end of stream, or a transfer failed
+  int conn_error = 0;         // why the connection failed or broke
 
   // IO mappings (rsocket_iomap.cc)
-  uint32_t peer_iomaps = 0;             // how many of ours the peer accepts
-  std::vector<LocalMap> maps;           // ours
-  std::vector<RemoteMap> peer_maps;     // the peer's, by index (iomap_size entries)
-  std::deque<IomapOut> iomap_out;       // mapping messages waiting for a credit, in order
+  uint32_t peer_iomaps = 0;          // how many of ours the peer accepts
+  std::vector<LocalMap> maps;        // ours
+  std::vector<RemoteMap> peer_maps;  // the peer's, by index (iomap_size entries)
+  std::deque<IomapOut> iomap_out;    // mapping messages waiting for a credit, in order
 };
 
 // rsockets.cc: the registry

@@ -71,8 +71,9 @@ void on_disconnected(Rs* rs) {
 
 void on_failure(Rs* rs, rdma_cm_event_type type) {
   if (rs->state == State::kResolving || rs->state == State::kConnecting)
-    return connect_failed(rs, type == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
-                              : type == RDMA_CM_EVENT_UNREACHABLE ? ETIMEDOUT : EHOSTUNREACH);
+    return connect_failed(rs, type == RDMA_CM_EVENT_REJECTED      ? ECONNREFUSED
+                              : type == RDMA_CM_EVENT_UNREACHABLE ? ETIMEDOUT
+                                                                  : EHOSTUNREACH);
   rs->reset = true;
   if (!rs->conn_error) rs->conn_error = ECONNRESET;
 }
@@ -110,10 +111,12 @@ void handle_event(Rs* rs, rdma_cm_event* ev, rdma_cm_id** dead) {
     case RDMA_CM_EVENT_ROUTE_RESOLVED: on_route_resolved(rs); break;
     case RDMA_CM_EVENT_ESTABLISHED: on_established(rs, ev); break;
     case RDMA_CM_EVENT_DISCONNECTED: on_disconnected(rs); break;
-    case RDMA_CM_EVENT_ADDR_ERROR: case RDMA_CM_EVENT_ROUTE_ERROR: case RDMA_CM_EVENT_REJECTED:
-    case RDMA_CM_EVENT_UNREACHABLE: case RDMA_CM_EVENT_CONNECT_ERROR: case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      on_failure(rs, ev->event);
-      break;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: on_failure(rs, ev->event); break;
     default: break;
   }
 }

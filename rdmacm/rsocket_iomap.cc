@@ -201,7 +201,8 @@ int riounmap(int socket, void* buf, size_t len) {
   Rs* rs = lookup(socket);
   if (!rs) return fail(EBADF);
   std::lock_guard lk(rs->mu);
-  auto it = std::find_if(rs->maps.begin(), rs->maps.end(), [&](const LocalMap& m) { return m.buf == buf && m.len == len; });
+  auto it =
+      std::find_if(rs->maps.begin(), rs->maps.end(), [&](const LocalMap& m) { return m.buf == buf && m.len == len; });
   if (it == rs->maps.end()) return fail(EINVAL);
   const int index = it->index;
   ibv_dereg_mr(it->mr);

@@ -111,7 +111,8 @@ void consume_cq_event(Rs* rs) {
 short poll_events(Rs* rs, short events) {
   switch (rs->state) {
     case State::kListening: return short(rs->pending.empty() ? 0 : (events & (POLLIN | POLLRDNORM)));
-    case State::kResolving: case State::kConnecting: return 0;
+    case State::kResolving:
+    case State::kConnecting: return 0;
     case State::kConnected: return connected_events(rs, events);
     case State::kClosed: return POLLNVAL;
     default:  // never connected, or the connection attempt failed

@@ -1,7 +1,7 @@
 // rsockets' data path: the QP and its buffers, credits, and the byte stream over SENDs with
 // immediate data (the protocol is described in rsocket.h).
-#include <fcntl.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>

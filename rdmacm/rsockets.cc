@@ -262,10 +262,12 @@ int rconnect(int socket, const struct sockaddr* addr, socklen_t addrlen) {
   Rs* rs = l.rs;
   switch (rs->state) {
     case State::kConnected: return fail(EISCONN);
-    case State::kResolving: case State::kConnecting:
+    case State::kResolving:
+    case State::kConnecting:
       if (rs->fd_flags & O_NONBLOCK) return fail(EALREADY);
       return wait_connected(rs, l.lk);
-    case State::kListening: case State::kClosed: return fail(EINVAL);
+    case State::kListening:
+    case State::kClosed: return fail(EINVAL);
     default: break;
   }
   if (!addr_ok(rs, addr, addrlen)) return fail(EINVAL);

@@ -5,17 +5,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OLD_PTR(name)                                          \
-  void* simnic_##name##_1_0(void) {                            \
-    errno = EOPNOTSUPP;                                        \
-    return NULL;                                               \
-  }                                                            \
+#define OLD_PTR(name)               \
+  void* simnic_##name##_1_0(void) { \
+    errno = EOPNOTSUPP;             \
+    return NULL;                    \
+  }                                 \
   __asm__(".symver simnic_" #name "_1_0, " #name "@IBVERBS_1.0");
-#define OLD_INT(name)                                          \
-  int simnic_##name##_1_0(void) { return EOPNOTSUPP; }         \
+#define OLD_INT(name)                                  \
+  int simnic_##name##_1_0(void) { return EOPNOTSUPP; } \
   __asm__(".symver simnic_" #name "_1_0, " #name "@IBVERBS_1.0");
-#define OLD_VOID(name)                                         \
-  void simnic_##name##_1_0(void) {}                            \
+#define OLD_VOID(name)              \
+  void simnic_##name##_1_0(void) {} \
   __asm__(".symver simnic_" #name "_1_0, " #name "@IBVERBS_1.0");
 
 OLD_PTR(ibv_get_device_list)

@@ -10,9 +10,9 @@
 #include <endian.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -54,7 +54,8 @@ bool nic_lost(ShimContext* c) {
 bool nic_lost_sampled(ShimContext* c) {
   if (c->lost.load(std::memory_order_relaxed)) return true;
   if (c->alive && !daemon_alive(c->alive)) {
-    if (!c->lost.exchange(true)) debug("%s: simnicd is gone (its alive word was cleared)", c->vctx.context.device->name);
+    if (!c->lost.exchange(true))
+      debug("%s: simnicd is gone (its alive word was cleared)", c->vctx.context.device->name);
     return true;
   }
   if (c->fast_calls.fetch_add(1, std::memory_order_relaxed) % kLostCheckInterval != kLostCheckInterval - 1)
@@ -132,8 +133,9 @@ std::string hello_refusal(ibv_device* device, int st) {
   const std::string verb = std::string("ibv_open_device(") + device->name + "): ";
   if (!last_refusal().empty()) return verb + last_refusal();
   if (st == EPROTO)
-    return verb + "simnicd speaks another version of the shim's protocol: the shim (libibverbs.so.1 on "
-                  "LD_LIBRARY_PATH) and simnicd come from different builds; run both from one (`simnic run`)";
+    return verb +
+           "simnicd speaks another version of the shim's protocol: the shim (libibverbs.so.1 on "
+           "LD_LIBRARY_PATH) and simnicd come from different builds; run both from one (`simnic run`)";
   return verb + std::strerror(st) + " (`simnic logs " + device->name + "` shows what the NIC logged)";
 }
 
@@ -147,9 +149,10 @@ int allow_daemon_access(pid_t daemon_pid) {
   int scope = 0;
   std::ifstream("/proc/sys/kernel/yama/ptrace_scope") >> scope;
   if (scope >= 2) {
-    warn("kernel.yama.ptrace_scope is %d, which forbids simnicd (pid %d) from reading and writing "
-         "this program's memory regions. Allow it with: sudo sysctl kernel.yama.ptrace_scope=1",
-         scope, int(daemon_pid));
+    warn(
+        "kernel.yama.ptrace_scope is %d, which forbids simnicd (pid %d) from reading and writing "
+        "this program's memory regions. Allow it with: sudo sysctl kernel.yama.ptrace_scope=1",
+        scope, int(daemon_pid));
     return EPERM;
   }
   if (named == daemon_pid) return 0;
@@ -157,9 +160,10 @@ int allow_daemon_access(pid_t daemon_pid) {
   // EINVAL means the kernel has no Yama, which then needs nothing.
   if (::prctl(PR_SET_PTRACER, who, 0, 0, 0) != 0 && errno != EINVAL) {
     int e = errno;
-    warn("ibv_open_device: prctl(PR_SET_PTRACER) failed (%s), so simnicd (pid %d) could not reach this "
-         "program's memory regions",
-         std::strerror(e), int(daemon_pid));
+    warn(
+        "ibv_open_device: prctl(PR_SET_PTRACER) failed (%s), so simnicd (pid %d) could not reach this "
+        "program's memory regions",
+        std::strerror(e), int(daemon_pid));
     return e;
   }
   named = named == 0 ? daemon_pid : -1;
@@ -214,7 +218,8 @@ static int query_port_attr(ibv_context* context, const char* verb, uint32_t port
 // GID queries: ENODATA is an empty slot below gid_tbl_len, which programs walking the table
 // meet on purpose (ibv_devinfo -v), so only the other refusals (past the table, no such port)
 // are explained.
-static int query_gid_entry(ibv_context* context, const char* verb, uint32_t port_num, uint32_t index, QueryGidReply* rep) {
+static int query_gid_entry(ibv_context* context, const char* verb, uint32_t port_num, uint32_t index,
+                           QueryGidReply* rep) {
   int st = rpc(to_shim(context), Op::QueryGid, QueryGidReq{port_num, index}, rep);
   if (st != ENODATA) explain_refusal(call_on(verb, context, port_num, int64_t(index)), st, last_refusal());
   return st;
@@ -249,7 +254,8 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   }
   HelloReply hello{};
   std::vector<int> none;
-  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello, std::span<const int>({doorbell, async[1]}));
+  int st = call_fixed(ctl, Op::Hello, HelloReq{kAbiVersion, uint32_t(ctl)}, &hello,
+                      std::span<const int>({doorbell, async[1]}));
   ::close(async[1]);  // simnicd has its own copy now
   // A refused Hello says why (e.g. the user's share of the NIC's connections, EMFILE).
   if (st != 0) warn("%s", hello_refusal(device, st).c_str());
@@ -263,8 +269,8 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
 
   auto* c = new ShimContext;
   // The NIC's notices are first fetched after a second of waiting (explain_while_waiting).
-  c->notices_asked_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch()).count();
+  c->notices_asked_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   std::memset(&c->vctx, 0, sizeof c->vctx);
   c->ctl_fd = ctl;
   c->doorbell_fd = doorbell;
@@ -337,8 +343,8 @@ int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned i
   return 0;
 }
 
-int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index,
-                      struct ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+int _ibv_query_gid_ex(struct ibv_context* context, uint32_t port_num, uint32_t gid_index, struct ibv_gid_entry* entry,
+                      uint32_t flags, size_t entry_size) {
   if (flags || entry_size < sizeof(ibv_gid_entry)) {
     explain_refusal(call_on("ibv_query_gid_ex", context, port_num, int64_t(gid_index)), EINVAL,
                     flags ? "flags must be 0" : "entry_size is smaller than struct ibv_gid_entry");
@@ -377,9 +383,10 @@ ssize_t _ibv_query_gid_table(struct ibv_context* context, struct ibv_gid_entry* 
       if (st == ENODATA) continue;  // only the valid entries are listed
       if (st != 0) return -st;
       if (n == max_entries) {  // rdma-core: the caller's table is too small
-        explain_refusal(verb, EINVAL, "max_entries " + std::to_string(max_entries) +
-                                          " is too few: the table has more valid entries (ibv_query_port's "
-                                          "gid_tbl_len bounds them)");
+        explain_refusal(verb, EINVAL,
+                        "max_entries " + std::to_string(max_entries) +
+                            " is too few: the table has more valid entries (ibv_query_port's "
+                            "gid_tbl_len bounds them)");
         return -EINVAL;
       }
       std::memcpy(reinterpret_cast<uint8_t*>(entries) + n * entry_size, &e, sizeof e);
@@ -439,11 +446,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE:
-      event->element.port_num = int(msg.handle);
-      break;
-    case IBV_EVENT_DEVICE_FATAL:
-      break;
+    case IBV_EVENT_GID_CHANGE: event->element.port_num = int(msg.handle); break;
+    case IBV_EVENT_DEVICE_FATAL: break;
     default:  // the QP events
       if (auto it = c->qps.find(msg.handle); it != c->qps.end()) event->element.qp = &it->second->qpx.qp_base;
       break;

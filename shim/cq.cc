@@ -178,10 +178,8 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   int st = load_current(c);
   if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
   if (st == ENOENT && nic_lost_sampled(ctx)) return EIO;
-  if (st == ENOENT)
-    idle_after_empty_poll(ctx, sequence);
-  else
-    note_completions_found();
+  if (st == ENOENT) idle_after_empty_poll(ctx, sequence);
+  else note_completions_found();
   return st;
 }
 
@@ -236,8 +234,9 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
                               IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                               IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
   if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
-    explain_refusal("ibv_create_cq_ex", EINVAL, "comp_mask " + hex_string(attr->comp_mask) +
-                                                    " has bits other than IBV_CQ_INIT_ATTR_MASK_FLAGS and _PD");
+    explain_refusal("ibv_create_cq_ex", EINVAL,
+                    "comp_mask " + hex_string(attr->comp_mask) +
+                        " has bits other than IBV_CQ_INIT_ATTR_MASK_FLAGS and _PD");
     return fail_null<ibv_cq_ex>(EINVAL);
   }
   if (attr->wc_flags & ~kFlags) {
@@ -345,8 +344,8 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel* channel) {
   return 0;
 }
 
-struct ibv_cq* ibv_create_cq(struct ibv_context* context, int cqe, void* cq_context,
-                             struct ibv_comp_channel* channel, int comp_vector) {
+struct ibv_cq* ibv_create_cq(struct ibv_context* context, int cqe, void* cq_context, struct ibv_comp_channel* channel,
+                             int comp_vector) {
   ShimCq* cq = simnic::shim::create_cq(context, cqe, cq_context, channel, comp_vector);
   return cq ? cq->base() : nullptr;
 }
@@ -381,7 +380,8 @@ int ibv_resize_cq(struct ibv_cq* ibcq, int cqe) {
   std::scoped_lock lock(cq->poll_mu, cq->arm_mu);
   CreateCqReply rep{};
   std::vector<int> fds;
-  if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds)) return fail_errno(st);
+  if (int st = rpc(to_shim(ibcq->context), Op::ResizeCq, ResizeCqReq{ibcq->handle, cqe}, &rep, &fds))
+    return fail_errno(st);
   void* mem = map_ring(cq->parent_domain, kResTypeCq, fds, rep.mem_bytes);
   if (!mem) return fail_errno(errno ? errno : ENOMEM);  // simnicd writes to the new ring only: the CQ is lost
   unmap_ring(cq->mem, cq->mem_bytes);
@@ -390,9 +390,10 @@ int ibv_resize_cq(struct ibv_cq* ibcq, int cqe) {
   cq->shm = static_cast<CqShared*>(mem);
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem) + cqe_offset());
   cq->entries = rep.entries;
-  cq->timestamps = rep.mem_bytes >= cq_bytes(rep.entries)
-                       ? reinterpret_cast<const uint64_t*>(static_cast<uint8_t*>(mem) + cqe_timestamp_offset(rep.entries))
-                       : nullptr;
+  cq->timestamps =
+      rep.mem_bytes >= cq_bytes(rep.entries)
+          ? reinterpret_cast<const uint64_t*>(static_cast<uint8_t*>(mem) + cqe_timestamp_offset(rep.entries))
+          : nullptr;
   ibcq->cqe = rep.cqe;
   return 0;
 }

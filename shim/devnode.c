@@ -88,19 +88,19 @@ static void* real(void** slot, const char* name) {
 // Calls libc's `name` (type `type`) with `args`; if the path `p` was missing and is a simnic node,
 // calls it again with /dev/null in the path's place (`args2`).
 #define CALL_REAL(type, name, args) ((type)real(&real_##name, #name)) args
-#define INTERPOSE(type, name, args, args2)                             \
-  do {                                                                 \
-    if (!real(&real_##name, #name)) {                                  \
-      errno = ENOSYS;                                                  \
-      return -1;                                                       \
-    }                                                                  \
-    int rc = CALL_REAL(type, name, args);                              \
-    if (rc == -1 && stand_in(p)) {                                     \
-      int saved = errno;                                               \
-      rc = CALL_REAL(type, name, args2);                               \
-      if (rc != -1) errno = saved;                                     \
-    }                                                                  \
-    return rc;                                                         \
+#define INTERPOSE(type, name, args, args2) \
+  do {                                     \
+    if (!real(&real_##name, #name)) {      \
+      errno = ENOSYS;                      \
+      return -1;                           \
+    }                                      \
+    int rc = CALL_REAL(type, name, args);  \
+    if (rc == -1 && stand_in(p)) {         \
+      int saved = errno;                   \
+      rc = CALL_REAL(type, name, args2);   \
+      if (rc != -1) errno = saved;         \
+    }                                      \
+    return rc;                             \
   } while (0)
 
 static void *real_stat, *real_stat64, *real_lstat, *real_lstat64, *real_fstatat, *real_fstatat64, *real_statx;
@@ -159,9 +159,7 @@ SIMNIC_EXPORT int __fxstatat64(int ver, int fd, const char* p, void* st, int fla
 // --- access family ---
 
 SIMNIC_EXPORT int access(const char* p, int mode) { INTERPOSE(access_fn, access, (p, mode), (kStandIn, mode)); }
-SIMNIC_EXPORT int euidaccess(const char* p, int mode) {
-  INTERPOSE(access_fn, euidaccess, (p, mode), (kStandIn, mode));
-}
+SIMNIC_EXPORT int euidaccess(const char* p, int mode) { INTERPOSE(access_fn, euidaccess, (p, mode), (kStandIn, mode)); }
 SIMNIC_EXPORT int eaccess(const char* p, int mode) { INTERPOSE(access_fn, eaccess, (p, mode), (kStandIn, mode)); }
 SIMNIC_EXPORT int faccessat(int fd, const char* p, int mode, int flags) {
   INTERPOSE(faccessat_fn, faccessat, (fd, p, mode, flags), (fd, kStandIn, mode, flags));

@@ -18,7 +18,7 @@ using namespace simnic::shim;
 namespace {
 
 struct ShimTd {
-  ibv_td td;  // first
+  ibv_td td;      // first
   int users = 0;  // parent domains on it: ibv_dealloc_td is EBUSY while > 0
 };
 
@@ -40,7 +40,7 @@ struct CustomRing {
 
 std::mutex mu;  // guards everything below and the counters in the objects
 std::map<ibv_pd*, ParentDomain*> domains;
-std::map<ibv_pd*, int> contained;   // protection domain -> parent domains containing it
+std::map<ibv_pd*, int> contained;  // protection domain -> parent domains containing it
 std::map<void*, CustomRing> custom_rings;
 std::map<void*, ParentDomain*> default_rings;  // rings of a parent domain without allocators
 

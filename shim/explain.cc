@@ -3,10 +3,10 @@
 // SIMNIC_EXPLAIN=1; `simnic run --quiet` or SIMNIC_QUIET=1 turn it off) each distinct
 // explanation is printed once, prefixed "simnic: ". stdout is never touched, so a program's
 // output stays what it would be on a real NIC.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -21,11 +21,11 @@ constexpr size_t kMaxDistinct = 256;  // after that, stay quiet: a program in a 
 
 const char* wc_status_enum(ibv_wc_status s) {
   static const char* const kNames[] = {
-      "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-      "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-      "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
-      "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR",
-      "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
+      "IBV_WC_SUCCESS",          "IBV_WC_LOC_LEN_ERR",       "IBV_WC_LOC_QP_OP_ERR",     "IBV_WC_LOC_EEC_OP_ERR",
+      "IBV_WC_LOC_PROT_ERR",     "IBV_WC_WR_FLUSH_ERR",      "IBV_WC_MW_BIND_ERR",       "IBV_WC_BAD_RESP_ERR",
+      "IBV_WC_LOC_ACCESS_ERR",   "IBV_WC_REM_INV_REQ_ERR",   "IBV_WC_REM_ACCESS_ERR",    "IBV_WC_REM_OP_ERR",
+      "IBV_WC_RETRY_EXC_ERR",    "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",  "IBV_WC_REM_INV_RD_REQ_ERR",
+      "IBV_WC_REM_ABORT_ERR",    "IBV_WC_INV_EECN_ERR",      "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
       "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR"};
   unsigned i = s;
   return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "IBV_WC_?";
@@ -79,8 +79,8 @@ void explain_completion(ibv_context* context, const ibv_wc& wc) {
 void explain_while_waiting(ibv_context* context) {
   if (!explaining()) return;
   ShimContext* c = to_shim(context);
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   int64_t last = c->notices_asked_ns.load(std::memory_order_relaxed);
   if (now - last < 1'000'000'000 || !c->notices_asked_ns.compare_exchange_strong(last, now)) return;
   std::string text;

@@ -161,8 +161,12 @@ int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, si
     errno = e;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  ReregMrReq req{mr->handle, uint32_t(flags), (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0, uint32_t(access),
-                 reinterpret_cast<uint64_t>(addr), length};
+  ReregMrReq req{mr->handle,
+                 uint32_t(flags),
+                 (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0,
+                 uint32_t(access),
+                 reinterpret_cast<uint64_t>(addr),
+                 length};
   RegMrReply rep{};
   if (int st = rpc(to_shim(mr->context), Op::ReregMr, req, &rep)) {
     explain_refusal("ibv_rereg_mr", st, last_refusal());

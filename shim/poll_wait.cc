@@ -79,9 +79,7 @@ thread_local int64_t empty_since_ns = 0;
 
 }  // namespace
 
-uint32_t completion_sequence(ShimContext* c) {
-  return c->page ? c->page->cqe_seq.load(std::memory_order_seq_cst) : 0;
-}
+uint32_t completion_sequence(ShimContext* c) { return c->page ? c->page->cqe_seq.load(std::memory_order_seq_cst) : 0; }
 
 void note_completions_found() { empty_since_ns = 0; }
 

@@ -256,7 +256,8 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
       uint32_t cons = qp->shm->rq.consumer.value.load(std::memory_order_acquire);
       if (prod - cons >= qp->cap.max_recv_wr) {
         err = ENOMEM;
-        why = "the receive queue is full: " + std::to_string(qp->cap.max_recv_wr) + " receives are posted (max_recv_wr)";
+        why = "the receive queue is full: " + std::to_string(qp->cap.max_recv_wr) +
+              " receives are posted (max_recv_wr)";
         break;
       }
       if ((err = fill_recv_wqe(*wr, qp->cap.max_recv_sge, qp->rq[prod & (qp->rq_entries - 1)]))) {
@@ -270,8 +271,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (posted) qp->shm->rq.producer.value.store(prod, std::memory_order_release);
   }
   // Receives need no doorbell to be found, but a QP in ERR must flush them at once.
-  if (posted && qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR)
-    ring_doorbell(to_shim(ibqp->context));
+  if (posted && qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR) ring_doorbell(to_shim(ibqp->context));
   if (err && bad_wr) *bad_wr = wr;
   if (err) explain_refusal("ibv_post_recv", err, qp_prefix(ibqp) + why);
   return err;

@@ -11,7 +11,8 @@ using namespace simnic::abi;
 namespace simnic::shim {
 
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op);  // post.cc
-int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b, std::string* why);  // post.cc
+int bind_mw_error(const ibv_context* context, const ibv_mw* mw, const ibv_mw_bind_info& b,
+                  std::string* why);                                                        // post.cc
 void fill_bind_mw(const ibv_mw& mw, uint32_t rkey, const ibv_mw_bind_info& b, SendWqe& w);  // post.cc
 
 namespace {
@@ -168,11 +169,11 @@ void wr_abort(ibv_qp_ex* q) {
 
 }  // namespace
 
-constexpr uint64_t kSupportedSendOps =
-    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_LOCAL_INV |
-    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE;
+constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                       IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_LOCAL_INV |
+                                       IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 bool send_ops_supported(uint64_t flags) { return (flags & ~kSupportedSendOps) == 0; }
 

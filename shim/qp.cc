@@ -67,8 +67,11 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   // verbs.h's ibv_create_qp_ex comes here when the PD is all it was given: an XRC INI QP.
   if (pd && init->qp_type == IBV_QPT_XRC_SEND) return create_xrc_qp_on_pd(pd, init);
   if (!pd || !init->send_cq || !init->recv_cq) {
-    explain_refusal("ibv_create_qp", EINVAL, std::string(!pd ? "pd" : !init->send_cq ? "send_cq" : "recv_cq") +
-                                                 " is NULL: a QP needs a PD and both CQs (one CQ may serve as both)");
+    explain_refusal("ibv_create_qp", EINVAL,
+                    std::string(!pd              ? "pd"
+                                : !init->send_cq ? "send_cq"
+                                                 : "recv_cq") +
+                        " is NULL: a QP needs a PD and both CQs (one CQ may serve as both)");
     return fail_null<ibv_qp>(EINVAL);
   }
   ShimContext* c = to_shim(pd->context);

@@ -30,10 +30,10 @@
 namespace simnic::shim {
 
 struct ShimDevice {
-  ibv_device dev;                 // first: applications hold &dev
-  char socket_path[256];          // the NIC's control socket
+  ibv_device dev;         // first: applications hold &dev
+  char socket_path[256];  // the NIC's control socket
   uint64_t node_guid_be;
-  int index;                      // stable for the process' lifetime, for ibv_get_device_index
+  int index;  // stable for the process' lifetime, for ibv_get_device_index
 };
 
 struct ShimCq;
@@ -41,13 +41,13 @@ struct ShimQp;
 struct ShimSrq;
 
 struct ShimContext {
-  verbs_context vctx;             // first: ibv_context is vctx.context (verbs.h requires it last)
-  int ctl_fd = -1;                // control socket (the slow path)
-  int doorbell_fd = -1;           // eventfd shared with simnicd
+  verbs_context vctx;    // first: ibv_context is vctx.context (verbs.h requires it last)
+  int ctl_fd = -1;       // control socket (the slow path)
+  int doorbell_fd = -1;  // eventfd shared with simnicd
   pid_t daemon_pid = 0;
-  std::mutex ctl_mu;              // one request/reply at a time on ctl_fd
-  std::mutex objs_mu;             // guards the handle maps
-  std::map<uint32_t, ShimCq*> cqs;    // to turn daemon handles in events into objects
+  std::mutex ctl_mu;                // one request/reply at a time on ctl_fd
+  std::mutex objs_mu;               // guards the handle maps
+  std::map<uint32_t, ShimCq*> cqs;  // to turn daemon handles in events into objects
   std::map<uint32_t, ShimQp*> qps;
   std::map<uint32_t, ShimSrq*> srqs;
   // The NIC is gone (simnicd died, or closed this context's connection): posts fail with EIO,
@@ -55,11 +55,11 @@ struct ShimContext {
   // IBV_EVENT_DEVICE_FATAL once; as rdma-core does for a device that was removed.
   std::atomic<bool> lost{false};
   std::atomic<bool> fatal_reported{false};
-  std::atomic<uint32_t> fast_calls{0};  // fast-path calls, to space out liveness checks
+  std::atomic<uint32_t> fast_calls{0};       // fast-path calls, to space out liveness checks
   std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
-  abi::ContextShared* page = nullptr;  // shared with simnicd: the sequence idle pollers sleep on
+  abi::ContextShared* page = nullptr;        // shared with simnicd: the sequence idle pollers sleep on
   size_t page_bytes = 0;
-  const abi::DaemonAlive* alive = nullptr;  // simnicd's alive page, read-only (abi/daemon_alive.h)
+  const abi::DaemonAlive* alive = nullptr;   // simnicd's alive page, read-only (abi/daemon_alive.h)
   pthread_mutex_t* ctl_shared_mu = nullptr;  // ctl_fd across the processes a fork shares it with (context.cc)
 };
 
@@ -79,7 +79,7 @@ class CtlExchange {
 };
 
 struct ShimCq {
-  ibv_cq_ex cqx;                  // first; starts with the ibv_cq applications see (ibv_cq_ex_to_cq)
+  ibv_cq_ex cqx;  // first; starts with the ibv_cq applications see (ibv_cq_ex_to_cq)
   void* mem = nullptr;
   size_t mem_bytes = 0;
   abi::CqShared* shm = nullptr;
@@ -87,20 +87,20 @@ struct ShimCq {
   const uint64_t* timestamps = nullptr;  // per slot, written by simnicd with the CQE
   uint32_t entries = 0;
   std::mutex poll_mu;
-  std::mutex arm_mu;              // req_notify_cq against ibv_resize_cq: an arming never lands in a dropped ring
-  uint32_t poll_index = 0;        // the CQE start_poll/next_poll are looking at
-  bool poll_has = false;          // ... and whether there is one
+  std::mutex arm_mu;        // req_notify_cq against ibv_resize_cq: an arming never lands in a dropped ring
+  uint32_t poll_index = 0;  // the CQE start_poll/next_poll are looking at
+  bool poll_has = false;    // ... and whether there is one
   // Issue 17 (cq.cc): the parent domain whose allocator holds the ring (ibv_create_cq_ex with
   // IBV_CQ_INIT_ATTR_MASK_PD), and IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK's conversion.
   ibv_pd* parent_domain = nullptr;
   bool wallclock = false;
-  int64_t wallclock_offset_ns = 0;   // CLOCK_REALTIME minus the NIC's clock
-  int64_t wallclock_synced_at = 0;   // CLOCK_MONOTONIC ns of the last measurement (0: never)
+  int64_t wallclock_offset_ns = 0;  // CLOCK_REALTIME minus the NIC's clock
+  int64_t wallclock_synced_at = 0;  // CLOCK_MONOTONIC ns of the last measurement (0: never)
   ibv_cq* base() { return reinterpret_cast<ibv_cq*>(&cqx); }
 };
 
 struct ShimQp {
-  ibv_qp_ex qpx;                  // first; qpx.qp_base is the ibv_qp applications see
+  ibv_qp_ex qpx;  // first; qpx.qp_base is the ibv_qp applications see
   void* mem = nullptr;
   size_t mem_bytes = 0;
   abi::QpShared* shm = nullptr;
@@ -118,7 +118,7 @@ struct ShimQp {
 };
 
 struct ShimSrq {
-  ibv_srq srq;                    // first
+  ibv_srq srq;  // first
   void* mem = nullptr;
   size_t mem_bytes = 0;
   abi::SrqShared* shm = nullptr;
@@ -126,23 +126,21 @@ struct ShimSrq {
   uint32_t entries = 0;
   uint32_t max_wr = 0, max_sge = 0;
   std::mutex mu;
-  uint32_t srq_num = 0;           // an XRC SRQ's number (ibv_get_srq_num); 0 for a basic SRQ
+  uint32_t srq_num = 0;  // an XRC SRQ's number (ibv_get_srq_num); 0 for a basic SRQ
 };
 
 // An XRC domain (xrc.cc). The same daemon handle comes back to every open of a shared domain.
 struct ShimXrcd {
-  ibv_xrcd xrcd;                  // first
+  ibv_xrcd xrcd;  // first
   uint32_t handle = 0;
 };
 
 struct ShimChannel {
-  ibv_comp_channel ch;            // first
+  ibv_comp_channel ch;  // first
   uint32_t handle = 0;
 };
 
-inline ShimContext* to_shim(ibv_context* c) {
-  return reinterpret_cast<ShimContext*>(verbs_get_ctx(c));
-}
+inline ShimContext* to_shim(ibv_context* c) { return reinterpret_cast<ShimContext*>(verbs_get_ctx(c)); }
 inline ShimDevice* to_shim(ibv_device* d) { return reinterpret_cast<ShimDevice*>(d); }
 inline ShimCq* to_shim(ibv_cq* c) { return reinterpret_cast<ShimCq*>(c); }
 inline ShimQp* to_shim(ibv_qp* q) { return reinterpret_cast<ShimQp*>(q); }
@@ -252,6 +250,6 @@ void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void fill_context_ops(ShimContext* c);  // fast-path entry points into ibv_context.ops / vctx
 void fill_xrc_ops(ShimContext* c);      // xrc.cc: open/close_xrcd, create_srq_ex, get_srq_num
 ibv_qp* create_xrc_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);  // xrc.cc
-ibv_qp* create_xrc_qp_on_pd(ibv_pd* pd, ibv_qp_init_attr* init);        // xrc.cc: from ibv_create_qp
+ibv_qp* create_xrc_qp_on_pd(ibv_pd* pd, ibv_qp_init_attr* init);         // xrc.cc: from ibv_create_qp
 
 }  // namespace simnic::shim

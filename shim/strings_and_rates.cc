@@ -22,17 +22,13 @@ struct RateRow {
 
 // IBA's static rate encodings with their multipliers and data rates.
 constexpr RateRow kRates[] = {
-    {IBV_RATE_2_5_GBPS, 1, 2500},       {IBV_RATE_5_GBPS, 2, 5000},
-    {IBV_RATE_10_GBPS, 4, 10000},       {IBV_RATE_20_GBPS, 8, 20000},
-    {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
-    {IBV_RATE_60_GBPS, 24, 60000},      {IBV_RATE_80_GBPS, 32, 80000},
-    {IBV_RATE_120_GBPS, 48, 120000},    {IBV_RATE_14_GBPS, -1, 14062},
-    {IBV_RATE_56_GBPS, -1, 56250},      {IBV_RATE_112_GBPS, -1, 112500},
-    {IBV_RATE_168_GBPS, -1, 168750},    {IBV_RATE_25_GBPS, -1, 25781},
-    {IBV_RATE_100_GBPS, -1, 103125},    {IBV_RATE_200_GBPS, -1, 206250},
-    {IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, -1, 28125},
-    {IBV_RATE_50_GBPS, -1, 53125},      {IBV_RATE_400_GBPS, -1, 425000},
-    {IBV_RATE_600_GBPS, -1, 637500},
+    {IBV_RATE_2_5_GBPS, 1, 2500},    {IBV_RATE_5_GBPS, 2, 5000},      {IBV_RATE_10_GBPS, 4, 10000},
+    {IBV_RATE_20_GBPS, 8, 20000},    {IBV_RATE_30_GBPS, 12, 30000},   {IBV_RATE_40_GBPS, 16, 40000},
+    {IBV_RATE_60_GBPS, 24, 60000},   {IBV_RATE_80_GBPS, 32, 80000},   {IBV_RATE_120_GBPS, 48, 120000},
+    {IBV_RATE_14_GBPS, -1, 14062},   {IBV_RATE_56_GBPS, -1, 56250},   {IBV_RATE_112_GBPS, -1, 112500},
+    {IBV_RATE_168_GBPS, -1, 168750}, {IBV_RATE_25_GBPS, -1, 25781},   {IBV_RATE_100_GBPS, -1, 103125},
+    {IBV_RATE_200_GBPS, -1, 206250}, {IBV_RATE_300_GBPS, -1, 309375}, {IBV_RATE_28_GBPS, -1, 28125},
+    {IBV_RATE_50_GBPS, -1, 53125},   {IBV_RATE_400_GBPS, -1, 425000}, {IBV_RATE_600_GBPS, -1, 637500},
 };
 
 template <size_t N>
@@ -47,8 +43,14 @@ extern "C" {
 const char* ibv_wc_status_str(enum ibv_wc_status status) { return simnic::abi::wc_status_str(status); }
 
 const char* ibv_node_type_str(enum ibv_node_type node_type) {
-  static const char* const kNames[] = {nullptr, "InfiniBand channel adapter", "InfiniBand switch",
-                                       "InfiniBand router", "iWARP NIC", "usNIC", "usNIC UDP", "unspecified"};
+  static const char* const kNames[] = {nullptr,
+                                       "InfiniBand channel adapter",
+                                       "InfiniBand switch",
+                                       "InfiniBand router",
+                                       "iWARP NIC",
+                                       "usNIC",
+                                       "usNIC UDP",
+                                       "unspecified"};
   return lookup(kNames, node_type);
 }
 
@@ -58,12 +60,26 @@ const char* ibv_port_state_str(enum ibv_port_state port_state) {
 }
 
 const char* ibv_event_type_str(enum ibv_event_type event) {
-  static const char* const kNames[] = {
-      "CQ error", "local work queue catastrophic error", "invalid request local work queue error",
-      "local access violation work queue error", "communication established", "send queue drained",
-      "path migrated", "path migration request error", "local catastrophic error", "port active",
-      "port error", "LID change", "P_Key change", "SM change", "SRQ catastrophic error",
-      "SRQ limit reached", "last WQE reached", "client reregistration", "GID table change", "WQ fatal"};
+  static const char* const kNames[] = {"CQ error",
+                                       "local work queue catastrophic error",
+                                       "invalid request local work queue error",
+                                       "local access violation work queue error",
+                                       "communication established",
+                                       "send queue drained",
+                                       "path migrated",
+                                       "path migration request error",
+                                       "local catastrophic error",
+                                       "port active",
+                                       "port error",
+                                       "LID change",
+                                       "P_Key change",
+                                       "SM change",
+                                       "SRQ catastrophic error",
+                                       "SRQ limit reached",
+                                       "last WQE reached",
+                                       "client reregistration",
+                                       "GID table change",
+                                       "WQ fatal"};
   return lookup(kNames, event);
 }
 
@@ -112,7 +128,7 @@ const char* ibv_get_sysfs_path(void) {
       return p;
     }
     const std::string own = simnic::abi::sysfs_root_path(simnic::abi::simnic_dir());
-    struct stat st{};
+    struct stat st {};
     return ::stat((own + "/class/infiniband").c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? own : std::string("/sys");
   }();
   return path.c_str();

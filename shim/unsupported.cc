@@ -6,14 +6,15 @@ using simnic::shim::fail_errno;
 
 extern "C" {
 
-
 // Real RoCE devices resolve MACs through the kernel's neighbour table; simnic has no Ethernet.
 int ibv_resolve_eth_l2_from_gid(struct ibv_context*, struct ibv_ah_attr*, uint8_t[], uint16_t*) {
   return fail_errno(EOPNOTSUPP);
 }
 
 // Device memory is not shared between processes (import.cc shares PDs and MRs).
-struct ibv_dm* ibv_import_dm(struct ibv_context*, uint32_t) { return simnic::shim::fail_null<ibv_dm>(EOPNOTSUPP); }
+struct ibv_dm* ibv_import_dm(struct ibv_context*, uint32_t) {
+  return simnic::shim::fail_null<ibv_dm>(EOPNOTSUPP);
+}
 void ibv_unimport_dm(struct ibv_dm*) {}
 
 int ibv_query_ece(struct ibv_qp*, struct ibv_ece*) { return fail_errno(EOPNOTSUPP); }

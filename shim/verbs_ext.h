@@ -15,9 +15,9 @@ constexpr uint64_t kResTypeQp = kSimnicDriverId << 32 | 1;
 constexpr uint64_t kResTypeSrq = kSimnicDriverId << 32 | 4;
 constexpr uint64_t kResTypeCq = kSimnicDriverId << 32 | 5;
 
-void fill_mr_ext_ops(ShimContext* c);       // mr_ext.cc: alloc_dm, free_dm, reg_dm_mr, query_rt_values
-void fill_domain_ops(ShimContext* c);       // domains.cc: alloc_td, dealloc_td, alloc_parent_domain
-void fill_odp_ops(ShimContext* c);          // odp.cc: advise_mr
+void fill_mr_ext_ops(ShimContext* c);        // mr_ext.cc: alloc_dm, free_dm, reg_dm_mr, query_rt_values
+void fill_domain_ops(ShimContext* c);        // domains.cc: alloc_td, dealloc_td, alloc_parent_domain
+void fill_odp_ops(ShimContext* c);           // odp.cc: advise_mr
 void fill_odp_caps(ibv_device_attr_ex* ex);  // odp.cc: odp_caps, xrc_odp_caps for ibv_query_device_ex
 inline void fill_verbs_ext_ops(ShimContext* c) {
   fill_mr_ext_ops(c);

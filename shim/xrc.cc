@@ -13,7 +13,7 @@ using namespace simnic::abi;
 
 namespace simnic::shim {
 
-bool send_ops_supported(uint64_t flags);  // post_ex.cc
+bool send_ops_supported(uint64_t flags);                                                          // post_ex.cc
 ShimSrq* new_shim_srq(ibv_pd* pd, void* srq_context, const abi::CreateSrqReply& rep, void* mem);  // qp.cc
 ShimQp* new_shim_qp(ibv_context* context, const ibv_qp_init_attr_ex& a, const abi::CreateQpReply& rep,
                     void* mem);  // qp.cc
@@ -95,11 +95,13 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* a) {
   if (typed && a->srq_type == IBV_SRQT_XRC) return create_xrc_srq(context, a);
   if (typed && a->srq_type != IBV_SRQT_BASIC) {  // tag matching
     explain_refusal("ibv_create_srq_ex", EOPNOTSUPP,
-                    "srq_type " + std::to_string(int(a->srq_type)) + ": simnic has basic and XRC SRQs, no tag matching");
+                    "srq_type " + std::to_string(int(a->srq_type)) +
+                        ": simnic has basic and XRC SRQs, no tag matching");
     return fail_null<ibv_srq>(EOPNOTSUPP);
   }
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd) {
-    explain_refusal("ibv_create_srq_ex", EINVAL, "a basic SRQ needs pd, set and named in comp_mask (IBV_SRQ_INIT_ATTR_PD)");
+    explain_refusal("ibv_create_srq_ex", EINVAL,
+                    "a basic SRQ needs pd, set and named in comp_mask (IBV_SRQ_INIT_ATTR_PD)");
     return fail_null<ibv_srq>(EINVAL);
   }
   ibv_srq_init_attr init{a->srq_context, a->attr};
@@ -172,8 +174,7 @@ ibv_qp* create_xrc_qp_on_pd(ibv_pd* pd, ibv_qp_init_attr* init) {
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* a) {
   constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
   if (a->comp_mask & ~uint32_t(kNeeded | IBV_QP_OPEN_ATTR_CONTEXT)) return fail_null<ibv_qp>(EOPNOTSUPP);
-  if ((a->comp_mask & kNeeded) != kNeeded || !a->xrcd || a->xrcd->context != context ||
-      a->qp_type != IBV_QPT_XRC_RECV)
+  if ((a->comp_mask & kNeeded) != kNeeded || !a->xrcd || a->xrcd->context != context || a->qp_type != IBV_QPT_XRC_RECV)
     return fail_null<ibv_qp>(EINVAL);
   ShimContext* c = to_shim(context);
   CreateQpReply rep{};

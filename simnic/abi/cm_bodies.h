@@ -30,9 +30,9 @@ struct CmCreateIdReq {
   uint32_t channel;     // from CmAttachChannel
   uint16_t port_space;  // enum rdma_port_space
   uint16_t reserved;
-  uint32_t qp_type;     // IBV_QPT_RC or IBV_QPT_UD
+  uint32_t qp_type;  // IBV_QPT_RC or IBV_QPT_UD
   uint32_t reserved2;
-  uint64_t cookie;      // returned in every event of this id (librdmacm's id)
+  uint64_t cookie;  // returned in every event of this id (librdmacm's id)
 };
 
 struct CmMigrateReq {
@@ -43,12 +43,12 @@ struct CmMigrateReq {
 
 struct CmBindReq {
   uint32_t id;
-  uint16_t port;        // 0: any free port
+  uint16_t port;  // 0: any free port
   uint16_t reserved;
 };
 
 struct CmBindReply {
-  uint16_t port;        // the port bound
+  uint16_t port;  // the port bound
   uint16_t reserved;
   uint32_t reserved2;
 };
@@ -73,9 +73,9 @@ struct CmConnectReq {
   uint32_t starting_psn;
   uint8_t cm_response_timeout;  // IBA 12.7.22: 4.096us * 2^n before a MAD is sent again
   uint8_t max_cm_retries;
-  uint8_t path_mtu;             // enum ibv_mtu
+  uint8_t path_mtu;  // enum ibv_mtu
   uint8_t private_len;
-  uint32_t timeout_ms;          // SIDR only: rdma_resolve_route's timeout decides
+  uint32_t timeout_ms;  // SIDR only: rdma_resolve_route's timeout decides
   uint8_t private_data[kCmMaxPrivateData];
 };
 
@@ -84,7 +84,7 @@ struct CmAcceptReq {
   uint32_t id;
   uint32_t qp_num;
   uint32_t starting_psn;
-  uint32_t qkey;          // SIDR_REP
+  uint32_t qkey;  // SIDR_REP
   uint8_t responder_resources;
   uint8_t initiator_depth;
   uint8_t rnr_retry_count;
@@ -122,11 +122,11 @@ struct CmInitQpAttrReply {
 
 // One event, sent by simnicd on a channel's socket (rdma_cm_event's contents).
 struct CmEventMsg {
-  uint64_t cookie;        // the id's (for CONNECT_REQUEST: the listener's)
-  uint32_t event;         // enum rdma_cm_event_type
-  int32_t status;         // as the kernel's: REJ reason, -ETIMEDOUT, SIDR status...
-  uint32_t new_id;        // CONNECT_REQUEST: the new id's handle on this NIC
-  uint32_t nic_ip;        // the NIC that sent it
+  uint64_t cookie;  // the id's (for CONNECT_REQUEST: the listener's)
+  uint32_t event;   // enum rdma_cm_event_type
+  int32_t status;   // as the kernel's: REJ reason, -ETIMEDOUT, SIDR status...
+  uint32_t new_id;  // CONNECT_REQUEST: the new id's handle on this NIC
+  uint32_t nic_ip;  // the NIC that sent it
   uint32_t local_ip, remote_ip;
   uint16_t local_port, remote_port;
   uint8_t responder_resources;
@@ -137,8 +137,8 @@ struct CmEventMsg {
   uint8_t srq;
   uint8_t private_len;
   uint8_t reserved;
-  uint32_t qp_num;        // the peer's QPN (conn) or the remote UD QPN (ud)
-  uint32_t qkey;          // ud
+  uint32_t qp_num;  // the peer's QPN (conn) or the remote UD QPN (ud)
+  uint32_t qkey;    // ud
   uint8_t private_data[kCmMaxPrivateData];
 };
 
@@ -152,9 +152,21 @@ namespace simnic::abi {
 // enum rdma_cm_event_type (rdma/rdma_cma.h), which simnicd does not include; librdmacm
 // static_asserts that the values agree.
 enum CmEvent : uint32_t {
-  kCmAddrResolved = 0, kCmAddrError, kCmRouteResolved, kCmRouteError, kCmConnectRequest,
-  kCmConnectResponse, kCmConnectError, kCmUnreachable, kCmRejected, kCmEstablished,
-  kCmDisconnected, kCmDeviceRemoval, kCmMulticastJoin, kCmMulticastError, kCmAddrChange,
+  kCmAddrResolved = 0,
+  kCmAddrError,
+  kCmRouteResolved,
+  kCmRouteError,
+  kCmConnectRequest,
+  kCmConnectResponse,
+  kCmConnectError,
+  kCmUnreachable,
+  kCmRejected,
+  kCmEstablished,
+  kCmDisconnected,
+  kCmDeviceRemoval,
+  kCmMulticastJoin,
+  kCmMulticastError,
+  kCmAddrChange,
   kCmTimewaitExit,
 };
 

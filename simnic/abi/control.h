@@ -24,42 +24,42 @@ constexpr uint32_t kAbiVersion = 1;
 constexpr uint32_t kMaxMessage = 64 * 1024;  // largest control message, header included
 
 enum class Op : uint32_t {
-  Hello = 1,        // fds: [doorbell eventfd, async-event socket] -> HelloReply
-  QueryDevice,      // -> QueryDeviceReply
-  QueryPort,        // QueryPortReq -> QueryPortReply
-  QueryGid,         // QueryGidReq -> QueryGidReply
-  AllocPd,          // -> HandleReply
-  DeallocPd,        // HandleReq
-  RegMr,            // RegMrReq -> RegMrReply
-  DeregMr,          // HandleReq
-  CreateCompChannel,  // fds: [channel socket, simnicd's end] -> HandleReply
-  DestroyCompChannel, // HandleReq
-  CreateCq,         // CreateCqReq -> CreateCqReply, fds: [memfd]
-  DestroyCq,        // HandleReq
-  CreateQp,         // CreateQpReq -> CreateQpReply, fds: [memfd]
-  ModifyQp,         // ModifyQpReq
-  QueryQp,          // QueryQpReq -> QueryQpReply
-  DestroyQp,        // HandleReq
-  CreateSrq,        // CreateSrqReq -> CreateSrqReply, fds: [memfd]
-  ModifySrq,        // ModifySrqReq
-  QuerySrq,         // HandleReq -> QuerySrqReply
-  DestroySrq,       // HandleReq
-  CreateAh,         // CreateAhReq -> HandleReply
-  DestroyAh,        // HandleReq
-  Status,           // -> text: "key value" lines (the `simnic status` view)
-  SetFault,         // text "loss=0.05 dup=0 ..." -> text
-  Step,             // text "on" | "off" | "next [N]" | "status" -> text "paused 1\nqueued 3\n..."
-  AllocMw,          // AllocMwReq -> AllocMwReply
-  DeallocMw,        // HandleReq
-  ExplainQp,        // HandleReq{qp_num} -> text: why the QP's work requests completed in error
-  TakeNotices,      // -> text: what the NIC noticed about this context's QPs since last asked, one per line
-  AttachMcast,      // McastReq (ibv_attach_mcast)
-  DetachMcast,      // McastReq (ibv_detach_mcast)
-  OpenXrcd,         // OpenXrcdReq, fds: [the file, when has_file] -> HandleReply
-  CloseXrcd,        // HandleReq
-  CreateXrcSrq,     // CreateXrcSrqReq -> CreateXrcSrqReply, fds: [memfd]
-  CreateXrcQp,      // CreateXrcQpReq -> CreateQpReply, fds: [memfd]
-  OpenXrcQp,        // OpenXrcQpReq -> CreateQpReply (no memfd: a TGT QP has no rings to share)
+  Hello = 1,           // fds: [doorbell eventfd, async-event socket] -> HelloReply
+  QueryDevice,         // -> QueryDeviceReply
+  QueryPort,           // QueryPortReq -> QueryPortReply
+  QueryGid,            // QueryGidReq -> QueryGidReply
+  AllocPd,             // -> HandleReply
+  DeallocPd,           // HandleReq
+  RegMr,               // RegMrReq -> RegMrReply
+  DeregMr,             // HandleReq
+  CreateCompChannel,   // fds: [channel socket, simnicd's end] -> HandleReply
+  DestroyCompChannel,  // HandleReq
+  CreateCq,            // CreateCqReq -> CreateCqReply, fds: [memfd]
+  DestroyCq,           // HandleReq
+  CreateQp,            // CreateQpReq -> CreateQpReply, fds: [memfd]
+  ModifyQp,            // ModifyQpReq
+  QueryQp,             // QueryQpReq -> QueryQpReply
+  DestroyQp,           // HandleReq
+  CreateSrq,           // CreateSrqReq -> CreateSrqReply, fds: [memfd]
+  ModifySrq,           // ModifySrqReq
+  QuerySrq,            // HandleReq -> QuerySrqReply
+  DestroySrq,          // HandleReq
+  CreateAh,            // CreateAhReq -> HandleReply
+  DestroyAh,           // HandleReq
+  Status,              // -> text: "key value" lines (the `simnic status` view)
+  SetFault,            // text "loss=0.05 dup=0 ..." -> text
+  Step,                // text "on" | "off" | "next [N]" | "status" -> text "paused 1\nqueued 3\n..."
+  AllocMw,             // AllocMwReq -> AllocMwReply
+  DeallocMw,           // HandleReq
+  ExplainQp,           // HandleReq{qp_num} -> text: why the QP's work requests completed in error
+  TakeNotices,         // -> text: what the NIC noticed about this context's QPs since last asked, one per line
+  AttachMcast,         // McastReq (ibv_attach_mcast)
+  DetachMcast,         // McastReq (ibv_detach_mcast)
+  OpenXrcd,            // OpenXrcdReq, fds: [the file, when has_file] -> HandleReply
+  CloseXrcd,           // HandleReq
+  CreateXrcSrq,        // CreateXrcSrqReq -> CreateXrcSrqReply, fds: [memfd]
+  CreateXrcQp,         // CreateXrcQpReq -> CreateQpReply, fds: [memfd]
+  OpenXrcQp,           // OpenXrcQpReq -> CreateQpReply (no memfd: a TGT QP has no rings to share)
   // The connection manager (abi/cm.h), on a query-only connection from librdmacm.
   CmAttachChannel,  // fds: [channel socket] -> HandleReply
   CmCreateId,       // CmCreateIdReq -> HandleReply
@@ -76,15 +76,15 @@ enum class Op : uint32_t {
   MapContextPage,   // -> MapContextPageReply, fds: [memfd of the context's ContextShared page, simnicd's
                     //    DaemonAlive page (daemon_alive.h) when alive_bytes]; once per context
   // Verbs completeness (issue 17; control_dispatch_verbs.cc).
-  ReregMr,          // ReregMrReq -> RegMrReply (the same MR handle)
-  QueryClock,       // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
-  AllocDm,          // AllocDmReq -> AllocDmReply, fds: [memfd of the device memory]
-  FreeDm,           // HandleReq
-  RegDmMr,          // RegDmMrReq -> RegMrReply
-  ImportPd,         // HandleReq{pd handle} -> HandleReply (the same handle)
-  ImportMr,         // HandleReq{mr handle} -> ImportMrReply
-  JoinContext,      // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
-  AdviseMr,         // AdviseMrReq (ibv_advise_mr: on-demand paging, memory/odp.cc)
+  ReregMr,      // ReregMrReq -> RegMrReply (the same MR handle)
+  QueryClock,   // -> QueryClockReply (ibv_query_rt_values_ex, wall-clock CQE timestamps)
+  AllocDm,      // AllocDmReq -> AllocDmReply, fds: [memfd of the device memory]
+  FreeDm,       // HandleReq
+  RegDmMr,      // RegDmMrReq -> RegMrReply
+  ImportPd,     // HandleReq{pd handle} -> HandleReply (the same handle)
+  ImportMr,     // HandleReq{mr handle} -> ImportMrReply
+  JoinContext,  // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
+  AdviseMr,     // AdviseMrReq (ibv_advise_mr: on-demand paging, memory/odp.cc)
   Count_
 };
 
@@ -96,10 +96,10 @@ struct ReqHeader {
 // A refusal (status != 0) may carry the NIC's reason as its body: text, for the application's
 // stderr (the rule that was broken, e.g. "QP 0x11 INIT->RTR: sgid_index 1 is beyond ...").
 struct RespHeader {
-  uint32_t op;      // echoes the request's op
-  uint32_t len;     // bytes of body following the header
-  int32_t status;   // 0 or a positive errno
-  uint32_t flags;   // kRespMore, or 0 (was reserved, always 0: a one-message reply)
+  uint32_t op;     // echoes the request's op
+  uint32_t len;    // bytes of body following the header
+  int32_t status;  // 0 or a positive errno
+  uint32_t flags;  // kRespMore, or 0 (was reserved, always 0: a one-message reply)
 };
 
 // A reply longer than one message (kMaxMessage) comes in pieces, in order, each a RespHeader
@@ -132,9 +132,9 @@ struct MapContextPageReply {
 };
 
 struct HelloReply {
-  char name[64];            // e.g. "simnic0"
-  uint64_t node_guid;       // network byte order, as in ibv_device_attr
-  uint32_t ipv4;            // the NIC's address, network byte order
+  char name[64];       // e.g. "simnic0"
+  uint64_t node_guid;  // network byte order, as in ibv_device_attr
+  uint32_t ipv4;       // the NIC's address, network byte order
   uint32_t daemon_pid;
   uint32_t abi_version;
   uint32_t num_comp_vectors;
@@ -170,7 +170,7 @@ struct RegMrReq {
   uint32_t access;  // enum ibv_access_flags
   uint64_t addr;    // in the caller's address space
   uint64_t length;
-  uint64_t iova;    // what remote peers address (== addr for ibv_reg_mr)
+  uint64_t iova;  // what remote peers address (== addr for ibv_reg_mr)
 };
 
 struct RegMrReply {
@@ -191,33 +191,33 @@ struct AllocMwReply {
 };
 
 struct CreateCqReq {
-  int32_t cqe;            // entries asked for
-  uint32_t channel;       // comp channel handle, 0 for none
+  int32_t cqe;       // entries asked for
+  uint32_t channel;  // comp channel handle, 0 for none
   uint32_t comp_vector;
   uint32_t reserved;
 };
 
 struct CreateCqReply {
   uint32_t handle;
-  int32_t cqe;            // usable entries (>= asked)
-  uint32_t entries;       // ring slots, a power of two
+  int32_t cqe;       // usable entries (>= asked)
+  uint32_t entries;  // ring slots, a power of two
   uint32_t reserved;
-  uint64_t mem_bytes;     // size of the memfd to map
+  uint64_t mem_bytes;  // size of the memfd to map
 };
 
 // ibv_resize_cq. The reply is a CreateCqReply for the new ring, whose memfd replaces the old
 // one: the pending CQEs are in it, at the same ring indices.
 struct ResizeCqReq {
   uint32_t handle;
-  int32_t cqe;            // entries asked for
+  int32_t cqe;  // entries asked for
 };
 
 struct CreateQpReq {
   uint32_t pd;
   uint32_t send_cq;
   uint32_t recv_cq;
-  uint32_t srq;           // 0 for none
-  uint32_t qp_type;       // enum ibv_qp_type
+  uint32_t srq;      // 0 for none
+  uint32_t qp_type;  // enum ibv_qp_type
   uint32_t sq_sig_all;
   struct ibv_qp_cap cap;
 };
@@ -235,7 +235,7 @@ struct CreateQpReply {
 
 struct ModifyQpReq {
   uint32_t qp;
-  int32_t attr_mask;      // enum ibv_qp_attr_mask
+  int32_t attr_mask;  // enum ibv_qp_attr_mask
   struct ibv_qp_attr attr;
 };
 
@@ -268,7 +268,7 @@ struct CreateSrqReply {
 
 struct ModifySrqReq {
   uint32_t srq;
-  int32_t attr_mask;      // enum ibv_srq_attr_mask
+  int32_t attr_mask;  // enum ibv_srq_attr_mask
   struct ibv_srq_attr attr;
 };
 
@@ -283,10 +283,10 @@ struct CreateAhReq {
 };
 
 struct McastReq {
-  uint32_t qp;       // QP handle
-  uint16_t lid;      // the MLID (ignored on an Ethernet port, as by the kernel)
+  uint32_t qp;   // QP handle
+  uint16_t lid;  // the MLID (ignored on an Ethernet port, as by the kernel)
   uint16_t reserved;
-  union ibv_gid gid; // the group's MGID
+  union ibv_gid gid;  // the group's MGID
 };
 
 // ibv_open_xrcd. The file travels as a descriptor, never as a name or an inode number the
@@ -306,13 +306,13 @@ struct CreateXrcSrqReq {
 
 struct CreateXrcSrqReply {
   CreateSrqReply srq;
-  uint32_t srq_num;   // what requesters put in the XRCETH (ibv_get_srq_num)
+  uint32_t srq_num;  // what requesters put in the XRCETH (ibv_get_srq_num)
   uint32_t reserved;
 };
 
 struct CreateXrcQpReq {
-  CreateQpReq qp;     // qp_type IBV_QPT_XRC_SEND (pd, send_cq) or IBV_QPT_XRC_RECV
-  uint32_t xrcd;      // IBV_QPT_XRC_RECV: its XRC domain
+  CreateQpReq qp;  // qp_type IBV_QPT_XRC_SEND (pd, send_cq) or IBV_QPT_XRC_RECV
+  uint32_t xrcd;   // IBV_QPT_XRC_RECV: its XRC domain
   uint32_t reserved;
 };
 
@@ -334,7 +334,7 @@ struct ReregMrReq {
 };
 
 struct QueryClockReply {
-  uint64_t nic_ns;   // the NIC's clock (simulated ns: the CQE timestamps' clock) when it answered
+  uint64_t nic_ns;  // the NIC's clock (simulated ns: the CQE timestamps' clock) when it answered
 };
 
 // ibv_alloc_dm: device memory simnicd holds in a memfd; the client maps it.
@@ -367,13 +367,13 @@ struct RegDmMrReq {
 // ibv_import_mr: what the importer needs to rebuild its struct ibv_mr.
 struct ImportMrReply {
   uint32_t handle;
-  uint32_t pd;        // the PD's handle
+  uint32_t pd;  // the PD's handle
   uint32_t lkey;
   uint32_t rkey;
-  uint64_t addr;      // in the address space of the process that registered it
+  uint64_t addr;  // in the address space of the process that registered it
   uint64_t length;
   uint32_t access;
-  uint32_t is_dm;     // 1: an MR over device memory (ibv_reg_dm_mr)
+  uint32_t is_dm;  // 1: an MR over device memory (ibv_reg_dm_mr)
 };
 
 // ibv_advise_mr: prefetch advice on ranges of on-demand-paging MRs. The shim sends a longer
@@ -399,8 +399,8 @@ struct AsyncEventMsg {
   uint32_t handle;      // QP / CQ / SRQ handle, or the port number
 };
 
-static_assert(kWireSafe<HelloReply> && kWireSafe<CreateQpReq> && kWireSafe<ModifyQpReq> &&
-              kWireSafe<QueryQpReply> && kWireSafe<CreateAhReq>);
+static_assert(kWireSafe<HelloReply> && kWireSafe<CreateQpReq> && kWireSafe<ModifyQpReq> && kWireSafe<QueryQpReply> &&
+              kWireSafe<CreateAhReq>);
 
 inline const char* op_name(Op op) {
   switch (op) {

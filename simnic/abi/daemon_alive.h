@@ -63,7 +63,8 @@ inline int create_daemon_alive_memfd() {
   pthread_mutexattr_destroy(&attr);
   int e = pthread_mutex_lock(&a->owner);  // puts it on this thread's robust list
   // Our own mapping stays writable; no new writable mapping or write() is possible after this.
-  if (e == 0 && ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0) e = errno;
+  if (e == 0 && ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0)
+    e = errno;
   if (e != 0) {
     ::close(fd);
     errno = e;

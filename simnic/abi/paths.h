@@ -23,9 +23,7 @@ inline std::string control_socket_path(const std::string& dir, const std::string
 }
 
 // The pid file `simnic up` writes for each NIC it starts.
-inline std::string pid_file_path(const std::string& dir, const std::string& name) {
-  return dir + "/" + name + ".pid";
-}
+inline std::string pid_file_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".pid"; }
 
 // The NICs' sysfs root in `dir`: class/infiniband/<name> for each running NIC (simnicd keeps it,
 // simnic/io/sysfs_tree.h), what the shim's ibv_get_sysfs_path() returns. No NIC may be named so.

@@ -18,8 +18,8 @@
 
 namespace simnic::abi {
 
-constexpr uint32_t kMaxSge = 16;           // per send or receive WQE
-constexpr uint32_t kMaxInlineData = 256;   // bytes of IBV_SEND_INLINE payload per WQE
+constexpr uint32_t kMaxSge = 16;          // per send or receive WQE
+constexpr uint32_t kMaxInlineData = 256;  // bytes of IBV_SEND_INLINE payload per WQE
 constexpr uint32_t kCacheLine = 64;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared-memory atomics must be lock free");
@@ -86,7 +86,7 @@ struct CqShared {
   RingControl ring;  // producer: simnicd; consumer: shim (ibv_poll_cq)
   // Armed by ibv_req_notify_cq, disarmed by simnicd when it sends the event.
   alignas(kCacheLine) std::atomic<uint32_t> arm{0};  // CqArm
-  std::atomic<uint32_t> overrun{0};  // set by simnicd if a CQE found the ring full
+  std::atomic<uint32_t> overrun{0};                  // set by simnicd if a CQE found the ring full
 };
 
 // A context's page, shared with simnicd (Op::MapContextPage). simnicd adds one to `cqe_seq`
@@ -103,7 +103,7 @@ enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmNext = 1, kCqArmSolicited = 2 };
 
 // Header of an SRQ's shared memory; RecvWqe slots follow at wqe_offset.
 struct SrqShared {
-  RingControl ring;  // producer: shim (post_srq_recv); consumer: simnicd
+  RingControl ring;                                    // producer: shim (post_srq_recv); consumer: simnicd
   alignas(kCacheLine) std::atomic<uint32_t> limit{0};  // srq_limit, 0 = not armed
 };
 
@@ -112,7 +112,9 @@ constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a
 // The byte offset of the first CQE slot in a CQ's memory.
 constexpr uint32_t cqe_offset() { return align_up(sizeof(CqShared), kCacheLine); }
 constexpr size_t cqe_timestamp_offset(uint32_t entries) { return cqe_offset() + size_t(entries) * sizeof(ibv_wc); }
-constexpr size_t cq_bytes(uint32_t entries) { return cqe_timestamp_offset(entries) + size_t(entries) * sizeof(uint64_t); }
+constexpr size_t cq_bytes(uint32_t entries) {
+  return cqe_timestamp_offset(entries) + size_t(entries) * sizeof(uint64_t);
+}
 constexpr uint64_t kNicClockKhz = 1'000'000;  // the timestamps count ns
 
 }  // namespace simnic::abi

@@ -1,15 +1,15 @@
 // Message I/O on the control socket (SOCK_SEQPACKET): one message per call, with optional
 // file descriptors as SCM_RIGHTS. Used by the shim, the `simnic` tool and simnicd.
 #pragma once
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 #include <vector>
 
 #include "simnic/abi/control.h"
@@ -19,8 +19,8 @@ namespace simnic::abi {
 constexpr size_t kMaxFds = 4;
 
 // Sends header + body as one message with `fds` attached. Returns 0 or an errno.
-inline int send_message(int sock, const void* head, size_t head_len, const void* body,
-                        size_t body_len, std::span<const int> fds = {}) {
+inline int send_message(int sock, const void* head, size_t head_len, const void* body, size_t body_len,
+                        std::span<const int> fds = {}) {
   iovec iov[2] = {{const_cast<void*>(head), head_len}, {const_cast<void*>(body), body_len}};
   msghdr msg{};
   msg.msg_iov = iov;

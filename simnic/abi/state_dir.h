@@ -67,7 +67,7 @@ inline bool owned_by_root(uid_t owner) {
 // for theirs after we checked it. A sticky directory (/tmp) forbids renaming others' entries.
 inline std::string check_parent(const std::string& dir) {
   const std::string parent = parent_of(dir);
-  struct stat st{};
+  struct stat st {};
   if (::stat(parent.c_str(), &st) != 0) return "";  // mkdir/lstat of dir itself will say why
   const uid_t me = ::geteuid();
   if (st.st_uid != me && !owned_by_root(st.st_uid))
@@ -87,15 +87,16 @@ inline std::string check_parent(const std::string& dir) {
 // exist yet, which is no danger for commands that only look.
 inline std::string check_private_dir(const std::string& dir, bool* missing = nullptr) {
   if (missing) *missing = false;
-  struct stat st{};
+  struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT && missing) *missing = true;
     return dir + ": " + std::strerror(errno);
   }
   const uid_t me = ::geteuid();
   if (S_ISLNK(st.st_mode))
-    return dir + " is a symbolic link: simnic only uses a real directory of its own; remove the link or set "
-                 "SIMNIC_DIR";
+    return dir +
+           " is a symbolic link: simnic only uses a real directory of its own; remove the link or set "
+           "SIMNIC_DIR";
   if (!S_ISDIR(st.st_mode)) return dir + " is not a directory; remove it or set SIMNIC_DIR";
   if (st.st_uid != me)
     return dir + " is owned by uid " + std::to_string(st.st_uid) + ", not you (uid " + std::to_string(me) +

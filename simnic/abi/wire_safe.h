@@ -7,6 +7,6 @@
 namespace simnic::abi {
 
 template <class T>
-constexpr bool kWireSafe = std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>;
+constexpr bool kWireSafe = std::is_trivially_copyable_v<T>&& std::is_standard_layout_v<T>;
 
 }  // namespace simnic::abi

@@ -18,23 +18,23 @@ enum WrQpTypes : uint32_t {
 };
 
 enum WrProps : uint32_t {
-  kWrSend = 1u << 0,      // consumes a receive WQE at the responder
-  kWrWrite = 1u << 1,     // carries a RETH and data to remote memory
-  kWrRead = 1u << 2,      // RDMA READ: a RETH out, data back
-  kWrAtomic = 1u << 3,    // an AtomicETH out, the original value back (8 bytes)
-  kWrLocal = 1u << 4,     // executed by the local NIC alone, no packet (IBA 10.6.7: MW ops)
-  kWrImm = 1u << 5,       // carries ImmDt (the WR's imm_data)
-  kWrInv = 1u << 6,       // carries a key to invalidate (the WR's invalidate_rkey)
-  kWrRemoteAddr = 1u << 7,// uses remote_addr and rkey
-  kWrAtomicWrite = 1u << 8,// RDMA ATOMIC WRITE: a RETH and 8 bytes out, answered like a READ (IBA Annex A19)
+  kWrSend = 1u << 0,         // consumes a receive WQE at the responder
+  kWrWrite = 1u << 1,        // carries a RETH and data to remote memory
+  kWrRead = 1u << 2,         // RDMA READ: a RETH out, data back
+  kWrAtomic = 1u << 3,       // an AtomicETH out, the original value back (8 bytes)
+  kWrLocal = 1u << 4,        // executed by the local NIC alone, no packet (IBA 10.6.7: MW ops)
+  kWrImm = 1u << 5,          // carries ImmDt (the WR's imm_data)
+  kWrInv = 1u << 6,          // carries a key to invalidate (the WR's invalidate_rkey)
+  kWrRemoteAddr = 1u << 7,   // uses remote_addr and rkey
+  kWrAtomicWrite = 1u << 8,  // RDMA ATOMIC WRITE: a RETH and 8 bytes out, answered like a READ (IBA Annex A19)
 };
 
 struct WrOpcodeInfo {
   ibv_wr_opcode opcode;
-  const char* name;        // "RDMA_WRITE": ibv_wr_opcode_str's spelling without IBV_WR_
-  uint32_t qp_types;       // WrQpTypes
-  uint32_t props;          // WrProps
-  ibv_wc_opcode wc_opcode; // what ibv_poll_cq reports for it
+  const char* name;         // "RDMA_WRITE": ibv_wr_opcode_str's spelling without IBV_WR_
+  uint32_t qp_types;        // WrQpTypes
+  uint32_t props;           // WrProps
+  ibv_wc_opcode wc_opcode;  // what ibv_poll_cq reports for it
   // The RC packet opcodes (IBA Table 38) of a message of one / first / middle / last packet.
   // UC carries the same at 0x20 |, UD at 0x60 |, XRC at 0xa0 | (the transport bits).
   uint8_t only, first, middle, last;
@@ -51,8 +51,8 @@ inline constexpr WrOpcodeInfo kWrOpcodes[] = {
     {IBV_WR_SEND, "SEND", kOnAll, kWrSend, IBV_WC_SEND, 0x04, 0x00, 0x01, 0x02},
     {IBV_WR_SEND_WITH_IMM, "SEND_WITH_IMM", kOnAll, kWrSend | kWrImm, IBV_WC_SEND, 0x05, 0x00, 0x01, 0x03},
     {IBV_WR_RDMA_READ, "RDMA_READ", kOnConnected, kWrRead | kWrRemoteAddr, IBV_WC_RDMA_READ, 0x0c, 0x0c, 0x0c, 0x0c},
-    {IBV_WR_ATOMIC_CMP_AND_SWP, "ATOMIC_CMP_AND_SWP", kOnConnected, kWrAtomic | kWrRemoteAddr, IBV_WC_COMP_SWAP,
-     0x13, 0x13, 0x13, 0x13},
+    {IBV_WR_ATOMIC_CMP_AND_SWP, "ATOMIC_CMP_AND_SWP", kOnConnected, kWrAtomic | kWrRemoteAddr, IBV_WC_COMP_SWAP, 0x13,
+     0x13, 0x13, 0x13},
     {IBV_WR_ATOMIC_FETCH_AND_ADD, "ATOMIC_FETCH_AND_ADD", kOnConnected, kWrAtomic | kWrRemoteAddr, IBV_WC_FETCH_ADD,
      0x14, 0x14, 0x14, 0x14},
     {IBV_WR_LOCAL_INV, "LOCAL_INV", kOnAllButUd, kWrLocal | kWrInv, IBV_WC_LOCAL_INV, 0xff, 0xff, 0xff, 0xff},

@@ -100,7 +100,8 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     else if (a == "--addr" && value(&o->addr)) continue;
     else if (a == "--show" && value(&o->show)) continue;
     else if (a == "--baseline" && value(&o->baseline) &&
-             (o->baseline == "auto" || o->baseline == "qperf" || o->baseline == "builtin")) continue;
+             (o->baseline == "auto" || o->baseline == "qperf" || o->baseline == "builtin"))
+      continue;
     else if (a == "--timeout" && value(&v) && (o->timeout_s = std::atoi(v.c_str())) > 0) continue;
     else if (a == "--load" && value(&o->load) && valid_load_kind(o->load)) continue;
     else return std::fprintf(stderr, "simnic bench: bad argument '%s'\n%s", a.c_str(), kBenchUsage), 2;
@@ -195,7 +196,8 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   i.spin = o.spin;
   i.baseline_tool = plan.baseline.tool;
   std::string src = SIMNIC_SOURCE_DIR;
-  i.commit = src.empty() ? "" : command_output("git -C '" + src + "' describe --always --dirty --abbrev=12 2>/dev/null");
+  i.commit = src.empty() ? ""
+                         : command_output("git -C '" + src + "' describe --always --dirty --abbrev=12 2>/dev/null");
   if (i.commit.empty()) i.commit = "unknown";
   i.cpu_model = cpu_model();
   i.nproc = int(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -277,8 +279,7 @@ void attach_baseline(Figure* f, const std::vector<Figure>& base) {
 
 // Runs every perftest of the plan on the private NICs. False when the NICs would not start.
 bool measure_simnic(const Plan& plan, const std::string& addr, const std::string& log_dir, int timeout_s,
-                    const std::string& gso,
-                    std::vector<Figure>* figures) {
+                    const std::string& gso, std::vector<Figure>* figures) {
   PrivateNics nics(addr, log_dir, gso);
   if (!nics.ok()) {
     std::fprintf(stderr, "\nsimnic bench: the NICs did not start:\n%s", read_file(log_dir + "/simnic-up.log").c_str());
@@ -307,11 +308,13 @@ std::string make_run_dir(const std::string& root) {
 
 bool check_tools(const Options& o) {
   if (o.baseline == "qperf" && !on_path("qperf"))
-    return std::fputs("simnic bench: qperf is not installed (scripts/setup.sh; or --baseline builtin)\n", stderr), false;
+    return std::fputs("simnic bench: qperf is not installed (scripts/setup.sh; or --baseline builtin)\n", stderr),
+           false;
   if (o.baseline_only) return true;
   if (find_simnicd().empty() || find_shim_dir().empty())
     return std::fprintf(stderr, "simnic bench: simnicd or the shim is missing next to %s; build them\n",
-                        self_dir().c_str()), false;
+                        self_dir().c_str()),
+           false;
   if (!on_path("ib_write_bw"))
     return std::fputs("simnic bench: perftest is not installed (scripts/setup.sh installs it)\n", stderr), false;
   return true;
@@ -371,7 +374,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     figures.push_back(tcp_message_rate(figures, plan.baseline, 64));  // beside ib_write_rate and floor_rate
     const std::vector<Figure> base = figures;
     // The floor sends as the NICs will: GSO unless --no-gso (the bench captures nothing).
-    for (Figure f : measure_floor(o.quick, o.gso != "--no-gso", progress)) attach_baseline(&f, base), figures.push_back(f);
+    for (Figure f : measure_floor(o.quick, o.gso != "--no-gso", progress))
+      attach_baseline(&f, base), figures.push_back(f);
   }
   const int timeout_s = o.timeout_s ? o.timeout_s : (o.quick ? 60 : 120);
   bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, o.gso, &figures);

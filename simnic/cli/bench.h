@@ -23,24 +23,24 @@ namespace simnic::cli::bench {
 // One figure: a baseline (tcp_bw, tcp_lat) or a simnic test. Bandwidth in MB/s (10^6 bytes
 // per second), latency in microseconds, one-way (half a round trip, as qperf and perftest say).
 struct Figure {
-  std::string test;           // "tcp_bw", "ib_write_bw", "ib_send_lat", "many_qp_write", ...
-  std::string kind;           // "bw", "lat" or "rate" (messages per second)
-  uint64_t size = 0;          // message size, bytes
+  std::string test;   // "tcp_bw", "ib_write_bw", "ib_send_lat", "many_qp_write", ...
+  std::string kind;   // "bw", "lat" or "rate" (messages per second)
+  uint64_t size = 0;  // message size, bytes
   int qps = 1;
-  long iterations = 0;        // messages per QP (perftest -n); 0 for time-bounded baselines
-  double value = NAN;         // bw: average MB/s; lat: typical (median) µs; rate: messages/s
-  double avg_us = NAN;        // lat only: mean and 99th percentile
+  long iterations = 0;  // messages per QP (perftest -n); 0 for time-bounded baselines
+  double value = NAN;   // bw: average MB/s; lat: typical (median) µs; rate: messages/s
+  double avg_us = NAN;  // lat only: mean and 99th percentile
   double p99_us = NAN;
-  double baseline = NAN;      // the kernel figure this one is compared with
-  double ratio = NAN;         // value / baseline
-  double baseline_p99_us = NAN;  // lat only: tcp_lat's 99th percentile at the same size
-  double p99_ratio = NAN;        // p99_us / baseline_p99_us (issue 26: the tails)
+  double baseline = NAN;           // the kernel figure this one is compared with
+  double ratio = NAN;              // value / baseline
+  double baseline_p99_us = NAN;    // lat only: tcp_lat's 99th percentile at the same size
+  double p99_ratio = NAN;          // p99_us / baseline_p99_us (issue 26: the tails)
   uint64_t error_completions = 0;  // CQEs in error on both NICs during the test
   uint64_t retransmits = 0;        // packets resent by both NICs during the test
   std::string status = "ok";       // "ok", or "failed: why"
   // Filled by the comparison with the last saved run.
   double previous = NAN;
-  std::string verdict;        // "", "regressed", "improved" (moved by more than 10 %)
+  std::string verdict;  // "", "regressed", "improved" (moved by more than 10 %)
 
   bool ok() const { return status == "ok" && std::isfinite(value); }
   std::string key() const { return test + "/" + std::to_string(size) + "/" + std::to_string(qps); }
@@ -49,17 +49,17 @@ struct Figure {
 
 // What was run, where, and how: recorded with the figures.
 struct RunInfo {
-  std::string started_utc;    // 2026-11-23T21:50:00Z
-  std::string mode;           // "full" or "quick"
-  bool spin = true;           // CPUs kept busy by nice-19 spinners during the run
+  std::string started_utc;  // 2026-11-23T21:50:00Z
+  std::string mode;         // "full" or "quick"
+  bool spin = true;         // CPUs kept busy by nice-19 spinners during the run
   int spinners = 0;
   std::string load;           // --load KIND, "" without
   std::string baseline_tool;  // "qperf" or "builtin"
   std::string commit, cpu_model, kernel;
   int nproc = 0;
   double load_start = NAN, load_end = NAN;  // 1-minute load average before and after
-  double seconds = 0;         // wall time of the whole run
-  std::string nic_addr;       // simnic0's address
+  double seconds = 0;                       // wall time of the whole run
+  std::string nic_addr;                     // simnic0's address
 };
 
 // ---- bench_proc.cc: child processes ----
@@ -108,10 +108,10 @@ void stop_load(Load* load, const std::string& log_dir);
 // ---- bench_baseline.cc ----
 
 struct BaselinePlan {
-  std::string tool;                 // "qperf" or "builtin"
+  std::string tool;  // "qperf" or "builtin"
   std::vector<uint64_t> bw_sizes, lat_sizes;
-  int seconds = 2;                  // per qperf test
-  std::string addr;                 // loopback address the server is reached on
+  int seconds = 2;   // per qperf test
+  std::string addr;  // loopback address the server is reached on
   std::string log_dir;
 };
 // Progress is reported through `step` (called once per size).
@@ -148,17 +148,17 @@ std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step);
 // ---- bench_perftest.cc ----
 
 struct PerftestRun {
-  std::string binary;     // ib_write_bw, ...
-  std::string test;       // name in the results
-  std::string kind;       // "bw" or "lat"
+  std::string binary;  // ib_write_bw, ...
+  std::string test;    // name in the results
+  std::string kind;    // "bw" or "lat"
   uint64_t size = 0;
   int qps = 1;
   long iterations = 0;
-  int tx_depth = 0;       // 0: perftest's default
+  int tx_depth = 0;  // 0: perftest's default
 };
 struct NicSet {
-  std::string simnic;     // our own executable, for `simnic run`
-  std::string dir;        // the private SIMNIC_DIR
+  std::string simnic;  // our own executable, for `simnic run`
+  std::string dir;     // the private SIMNIC_DIR
   std::string server_addr;
   std::string log_dir;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};

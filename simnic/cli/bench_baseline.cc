@@ -33,9 +33,9 @@ double qperf_figure(const std::string& out, const std::string& test) {
   if (!std::regex_search(out, m, re)) return NAN;
   const double v = std::stod(m[2].str());
   const std::string unit = m[3].str();
-  static const std::pair<const char*, double> kUnits[] = {
-      {"bytes/sec", 1e-6}, {"KB/sec", 1e-3}, {"MB/sec", 1}, {"GB/sec", 1e3}, {"TB/sec", 1e6},
-      {"ns", 1e-3},        {"us", 1},        {"ms", 1e3},   {"sec", 1e6}};
+  static const std::pair<const char*, double> kUnits[] = {{"bytes/sec", 1e-6}, {"KB/sec", 1e-3}, {"MB/sec", 1},
+                                                          {"GB/sec", 1e3},     {"TB/sec", 1e6},  {"ns", 1e-3},
+                                                          {"us", 1},           {"ms", 1e3},      {"sec", 1e6}};
   for (const auto& [name, scale] : kUnits)
     if (unit == name) return v * scale;
   return NAN;
@@ -55,9 +55,11 @@ Figure baseline_figure(const std::string& test, uint64_t size, double value) {
 void qperf_size(const BaselinePlan& plan, int listen_port, uint64_t size, const std::vector<std::string>& tests,
                 std::vector<Figure>* out) {
   const std::string log = plan.log_dir + "/qperf-" + std::to_string(size) + ".log";
-  std::vector<std::string> argv = {"qperf",        plan.addr, "-lp", std::to_string(listen_port), "-ip",
-                                   std::to_string(free_tcp_port()), "-t", std::to_string(plan.seconds),
-                                   "-m",           std::to_string(size)};
+  std::vector<std::string> argv = {"qperf", plan.addr,
+                                   "-lp",   std::to_string(listen_port),
+                                   "-ip",   std::to_string(free_tcp_port()),
+                                   "-t",    std::to_string(plan.seconds),
+                                   "-m",    std::to_string(size)};
   argv.insert(argv.end(), tests.begin(), tests.end());
   run_logged(argv, log, std::chrono::seconds(30 + 4 * plan.seconds));
   const std::string text = read_file(log);
@@ -160,7 +162,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // `measure` on a connection to a child that echoes (latency) or counts (bandwidth) what it
 // gets, then the child is reaped. NAN when the pair could not be made.
-double measure_over_tcp(const std::string& addr, bool echo, uint64_t size, const std::function<double(int fd)>& measure) {
+double measure_over_tcp(const std::string& addr, bool echo, uint64_t size,
+                        const std::function<double(int fd)>& measure) {
   pid_t server = -1;
   int fd = connect_pair(addr, echo, size, &server);
   double value = NAN;

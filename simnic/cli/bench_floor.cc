@@ -47,12 +47,12 @@ namespace simnic::cli::bench {
 namespace {
 
 constexpr size_t kMaxMessage = 1 << 20;
-constexpr size_t kChunk = 4096;           // payload per datagram, as simnic's 4096-byte MTU
-constexpr size_t kHeader = 8;             // message number and offset
+constexpr size_t kChunk = 4096;  // payload per datagram, as simnic's 4096-byte MTU
+constexpr size_t kHeader = 8;    // message number and offset
 constexpr size_t kDatagram = kHeader + kChunk;
-constexpr size_t kGsoRun = 15;            // datagrams per GSO send (under UDP's 64 KiB)
-constexpr int kWindow = 16;               // messages in flight, as simnic's 1 MiB per-QP window
-constexpr int64_t kSpinNs = 50'000;       // the shim's busy spin before a poller sleeps
+constexpr size_t kGsoRun = 15;       // datagrams per GSO send (under UDP's 64 KiB)
+constexpr int kWindow = 16;          // messages in flight, as simnic's 1 MiB per-QP window
+constexpr int64_t kSpinNs = 50'000;  // the shim's busy spin before a poller sleeps
 
 // Application memory: the same address in every process after fork, private to each.
 alignas(4096) uint8_t g_app_send[kMaxMessage];
@@ -65,9 +65,9 @@ struct Shared {
     std::atomic<uint32_t> sleepers{0};
   } side[2];
   std::atomic<int> go{0};
-  std::atomic<int> failed{0};       // a process could not do its part: the others stop waiting
-  std::atomic<uint32_t> posted{0};  // rate: messages application 0 has posted (the SQ's tail)
-  double result = NAN;              // lat: typical one way, µs; bw: MB/s; rate: messages/s
+  std::atomic<int> failed{0};         // a process could not do its part: the others stop waiting
+  std::atomic<uint32_t> posted{0};    // rate: messages application 0 has posted (the SQ's tail)
+  double result = NAN;                // lat: typical one way, µs; bw: MB/s; rate: messages/s
   double avg_us = NAN, p99_us = NAN;  // lat only
 };
 
@@ -473,24 +473,31 @@ double run_floor(Shape shape, size_t size, long count, bool gso, std::chrono::mi
     s.doorbell[i] = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s.sock[i] = udp_socket(&s.addr[i]);
   }
-  auto wait_go = [&] { while (!s.shared->go.load()) ::usleep(1000); };
+  auto wait_go = [&] {
+    while (!s.shared->go.load()) ::usleep(1000);
+  };
   std::vector<pid_t> pids;
   for (int i = 0; i < 2; ++i) {
     const bool measures = shape != Shape::kBandwidth && i == 0;
-    s.app[i] = fork_child([&, i, measures] {
-      wait_go();
-      if (latency) latency_app(s, i);
-      if (shape == Shape::kRate && i == 0) rate_app(s);
-      if (!measures) for (;;) ::pause();  // holds its memory for the NICs until killed
-    }, false);
+    s.app[i] = fork_child(
+        [&, i, measures] {
+          wait_go();
+          if (latency) latency_app(s, i);
+          if (shape == Shape::kRate && i == 0) rate_app(s);
+          if (!measures)
+            for (;;) ::pause();  // holds its memory for the NICs until killed
+        },
+        false);
     pids.push_back(s.app[i]);
   }
   pid_t measurer = shape != Shape::kBandwidth ? s.app[0] : 0;
   for (int i = 0; i < 2; ++i) {
-    pid_t nic = fork_child([&, i] {
-      wait_go();
-      run_nic(shape, s, i);
-    }, true);
+    pid_t nic = fork_child(
+        [&, i] {
+          wait_go();
+          run_nic(shape, s, i);
+        },
+        true);
     pids.push_back(nic);
     if (shape == Shape::kBandwidth && i == 0) measurer = nic;
   }

@@ -42,8 +42,8 @@ std::string load_addr(const std::string& nic_addr) {
   for (;;) {
     const int port = free_tcp_port();
     auto side = [&](const char* nic) {
-      std::vector<std::string> v = {simnic, "run", "--quiet", "--", binary, "-d", nic, "-x", "0", "-p",
-                                    std::to_string(port)};
+      std::vector<std::string> v = {simnic, "run", "--quiet",           "--", binary, "-d", nic, "-x",
+                                    "0",    "-p",  std::to_string(port)};
       v.insert(v.end(), args.begin(), args.end());
       return v;
     };

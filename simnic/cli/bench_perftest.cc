@@ -17,9 +17,14 @@ using namespace std::chrono_literals;
 constexpr double kMiB = 1048576.0 / 1e6;
 
 std::vector<std::string> perftest_argv(const NicSet& nics, const PerftestRun& run, int port, const char* device) {
-  std::vector<std::string> argv = {nics.simnic, "run", "--", run.binary, "-d", device, "-x", "0",
-                                   "-p", std::to_string(port), "-s", std::to_string(run.size),
-                                   "-n", std::to_string(run.iterations), "-F"};
+  std::vector<std::string> argv = {nics.simnic, "run",
+                                   "--",        run.binary,
+                                   "-d",        device,
+                                   "-x",        "0",
+                                   "-p",        std::to_string(port),
+                                   "-s",        std::to_string(run.size),
+                                   "-n",        std::to_string(run.iterations),
+                                   "-F"};
   if (run.qps > 1) argv.insert(argv.end(), {"-q", std::to_string(run.qps)});
   if (run.tx_depth > 0) argv.insert(argv.end(), {"-t", std::to_string(run.tx_depth)});
   return argv;
@@ -27,8 +32,7 @@ std::vector<std::string> perftest_argv(const NicSet& nics, const PerftestRun& ru
 
 std::string why_failed(const Outcome& client, const Outcome& server, std::chrono::milliseconds timeout) {
   if (interrupted()) return "failed: interrupted";
-  if (client.timed_out)
-    return "failed: timed out after " + std::to_string(timeout.count() / 1000) + " s";
+  if (client.timed_out) return "failed: timed out after " + std::to_string(timeout.count() / 1000) + " s";
   if (client.exit_code == -1) return "failed: the perftest server did not listen within 30 s";
   if (client.exit_code != 0) return "failed: client exit status " + std::to_string(client.exit_code);
   if (server.exit_code != 0) return "failed: server exit status " + std::to_string(server.exit_code);

@@ -25,19 +25,36 @@ struct Panel {
 };
 
 const Panel kPanels[] = {
-    {"Bandwidth", "message size (bytes)", "MB/s",
-     {{"tcp_bw", "kernel TCP (tcp_bw)"}, {"ib_write_bw", "ib_write_bw"}, {"ib_read_bw", "ib_read_bw"},
-      {"ib_send_bw", "ib_send_bw"}, {"floor_bw", "floor (simnic shape, no protocol)"}}},
-    {"Latency (one way, typical)", "message size (bytes)", "microseconds",
-     {{"tcp_lat", "kernel TCP (tcp_lat)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
-      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}},
+    {"Bandwidth",
+     "message size (bytes)",
+     "MB/s",
+     {{"tcp_bw", "kernel TCP (tcp_bw)"},
+      {"ib_write_bw", "ib_write_bw"},
+      {"ib_read_bw", "ib_read_bw"},
+      {"ib_send_bw", "ib_send_bw"},
+      {"floor_bw", "floor (simnic shape, no protocol)"}}},
+    {"Latency (one way, typical)",
+     "message size (bytes)",
+     "microseconds",
+     {{"tcp_lat", "kernel TCP (tcp_lat)"},
+      {"ib_write_lat", "ib_write_lat"},
+      {"ib_send_lat", "ib_send_lat"},
+      {"ib_read_lat", "ib_read_lat"},
+      {"floor_lat", "floor (simnic shape, no protocol)"}},
      false},
     // Issue 26 point 3: the tails, TCP's (the built-in ping-pong's) beside perftest's.
-    {"Latency p99 (one way)", "message size (bytes)", "microseconds",
-     {{"tcp_lat", "kernel TCP (ping-pong p99)"}, {"ib_write_lat", "ib_write_lat"}, {"ib_send_lat", "ib_send_lat"},
-      {"ib_read_lat", "ib_read_lat"}, {"floor_lat", "floor (simnic shape, no protocol)"}},
+    {"Latency p99 (one way)",
+     "message size (bytes)",
+     "microseconds",
+     {{"tcp_lat", "kernel TCP (ping-pong p99)"},
+      {"ib_write_lat", "ib_write_lat"},
+      {"ib_send_lat", "ib_send_lat"},
+      {"ib_read_lat", "ib_read_lat"},
+      {"floor_lat", "floor (simnic shape, no protocol)"}},
      true},
-    {"Many QPs: ib_write_bw 64 KiB, depth 4", "QP pairs", "MB/s",
+    {"Many QPs: ib_write_bw 64 KiB, depth 4",
+     "QP pairs",
+     "MB/s",
      {{"many_qp_baseline", "kernel TCP (tcp_bw 64 KiB)"}, {"many_qp_write", "ib_write_bw -q N"}},
      false},
 };
@@ -92,12 +109,12 @@ std::string panel_tics_and_marks(const Panel& panel, const std::vector<Figure>& 
     const double x = x_of(f);
     const uint64_t v = uint64_t(x);
     tics[x] = f.test.rfind("many_qp", 0) == 0 ? std::to_string(v)
-              : v >= (1u << 20)              ? std::to_string(v >> 20) + "M"
-              : v >= 1024                    ? std::to_string(v >> 10) + "K"
-                                             : std::to_string(v);
+              : v >= (1u << 20)               ? std::to_string(v >> 20) + "M"
+              : v >= 1024                     ? std::to_string(v >> 10) + "K"
+                                              : std::to_string(v);
     if (!f.ok())
-      marks += "set label 'failed (" + std::to_string(f.error_completions) + " error CQEs)' at " +
-               std::to_string(x) + ", graph 0.04 left rotate by 90 offset -1,0 tc rgb 'red'\n";
+      marks += "set label 'failed (" + std::to_string(f.error_completions) + " error CQEs)' at " + std::to_string(x) +
+               ", graph 0.04 left rotate by 90 offset -1,0 tc rgb 'red'\n";
   }
   std::string out = "set xtics (";
   for (const auto& [x, text] : tics) out += (out.back() == '(' ? "'" : ", '") + text + "' " + std::to_string(x);
@@ -114,11 +131,15 @@ std::string quoted(std::string s) {
 std::string script_head(const std::string& png, const RunInfo& info) {
   const std::string name = quoted(png.substr(png.rfind('/') + 1));
   return "set terminal pngcairo size 2000,540 noenhanced font ',10'\n"
-         "set output '" + name + "'\n"
-         "set multiplot layout 1,4 title 'simnic bench " + info.started_utc + ", " + info.mode + " mode, CPUs " +
-         (info.spin ? "kept busy" : "idle") + ", " + std::to_string(info.nproc) + " x " + quoted(info.cpu_model) +
-         ", commit " + quoted(info.commit) + "'\n"
-         "set grid\nset key below height 1\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y 10\nset format y '%g'\n";
+         "set output '" +
+         name +
+         "'\n"
+         "set multiplot layout 1,4 title 'simnic bench " +
+         info.started_utc + ", " + info.mode + " mode, CPUs " + (info.spin ? "kept busy" : "idle") + ", " +
+         std::to_string(info.nproc) + " x " + quoted(info.cpu_model) + ", commit " + quoted(info.commit) +
+         "'\n"
+         "set grid\nset key below height 1\nset offsets graph 0.04, graph 0.04, 0, 0\nset logscale x 2\nset logscale y "
+         "10\nset format y '%g'\n";
 }
 
 }  // namespace
@@ -141,8 +162,7 @@ std::string write_plot(const std::string& png, const RunInfo& info, const std::v
   Outcome o = run_logged({"sh", "-c", "cd \"$0\" && exec gnuplot bench-plot.gp", dir}, log, std::chrono::seconds(60));
   if (o.exit_code == 127)
     return "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox); the plot's script is " + gp;
-  if (o.exit_code != 0 || ::access(png.c_str(), R_OK) != 0)
-    return "gnuplot failed (see " + log + ")";
+  if (o.exit_code != 0 || ::access(png.c_str(), R_OK) != 0) return "gnuplot failed (see " + log + ")";
   return "";
 }
 

@@ -49,7 +49,7 @@ void prepare_child(const std::string& log) {
 bool interrupted() { return g_interrupted != 0; }
 
 void install_interrupt_handlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
@@ -160,7 +160,7 @@ std::vector<pid_t> start_spinners(int count) {
       for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);  // Ctrl-C ends it too
       ::setpriority(PRIO_PROCESS, 0, 19);
       ::prctl(PR_SET_NAME, "simnic-spin");  // what ps and top call it
-      for (;;) asm volatile("");  // a side effect, so the loop stays
+      for (;;) asm volatile("");            // a side effect, so the loop stays
     }
     track_pid(pid);
     pids.push_back(pid);

@@ -106,11 +106,11 @@ std::string human_size(uint64_t b) {
 
 void print_header(std::FILE* out, const RunInfo& i) {
   std::fprintf(out, "simnic bench, %s: %s mode, baseline %s, CPUs %s\n", i.started_utc.c_str(), i.mode.c_str(),
-              i.baseline_tool.c_str(),
-              i.spin ? ("kept busy (--spin: " + std::to_string(i.spinners) + " nice-19 spinners)").c_str()
-                     : "left idle (--no-spin)");
-  std::fprintf(out, "machine: %d x %s, Linux %s, load average %s at start, %s at end; commit %s; %.0f s\n",
-               i.nproc, i.cpu_model.c_str(), i.kernel.c_str(), fmt(i.load_start, "%.2f").c_str(),
+               i.baseline_tool.c_str(),
+               i.spin ? ("kept busy (--spin: " + std::to_string(i.spinners) + " nice-19 spinners)").c_str()
+                      : "left idle (--no-spin)");
+  std::fprintf(out, "machine: %d x %s, Linux %s, load average %s at start, %s at end; commit %s; %.0f s\n", i.nproc,
+               i.cpu_model.c_str(), i.kernel.c_str(), fmt(i.load_start, "%.2f").c_str(),
                fmt(i.load_end, "%.2f").c_str(), i.commit.c_str(), i.seconds);
   if (!i.load.empty()) std::fprintf(out, "load: --load %s for the whole run (docs/performance.md)\n", i.load.c_str());
 }
@@ -120,16 +120,16 @@ void print_table(std::FILE* out, const std::vector<Figure>& figures) {
   print_baselines(out, figures);
   std::fprintf(out, "\nsimnic (perftest through simnic run; ratio = simnic / kernel at the same size)\n");
   std::fprintf(out, "%-14s %8s %5s %12s %12s %8s %7s %7s  %s\n", "TEST", "SIZE", "QPS", "SIMNIC", "KERNEL", "RATIO",
-              "ERRORS", "RETX", "NOTE");
+               "ERRORS", "RETX", "NOTE");
   for (const auto& f : figures) {
     if (f.test.rfind("tcp_", 0) == 0) continue;
     Figure base = f;
     base.value = f.baseline;
-    std::fprintf(out, "%-14s %8s %5d %12s %12s %8s %7llu %7llu  %s\n", f.test.c_str(), human_size(f.size).c_str(), f.qps,
-                f.ok() ? figure_text(f).c_str() : "FAILED", figure_text(base).c_str(),
-                std::isfinite(f.ratio) ? (fmt(f.ratio, "%.2f") + "x").c_str() : "-",
-                static_cast<unsigned long long>(f.error_completions), static_cast<unsigned long long>(f.retransmits),
-                note_of(f, figures).c_str());
+    std::fprintf(out, "%-14s %8s %5d %12s %12s %8s %7llu %7llu  %s\n", f.test.c_str(), human_size(f.size).c_str(),
+                 f.qps, f.ok() ? figure_text(f).c_str() : "FAILED", figure_text(base).c_str(),
+                 std::isfinite(f.ratio) ? (fmt(f.ratio, "%.2f") + "x").c_str() : "-",
+                 static_cast<unsigned long long>(f.error_completions), static_cast<unsigned long long>(f.retransmits),
+                 note_of(f, figures).c_str());
   }
 }
 
@@ -138,35 +138,56 @@ void write_csv(const std::string& path, const std::vector<Figure>& figures) {
   out << "test,kind,size_bytes,qps,iterations,value,unit,baseline,ratio,avg_us,p99_us,error_completions,"
          "retransmits,status,previous,change_pct,verdict,baseline_p99_us,p99_ratio\n";
   for (const auto& f : figures) {
-    out << f.test << "," << f.kind << "," << f.size << "," << f.qps << "," << f.iterations << ","
-        << csv_number(f.value) << "," << f.unit() << "," << csv_number(f.baseline) << "," << csv_number(f.ratio)
-        << "," << csv_number(f.avg_us) << "," << csv_number(f.p99_us) << "," << f.error_completions << ","
-        << f.retransmits << "," << csv_quote(f.status) << "," << csv_number(f.previous) << ","
-        << csv_number(change_of(f) * 100) << "," << f.verdict << "," << csv_number(f.baseline_p99_us) << ","
-        << csv_number(f.p99_ratio) << "\n";
+    out << f.test << "," << f.kind << "," << f.size << "," << f.qps << "," << f.iterations << "," << csv_number(f.value)
+        << "," << f.unit() << "," << csv_number(f.baseline) << "," << csv_number(f.ratio) << "," << csv_number(f.avg_us)
+        << "," << csv_number(f.p99_us) << "," << f.error_completions << "," << f.retransmits << ","
+        << csv_quote(f.status) << "," << csv_number(f.previous) << "," << csv_number(change_of(f) * 100) << ","
+        << f.verdict << "," << csv_number(f.baseline_p99_us) << "," << csv_number(f.p99_ratio) << "\n";
   }
 }
 
 void write_json(const std::string& path, const RunInfo& i, const std::vector<Figure>& figures,
                 const std::string& compared_with) {
-  json run = {{"started_utc", i.started_utc}, {"mode", i.mode},         {"spin", i.spin},
-              {"spinners", i.spinners},       {"baseline_tool", i.baseline_tool}, {"commit", i.commit},
-              {"cpu_model", i.cpu_model},     {"nproc", i.nproc},       {"kernel", i.kernel},
-              {"load_start", number_or_null(i.load_start)}, {"load_end", number_or_null(i.load_end)},
-              {"seconds", i.seconds},         {"nic_addr", i.nic_addr}, {"load", i.load}};
+  json run = {{"started_utc", i.started_utc},
+              {"mode", i.mode},
+              {"spin", i.spin},
+              {"spinners", i.spinners},
+              {"baseline_tool", i.baseline_tool},
+              {"commit", i.commit},
+              {"cpu_model", i.cpu_model},
+              {"nproc", i.nproc},
+              {"kernel", i.kernel},
+              {"load_start", number_or_null(i.load_start)},
+              {"load_end", number_or_null(i.load_end)},
+              {"seconds", i.seconds},
+              {"nic_addr", i.nic_addr},
+              {"load", i.load}};
   json list = json::array();
   for (const auto& f : figures)
-    list.push_back({{"test", f.test}, {"kind", f.kind}, {"size_bytes", f.size}, {"qps", f.qps},
-                    {"iterations", f.iterations}, {"value", number_or_null(f.value)}, {"unit", f.unit()},
-                    {"baseline", number_or_null(f.baseline)}, {"ratio", number_or_null(f.ratio)},
-                    {"avg_us", number_or_null(f.avg_us)}, {"p99_us", number_or_null(f.p99_us)},
-                    {"error_completions", f.error_completions}, {"retransmits", f.retransmits},
-                    {"status", f.status}, {"previous", number_or_null(f.previous)},
-                    {"change_pct", number_or_null(change_of(f) * 100)}, {"verdict", f.verdict},
+    list.push_back({{"test", f.test},
+                    {"kind", f.kind},
+                    {"size_bytes", f.size},
+                    {"qps", f.qps},
+                    {"iterations", f.iterations},
+                    {"value", number_or_null(f.value)},
+                    {"unit", f.unit()},
+                    {"baseline", number_or_null(f.baseline)},
+                    {"ratio", number_or_null(f.ratio)},
+                    {"avg_us", number_or_null(f.avg_us)},
+                    {"p99_us", number_or_null(f.p99_us)},
+                    {"error_completions", f.error_completions},
+                    {"retransmits", f.retransmits},
+                    {"status", f.status},
+                    {"previous", number_or_null(f.previous)},
+                    {"change_pct", number_or_null(change_of(f) * 100)},
+                    {"verdict", f.verdict},
                     {"baseline_p99_us", number_or_null(f.baseline_p99_us)},
                     {"p99_ratio", number_or_null(f.p99_ratio)}});
-  json doc = {{"tool", "simnic bench"}, {"format", 1}, {"run", run},
-              {"compared_with", compared_with.empty() ? json(nullptr) : json(compared_with)}, {"figures", list}};
+  json doc = {{"tool", "simnic bench"},
+              {"format", 1},
+              {"run", run},
+              {"compared_with", compared_with.empty() ? json(nullptr) : json(compared_with)},
+              {"figures", list}};
   std::ofstream(path) << doc.dump(2) << "\n";
 }
 
@@ -215,8 +236,8 @@ bool load_json(const std::string& path, RunInfo* info, std::vector<Figure>* figu
 
 // The newest run directory under root (names are timestamps) other than `self` whose
 // bench.json has the same mode and spin setting.
-std::string find_last_run(const std::string& root, const std::string& self, const RunInfo& info,
-                          RunInfo* last, std::vector<Figure>* figures) {
+std::string find_last_run(const std::string& root, const std::string& self, const RunInfo& info, RunInfo* last,
+                          std::vector<Figure>* figures) {
   std::vector<std::string> dirs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec))
@@ -241,8 +262,8 @@ std::string compare_with_last(const std::string& root, const std::string& self, 
   RunInfo last_info;
   const std::string last = find_last_run(root, self, info, &last_info, &old);
   if (last.empty()) {
-    std::printf("\nNo earlier %s run%s in %s to compare with.\n", info.mode.c_str(),
-                info.spin ? "" : " without --spin", root.c_str());
+    std::printf("\nNo earlier %s run%s in %s to compare with.\n", info.mode.c_str(), info.spin ? "" : " without --spin",
+                root.c_str());
     return "";
   }
   std::map<std::string, double> before;
@@ -266,8 +287,8 @@ std::string compare_with_last(const std::string& root, const std::string& self, 
              " " + f.unit() + " (" + (change > 0 ? "+" : "") + fmt(change * 100, "%.0f") + "%)\n";
   }
   std::printf("\nCompared with %s (%s, commit %s): %d figure%s moved by more than 10%%, %d within 10%%%s\n%s",
-              last.c_str(), last_info.started_utc.c_str(), last_info.commit.c_str(), moved, moved == 1 ? "" : "s",
-              same, moved ? ":" : ".", lines.c_str());
+              last.c_str(), last_info.started_utc.c_str(), last_info.commit.c_str(), moved, moved == 1 ? "" : "s", same,
+              moved ? ":" : ".", lines.c_str());
   if (moved) std::printf("  (time figures on a shared machine are noisy: this is information, never a failure)\n");
   return last;
 }

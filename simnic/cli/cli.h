@@ -9,9 +9,9 @@
 namespace simnic::cli {
 
 // Where things are, relative to the `simnic` executable (build tree or install prefix).
-std::string self_dir();                 // directory of this executable
-std::string find_simnicd();             // sibling simnicd, or "" when missing
-std::string find_shim_dir();            // directory holding our libibverbs.so.1, or ""
+std::string self_dir();       // directory of this executable
+std::string find_simnicd();   // sibling simnicd, or "" when missing
+std::string find_shim_dir();  // directory holding our libibverbs.so.1, or ""
 
 // The simnic directory, checked (simnic/abi/state_dir.h) and, with `create`, made (0700). An
 // unsafe directory is refused with a message on stderr: then returns "". Without `create`, a

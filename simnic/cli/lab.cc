@@ -57,7 +57,7 @@ const char kStatusFile[] = ".simnic-lab-status";
 const char kMarkerFile[] = ".simnic-lab";
 
 bool is_dir(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -180,8 +180,12 @@ std::string run_capture(const std::vector<std::string>& argv, bool echo, int* rc
 struct Grading {
   int rc = 2;
   std::vector<std::pair<std::string, std::string>> checks;  // (name, PASS/FAIL/SKIP)
-  int passed() const { return int(std::count_if(checks.begin(), checks.end(), [](auto& c) { return c.second == "PASS"; })); }
-  int counted() const { return int(std::count_if(checks.begin(), checks.end(), [](auto& c) { return c.second != "SKIP"; })); }
+  int passed() const {
+    return int(std::count_if(checks.begin(), checks.end(), [](auto& c) { return c.second == "PASS"; }));
+  }
+  int counted() const {
+    return int(std::count_if(checks.begin(), checks.end(), [](auto& c) { return c.second != "SKIP"; }));
+  }
 };
 
 // The grader's `PASS name` / `FAIL name` / `SKIP name (...)` lines.
@@ -283,8 +287,8 @@ std::string student_cmakelists(const std::string& root, const std::string& src) 
 // What of a lab's top level stays out of the student's folder: the grader's and the teacher's
 // (teacher/: answer keys, sealed like solution/), and what copy_student_files assembles.
 bool not_for_student(const std::string& name) {
-  static const char* const kKept[] = {"grader.py", "expect.txt", "starter", "solution",  "broken",
-                                      "teacher",   "__pycache__", "common", "shared.txt", "CMakeLists.txt"};
+  static const char* const kKept[] = {"grader.py", "expect.txt",  "starter", "solution",   "broken",
+                                      "teacher",   "__pycache__", "common",  "shared.txt", "CMakeLists.txt"};
   return std::find(std::begin(kKept), std::end(kKept), name) != std::end(kKept);
 }
 
@@ -324,12 +328,12 @@ int lab_start(const std::string& root, const std::string& lab, int n, const std:
   bool ok = copy_student_files(root, src, dir);
   std::ofstream(fs::path(dir) / kMarkerFile) << n << "\n";
   if (!ok) return 1;
-  std::printf("Lab %d (%s) is in %s/. Next:\n"
-              "  read     %s/README.md\n"
-              "  edit     the TODOs in %s/*.c\n"
-              "  check    simnic lab check %d%s\n",
-              n, lab_title(src).c_str(), dir.c_str(), dir.c_str(), dir.c_str(), n,
-              rest.empty() ? "" : (" " + dir).c_str());
+  std::printf(
+      "Lab %d (%s) is in %s/. Next:\n"
+      "  read     %s/README.md\n"
+      "  edit     the TODOs in %s/*.c\n"
+      "  check    simnic lab check %d%s\n",
+      n, lab_title(src).c_str(), dir.c_str(), dir.c_str(), dir.c_str(), n, rest.empty() ? "" : (" " + dir).c_str());
   return 0;
 }
 
@@ -347,9 +351,10 @@ std::string default_check_dir(int n) {
   if (here_lab == n) return here;
   if (is_dir(default_dir(n))) return default_dir(n);
   if (here_lab)
-    std::fprintf(stderr, "simnic lab: you are in lab %d's folder %s, not lab %d's: check it with simnic lab check %d, "
-                 "or go back up (cd %s) before simnic lab start %d\n", here_lab, here.c_str(), n, here_lab,
-                 fs::path(here).parent_path().c_str(), n);
+    std::fprintf(stderr,
+                 "simnic lab: you are in lab %d's folder %s, not lab %d's: check it with simnic lab check %d, "
+                 "or go back up (cd %s) before simnic lab start %d\n",
+                 here_lab, here.c_str(), n, here_lab, fs::path(here).parent_path().c_str(), n);
   else
     std::fprintf(stderr, "simnic lab: no folder %s here; start the lab first: simnic lab start %d\n",
                  default_dir(n).c_str(), n);
@@ -390,7 +395,8 @@ int lab_check(const std::string& root, const std::string& lab, int n, const std:
       if (i + 1 >= rest.size()) return std::fprintf(stderr, "simnic lab: %s needs a value\n", a.c_str()), 2;
       extra.insert(extra.end(), {a, rest[++i]});
     } else if (a == "--keep" || a == "--verbose") extra.push_back(a);
-    else if (a.rfind("-", 0) == 0) return std::fprintf(stderr, "simnic lab: unknown option %s\n%s", a.c_str(), kLabUsage), 2;
+    else if (a.rfind("-", 0) == 0)
+      return std::fprintf(stderr, "simnic lab: unknown option %s\n%s", a.c_str(), kLabUsage), 2;
     else if (mode == "--broken") broken.push_back(a);
     else dir = a;
   }
@@ -478,9 +484,11 @@ int parse_grade_options(const std::vector<std::string>& rest, int n, GradeOption
     if (takes_value && i + 1 >= rest.size())
       return std::fprintf(stderr, "simnic lab grade: %s needs a value\n%s", a.c_str(), kGradeUsage), 2;
     if (a == "-j" || a == "--jobs") {
-      if (!parse_count(rest[++i], 1, &o->jobs)) return std::fprintf(stderr, "simnic lab grade: -j needs a number >= 1\n"), 2;
+      if (!parse_count(rest[++i], 1, &o->jobs))
+        return std::fprintf(stderr, "simnic lab grade: -j needs a number >= 1\n"), 2;
     } else if (a.rfind("-j", 0) == 0 && a.size() > 2) {
-      if (!parse_count(a.substr(2), 1, &o->jobs)) return std::fprintf(stderr, "simnic lab grade: -j needs a number >= 1\n"), 2;
+      if (!parse_count(a.substr(2), 1, &o->jobs))
+        return std::fprintf(stderr, "simnic lab grade: -j needs a number >= 1\n"), 2;
     } else if (a == "--timeout") {
       if (!parse_count(rest[++i], 1, &o->timeout_s))
         return std::fprintf(stderr, "simnic lab grade: --timeout needs seconds >= 1\n"), 2;
@@ -506,7 +514,8 @@ std::vector<std::string> student_names(const std::vector<std::string>& dirs) {
     if (name.empty() || name == ".") name = p.parent_path().filename().string();
     if (name.empty() || name == "." || name == "..") name = "student";
     std::string unique = name;
-    for (int k = 2; std::find(names.begin(), names.end(), unique) != names.end(); ++k) unique = name + "-" + std::to_string(k);
+    for (int k = 2; std::find(names.begin(), names.end(), unique) != names.end(); ++k)
+      unique = name + "-" + std::to_string(k);
     names.push_back(unique);
   }
   return names;
@@ -524,8 +533,10 @@ bool path_within(const fs::path& inner, const fs::path& outer) {
 bool out_overlaps_submissions(const GradeOptions& o) {
   for (const auto& d : o.dirs) {
     if (!is_dir(d) || !(path_within(o.out, d) || path_within(d, o.out))) continue;
-    std::fprintf(stderr, "simnic lab grade: --out %s and the submission %s overlap; grading writes nothing into "
-                 "submissions: choose another --out\n", o.out.c_str(), d.c_str());
+    std::fprintf(stderr,
+                 "simnic lab grade: --out %s and the submission %s overlap; grading writes nothing into "
+                 "submissions: choose another --out\n",
+                 o.out.c_str(), d.c_str());
     return true;
   }
   return false;
@@ -534,8 +545,10 @@ bool out_overlaps_submissions(const GradeOptions& o) {
 // Starts the grader on one student in its own process group, its output into feedback.txt.
 pid_t start_grader(const std::string& root, const std::string& lab, const ClassRow& r) {
   const std::string feedback = r.feedback_dir + "/feedback.txt";
-  std::vector<std::string> argv = {"python3", root + "/" + lab + "/grader.py", "--src", r.dir,
-                                   "--feedback-dir", r.feedback_dir, "--simnic", self_dir() + "/simnic"};
+  std::vector<std::string> argv = {"python3",        root + "/" + lab + "/grader.py",
+                                   "--src",          r.dir,
+                                   "--feedback-dir", r.feedback_dir,
+                                   "--simnic",       self_dir() + "/simnic"};
   pid_t pid = ::fork();
   if (pid != 0) {
     if (pid > 0) ::setpgid(pid, pid);  // (both sides: whichever runs first)
@@ -558,9 +571,7 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void append_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::app) << text;
-}
+void append_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::app) << text; }
 
 // "N passed, M failed[, K skipped]; score P/T": the P and T, when the grader printed them.
 void parse_score(const std::string& out, ClassRow* r) {
@@ -735,14 +746,18 @@ void print_table(const std::vector<ClassRow>& rows) {
   std::printf("%-*s %-9s %s\n", width, "student", "score", "failed checks");
   for (const auto& r : rows) {
     std::vector<std::string> failed = r.failed();
-    std::string what = joined(std::vector<std::string>(failed.begin(), failed.begin() + long(std::min<size_t>(2, failed.size()))), "; ");
+    std::string what =
+        joined(std::vector<std::string>(failed.begin(), failed.begin() + long(std::min<size_t>(2, failed.size()))),
+               "; ");
     if (failed.size() > 2) what += "; and " + std::to_string(failed.size() - 2) + " more (see report.md)";
     if (!r.note().empty()) what = "(" + r.note() + ")" + (what.empty() ? "" : " " + what);
     std::printf("%-*s %-9s %s\n", width, r.student.c_str(), (r.score_p + "/" + r.score_t).c_str(), what.c_str());
   }
 }
 
-struct CheckTally { int passed = 0, failed = 0, other = 0; };
+struct CheckTally {
+  int passed = 0, failed = 0, other = 0;
+};
 
 CheckTally tally(const std::vector<ClassRow>& rows, const std::string& check) {
   CheckTally t;
@@ -846,7 +861,8 @@ int lab_grade(const std::string& root, const std::string& lab, int n, const std:
   if (out_overlaps_submissions(o)) return 2;
   std::error_code ec;
   fs::create_directories(o.out, ec);
-  if (ec) return std::fprintf(stderr, "simnic lab grade: cannot create %s: %s\n", o.out.c_str(), ec.message().c_str()), 1;
+  if (ec)
+    return std::fprintf(stderr, "simnic lab grade: cannot create %s: %s\n", o.out.c_str(), ec.message().c_str()), 1;
   std::vector<ClassRow> rows = class_rows(o);
   run_graders(root, lab, o, &rows);
   const std::vector<std::string> names = check_names(rows);

@@ -1,11 +1,11 @@
 // `simnic up` and `simnic down`: start NICs in the background and stop them, by pid.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,8 +71,8 @@ PortHolder udp_port_holder(uint32_t addr_be, uint16_t port) {
     unsigned slot = 0, local = 0, lport = 0, uid = 0;
     unsigned long inode = 0;
     // "  12: 0100007F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000  0 4242 ..."
-    if (std::sscanf(line.c_str(), " %u: %X:%X %*X:%*X %*X %*X:%*X %*X:%*X %*X %u %*d %lu", &slot, &local, &lport,
-                    &uid, &inode) != 5)
+    if (std::sscanf(line.c_str(), " %u: %X:%X %*X:%*X %*X %*X:%*X %*X:%*X %*X %u %*d %lu", &slot, &local, &lport, &uid,
+                    &inode) != 5)
       continue;
     if (lport != port || (local != addr_be && local != INADDR_ANY)) continue;
     h = PortHolder{true, uid_t(uid), inode, 0};
@@ -109,11 +109,12 @@ std::string explain_taken_address(const std::string& addr) {
   if (h.uid != ::getuid())
     return where + " is held by user " + user_name(h.uid) + " (uid " + std::to_string(h.uid) +
            "), not by a simnic NIC of yours: your NIC's traffic (and its peers' packets: RETHs with "
-           "addresses and rkeys, payloads) would reach them; " + pick + ", and tell your peers";
+           "addresses and rkeys, payloads) would reach them; " +
+           pick + ", and tell your peers";
   if (h.pid && is_simnicd(h.pid))
     return where + " is held by a simnicd of yours (pid " + std::to_string(h.pid) +
-           "), a NIC of another SIMNIC_DIR or started by hand; stop it (`kill " + std::to_string(h.pid) +
-           "`), or " + pick;
+           "), a NIC of another SIMNIC_DIR or started by hand; stop it (`kill " + std::to_string(h.pid) + "`), or " +
+           pick;
   return where + " is held by a process of yours that is not a NIC" +
          (h.pid ? " (pid " + std::to_string(h.pid) + ")" : std::string()) + "; stop it, or " + pick;
 }
@@ -138,7 +139,7 @@ pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, co
     ::setsid();
     int in = ::open("/dev/null", O_RDONLY);
     ::rename(log.c_str(), (log + ".1").c_str());  // the previous run's log stays, as NAME.log.1
-    int out = abi::create_private_file(log);  // never through a planted symlink
+    int out = abi::create_private_file(log);      // never through a planted symlink
     if (in >= 0) ::dup2(in, 0);
     if (out >= 0) {
       ::dup2(out, 1);
@@ -214,8 +215,10 @@ int check_addresses(const std::string& iface, bool addr_given, const std::string
   }
   if (!first_name.empty() && (count != 1 || first_name.size() > 60 || first_name.find('/') != std::string::npos ||
                               first_name == abi::kSysfsRootName)) {
-    std::fprintf(stderr, "simnic up: --name names one NIC (N = 1), without '/', not \"%s\" (the directory of the NICs' sysfs root)\n",
-                 abi::kSysfsRootName);
+    std::fprintf(
+        stderr,
+        "simnic up: --name names one NIC (N = 1), without '/', not \"%s\" (the directory of the NICs' sysfs root)\n",
+        abi::kSysfsRootName);
     return 2;
   }
   for (int i = 0; i < count; ++i) {
@@ -334,7 +337,11 @@ bool make_output_dirs(const UpOptions& opt) {
   return true;
 }
 
-struct Started { std::string name; pid_t pid; std::string addr; };
+struct Started {
+  std::string name;
+  pid_t pid;
+  std::string addr;
+};
 
 std::vector<std::string> simnicd_args(const UpOptions& opt, const std::string& dir, const std::string& name,
                                       const char* addr) {
@@ -390,8 +397,9 @@ void report_failed_start(const std::string& dir, const Started& s, bool exited, 
   const std::string why = tail_of(log_path(dir, s.name), 5);
   std::fprintf(stderr, "simnic: %s did not start%s:\n%s", s.name.c_str(), exited ? "" : " within 10 s", why.c_str());
   if (why.find("Address already in use") != std::string::npos && (base >> 24) != 127)
-    std::fprintf(stderr, "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
-                         "its interface (rdma_rxe); see docs/wire.md\n");
+    std::fprintf(stderr,
+                 "simnic: UDP port 4791 of that address is taken: another simnicd, or a RoCE device on "
+                 "its interface (rdma_rxe); see docs/wire.md\n");
   else if (why.find("Address already in use") != std::string::npos)
     std::fprintf(stderr, "simnic: %s\n", explain_taken_address(s.addr).c_str());
 }
@@ -507,15 +515,16 @@ int restart_one(const std::string& dir, const std::string& name) {
   std::string why;
   int held = abi::connect_nic(abi::control_socket_path(dir, name), &why);
   if (held < 0) {
-    std::fprintf(stderr, "simnic: cannot reach %s: %s\n", name.c_str(), why.empty() ? std::strerror(errno) : why.c_str());
+    std::fprintf(stderr, "simnic: cannot reach %s: %s\n", name.c_str(),
+                 why.empty() ? std::strerror(errno) : why.c_str());
     return 1;
   }
   ::kill(pid, SIGUSR2);
   const bool went = wait_for_hangup(held, 5s);
   ::close(held);
   if (!went || !wait_until_answering(dir, name, 10s)) {
-    std::fprintf(stderr, "simnic: %s did not restart%s:\n%s", name.c_str(), went ? " (it exec'd but does not answer)" : "",
-                 tail_of(log_path(dir, name), 5).c_str());
+    std::fprintf(stderr, "simnic: %s did not restart%s:\n%s", name.c_str(),
+                 went ? " (it exec'd but does not answer)" : "", tail_of(log_path(dir, name), 5).c_str());
     return 1;
   }
   std::printf("%s restarted in place (pid %d; %s:4791 stayed bound throughout)\n", name.c_str(), int(pid),

@@ -73,8 +73,10 @@ bool LinkLayerSetup::begin(const std::string& dir) {
     return lid_map_.empty();
   }
   if (!gid_table_.empty() && gid_table_ != "simple") {
-    std::fprintf(stderr, "simnic up: --gid-table %s lists a RoCE port's GIDs; an InfiniBand port has one GID "
-                         "(fe80:: and its port GUID)\n", gid_table_.c_str());
+    std::fprintf(stderr,
+                 "simnic up: --gid-table %s lists a RoCE port's GIDs; an InfiniBand port has one GID "
+                 "(fe80:: and its port GUID)\n",
+                 gid_table_.c_str());
     return false;
   }
   bool ok = false;
@@ -112,7 +114,8 @@ bool LinkLayerSetup::nic_args(const std::string& name, uint32_t ipv4, std::vecto
     for (const auto& e : entries_)
       if (e.name == name) before = e.lid;
     std::erase_if(entries_, [&](const abi::LidEntry& e) { return e.name == name || e.ipv4 == ipv4; });
-    const bool free = before && std::none_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e.lid == before; });
+    const bool free = before &&
+                      std::none_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e.lid == before; });
     lid = free ? before : abi::lowest_free_lid(entries_);
     if (!lid) return std::fprintf(stderr, "simnic up: no free LID left\n"), false;
     entries_.push_back({lid, ipv4, name});
@@ -133,7 +136,8 @@ bool LinkLayerSetup::commit() {
   bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == ssize_t(text.size());
   if (fd >= 0) ::close(fd);
   ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) std::fprintf(stderr, "simnic up: cannot write the LID registry %s: %s\n", path.c_str(), std::strerror(errno));
+  if (!ok)
+    std::fprintf(stderr, "simnic up: cannot write the LID registry %s: %s\n", path.c_str(), std::strerror(errno));
   return ok;
 }
 

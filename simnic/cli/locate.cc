@@ -3,8 +3,8 @@
 #include <limits.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,7 +38,8 @@ std::string find_simnicd() {
 }
 
 std::string find_shim_dir() {
-  if (const char* d = std::getenv("SIMNIC_SHIM_DIR"); d && *d) return exists(std::string(d) + "/libibverbs.so.1") ? d : "";
+  if (const char* d = std::getenv("SIMNIC_SHIM_DIR"); d && *d)
+    return exists(std::string(d) + "/libibverbs.so.1") ? d : "";
   const std::string bin = self_dir();
   for (std::string dir : {bin + "/../lib", bin + "/../" SIMNIC_INSTALL_LIBDIR "/simnic", bin + "/../lib/simnic"}) {
     if (!exists(dir + "/libibverbs.so.1")) continue;

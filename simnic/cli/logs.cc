@@ -39,7 +39,8 @@ int cmd_logs(const std::vector<std::string>& args) {
     if (a == "--help" || a == "-h") return std::fputs(kLogsUsage, stdout), 0;
     if (a == "-f" || a == "--follow") follow = true;
     else if (a == "--previous") previous = true;
-    else if (a.rfind("-", 0) == 0) return std::fprintf(stderr, "simnic logs: unknown option %s\n%s", a.c_str(), kLogsUsage), 2;
+    else if (a.rfind("-", 0) == 0)
+      return std::fprintf(stderr, "simnic logs: unknown option %s\n%s", a.c_str(), kLogsUsage), 2;
     else names.push_back(a);
   }
   const std::string dir = state_dir(false);

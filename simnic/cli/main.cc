@@ -40,7 +40,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   using Fn = int (*)(const std::vector<std::string>&);
   // `usage`: for the commands that do not print their own on --help.
-  struct Command { const char* name; Fn fn; const char* usage; };
+  struct Command {
+    const char* name;
+    Fn fn;
+    const char* usage;
+  };
   static const Command kCommands[] = {
       {"up", simnic::cli::cmd_up, nullptr},
       {"down", simnic::cli::cmd_down,
@@ -65,7 +69,8 @@ int main(int argc, char** argv) {
   };
   for (const auto& c : kCommands) {
     if (cmd != c.name) continue;
-    const bool help = std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+    const bool help =
+        std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
     if (help && c.usage) return std::fputs(c.usage, stdout), 0;
     return c.fn(args);
   }

@@ -31,7 +31,9 @@ class NlRequest {
     header()->nlmsg_flags = uint16_t(NLM_F_REQUEST | NLM_F_ACK | flags);
   }
   template <class T>
-  void put(const T& fixed) { append(&fixed, sizeof fixed); }
+  void put(const T& fixed) {
+    append(&fixed, sizeof fixed);
+  }
   void attr(uint16_t type, const void* data, size_t len) {
     rtattr a{};
     a.rta_len = uint16_t(RTA_LENGTH(len));
@@ -161,12 +163,12 @@ std::string errno_text(int e) {
 std::string unshare_refused(int e) {
   std::string why = "simnic run --netns: cannot create a user and network namespace: unshare: " + errno_text(e) + ".\n";
   if (e == EPERM || e == EACCES)
-    why += "  Unprivileged user namespaces are forbidden here (kernel.unprivileged_userns_clone=0, AppArmor's\n"
-           "  kernel.apparmor_restrict_unprivileged_userns=1, a seccomp filter, or a container that blocks them).\n";
+    why +=
+        "  Unprivileged user namespaces are forbidden here (kernel.unprivileged_userns_clone=0, AppArmor's\n"
+        "  kernel.apparmor_restrict_unprivileged_userns=1, a seccomp filter, or a container that blocks them).\n";
   else if (e == ENOSPC || e == EUSERS)
     why += "  The limit of user namespaces is reached (user.max_user_namespaces is 0 or used up).\n";
-  else if (e == EINVAL)
-    why += "  The kernel has no user namespaces (CONFIG_USER_NS).\n";
+  else if (e == EINVAL) why += "  The kernel has no user namespaces (CONFIG_USER_NS).\n";
   return why + "  Run without --netns (see docs/cli.md for what then differs).";
 }
 

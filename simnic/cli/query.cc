@@ -19,8 +19,8 @@ uint64_t num(std::map<std::string, std::string>& kv, const char* key) {
 }
 
 int not_running(const std::string& dir, const std::string& name, int err) {
-  std::fprintf(stderr, "simnic: %s is not running in %s (%s); start it with `simnic up`\n", name.c_str(),
-               dir.c_str(), std::strerror(err));
+  std::fprintf(stderr, "simnic: %s is not running in %s (%s); start it with `simnic up`\n", name.c_str(), dir.c_str(),
+               std::strerror(err));
   return 1;
 }
 
@@ -35,10 +35,10 @@ bool nic_gone(const std::string& dir, const std::string& name) {
 
 // What went wrong with a NIC that is running but whose answer we could not use.
 std::string unreadable_reply(int err) {
-  const char* what = err == EPROTO     ? "answered with a reply simnic cannot read (EPROTO)"
-                     : err == EMSGSIZE ? "answered with a reply too large to read (EMSGSIZE)"
+  const char* what = err == EPROTO       ? "answered with a reply simnic cannot read (EPROTO)"
+                     : err == EMSGSIZE   ? "answered with a reply too large to read (EMSGSIZE)"
                      : err == ECONNRESET ? "closed the connection before answering"
-                                       : nullptr;
+                                         : nullptr;
   return what ? what : std::string("answered with an error: ") + std::strerror(err);
 }
 
@@ -85,7 +85,8 @@ int cmd_status(const std::vector<std::string>& all_args) {
   for (const auto& a : all_args) {
     if (a == "--help" || a == "-h") return std::fputs(kStatusUsage, stdout), 0;
     if (a == "--raw") raw = true;
-    else if (a.rfind("-", 0) == 0) return std::fprintf(stderr, "simnic status: unknown option %s\n%s", a.c_str(), kStatusUsage), 2;
+    else if (a.rfind("-", 0) == 0)
+      return std::fprintf(stderr, "simnic status: unknown option %s\n%s", a.c_str(), kStatusUsage), 2;
     else args.push_back(a);
   }
   const std::string dir = state_dir(false);
@@ -96,8 +97,8 @@ int cmd_status(const std::vector<std::string>& all_args) {
     return 1;
   }
   if (args.empty())
-    std::printf("%-10s %-15s %7s %5s %4s %4s %10s %10s %6s %6s %6s\n", "NIC", "ADDRESS", "PID", "MTU", "CTX",
-                "QPS", "TX_PKTS", "RX_PKTS", "RETX", "DROPS", "ERRORS");
+    std::printf("%-10s %-15s %7s %5s %4s %4s %10s %10s %6s %6s %6s\n", "NIC", "ADDRESS", "PID", "MTU", "CTX", "QPS",
+                "TX_PKTS", "RX_PKTS", "RETX", "DROPS", "ERRORS");
   int rc = 0;
   for (const auto& name : names) {
     std::string text;
@@ -108,8 +109,9 @@ int cmd_status(const std::vector<std::string>& all_args) {
       continue;
     }
     if (st && nic_gone(dir, name)) {
-      rc = args.empty() ? (std::printf("%-10s not running (stale socket; `simnic down %s` clears it)\n",
-                                       name.c_str(), name.c_str()), 1)
+      rc = args.empty() ? (std::printf("%-10s not running (stale socket; `simnic down %s` clears it)\n", name.c_str(),
+                                       name.c_str()),
+                           1)
                         : not_running(dir, name, st);
       continue;
     }
@@ -145,9 +147,10 @@ int cmd_fault(const std::vector<std::string>& args) {
   std::string body;
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") {
-      std::puts("usage: simnic fault [NAME...] loss=P dup=P reorder=P delay=US seed=N | off\n"
-                "Changes fault injection on outgoing packets of the named NICs (default: all).\n"
-                "With no setting, shows the current one.");
+      std::puts(
+          "usage: simnic fault [NAME...] loss=P dup=P reorder=P delay=US seed=N | off\n"
+          "Changes fault injection on outgoing packets of the named NICs (default: all).\n"
+          "With no setting, shows the current one.");
       return 0;
     }
     if (a != "off" && is_nic_name(a)) names.push_back(a);
@@ -162,9 +165,10 @@ int cmd_step(const std::vector<std::string>& args) {
   std::string body;
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") {
-      std::puts("usage: simnic step [NAME...] on | off | next [N] | status\n"
-                "Step mode holds every event (packets, doorbells, timers) of the named NICs\n"
-                "(default: all) until `next` releases N of them (default 1).");
+      std::puts(
+          "usage: simnic step [NAME...] on | off | next [N] | status\n"
+          "Step mode holds every event (packets, doorbells, timers) of the named NICs\n"
+          "(default: all) until `next` releases N of them (default 1).");
       return 0;
     }
     if (a.rfind("simnic", 0) == 0) names.push_back(a);

@@ -76,8 +76,10 @@ int cmd_run(const std::vector<std::string>& args) {
   const std::string dir = state_dir(false);
   if (dir.empty()) return 1;
   if (list_nics(dir).empty())
-    std::fprintf(stderr, "simnic: warning: no NIC is running in %s, so the program will find no device; "
-                         "start them with `simnic up`\n", dir.c_str());
+    std::fprintf(stderr,
+                 "simnic: warning: no NIC is running in %s, so the program will find no device; "
+                 "start them with `simnic up`\n",
+                 dir.c_str());
   ::setenv("LD_LIBRARY_PATH", library_path(shim_dir).c_str(), 1);
   ::setenv("SIMNIC_DIR", dir.c_str(), 1);
   ::setenv("SIMNIC_EXPLAIN", quiet ? "0" : "1", 1);
@@ -111,8 +113,10 @@ int cmd_env(const std::vector<std::string>& args) {
 int cmd_viz(const std::vector<std::string>& args) {
   std::string viz = self_dir() + "/simnic-viz";
   if (::access(viz.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "simnic: %s is missing (it is built when libimgui-dev, libglfw3-dev and libstb-dev are "
-                 "installed: scripts/setup.sh)\n", viz.c_str());
+    std::fprintf(stderr,
+                 "simnic: %s is missing (it is built when libimgui-dev, libglfw3-dev and libstb-dev are "
+                 "installed: scripts/setup.sh)\n",
+                 viz.c_str());
     return 1;
   }
   const std::string dir = state_dir(false);

@@ -27,13 +27,32 @@ struct Group {
 
 const std::vector<Group>& groups() {
   static const std::vector<Group> kGroups = {
-      {"Objects", {{"contexts", "programs (ibv_open_device) using this NIC"}, {"pds", "protection domains"},
-                   {"mrs", "registered memory regions"}, {"mws", "memory windows"}, {"cqs", "completion queues"},
-                   {"qps", "queue pairs"}, {"srqs", "shared receive queues"}}},
-      {"Traffic", {{"tx_packets"}, {"tx_bytes"}, {"rx_packets"}, {"rx_bytes"}, {"acks_sent"}, {"acks_received"},
-                   {"mcast_tx_packets"}, {"mcast_deliveries"}}},
-      {"Reliability (RC)", {{"retransmits"}, {"timeouts"}, {"timeouts_deferred"}, {"naks_sent"}, {"naks_received"},
-                            {"rnr_naks_sent"}, {"rnr_naks_received"}, {"duplicates"}}},
+      {"Objects",
+       {{"contexts", "programs (ibv_open_device) using this NIC"},
+        {"pds", "protection domains"},
+        {"mrs", "registered memory regions"},
+        {"mws", "memory windows"},
+        {"cqs", "completion queues"},
+        {"qps", "queue pairs"},
+        {"srqs", "shared receive queues"}}},
+      {"Traffic",
+       {{"tx_packets"},
+        {"tx_bytes"},
+        {"rx_packets"},
+        {"rx_bytes"},
+        {"acks_sent"},
+        {"acks_received"},
+        {"mcast_tx_packets"},
+        {"mcast_deliveries"}}},
+      {"Reliability (RC)",
+       {{"retransmits"},
+        {"timeouts"},
+        {"timeouts_deferred"},
+        {"naks_sent"},
+        {"naks_received"},
+        {"rnr_naks_sent"},
+        {"rnr_naks_received"},
+        {"duplicates"}}},
       {"Back-pressure (the window towards each peer NIC, docs/congestion.md)",
        {{"cc_window_cap", "bytes in flight allowed towards one peer, all QPs together"},
         {"cc_window_min", "the smallest peer window now (halved on loss, regrown by ACKs)"},
@@ -45,9 +64,19 @@ const std::vector<Group>& groups() {
         {"rx_socket_buffer", "the UDP receive buffer the kernel gave this NIC (bytes)"},
         {"rx_socket_buffer_forced", "1: SO_RCVBUFFORCE (root) got past net.core.rmem_max"}}},
       {"Drops (packets discarded, by reason)",
-       {{"rx_drop_malformed"}, {"rx_drop_icrc"}, {"rx_drop_no_qp"}, {"rx_drop_qp_state"}, {"rx_drop_wrong_source"},
-        {"rx_drop_unexpected"}, {"rx_drop_qkey"}, {"rx_drop_no_wqe"}, {"rx_drop_ud_too_long"},
-        {"rx_drop_ud_throttled"}, {"rx_drop_uc_message"}, {"rx_drop_out_of_sequence"}, {"rx_drop_mcast"},
+       {{"rx_drop_malformed"},
+        {"rx_drop_icrc"},
+        {"rx_drop_no_qp"},
+        {"rx_drop_qp_state"},
+        {"rx_drop_wrong_source"},
+        {"rx_drop_unexpected"},
+        {"rx_drop_qkey"},
+        {"rx_drop_no_wqe"},
+        {"rx_drop_ud_too_long"},
+        {"rx_drop_ud_throttled"},
+        {"rx_drop_uc_message"},
+        {"rx_drop_out_of_sequence"},
+        {"rx_drop_mcast"},
         {"rx_drop_bad_msn"},
         {"rx_drop_socket_overflow", "datagrams the kernel dropped: the NIC's receive buffer was full"},
         {"fault_drops", "packets the fault injector dropped on purpose (simnic fault)"},
@@ -55,8 +84,12 @@ const std::vector<Group>& groups() {
         {"fault_delayed", "packets the fault injector held back"},
         {"tx_socket_drops", "packets the kernel would not send (its send buffer was full)"},
         {"tx_too_big", "of those, larger than the interface MTU (lowered since the NIC started?)"}}},
-      {"Completions", {{"completions"}, {"completion_errors"}, {"cq_overruns"}, {"dma_errors"},
-                       {"event_drops", "events a program's full socket could not take"}}},
+      {"Completions",
+       {{"completions"},
+        {"completion_errors"},
+        {"cq_overruns"},
+        {"dma_errors"},
+        {"event_drops", "events a program's full socket could not take"}}},
       {"Output files (--pcap-dir, --trace; docs/security.md)",
        {{"pcap_bytes", "bytes in the pcap file"},
         {"pcap_max_bytes", "its size limit (--pcap-max-bytes)"},
@@ -100,15 +133,15 @@ void print_gso_line(std::map<std::string, std::string>& kv) {
   if (kv["gso_mode"].empty()) return;
   const bool on = kv["gso"] == "1";
   const std::string now = on ? "a run of same-sized packets goes to the kernel as one UDP GSO send (faster)"
-                              : "one UDP datagram per packet";
+                             : "one UDP datagram per packet";
   if (kv["gso_mode"] == "auto" && on)
-    std::printf("sending: %s; switched off while anyone captures lo, so captures show single packets "
-                "(a capture stopped it %s times so far)\n",
-                now.c_str(), kv["gso_capture_seen"].c_str());
+    std::printf(
+        "sending: %s; switched off while anyone captures lo, so captures show single packets "
+        "(a capture stopped it %s times so far)\n",
+        now.c_str(), kv["gso_capture_seen"].c_str());
   else if (kv["gso_mode"] == "auto")
     std::printf("sending: %s (lo is being captured, or the NIC is not on loopback; --gso forces GSO)\n", now.c_str());
-  else
-    std::printf("sending: %s (--%sgso)\n", now.c_str(), kv["gso_mode"] == "on" ? "" : "no-");
+  else std::printf("sending: %s (--%sgso)\n", now.c_str(), kv["gso_mode"] == "on" ? "" : "no-");
 }
 
 }  // namespace
@@ -125,10 +158,11 @@ void print_status_view(const std::string& name, const std::string& text) {
   if (kv["busy_poll_us"] == "0")
     std::printf("event loop: sleeps in epoll as soon as nothing is ready (--busy-poll-us 0)\n");
   else if (!kv["busy_poll_us"].empty())
-    std::printf("event loop: polls for up to %s us after each event before sleeping (%s events found so; %s "
-                "windows ran out, %s gave way to a task waiting for a CPU)\n",
-                kv["busy_poll_us"].c_str(), kv["busy_poll_found"].c_str(), kv["busy_poll_sleeps"].c_str(),
-                kv["busy_poll_gave_way"].c_str());
+    std::printf(
+        "event loop: polls for up to %s us after each event before sleeping (%s events found so; %s "
+        "windows ran out, %s gave way to a task waiting for a CPU)\n",
+        kv["busy_poll_us"].c_str(), kv["busy_poll_found"].c_str(), kv["busy_poll_sleeps"].c_str(),
+        kv["busy_poll_gave_way"].c_str());
   print_gso_line(kv);
   if (kv["link_layer"] == "ib")
     std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),

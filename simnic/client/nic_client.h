@@ -13,8 +13,7 @@ std::vector<std::string> list_nics(const std::string& dir);
 
 // One request to a running NIC over a query-only control connection. Returns 0 or an errno;
 // `text` receives the reply body.
-int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body,
-              std::string* text);
+int query_nic(const std::string& dir, const std::string& name, unsigned op, const std::string& body, std::string* text);
 
 // "key value" lines, as simnicd's Status reply has them.
 std::map<std::string, std::string> parse_kv(const std::string& text);

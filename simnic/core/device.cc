@@ -32,8 +32,8 @@ ibv_mtu bytes_to_mtu(uint32_t bytes) {
   return IBV_MTU_256;
 }
 
-Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm,
-               Notifier& notifier, Logger& logger)
+Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
+               Logger& logger)
     : config_(std::move(config)),
       memory_(memory),
       wire_(wire),
@@ -59,8 +59,14 @@ void Device::log(LogLevel level, const std::string& line) { logger_.log(level, l
 
 uint64_t Device::node_guid_be() const {
   // 02:53:4e (a locally administered "SN") then the IPv4 address and a port byte.
-  uint8_t g[8] = {0x02, 0x53, 0x4e, uint8_t(config_.ipv4 >> 24), uint8_t(config_.ipv4 >> 16),
-                  uint8_t(config_.ipv4 >> 8), uint8_t(config_.ipv4), 0x01};
+  uint8_t g[8] = {0x02,
+                  0x53,
+                  0x4e,
+                  uint8_t(config_.ipv4 >> 24),
+                  uint8_t(config_.ipv4 >> 16),
+                  uint8_t(config_.ipv4 >> 8),
+                  uint8_t(config_.ipv4),
+                  0x01};
   uint64_t v;
   std::memcpy(&v, g, 8);
   return v;
@@ -78,10 +84,8 @@ ibv_device_attr Device::device_attr() const {
   a.hw_ver = 1;
   a.max_qp = DeviceLimits::kMaxQp;
   a.max_qp_wr = DeviceLimits::kMaxQpWr;
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-                       IBV_DEVICE_PORT_ACTIVE_EVENT  |
-                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
-                       IBV_DEVICE_XRC;
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                       IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.max_sge = abi::kMaxSge;
   a.max_sge_rd = abi::kMaxSge;
   a.max_cq = DeviceLimits::kMaxCq;
@@ -175,8 +179,8 @@ uint32_t Device::new_mw_index() {
 
 Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd) {
   const uint32_t id = next_context_id_++;
-  Context* raw = (contexts_[id] = std::make_unique<Context>(Context{.id = id, .pid = pid, .uid = uid,
-                                                                    .doorbell_fd = doorbell_fd, .async_fd = async_fd}))
+  Context* raw = (contexts_[id] = std::make_unique<Context>(
+                      Context{.id = id, .pid = pid, .uid = uid, .doorbell_fd = doorbell_fd, .async_fd = async_fd}))
                      .get();
   tracer_.event(TraceKind::kCtxOpen).u("ctx", raw->id).u("pid", uint64_t(pid));
   log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
@@ -197,7 +201,7 @@ void Device::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->mws)) dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dereg_mr(ctx, h);
   release_context_page(ctx);
-  free_dms(ctx);  // after the MRs over them
+  free_dms(ctx);     // after the MRs over them
   leave_group(ctx);  // its PDs go to a context that imported it (ibv_import_device)
   for (auto h : std::vector<uint32_t>(ctx->pds)) dealloc_pd(ctx, h);
   log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
@@ -247,7 +251,8 @@ uint32_t Device::num_comp_vectors() {
 }
 
 bool Device::queue_memory_fits(const Context* ctx, uint64_t bytes) const {
-  return ctx->queue_bytes + bytes <= ContextLimits::kMaxQueueBytes && queue_bytes_ + bytes <= DeviceLimits::kMaxQueueBytes;
+  return ctx->queue_bytes + bytes <= ContextLimits::kMaxQueueBytes &&
+         queue_bytes_ + bytes <= DeviceLimits::kMaxQueueBytes;
 }
 
 bool Device::charge_queue_memory(Context* ctx, uint64_t bytes) {
@@ -300,12 +305,14 @@ Qp* Device::find_qp_by_qpn(uint32_t qpn) {
 std::string Device::status_text() const {
   std::ostringstream s;
   s << "name " << config_.name << "\n";
-  s << "addr " << (config_.ipv4 >> 24) << "." << ((config_.ipv4 >> 16) & 255) << "."
-    << ((config_.ipv4 >> 8) & 255) << "." << (config_.ipv4 & 255) << "\n";
+  s << "addr " << (config_.ipv4 >> 24) << "." << ((config_.ipv4 >> 16) & 255) << "." << ((config_.ipv4 >> 8) & 255)
+    << "." << (config_.ipv4 & 255) << "\n";
   s << "port " << config_.udp_port << "\n";
   s << "mtu " << config_.mtu_bytes << "\n";
   s << "link_layer " << (config_.infiniband ? "ib" : "eth") << "\n";
-  if (config_.infiniband) s << "lid " << config_.lid << "\n" << "sm_lid " << config_.sm_lid << "\n";
+  if (config_.infiniband)
+    s << "lid " << config_.lid << "\n"
+      << "sm_lid " << config_.sm_lid << "\n";
   else s << "gid_table " << gid_table_kind_name(config_.gid_table) << "\n";
   s << "contexts " << contexts_.size() << "\n";
   s << "pds " << pds_.size() << "\n";
@@ -317,15 +324,16 @@ std::string Device::status_text() const {
   counters_.for_each([&](const char* name, uint64_t v) { s << name << " " << v << "\n"; });
   // The per-peer window (congestion.h).
   const CongestionStats cc = cc_.stats();
-  s << "cc_window_cap " << cc_.config().cap_bytes << "\ncc_window_min " << (cc.peers ? cc.min_cwnd : cc_.config().cap_bytes)
-    << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps " << cc.waiting << "\ncc_waits " << cc.waits
-    << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
+  s << "cc_window_cap " << cc_.config().cap_bytes << "\ncc_window_min "
+    << (cc.peers ? cc.min_cwnd : cc_.config().cap_bytes) << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps "
+    << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
   // One line per QP, keyed by its QPN, for `simnic status NAME`.
   for (const auto& [h, qp] : qps_) {
     s << "qp." << hex(qp->qpn) << " " << qp_type_name(qp->type) << " " << qp_state_name(qp->state);
     if (qp->type != IBV_QPT_UD && qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT)
-      s << " peer=" << ip_string(qp->remote_ip) << "/" << hex(qp->attr.dest_qp_num) << " next_psn=" << hex(qp->req.next_psn)
-        << " una_psn=" << hex(qp->comp.una_psn) << " expected_psn=" << hex(qp->resp.epsn);
+      s << " peer=" << ip_string(qp->remote_ip) << "/" << hex(qp->attr.dest_qp_num)
+        << " next_psn=" << hex(qp->req.next_psn) << " una_psn=" << hex(qp->comp.una_psn)
+        << " expected_psn=" << hex(qp->resp.epsn);
     s << " retransmits=" << qp->counters.retransmits << " rnr_naks=" << qp->counters.rnr_naks_received << "\n";
   }
   return s.str();

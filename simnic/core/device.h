@@ -9,11 +9,11 @@
 // ingress.cc (the one receive path), completion.cc (CQEs, flush).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
-#include <functional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,21 +22,21 @@
 
 #include "simnic/core/cm/agent.h"
 #include "simnic/core/engines/congestion.h"
-#include "simnic/core/observe/counters.h"
-#include "simnic/core/memory/device_memory.h"
-#include "simnic/core/objects/tables.h"
-#include "simnic/core/env.h"
-#include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/engines/engine_steps.h"
+#include "simnic/core/engines/peer_progress.h"
+#include "simnic/core/env.h"
 #include "simnic/core/errors.h"
-#include "simnic/core/port/gid_table.h"
-#include "simnic/core/objects/key_source.h"
-#include "simnic/core/observe/log_limiter.h"
+#include "simnic/core/memory/device_memory.h"
 #include "simnic/core/memory/mr_verbs.h"
+#include "simnic/core/objects/key_source.h"
 #include "simnic/core/objects/multicast.h"
 #include "simnic/core/objects/objects.h"
-#include "simnic/core/engines/peer_progress.h"
+#include "simnic/core/objects/tables.h"
+#include "simnic/core/observe/counters.h"
+#include "simnic/core/observe/drop_reasons.h"
+#include "simnic/core/observe/log_limiter.h"
 #include "simnic/core/observe/trace.h"
+#include "simnic/core/port/gid_table.h"
 #include "simnic/core/wire/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
 
@@ -44,18 +44,18 @@ namespace simnic::core {
 
 struct DeviceConfig {
   std::string name = "simnic0";
-  uint32_t ipv4 = 0x7f000001;   // host order
+  uint32_t ipv4 = 0x7f000001;  // host order
   uint16_t udp_port = 4791;
-  uint32_t mtu_bytes = 4096;    // the port's active MTU
-  uint32_t window_packets = 1024; // unacknowledged packets per QP before the requester waits
-  uint64_t key_seed = 0;        // 0: keys and QPNs from getrandom; else a reproducible sequence
+  uint32_t mtu_bytes = 4096;       // the port's active MTU
+  uint32_t window_packets = 1024;  // unacknowledged packets per QP before the requester waits
+  uint64_t key_seed = 0;           // 0: keys and QPNs from getrandom; else a reproducible sequence
   // Link layer and addressing (docs/link-layer.md). RoCE by default; in InfiniBand mode the
   // port has a LID and address vectors may name peers by DLID alone (the wire stays RoCEv2).
   bool infiniband = false;
-  uint16_t lid = 0;             // IB mode: this port's LID and the subnet manager's
+  uint16_t lid = 0;  // IB mode: this port's LID and the subnet manager's
   uint16_t sm_lid = 0;
   GidTableKind gid_table = GidTableKind::kSimple;  // RoCE mode: whose GID table to list
-  uint32_t netdev_ifindex = 0;  // the interface holding ipv4 (ibv_query_gid_ex's ndev_ifindex)
+  uint32_t netdev_ifindex = 0;                     // the interface holding ipv4 (ibv_query_gid_ex's ndev_ifindex)
   // Unacknowledged bytes per QP (with window_packets: the smaller, at least 4 packets).
   uint32_t window_bytes = 1u << 20;
   // Bytes in flight towards one peer NIC, all QPs together (congestion.h): below what the
@@ -115,8 +115,8 @@ struct UserShares {
 // (qps_, mrs_, ...), and outside Device only object_counts() shows them.
 class Device : private ObjectTables {
  public:
-  Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm,
-         Notifier& notifier, Logger& logger);
+  Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
+         Logger& logger);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -167,8 +167,7 @@ class Device : private ObjectTables {
   // objects/pd_mr.cc: PDs, MRs, AHs
   int alloc_pd(Context* ctx, uint32_t* handle);
   int dealloc_pd(Context* ctx, uint32_t handle);
-  int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova,
-             uint32_t access, Mr** out);
+  int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
   int dereg_mr(Context* ctx, uint32_t handle);
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
   int destroy_ah(Context* ctx, uint32_t handle);
@@ -189,8 +188,8 @@ class Device : private ObjectTables {
   int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
   int destroy_srq(Context* ctx, uint32_t handle);
   // objects/qp.cc (create, destroy), qp_modify.cc (modify, query)
-  int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq,
-                uint32_t recv_cq, uint32_t srq, Qp** out);
+  int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t recv_cq,
+                uint32_t srq, Qp** out);
   int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
   int query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** qp);
   int destroy_qp(Context* ctx, uint32_t handle);
@@ -208,8 +207,7 @@ class Device : private ObjectTables {
   int create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq, const ibv_srq_attr& attr, Srq** out);
   // ibv_create_qp_ex with IBV_QPT_XRC_SEND (an INI QP: pd and send_cq) or IBV_QPT_XRC_RECV (a
   // TGT QP: xrcd only).
-  int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd,
-                    Qp** out);
+  int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd, Qp** out);
   // ibv_open_qp: another handle on TGT QP `qpn` of XRC domain `xrcd`, which ctx has open. The QP
   // lives while any handle on it does: its creator's destroy hands it to an opener.
   int open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out);
@@ -233,8 +231,8 @@ class Device : private ObjectTables {
   // A UDP datagram arrived on port 4791, sent to `dst_ip`: this NIC's address (0 says the
   // same) or an IP multicast group the port joined.
   // `tos` is the datagram's IPv4 TOS byte (its GRH traffic class), as the socket received it.
-  void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                 uint32_t dst_ip = 0, uint8_t tos = 0);
+  void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now, uint32_t dst_ip = 0,
+                 uint8_t tos = 0);
   // Time passed: fire due timers (ACK timeout, RNR wait).
   void on_timer(uint64_t now);
   // The earliest timer deadline, 0 if none.
@@ -270,7 +268,7 @@ class Device : private ObjectTables {
   }
   const Mr* find_mr_by_key(uint32_t key) const;
   bool queue_memory_fits(const Context* ctx, uint64_t bytes) const;  // under the context's and the NIC's limits
-  bool charge_queue_memory(Context* ctx, uint64_t bytes);  // false (nothing charged) past a limit
+  bool charge_queue_memory(Context* ctx, uint64_t bytes);            // false (nothing charged) past a limit
   void refund_queue_memory(Context* ctx, uint64_t bytes);
   // A queue's shared memory: `charged` bytes counted against ctx and the NIC (the rings and the
   // NIC's own per-WQE state), `bytes` of them mapped. 0, ENOMEM past a limit, or the
@@ -334,15 +332,15 @@ class Device : private ObjectTables {
   // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
   bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
-  const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len,
-                            uint32_t access, uint64_t* mr_va, std::string* why) const;
+  const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                            uint64_t* mr_va, std::string* why) const;
   void unbind_mw(Mw& mw);
   void unbind_mws_of_qp(const Qp& qp);  // a destroyed QP's type 2 windows become free
 
   // requester.cc
   enum class WqeStart { kWait, kDoneLocally, kBegun };
   void requester_run(Qp& qp, uint64_t now);
-  void requester_idle(Qp& qp);  // out of the busy set unless the responder owes answers
+  void requester_idle(Qp& qp);                       // out of the busy set unless the responder owes answers
   bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
   bool requester_may_send(Qp& qp);
   uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
@@ -420,7 +418,7 @@ class Device : private ObjectTables {
   };
   RecvQueue recv_queue(Qp& qp);
   bool peek_recv_wqe(Qp& qp, RecvInProgress* out);  // the next receive WQE, left posted
-  void consume_recv_wqe(Qp& qp);                     // takes the WQE peek_recv_wqe saw
+  void consume_recv_wqe(Qp& qp);                    // takes the WQE peek_recv_wqe saw
   const Pd* recv_pd(const Qp& qp, const RecvInProgress& r) const;
   int scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
                    std::string* why);
@@ -433,11 +431,11 @@ class Device : private ObjectTables {
 
   // xrc.cc
   Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
-  void xrcd_put(Xrcd* xrcd);                          // frees it once nobody opens or uses it
-  void close_xrcds(Context* ctx);                     // a closing context lets go of its XRCDs
+  void xrcd_put(Xrcd* xrcd);                         // frees it once nobody opens or uses it
+  void close_xrcds(Context* ctx);                    // a closing context lets go of its XRCDs
   void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
-  void xrc_release_srq(Srq& srq);                     // an XRC SRQ is being destroyed
+  void xrc_release_srq(Srq& srq);                           // an XRC SRQ is being destroyed
   int destroy_xrc_qp(Context* ctx, Qp& qp);
   Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
   int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
@@ -477,7 +475,7 @@ class Device : private ObjectTables {
   CompStep comp_rnr_nak(CompletionWork& c);
   CompStep comp_nak(CompletionWork& c);
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
-  void complete_send_wqe(Qp& qp, ibv_wc_status status);    // the oldest SQ WQE
+  void complete_send_wqe(Qp& qp, ibv_wc_status status);     // the oldest SQ WQE
   void requester_error(Qp& qp, Error e, const std::string& detail);
 
   // completion.cc
@@ -488,8 +486,8 @@ class Device : private ObjectTables {
 
   // trace.cc helpers
   void trace_new_wqes(Qp& qp);
-  void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst,
-                    const proto::PacketHeaders& h, uint32_t mask, size_t payload, const char* fault);
+  void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const proto::PacketHeaders& h,
+                    uint32_t mask, size_t payload, const char* fault);
   void trace_qp_lifecycle(TraceKind kind, const Qp& qp);
   std::string qp_attr_json(const Qp& qp) const;
   void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
@@ -505,7 +503,6 @@ class Device : private ObjectTables {
   }
 
  private:
-
   // ingress.cc helpers
   void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
     emit_to(qp, qp.remote_ip, h, payload);
@@ -519,21 +516,20 @@ class Device : private ObjectTables {
   // The traffic class of a connected QP's path (ibv_modify_qp's ah_attr.grh), 0 without a GRH.
   static uint8_t path_tos(const Qp& qp) { return qp.attr.ah_attr.is_global ? qp.attr.ah_attr.grh.traffic_class : 0; }
   uint8_t wqe_tos(const Qp& qp, const abi::SendWqe& w);
-  int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
-             std::string* why);
+  int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len, std::string* why);
   int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
                 bool to_memory, std::string* why);
   // pd: the PD the lkeys must belong to when not the QP's (an SRQ's receive WQEs)
-  int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
-              const uint8_t* src, uint32_t len, std::string* why, const Pd* pd = nullptr);
-  bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
-                  uint64_t* total, std::string* why) const;
+  int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src, uint32_t len,
+              std::string* why, const Pd* pd = nullptr);
+  bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
+                  std::string* why) const;
   const Mr* local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
                      std::string* why, const Pd* pd = nullptr) const;
   // The MR a remote access lands in, through an MR's rkey or a memory window's; *mr_va is
   // the address in that MR's iova space (a zero-based window's offset is translated).
-  const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                       uint64_t* mr_va, std::string* why) const;
+  const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
+                       std::string* why) const;
 
   // address.cc
   int check_sgid_index(uint8_t index, std::string* why) const;
@@ -558,8 +554,8 @@ class Device : private ObjectTables {
   std::string refusal_;       // see take_refusal
   KeySource keys_;
   LogLimiter log_limiter_;
-  LogBudget log_budget_;      // all log_limited lines together (issue 29 point 4)
-  UdProbeGuard ud_guard_;     // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
+  LogBudget log_budget_;   // all log_limited lines together (issue 29 point 4)
+  UdProbeGuard ud_guard_;  // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
 
   // The object tables: ObjectTables (objects/tables.h).
   std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
@@ -650,7 +646,7 @@ class Device : private ObjectTables {
     uint64_t used = 0;            // when last used: the least recently used is replaced
     std::vector<uint8_t> bytes;
   };
-  static constexpr uint32_t kStageBytes = 256 * 1024;   // one read covers 64 packets at MTU 4096
+  static constexpr uint32_t kStageBytes = 256 * 1024;    // one read covers 64 packets at MTU 4096
   static constexpr size_t kStages = 8;                   // messages staged at once (8 x 256 KiB)
   static constexpr uint64_t kMaxQueuedWrites = 4 << 20;  // bytes queued before a flush is forced
   enum class SgeDma { kRead, kWrite, kProbe, kCheck };   // kProbe: a read that reports nothing
@@ -664,8 +660,7 @@ class Device : private ObjectTables {
   int send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
                    const uint8_t** out, std::string* why);
   // The same for a READ response's bytes [offset, +len) (rr.mr must be set).
-  int read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
-                            const uint8_t** out);
+  int read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len, const uint8_t** out);
   static uint64_t read_stage_tag(const ReadResponse& rr) { return (1ull << 32) | rr.first_psn; }
   // The stage holding [offset, +len) of message (owner, tag), filled by read(buf, from, n) when
   // none does; nullptr: gather the packet alone.
@@ -691,11 +686,11 @@ class Device : private ObjectTables {
   // because the QP would have to wait after it, and what it holds must come back without an
   // ACK timeout (CongestionControl::would_wait, note_ack_req).
   bool cc_ack_req(const Qp& qp, bool asked);
-  void cc_sync(Qp& qp, bool rewound);         // after its PSNs or state changed
-  void cc_loss(Qp& qp);                       // a timeout or sequence NAK: halve the window
-  void cc_end_turn(Qp& qp);                   // end of a requester turn
-  void cc_forget(Qp& qp);                     // destroyed
-  void cc_wake();                             // resume QPs that freed credit lets go
+  void cc_sync(Qp& qp, bool rewound);  // after its PSNs or state changed
+  void cc_loss(Qp& qp);                // a timeout or sequence NAK: halve the window
+  void cc_end_turn(Qp& qp);            // end of a requester turn
+  void cc_forget(Qp& qp);              // destroyed
+  void cc_wake();                      // resume QPs that freed credit lets go
   CongestionControl cc_{
       CongestionConfig{config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow}};
 };

@@ -1,6 +1,7 @@
 // What the pure NIC core needs from the world, as interfaces. simnic/io implements them with
 // syscalls; tests implement them in memory (a fabric, a fake host memory, a manual clock).
 #pragma once
+#include <sys/types.h>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -8,7 +9,6 @@
 #include <span>
 #include <string>
 #include <vector>
-#include <sys/types.h>
 
 namespace simnic::core {
 
@@ -36,9 +36,7 @@ class HostMemory {
   // is copied: it need not outlive the call. Writes are made in the order they were queued.
   // The NIC flushes before it writes a CQE, sends an ACK, reads the memory or writes it
   // immediately, and at the end of every event. This default writes at once.
-  virtual int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) {
-    return write(pid, addr, src, len);
-  }
+  virtual int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) { return write(pid, addr, src, len); }
   struct FailedWrite {
     pid_t pid;
     uint64_t addr;

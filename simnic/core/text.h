@@ -19,8 +19,8 @@ inline std::string hex(uint64_t v) {
 
 // "127.0.0.2": an IPv4 address in host order.
 inline std::string ip_string(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
-         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." + std::to_string((ip >> 8) & 255) +
+         "." + std::to_string(ip & 255);
 }
 
 }  // namespace simnic::core

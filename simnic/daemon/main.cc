@@ -90,8 +90,10 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
   }
   const uint32_t fits = simnic::proto::roce_mtu_for_link_mtu(itf->mtu);
   if (fits == 0) {
-    std::fprintf(stderr, "simnicd: %s's MTU of %u bytes cannot carry RoCE packets (the smallest, 256 bytes of "
-                         "payload, needs %u)\n", itf->name.c_str(), itf->mtu, 256 + simnic::proto::kRoceV2MaxOverhead);
+    std::fprintf(stderr,
+                 "simnicd: %s's MTU of %u bytes cannot carry RoCE packets (the smallest, 256 bytes of "
+                 "payload, needs %u)\n",
+                 itf->name.c_str(), itf->mtu, 256 + simnic::proto::kRoceV2MaxOverhead);
     return 2;
   }
   if (opt.device.mtu_bytes > fits) {
@@ -106,12 +108,10 @@ int fit_port_to_interface(simnic::io::NicOptions& opt, bool mtu_given) {
   return 0;
 }
 
-
 // The flags as typed: CLI11 collects them, to_nic_options checks each as simnicd always has
 // (strtol-style numbers, the same "bad --flag" message and exit code 2).
 struct Flags {
-  std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid,
-      gid_table;
+  std::optional<std::string> name, addr, port, mtu, loss, dup, reorder, delay, seed, link_layer, lid, sm_lid, gid_table;
   std::optional<std::string> pcap, trace, dir, lid_map, busy_poll_us, udp_fd;
   std::optional<std::string> pcap_max_bytes, trace_max_bytes;
   bool paused = false, no_history = false, trace_steps = false, verbose = false, help = false, gso = false,
@@ -130,14 +130,27 @@ int parse_command_line(int argc, char** argv, Flags* f) {
   app.set_help_flag();  // ours prints kUsage
   app.allow_extras();
   using Valued = std::pair<const char*, std::optional<std::string>*>;
-  for (auto [flag, value] : std::initializer_list<Valued>{{"--name", &f->name}, {"--addr", &f->addr}, {"--port", &f->port},
-                             {"--mtu", &f->mtu}, {"--pcap", &f->pcap}, {"--trace", &f->trace}, {"--dir", &f->dir},
-                             {"--loss", &f->loss}, {"--dup", &f->dup}, {"--reorder", &f->reorder},
-                             {"--delay", &f->delay}, {"--seed", &f->seed}, {"--link-layer", &f->link_layer},
-                             {"--lid", &f->lid}, {"--sm-lid", &f->sm_lid}, {"--lid-map", &f->lid_map},
-                             {"--gid-table", &f->gid_table}, {"--busy-poll-us", &f->busy_poll_us},
-                             {"--pcap-max-bytes", &f->pcap_max_bytes}, {"--trace-max-bytes", &f->trace_max_bytes},
-                             {"--udp-fd", &f->udp_fd}})
+  for (auto [flag, value] : std::initializer_list<Valued>{{"--name", &f->name},
+                                                          {"--addr", &f->addr},
+                                                          {"--port", &f->port},
+                                                          {"--mtu", &f->mtu},
+                                                          {"--pcap", &f->pcap},
+                                                          {"--trace", &f->trace},
+                                                          {"--dir", &f->dir},
+                                                          {"--loss", &f->loss},
+                                                          {"--dup", &f->dup},
+                                                          {"--reorder", &f->reorder},
+                                                          {"--delay", &f->delay},
+                                                          {"--seed", &f->seed},
+                                                          {"--link-layer", &f->link_layer},
+                                                          {"--lid", &f->lid},
+                                                          {"--sm-lid", &f->sm_lid},
+                                                          {"--lid-map", &f->lid_map},
+                                                          {"--gid-table", &f->gid_table},
+                                                          {"--busy-poll-us", &f->busy_poll_us},
+                                                          {"--pcap-max-bytes", &f->pcap_max_bytes},
+                                                          {"--trace-max-bytes", &f->trace_max_bytes},
+                                                          {"--udp-fd", &f->udp_fd}})
     app.add_option(flag, *value);
   app.add_flag("--paused", f->paused);
   app.add_flag("--no-history", f->no_history);
@@ -258,13 +271,15 @@ int to_run_options(const Flags& f, simnic::io::NicOptions& opt) {
   // tools that do not pass flags through), else the default.
   const char* env_busy = std::getenv("SIMNIC_BUSY_POLL_US");
   const std::optional<std::string> busy = f.busy_poll_us ? f.busy_poll_us
-                                          : env_busy      ? std::optional<std::string>(env_busy)
-                                                          : std::nullopt;
+                                          : env_busy     ? std::optional<std::string>(env_busy)
+                                                         : std::nullopt;
   if (busy && !parse_busy_poll(*busy, &opt.busy_poll_us)) return bad("--busy-poll-us", *busy);
   opt.verbose = f.verbose;
   // Window tuning for benchmarks (docs/congestion.md): bytes per QP, and per peer NIC.
-  if (const char* w = std::getenv("SIMNIC_QP_WINDOW_BYTES")) opt.device.window_bytes = uint32_t(std::strtoul(w, nullptr, 10));
-  if (const char* w = std::getenv("SIMNIC_PEER_WINDOW_BYTES")) opt.device.peer_window_bytes = std::strtoull(w, nullptr, 10);
+  if (const char* w = std::getenv("SIMNIC_QP_WINDOW_BYTES"))
+    opt.device.window_bytes = uint32_t(std::strtoul(w, nullptr, 10));
+  if (const char* w = std::getenv("SIMNIC_PEER_WINDOW_BYTES"))
+    opt.device.peer_window_bytes = std::strtoull(w, nullptr, 10);
   return 0;
 }
 
@@ -275,7 +290,8 @@ int check_link_layer(simnic::io::NicOptions& opt) {
     return 2;
   }
   if (opt.device.infiniband && opt.device.gid_table != simnic::core::GidTableKind::kSimple) {
-    std::fprintf(stderr, "simnicd: --gid-table is for RoCE ports; an InfiniBand port has one GID (fe80:: and its GUID)\n");
+    std::fprintf(stderr,
+                 "simnicd: --gid-table is for RoCE ports; an InfiniBand port has one GID (fe80:: and its GUID)\n");
     return 2;
   }
   if (opt.device.infiniband && !opt.device.sm_lid) opt.device.sm_lid = opt.device.lid;
@@ -312,8 +328,7 @@ void raise_descriptor_limit() {
   r.rlim_cur = want;
   if (::setrlimit(RLIMIT_NOFILE, &r) != 0)
     std::fprintf(stderr, "simnicd: cannot raise the descriptor limit to %llu: %s (keeping %llu)\n",
-                 static_cast<unsigned long long>(want), std::strerror(errno),
-                 static_cast<unsigned long long>(had));
+                 static_cast<unsigned long long>(want), std::strerror(errno), static_cast<unsigned long long>(had));
 }
 
 int run_nic(const simnic::io::NicOptions& opt) {

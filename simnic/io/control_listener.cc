@@ -92,12 +92,11 @@ void ControlListener::pause_accepting(int err) {
 void ControlListener::admit(int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-      (cred.uid != ::geteuid() && cred.uid != 0)) {
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != ::geteuid() && cred.uid != 0)) {
     // The directory and the socket are ours alone, so this takes a leaked descriptor or root
     // changing modes: still, the NIC serves its own user only.
-    logger_.log(core::LogLevel::kWarn, "refused a control connection from uid " + std::to_string(cred.uid) +
-                                           " (pid " + std::to_string(cred.pid) + "): not this NIC's user");
+    logger_.log(core::LogLevel::kWarn, "refused a control connection from uid " + std::to_string(cred.uid) + " (pid " +
+                                           std::to_string(cred.pid) + "): not this NIC's user");
     ::close(fd);
     return;
   }

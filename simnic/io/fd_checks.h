@@ -1,8 +1,8 @@
 // What simnicd checks about the descriptors a client hands it, and how it reads them, so that
 // no client can block the NIC or tie a context's life to something other than its process.
 #pragma once
-#include <cstdint>
 #include <sys/types.h>
+#include <cstdint>
 
 namespace simnic::io {
 

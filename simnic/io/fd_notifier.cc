@@ -3,11 +3,11 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
 #include "simnic/abi/control.h"
 #include "simnic/abi/shared_word.h"

@@ -1,9 +1,9 @@
 #include "simnic/io/host_memory_process.h"
 
+#include <sys/uio.h>
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <sys/uio.h>
 
 namespace simnic::io {
 

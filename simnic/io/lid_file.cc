@@ -16,7 +16,7 @@ constexpr off_t kMaxBytes = 4 << 20;  // a full 48K-LID fabric fits well within 
 bool LidFile::reload_if_changed() {
   // Never through a symlink planted in the directory; the directory itself is checked at start.
   int fd = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxBytes) {
     if (fd >= 0) ::close(fd);
     return false;
@@ -34,7 +34,8 @@ bool LidFile::reload_if_changed() {
   std::vector<std::string> errors;
   entries_ = abi::parse_lid_map(text, &errors);
   stamp_ = now;
-  for (const std::string& e : errors) logger_.log(core::LogLevel::kWarn, "LID registry " + path_ + ", " + e + " (skipped)");
+  for (const std::string& e : errors)
+    logger_.log(core::LogLevel::kWarn, "LID registry " + path_ + ", " + e + " (skipped)");
   return true;
 }
 

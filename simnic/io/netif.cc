@@ -46,12 +46,13 @@ std::optional<LocalInterface> find(const std::string& name, uint32_t want, std::
   ::freeifaddrs(all);
   if (!found) {
     if (!name.empty())
-      *why = name_seen ? "interface " + name + " has no IPv4 address (give it one: ip addr add A.B.C.D/N dev " +
-                             name + ")"
-                       : "no interface named " + name + " (ip link lists them)";
+      *why = name_seen
+                 ? "interface " + name + " has no IPv4 address (give it one: ip addr add A.B.C.D/N dev " + name + ")"
+                 : "no interface named " + name + " (ip link lists them)";
     else
-      *why = ipv4_string(want) + " is not an address of this host (ip -4 addr lists them; a NIC can only use a "
-                                 "local address)";
+      *why = ipv4_string(want) +
+             " is not an address of this host (ip -4 addr lists them; a NIC can only use a "
+             "local address)";
     return std::nullopt;
   }
   found->mtu = link_mtu(found->name);

@@ -9,7 +9,7 @@
 namespace simnic::io {
 
 struct LocalInterface {
-  std::string name;  // "eth0", "lo"
+  std::string name;   // "eth0", "lo"
   uint32_t ipv4 = 0;  // host order
   uint32_t mtu = 0;   // the link MTU in bytes (IP datagram size), as `ip link` shows it
 };

@@ -3,20 +3,20 @@
 
 #include <malloc.h>
 
-#include <boost/asio/post.hpp>
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdio>
-#include <csignal>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sys/socket.h>
 #include <linux/kcmp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/paths.h"
@@ -36,7 +36,7 @@ constexpr int kMaxMessagesPerTurn = 16;
 
 // ibv_open_xrcd's file, identified as the kernel identifies it: by device and inode.
 int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return EBADF;
   *dev = uint64_t(st.st_dev);
   *ino = uint64_t(st.st_ino);
@@ -49,14 +49,14 @@ int file_identity(int fd, uint64_t* dev, uint64_t* ino) {
 bool same_file(pid_t pid, int their_fd, int fd) {
   long r = ::syscall(SYS_kcmp, pid, ::getpid(), KCMP_FILE, their_fd, fd);
   if (r >= 0 || errno != ENOSYS) return r == 0;
-  struct stat st{};
+  struct stat st {};
   char link[64] = {}, want[64];
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(their_fd);
   if (::fstat(fd, &st) != 0 || ::readlink(path.c_str(), link, sizeof link - 1) < 0) return false;
   std::snprintf(want, sizeof want, "socket:[%llu]", static_cast<unsigned long long>(st.st_ino));
   return std::strcmp(link, want) == 0;
 }
-}
+}  // namespace
 
 struct NicServer::Session {
   uint64_t id = 0;  // tells a live session from a freed one whose address was reused
@@ -64,8 +64,8 @@ struct NicServer::Session {
   std::unique_ptr<asio::posix::stream_descriptor> control;
   std::unique_ptr<asio::posix::stream_descriptor> doorbell;
   std::unique_ptr<asio::posix::stream_descriptor> process;  // pidfd of the client (contexts only)
-  bool counted = false;  // in sessions_per_uid_ (else refused: in refusals_pending_)
-  std::string refusal;   // why this connection is over its user's share ("" if it is not)
+  bool counted = false;                                     // in sessions_per_uid_ (else refused: in refusals_pending_)
+  std::string refusal;  // why this connection is over its user's share ("" if it is not)
   // A reply longer than one message, being sent in pieces (abi::kRespMore): the rest goes
   // when the socket has room, and no request of this connection is read meanwhile.
   abi::RespHeader unsent_head{};
@@ -98,8 +98,7 @@ NicServer::NicServer(NicOptions options)
                    },
                    file_identity, same_file, [this] { return daemon_alive_fd(); }}),
       step_(device_, clock_, opt_.device.name,
-            {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); },
-             [this] { after_event(); },
+            {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); }, [this] { after_event(); },
              [this] {
                timer_.cancel();
                timer_due_ = 0;
@@ -117,9 +116,7 @@ NicServer::~NicServer() {
 }
 
 // A descriptor of the alive page for one reply (the I/O layer closes what it sent).
-int NicServer::daemon_alive_fd() const {
-  return alive_fd_ < 0 ? -1 : ::fcntl(alive_fd_, F_DUPFD_CLOEXEC, 0);
-}
+int NicServer::daemon_alive_fd() const { return alive_fd_ < 0 ? -1 : ::fcntl(alive_fd_, F_DUPFD_CLOEXEC, 0); }
 
 uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
 
@@ -209,7 +206,8 @@ std::string own_executable_path() {
 void NicServer::restart_in_place() {
   const int fd = port_.native_fd();
   std::vector<std::string> args = own_command_line_without_udp_fd();
-  if (fd < 0 || args.empty()) return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket or command line");
+  if (fd < 0 || args.empty())
+    return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket or command line");
   args.insert(args.end(), {"--udp-fd", std::to_string(fd)});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -225,8 +223,8 @@ void NicServer::restart_in_place() {
   ::execv(exe.c_str(), argv.data());
   const int e = errno;
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  logger_.log(core::LogLevel::kError, std::string("cannot restart in place: exec: ") + std::strerror(e) +
-                                          "; the NIC goes on as it was");
+  logger_.log(core::LogLevel::kError,
+              std::string("cannot restart in place: exec: ") + std::strerror(e) + "; the NIC goes on as it was");
 }
 
 // The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.

@@ -36,22 +36,22 @@ inline constexpr uint32_t kDefaultBusyPollUs = 0;
 
 struct NicOptions {
   core::DeviceConfig device;
-  int udp_fd = -1;          // --udp-fd: a socket already bound to the NIC's address (restart in place)
-  std::string dir;          // where the control and telemetry sockets live
-  std::string pcap_path;    // empty: no capture
-  std::string trace_path;   // empty: no trace file
-  uint64_t pcap_max_bytes = kDefaultOutputMaxBytes;   // each file stops, whole, at this size
+  int udp_fd = -1;         // --udp-fd: a socket already bound to the NIC's address (restart in place)
+  std::string dir;         // where the control and telemetry sockets live
+  std::string pcap_path;   // empty: no capture
+  std::string trace_path;  // empty: no trace file
+  uint64_t pcap_max_bytes = kDefaultOutputMaxBytes;  // each file stops, whole, at this size
   uint64_t trace_max_bytes = kDefaultOutputMaxBytes;
   core::FaultConfig faults;
   bool verbose = false;
   bool start_paused = false;
   bool trace_steps = false;  // engine_steps events: the steps each packet walks (--trace-steps)
-  int gso = -1;               // UDP GSO sends: 1 --gso, 0 --no-gso, -1 SIMNIC_GSO or automatic (UdpPort::GsoMode)
+  int gso = -1;              // UDP GSO sends: 1 --gso, 0 --no-gso, -1 SIMNIC_GSO or automatic (UdpPort::GsoMode)
   uint32_t busy_poll_us = kDefaultBusyPollUs;  // after an event, poll this long before sleeping (0: never)
-  bool history = true;       // keep recent events for viewers that attach later (costs CPU)
-  std::string lid_map;       // IB mode: the LID registry (default <dir>/lids)
-  std::string iface;         // the interface holding device.ipv4 ("lo" for 127/8)
-  uint32_t link_mtu = 0;     // its MTU in bytes; device.mtu_bytes fits in it unfragmented
+  bool history = true;                         // keep recent events for viewers that attach later (costs CPU)
+  std::string lid_map;                         // IB mode: the LID registry (default <dir>/lids)
+  std::string iface;                           // the interface holding device.ipv4 ("lo" for 127/8)
+  uint32_t link_mtu = 0;                       // its MTU in bytes; device.mtu_bytes fits in it unfragmented
 };
 
 class StderrLogger final : public core::Logger {
@@ -116,8 +116,8 @@ class NicServer {
   boost::asio::steady_timer timer_;
   uint64_t timer_due_ = 0;
   bool pending_posted_ = false;
-  uint64_t busy_poll_found_ = 0;   // handlers the busy poll ran (events served without sleeping)
-  uint64_t busy_poll_sleeps_ = 0;  // windows that ended with nothing to do: back to epoll
+  uint64_t busy_poll_found_ = 0;     // handlers the busy poll ran (events served without sleeping)
+  uint64_t busy_poll_sleeps_ = 0;    // windows that ended with nothing to do: back to epoll
   uint64_t busy_poll_gave_way_ = 0;  // windows closed early: another task waited for a CPU
   CpuShare cpu_share_;
   SimClock clock_;

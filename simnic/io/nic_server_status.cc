@@ -19,7 +19,11 @@ std::string NicServer::status_text() {
   s += "tx_too_big " + std::to_string(port_.tx_too_big()) + "\n";
   s += "gso " + std::string(port_.gso() ? "1" : "0") + "\n";
   const UdpPort::GsoMode mode = port_.gso_mode();
-  s += "gso_mode " + std::string(mode == UdpPort::GsoMode::kOn ? "on" : mode == UdpPort::GsoMode::kOff ? "off" : "auto") + "\n";
+  s += "gso_mode " +
+       std::string(mode == UdpPort::GsoMode::kOn    ? "on"
+                   : mode == UdpPort::GsoMode::kOff ? "off"
+                                                    : "auto") +
+       "\n";
   s += "gso_capture_seen " + std::to_string(port_.gso_capture_seen()) + "\n";
   s += "tx_send_calls " + std::to_string(port_.tx_send_calls()) + "\n";
   s += "tx_gso_sends " + std::to_string(port_.tx_gso_sends()) + "\n";

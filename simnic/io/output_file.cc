@@ -47,7 +47,7 @@ std::string octal(mode_t m) {
 // kernel's rule for S_ISVTX), so O_EXCL and the owner check below are enough; in any other
 // directory someone who may write to it could swap our finished capture for theirs.
 std::string check_directory(int dirfd, const std::string& dir) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(dirfd, &st) != 0) return std::strerror(errno);
   if (st.st_mode & S_ISVTX) return "";
   const uid_t me = ::geteuid();
@@ -64,9 +64,8 @@ std::string check_directory(int dirfd, const std::string& dir) {
 // A file already where ours goes: removed if it is our own old one (our uid, a regular file,
 // one link), else refused. Returns "" when the name is free now, else why not.
 std::string remove_our_old_file(int dirfd, const std::string& name) {
-  struct stat st{};
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? "" : std::strerror(errno);
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? "" : std::strerror(errno);
   if (S_ISLNK(st.st_mode)) return "it is a symbolic link, which simnicd never writes through; remove it";
   if (!S_ISREG(st.st_mode)) return "it exists and is not a regular file; remove it or choose another directory";
   const uid_t me = ::geteuid();
@@ -146,10 +145,8 @@ bool OutputFile::append(std::initializer_list<std::span<const uint8_t>> pieces) 
 void OutputFile::flush() {
   if (fd_ < 0 || buf_.empty() || state_ == State::kWriteFailed) return;
   size_t written = 0;
-  if (int err = write_out(buf_.data(), buf_.size(), &written); err)
-    stop_after_failed_write(written, err);
-  else
-    on_disk_ += buf_.size();
+  if (int err = write_out(buf_.data(), buf_.size(), &written); err) stop_after_failed_write(written, err);
+  else on_disk_ += buf_.size();
   buf_.clear();
   ends_.clear();
 }
@@ -183,7 +180,8 @@ void OutputFile::stop_at_limit(size_t record_bytes) {
   say(what_ + " " + path_ + " reached its size limit of " + std::to_string(max_bytes_) + " bytes (" +
       max_bytes_flag(what_) + "; the next record needed " + std::to_string(record_bytes) +
       " more): it ends at its last whole record and nothing more is written to it (what is not written is "
-      "counted as " + what_ + "_records_lost in simnic status)");
+      "counted as " +
+      what_ + "_records_lost in simnic status)");
 }
 
 // The kernel took only `written` bytes of the buffer (a full disk, a quota): the file is cut
@@ -199,8 +197,8 @@ void OutputFile::stop_after_failed_write(size_t written, int err) {
   on_disk_ += keep;
   std::string cut = "cut back to its last whole record (" + std::to_string(on_disk_) + " bytes)";
   if (::ftruncate(fd_, off_t(on_disk_)) != 0)
-    cut = "could not be cut back to its last whole record at " + std::to_string(on_disk_) + " bytes (ftruncate: " +
-          std::strerror(errno) + ")";
+    cut = "could not be cut back to its last whole record at " + std::to_string(on_disk_) +
+          " bytes (ftruncate: " + std::strerror(errno) + ")";
   state_ = State::kWriteFailed;
   why_stopped_ = "write_error";
   say(what_ + " " + path_ + ": a write failed (" + std::strerror(err) + "), so it was " + cut +

@@ -76,10 +76,10 @@ class OutputFile {
   core::Logger* log_ = nullptr;
   State state_ = State::kClosed;
   std::string why_stopped_;
-  uint64_t on_disk_ = 0;        // bytes the kernel took: whole records only
+  uint64_t on_disk_ = 0;  // bytes the kernel took: whole records only
   uint64_t records_lost_ = 0;
-  std::vector<uint8_t> buf_;    // whole records not yet written
-  std::vector<size_t> ends_;    // where each buffered record ends in buf_ (to cut back to one)
+  std::vector<uint8_t> buf_;  // whole records not yet written
+  std::vector<size_t> ends_;  // where each buffered record ends in buf_ (to cut back to one)
 };
 
 }  // namespace simnic::io

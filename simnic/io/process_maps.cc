@@ -2,9 +2,9 @@
 // /proc/PID/maps, the way the kernel's pin_user_pages walks the VMAs when ibv_reg_mr pins an MR
 // (ib_umem_get): a hole or a page without read access fails with EFAULT, and so does a page
 // without write access when the MR is writable (FOLL_WRITE, ib_access_writable).
+#include <inttypes.h>
 #include <cerrno>
 #include <cstdio>
-#include <inttypes.h>
 
 #include "simnic/io/host_memory_process.h"
 

@@ -1,8 +1,8 @@
 #include "simnic/io/shm_memfd.h"
 
-#include <cerrno>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cerrno>
 
 namespace simnic::io {
 

@@ -14,8 +14,8 @@ constexpr size_t kMaxHeld = 200000;  // packets held while paused before we star
 
 uint64_t StepController::now() const { return clock_.now(monotonic_ns()); }
 
-void StepController::hold_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes,
-                                 uint32_t dst_ip, uint8_t tos) {
+void StepController::hold_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint32_t dst_ip,
+                                 uint8_t tos) {
   if (held_.size() < kMaxHeld)
     held_.push_back({HeldInput::kPacket, src_ip, src_port, {bytes.begin(), bytes.end()}, 0, dst_ip, tos});
 }
@@ -32,19 +32,16 @@ void StepController::hold_pending_work() {
 }
 
 void StepController::forget_context(uint32_t context_id) {
-  std::erase_if(held_, [&](const HeldInput& a) { return a.kind == HeldInput::kDoorbell && a.context_id == context_id; });
+  std::erase_if(held_,
+                [&](const HeldInput& a) { return a.kind == HeldInput::kDoorbell && a.context_id == context_id; });
 }
 
 void StepController::perform_next() {
   HeldInput a = std::move(held_.front());
   held_.pop_front();
   switch (a.kind) {
-    case HeldInput::kPacket:
-      device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip, a.tos);
-      break;
-    case HeldInput::kDoorbell:
-      hooks_.ring_doorbell(a.context_id, now());
-      break;
+    case HeldInput::kPacket: device_.on_packet(a.src_ip, a.src_port, a.bytes, now(), a.dst_ip, a.tos); break;
+    case HeldInput::kDoorbell: hooks_.ring_doorbell(a.context_id, now()); break;
     case HeldInput::kPending:
       pending_held_ = false;
       device_.run_pending(now());
@@ -119,7 +116,10 @@ std::string StepController::report() const {
   out << "held " << held_.size() << "\n";
   if (!held_.empty()) {
     const HeldInput& a = held_.front();
-    out << "next " << (a.kind == HeldInput::kPacket ? "packet" : a.kind == HeldInput::kDoorbell ? "doorbell" : "engine work")
+    out << "next "
+        << (a.kind == HeldInput::kPacket     ? "packet"
+            : a.kind == HeldInput::kDoorbell ? "doorbell"
+                                             : "engine work")
         << "\n";
   }
   out << "next_timer_ns " << device_.next_deadline() << "\n";

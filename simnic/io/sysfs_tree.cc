@@ -10,17 +10,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <endian.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <vector>
-#include <endian.h>
 
 namespace simnic::io {
 namespace {
 
-const char* const kDirs[] = {"ports", "ports/1", "ports/1/gids", "ports/1/gid_attrs", "ports/1/gid_attrs/types",
-                             "ports/1/gid_attrs/ndevs"};
+const char* const kDirs[] = {
+    "ports", "ports/1", "ports/1/gids", "ports/1/gid_attrs", "ports/1/gid_attrs/types", "ports/1/gid_attrs/ndevs"};
 
 bool write_file(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -43,7 +43,8 @@ std::string guid_text(uint64_t guid_be) {
 std::string gid_text(const ibv_gid& gid) {
   char s[48];
   int n = 0;
-  for (int i = 0; i < 16; i += 2) n += std::snprintf(s + n, sizeof s - n, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
+  for (int i = 0; i < 16; i += 2)
+    n += std::snprintf(s + n, sizeof s - n, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
   return s;
 }
 
@@ -71,8 +72,7 @@ bool write_gids(const std::string& root, const core::Device& dev, uint32_t lengt
     const bool filled = dev.query_gid(i, &e) == 0;
     ok &= write_file(index_path(root, "gids", i), gid_text(filled ? e.gid : ibv_gid{}));
     if (!filled) continue;
-    ok &= write_file(index_path(root, "gid_attrs/types", i),
-                     e.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+    ok &= write_file(index_path(root, "gid_attrs/types", i), e.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
     if (e.type != IBV_GID_TYPE_IB) ok &= write_file(index_path(root, "gid_attrs/ndevs", i), netdev);
   }
   return ok;
@@ -80,8 +80,8 @@ bool write_gids(const std::string& root, const core::Device& dev, uint32_t lengt
 
 // The device's and port's attribute files under root (besides the per-GID ones), as the
 // kernel lists them: one list, for writing and for removing.
-constexpr const char* kFiles[] = {"node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type",
-                                  "ports/1/state", "ports/1/phys_state", "ports/1/link_layer",
+constexpr const char* kFiles[] = {"node_type",   "node_guid",     "sys_image_guid",     "fw_ver",
+                                  "hca_type",    "ports/1/state", "ports/1/phys_state", "ports/1/link_layer",
                                   "ports/1/lid", "ports/1/sm_lid"};
 
 // What each of kFiles holds, in kFiles' order.
@@ -89,9 +89,16 @@ std::vector<std::string> attribute_texts(const core::Device& dev) {
   const ibv_device_attr a = dev.device_attr();
   const ibv_port_attr p = dev.port_attr();
   const bool ib = p.link_layer == IBV_LINK_LAYER_INFINIBAND;
-  return {"1: CA", guid_text(a.node_guid), guid_text(a.sys_image_guid), a.fw_ver, "simnic",
-          port_state_text(p.state), "5: LinkUp", ib ? "InfiniBand" : "Ethernet",
-          core::hex(p.lid), core::hex(p.sm_lid)};
+  return {"1: CA",
+          guid_text(a.node_guid),
+          guid_text(a.sys_image_guid),
+          a.fw_ver,
+          "simnic",
+          port_state_text(p.state),
+          "5: LinkUp",
+          ib ? "InfiniBand" : "Ethernet",
+          core::hex(p.lid),
+          core::hex(p.sm_lid)};
 }
 
 }  // namespace
@@ -99,7 +106,8 @@ std::vector<std::string> attribute_texts(const core::Device& dev) {
 std::string write_sysfs_tree(const std::string& root, const core::Device& dev, const std::string& netdev) {
   if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) return root + ": " + std::strerror(errno);
   for (const char* d : kDirs)
-    if (::mkdir((root + "/" + d).c_str(), 0755) != 0 && errno != EEXIST) return root + "/" + d + ": " + std::strerror(errno);
+    if (::mkdir((root + "/" + d).c_str(), 0755) != 0 && errno != EEXIST)
+      return root + "/" + d + ": " + std::strerror(errno);
   const std::vector<std::string> texts = attribute_texts(dev);
   bool ok = texts.size() == std::size(kFiles);
   for (size_t i = 0; ok && i < texts.size(); ++i) ok = write_file(root + "/" + kFiles[i], texts[i]);

@@ -1,12 +1,12 @@
 #include "simnic/io/trace_hub.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "simnic/io/output_file.h"
 #include "simnic/io/unix_listen.h"
@@ -103,7 +103,8 @@ void TraceHub::remember(const std::string& line) {
 // The ring's lines, oldest first; when the ring no longer holds the NIC's first nic_up, that
 // line comes first anyway: it carries the NIC's address and clock (wall_ns) for the viewer.
 void TraceHub::replay_history(Subscriber& s) {
-  if (!first_nic_up_.empty() && (history_.empty() || history_.front() != first_nic_up_)) s.pending += first_nic_up_ + '\n';
+  if (!first_nic_up_.empty() && (history_.empty() || history_.front() != first_nic_up_))
+    s.pending += first_nic_up_ + '\n';
   for (const std::string& line : history_) {
     s.pending += line;
     s.pending += '\n';
@@ -150,8 +151,7 @@ void TraceHub::write_line(const std::string& line) {
     return;
   }
   // A line is written whole or not at all (the size limit, a full disk: output_file.h).
-  if (file_.is_open())
-    file_.append({std::span(reinterpret_cast<const uint8_t*>(line.data()), line.size()), kNewline});
+  if (file_.is_open()) file_.append({std::span(reinterpret_cast<const uint8_t*>(line.data()), line.size()), kNewline});
   if (listener_ && history_on_) remember(line);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     SubscriberPtr s = *it++;

@@ -52,8 +52,8 @@ class TraceHub final : public core::TraceSink {
  private:
   struct Subscriber {
     std::unique_ptr<boost::asio::posix::stream_descriptor> sd;
-    std::string pending;  // bytes the socket did not take yet
-    bool waiting = false; // a wait for writability is armed
+    std::string pending;   // bytes the socket did not take yet
+    bool waiting = false;  // a wait for writability is armed
     bool dead = false;
     size_t max_pending = 0;  // the backlog allowed before it is cut off (its history fits)
   };

@@ -2,18 +2,18 @@
 
 #include <fcntl.h>
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <boost/asio/post.hpp>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "simnic/io/capture_watch.h"
 #include "simnic/proto/headers.h"
@@ -24,8 +24,8 @@ namespace simnic::io {
 
 namespace {
 
-constexpr int kBatch = 32;           // datagrams per recvmmsg
-constexpr int kMaxPerTurn = 512;     // datagrams per wake-up before yielding to other work
+constexpr int kBatch = 32;        // datagrams per recvmmsg
+constexpr int kMaxPerTurn = 512;  // datagrams per wake-up before yielding to other work
 constexpr int kSocketBuffer = 8 << 20;
 constexpr size_t kMaxDatagram = 9000;
 // With UDP_GRO the kernel hands over a GSO sender's whole send as one buffer of up to 64 KiB

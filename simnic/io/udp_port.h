@@ -1,6 +1,7 @@
 // The NIC's Ethernet port: a UDP socket on <addr>:4791. Receives in batches (recvmmsg) and
 // sends through the fault injector, with every packet sent and received written to pcap.
 #pragma once
+#include <sys/socket.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -11,13 +12,12 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <sys/socket.h>
 #include <vector>
 
 #include "simnic/core/env.h"
 #include "simnic/core/wire/fault_injector.h"
-#include "simnic/io/peer_sockets.h"
 #include "simnic/io/pcap_writer.h"
+#include "simnic/io/peer_sockets.h"
 
 namespace simnic::io {
 
@@ -25,8 +25,8 @@ class UdpPort final : public core::PacketSink {
  public:
   // `dst_ip` is the port's own address, or the multicast group a datagram was sent to; `tos`
   // the datagram's IPv4 TOS byte (IP_RECVTOS), which carries RoCEv2's GRH traffic class.
-  using PacketHandler = std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>,
-                                           uint32_t dst_ip, uint8_t tos)>;
+  using PacketHandler =
+      std::function<void(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t>, uint32_t dst_ip, uint8_t tos)>;
 
   UdpPort(boost::asio::io_context& io, uint32_t ip, uint16_t port);
   ~UdpPort() override;
@@ -140,7 +140,7 @@ class UdpPort final : public core::PacketSink {
   core::FaultInjector faults_;
   PeerSockets peer_sockets_;
   uint64_t peer_table_read_ns_ = 0, tx_datagrams_ = 0, datagrams_at_peer_table_ = 0;
-  std::deque<Delayed> delayed_;  // ordered by due time
+  std::deque<Delayed> delayed_;   // ordered by due time
   std::vector<Queued> tx_queue_;  // this turn's datagrams, in order
   std::vector<uint8_t> tx_bytes_;
   bool flush_posted_ = false;

@@ -36,9 +36,9 @@ struct Layout {
 };
 
 constexpr Layout kLayouts[] = {
-    {kReq, "REQ", 140, 92},   {kMra, "MRA", 10, 222},   {kRej, "REJ", 84, 148},
-    {kRep, "REP", 36, 196},   {kRtu, "RTU", 8, 224},    {kDreq, "DREQ", 12, 220},
-    {kDrep, "DREP", 8, 224},  {kSidrReq, "SIDR_REQ", 16, 216}, {kSidrRep, "SIDR_REP", 96, 136},
+    {kReq, "REQ", 140, 92},  {kMra, "MRA", 10, 222},          {kRej, "REJ", 84, 148},
+    {kRep, "REP", 36, 196},  {kRtu, "RTU", 8, 224},           {kDreq, "DREQ", 12, 220},
+    {kDrep, "DREP", 8, 224}, {kSidrReq, "SIDR_REQ", 16, 216}, {kSidrRep, "SIDR_REP", 96, 136},
 };
 
 const Layout* layout(uint16_t attr) {
@@ -52,13 +52,34 @@ const Layout* layout(uint16_t attr) {
 struct Encoder {
   const Message& m;
   uint8_t* d;
-  template <class T> void u8(size_t at, T Message::*f) { d[at] = uint8_t(m.*f); }
-  template <class T> void be16(size_t at, T Message::*f) { store_be16(d + at, uint16_t(m.*f)); }
-  template <class T> void be24(size_t at, T Message::*f) { store_be24(d + at, uint32_t(m.*f)); }
-  template <class T> void be32(size_t at, T Message::*f) { store_be32(d + at, uint32_t(m.*f)); }
-  template <class T> void be64(size_t at, T Message::*f) { store_be64(d + at, uint64_t(m.*f)); }
-  template <class T> void bits(Bits b, T Message::*f, unsigned max = ~0u) { put(d, b, std::min(unsigned(m.*f), max)); }
-  template <size_t N> void bytes(size_t at, uint8_t (Message::*f)[N]) { std::memcpy(d + at, m.*f, N); }
+  template <class T>
+  void u8(size_t at, T Message::*f) {
+    d[at] = uint8_t(m.*f);
+  }
+  template <class T>
+  void be16(size_t at, T Message::*f) {
+    store_be16(d + at, uint16_t(m.*f));
+  }
+  template <class T>
+  void be24(size_t at, T Message::*f) {
+    store_be24(d + at, uint32_t(m.*f));
+  }
+  template <class T>
+  void be32(size_t at, T Message::*f) {
+    store_be32(d + at, uint32_t(m.*f));
+  }
+  template <class T>
+  void be64(size_t at, T Message::*f) {
+    store_be64(d + at, uint64_t(m.*f));
+  }
+  template <class T>
+  void bits(Bits b, T Message::*f, unsigned max = ~0u) {
+    put(d, b, std::min(unsigned(m.*f), max));
+  }
+  template <size_t N>
+  void bytes(size_t at, uint8_t (Message::*f)[N]) {
+    std::memcpy(d + at, m.*f, N);
+  }
   // The top 20 bits of a 32-bit word (a flow label).
   void high20(size_t at, uint32_t Message::*f) { store_be32(d + at, m.*f << 12); }
   // RoCE: the LIDs are the permissive LID (IBA A16.4.1); nothing to read back.
@@ -68,19 +89,41 @@ struct Encoder {
 struct Decoder {
   Message& m;
   const uint8_t* d;
-  template <class T> void u8(size_t at, T Message::*f) { m.*f = T(d[at]); }
-  template <class T> void be16(size_t at, T Message::*f) { m.*f = T(load_be16(d + at)); }
-  template <class T> void be24(size_t at, T Message::*f) { m.*f = T(load_be24(d + at)); }
-  template <class T> void be32(size_t at, T Message::*f) { m.*f = T(load_be32(d + at)); }
-  template <class T> void be64(size_t at, T Message::*f) { m.*f = T(load_be64(d + at)); }
-  template <class T> void bits(Bits b, T Message::*f, unsigned max = ~0u) { m.*f = T(std::min(get(d, b), max)); }
-  template <size_t N> void bytes(size_t at, uint8_t (Message::*f)[N]) { std::memcpy(m.*f, d + at, N); }
+  template <class T>
+  void u8(size_t at, T Message::*f) {
+    m.*f = T(d[at]);
+  }
+  template <class T>
+  void be16(size_t at, T Message::*f) {
+    m.*f = T(load_be16(d + at));
+  }
+  template <class T>
+  void be24(size_t at, T Message::*f) {
+    m.*f = T(load_be24(d + at));
+  }
+  template <class T>
+  void be32(size_t at, T Message::*f) {
+    m.*f = T(load_be32(d + at));
+  }
+  template <class T>
+  void be64(size_t at, T Message::*f) {
+    m.*f = T(load_be64(d + at));
+  }
+  template <class T>
+  void bits(Bits b, T Message::*f, unsigned max = ~0u) {
+    m.*f = T(std::min(get(d, b), max));
+  }
+  template <size_t N>
+  void bytes(size_t at, uint8_t (Message::*f)[N]) {
+    std::memcpy(m.*f, d + at, N);
+  }
   void high20(size_t at, uint32_t Message::*f) { m.*f = load_be32(d + at) >> 12; }
   void permissive_lid(size_t) {}
 };
 
 // IBA Table 106 (REQ).
-template <class IO> void req_fields(IO& io) {
+template <class IO>
+void req_fields(IO& io) {
   io.be32(0, &Message::local_comm_id);
   io.be64(8, &Message::service_id);
   io.be64(16, &Message::local_ca_guid);
@@ -113,7 +156,8 @@ template <class IO> void req_fields(IO& io) {
 }
 
 // IBA Table 110 (REP).
-template <class IO> void rep_fields(IO& io) {
+template <class IO>
+void rep_fields(IO& io) {
   io.be32(0, &Message::local_comm_id);
   io.be32(4, &Message::remote_comm_id);
   io.be32(8, &Message::qkey);
@@ -129,7 +173,8 @@ template <class IO> void rep_fields(IO& io) {
 }
 
 // Tables 107 (MRA), 108 (REJ), 111 (RTU), 112 (DREQ), 113 (DREP): the two comm IDs first.
-template <class IO> void pair_fields(IO& io, uint16_t attr) {
+template <class IO>
+void pair_fields(IO& io, uint16_t attr) {
   io.be32(0, &Message::local_comm_id);
   io.be32(4, &Message::remote_comm_id);
   if (attr == kRej) {
@@ -146,7 +191,8 @@ template <class IO> void pair_fields(IO& io, uint16_t attr) {
 }
 
 // Tables 119 (SIDR_REQ) and 120 (SIDR_REP).
-template <class IO> void sidr_fields(IO& io, uint16_t attr) {
+template <class IO>
+void sidr_fields(IO& io, uint16_t attr) {
   io.be32(0, &Message::local_comm_id);
   if (attr == kSidrReq) {
     io.be16(4, &Message::pkey);
@@ -159,11 +205,13 @@ template <class IO> void sidr_fields(IO& io, uint16_t attr) {
   io.be32(20, &Message::qkey);
 }
 
-template <class IO> void message_fields(IO& io, uint16_t attr) {
+template <class IO>
+void message_fields(IO& io, uint16_t attr) {
   switch (attr) {
     case kReq: return req_fields(io);
     case kRep: return rep_fields(io);
-    case kSidrReq: case kSidrRep: return sidr_fields(io, attr);
+    case kSidrReq:
+    case kSidrRep: return sidr_fields(io, attr);
     default: return pair_fields(io, attr);
   }
 }
@@ -227,10 +275,10 @@ DecodeError decode(std::span<const uint8_t> mad, Message* m) {
 
 void encode_cma_hdr(const CmaHdr& h, uint8_t* p) {
   std::memset(p, 0, kCmaHdrBytes);
-  p[0] = 0;                      // cma_version
+  p[0] = 0;  // cma_version
   p[1] = uint8_t(h.ip_version << 4);
   store_be16(p + 2, h.src_port);
-  store_be32(p + 4 + 12, h.src_ip);   // IPv4 in the last 4 bytes of the 16-byte address
+  store_be32(p + 4 + 12, h.src_ip);  // IPv4 in the last 4 bytes of the 16-byte address
   store_be32(p + 20 + 12, h.dst_ip);
 }
 

@@ -4,32 +4,32 @@
 
 namespace simnic::proto {
 
-constexpr uint32_t kBthBytes = 12, kRethBytes = 16, kAethBytes = 4, kAtomicEthBytes = 28,
-                   kAtomicAckEthBytes = 8, kDethBytes = 8, kImmBytes = 4, kIethBytes = 4, kIcrcBytes = 4,
+constexpr uint32_t kBthBytes = 12, kRethBytes = 16, kAethBytes = 4, kAtomicEthBytes = 28, kAtomicAckEthBytes = 8,
+                   kDethBytes = 8, kImmBytes = 4, kIethBytes = 4, kIcrcBytes = 4,
                    kXrcethBytes = 4;  // 8 reserved bits, the 24-bit XRC SRQ number (Annex A14)
 
-struct Bth {                 // Base Transport Header
+struct Bth {  // Base Transport Header
   uint8_t opcode = 0;
-  bool solicited = false;    // SE: wake a solicited-only CQ arm
+  bool solicited = false;  // SE: wake a solicited-only CQ arm
   bool migreq = false;
-  uint8_t pad_count = 0;     // bytes of pad after the payload, to a 4-byte boundary
-  uint8_t tver = 0;          // transport version, 0
+  uint8_t pad_count = 0;  // bytes of pad after the payload, to a 4-byte boundary
+  uint8_t tver = 0;       // transport version, 0
   uint16_t pkey = 0xffff;
   bool fecn = false, becn = false;
-  uint32_t dest_qp = 0;      // 24 bits
-  bool ack_req = false;      // A: the requester asks for an ACK
-  uint32_t psn = 0;          // 24 bits
+  uint32_t dest_qp = 0;  // 24 bits
+  bool ack_req = false;  // A: the requester asks for an ACK
+  uint32_t psn = 0;      // 24 bits
 };
 
-struct Reth {                // RDMA Extended Transport Header: where a WRITE/READ goes
+struct Reth {  // RDMA Extended Transport Header: where a WRITE/READ goes
   uint64_t va = 0;
   uint32_t rkey = 0;
   uint32_t dma_len = 0;
 };
 
-struct Aeth {                // ACK Extended Transport Header
-  uint8_t syndrome = 0;      // as on the wire: class in bits 7..5, value in 4..0
-  uint32_t msn = 0;          // 24 bits
+struct Aeth {            // ACK Extended Transport Header
+  uint8_t syndrome = 0;  // as on the wire: class in bits 7..5, value in 4..0
+  uint32_t msn = 0;      // 24 bits
 };
 
 struct AtomicEth {
@@ -40,10 +40,10 @@ struct AtomicEth {
 };
 
 struct AtomicAckEth {
-  uint64_t orig = 0;         // the value before the atomic
+  uint64_t orig = 0;  // the value before the atomic
 };
 
-struct Deth {                // Datagram Extended Transport Header (UD)
+struct Deth {  // Datagram Extended Transport Header (UD)
   uint32_t qkey = 0;
   uint32_t src_qp = 0;
 };

@@ -1,10 +1,10 @@
 #include "simnic/proto/icrc.h"
 
+#include <zlib.h>
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <zlib.h>
 #ifdef SIMNIC_HAVE_ISAL
 #include <isa-l/crc.h>
 #endif
@@ -36,10 +36,10 @@ size_t masked_head(const uint8_t ipv4_udp[kIpv4UdpBytes], std::span<const uint8_
   std::memset(head, 0xff, 8);
   uint8_t* ip = head + 8;
   std::memcpy(ip, ipv4_udp, kIpv4UdpBytes);
-  ip[1] = 0xff;                    // TOS: DSCP and ECN may change in flight
-  ip[8] = 0xff;                    // TTL
-  ip[10] = ip[11] = 0xff;          // header checksum
-  ip[26] = ip[27] = 0xff;          // UDP checksum
+  ip[1] = 0xff;            // TOS: DSCP and ECN may change in flight
+  ip[8] = 0xff;            // TTL
+  ip[10] = ip[11] = 0xff;  // header checksum
+  ip[26] = ip[27] = 0xff;  // UDP checksum
   uint8_t* bth = ip + kIpv4UdpBytes;
   size_t bth_len = std::min<size_t>(kBthBytes, roce.size());
   std::memcpy(bth, roce.data(), bth_len);

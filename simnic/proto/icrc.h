@@ -23,8 +23,7 @@ struct IpIdent {
   uint16_t id = 0;
   bool df = true;
 };
-bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got,
-                                  IpIdent* sent_with);
+bool icrc_verifies_for_some_ident(const IpUdpInfo& ip, std::span<const uint8_t> roce, uint32_t got, IpIdent* sent_with);
 // The same, for a receiver that already computed the ICRC with `ip`'s header: `change` is that
 // ICRC XOR the one received, for `roce_len` covered bytes.
 bool icrc_change_explained(size_t roce_len, uint32_t change, IpIdent* sent_with);

@@ -6,13 +6,13 @@ namespace simnic::proto {
 
 void build_ipv4_udp(const IpUdpInfo& ip, size_t udp_payload_len, uint8_t out[kIpv4UdpBytes]) {
   uint8_t* h = out;
-  h[0] = 0x45;  // IPv4, 5 words
+  h[0] = 0x45;    // IPv4, 5 words
   h[1] = ip.tos;  // TOS (DSCP/ECN): the GRH traffic class
   store_be16(h + 2, uint16_t(kIpv4UdpBytes + udp_payload_len));
   store_be16(h + 4, ip.ip_id);  // identification
-  store_be16(h + 6, 0x4000);  // don't fragment
-  h[8] = 64;                  // TTL
-  h[9] = 17;                  // UDP
+  store_be16(h + 6, 0x4000);    // don't fragment
+  h[8] = 64;                    // TTL
+  h[9] = 17;                    // UDP
   store_be16(h + 10, 0);
   store_be32(h + 12, ip.src_ip);
   store_be32(h + 16, ip.dst_ip);

@@ -67,8 +67,7 @@ ParseError parse_packet(std::span<const uint8_t> b, const IpUdpInfo& ip, ParsedP
   uint32_t want = compute_icrc(ip, std::span<const uint8_t>(p, end));
   uint32_t got = uint32_t(p[end]) | uint32_t(p[end + 1]) << 8 | uint32_t(p[end + 2]) << 16 | uint32_t(p[end + 3]) << 24;
   IpIdent sent_with;
-  if (want != got && !icrc_change_explained(end, want ^ got, &sent_with))
-    return ParseError::kBadIcrc;
+  if (want != got && !icrc_change_explained(end, want ^ got, &sent_with)) return ParseError::kBadIcrc;
 
   out = ParsedPacket{};
   out.mask = info.mask;

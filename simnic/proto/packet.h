@@ -23,8 +23,8 @@ struct PacketHeaders {
 
 struct ParsedPacket {
   PacketHeaders h;
-  uint32_t mask = 0;                   // opcode_info(h.bth.opcode).mask
-  std::span<const uint8_t> payload;    // without pad and ICRC; points into the datagram
+  uint32_t mask = 0;                 // opcode_info(h.bth.opcode).mask
+  std::span<const uint8_t> payload;  // without pad and ICRC; points into the datagram
 };
 
 enum class ParseError { kOk, kTooShort, kBadOpcode, kBadVersion, kBadPadding, kBadIcrc, kBadLength };

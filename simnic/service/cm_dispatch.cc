@@ -39,7 +39,9 @@ ControlReply cm_create_id(Request& r, const CmCreateIdReq& q) {
   return reply_from<HandleReply>([&](HandleReply* rep) { return cm(r).create_id(client(r), q, &rep->handle); });
 }
 
-ControlReply cm_destroy_id(Request& r, const HandleReq& q) { return fail(cm(r).destroy_id(client(r), q.handle, r.now)); }
+ControlReply cm_destroy_id(Request& r, const HandleReq& q) {
+  return fail(cm(r).destroy_id(client(r), q.handle, r.now));
+}
 
 ControlReply cm_migrate_id(Request& r, const CmMigrateReq& q) { return fail(cm(r).migrate_id(client(r), q)); }
 

@@ -1,11 +1,11 @@
 // Decodes control-socket requests, calls the Device, encodes replies. No I/O: the I/O layer
 // hands in the bytes and descriptors of one message and sends back what this returns.
 #pragma once
+#include <sys/types.h>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "simnic/abi/control.h"
@@ -15,11 +15,11 @@ namespace simnic::service {
 
 // One control connection.
 struct ControlSession {
-  pid_t pid = 0;        // from SO_PEERCRED
+  pid_t pid = 0;  // from SO_PEERCRED
   uid_t uid = 0;
-  bool greeted = false; // Hello seen
+  bool greeted = false;          // Hello seen
   core::Context* ctx = nullptr;  // set by a Hello that brought a doorbell (an ibv_context)
-  uint32_t cm_client = 0;  // set by the first rdma_cm request (librdmacm's connection)
+  uint32_t cm_client = 0;        // set by the first rdma_cm request (librdmacm's connection)
 };
 
 // What a descriptor passed by a client is for; the I/O layer checks that it fits (see Hooks).
@@ -28,9 +28,9 @@ struct ControlSession {
 enum class FdRole { kDoorbell, kEventSocket, kCmChannel };
 
 struct ControlReply {
-  int status = 0;                // 0 or a positive errno
+  int status = 0;  // 0 or a positive errno
   std::vector<uint8_t> body;
-  std::vector<int> fds;          // sent with the reply, then closed by the I/O layer
+  std::vector<int> fds;  // sent with the reply, then closed by the I/O layer
 };
 
 class ControlDispatcher {
@@ -58,8 +58,8 @@ class ControlDispatcher {
 
   // Handles one request. Descriptors the request brought and the dispatcher keeps are set
   // to -1 in `fds`; the caller closes the rest.
-  ControlReply handle(ControlSession& s, abi::Op op, std::span<const uint8_t> body,
-                      std::vector<int>& fds, uint64_t now);
+  ControlReply handle(ControlSession& s, abi::Op op, std::span<const uint8_t> body, std::vector<int>& fds,
+                      uint64_t now);
 
   // The connection closed: free what it created.
   void close(ControlSession& s);

@@ -77,8 +77,9 @@ ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.device_
 namespace {
 // ibv_query_port, ibv_query_gid ...: one port, number 1.
 ControlReply no_such_port(Request& r, uint32_t port_num) {
-  return fail(r.dev.refuse(EINVAL, "port " + std::to_string(port_num) + " does not exist: a simnic NIC has one port, "
-                                   "port 1 (phys_port_cnt 1)"));
+  return fail(r.dev.refuse(EINVAL, "port " + std::to_string(port_num) +
+                                       " does not exist: a simnic NIC has one port, "
+                                       "port 1 (phys_port_cnt 1)"));
 }
 }  // namespace
 

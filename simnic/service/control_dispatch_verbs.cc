@@ -24,8 +24,8 @@ uint32_t raw_field(std::span<const uint8_t> body, size_t offset) {
 }
 
 bool is_qp_type(uint32_t v) {
-  for (ibv_qp_type t : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND,
-                        IBV_QPT_XRC_RECV, IBV_QPT_DRIVER})
+  for (ibv_qp_type t :
+       {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV, IBV_QPT_DRIVER})
     if (v == uint32_t(t)) return true;
   return false;
 }
@@ -34,7 +34,11 @@ bool is_qp_type(uint32_t v) {
 // others are never read by the NIC, may be garbage in a real program, and are zeroed.
 bool qp_attr_enums_valid(std::span<const uint8_t> body, ModifyQpReq* req) {
   constexpr size_t base = offsetof(ModifyQpReq, attr);
-  struct Field { size_t offset; int mask_bit; uint32_t lo, hi; };
+  struct Field {
+    size_t offset;
+    int mask_bit;
+    uint32_t lo, hi;
+  };
   const Field fields[] = {
       {base + offsetof(ibv_qp_attr, qp_state), IBV_QP_STATE, IBV_QPS_RESET, IBV_QPS_ERR},
       {base + offsetof(ibv_qp_attr, cur_qp_state), IBV_QP_CUR_STATE, IBV_QPS_RESET, IBV_QPS_ERR},
@@ -116,7 +120,8 @@ ControlReply map_context_page(Request& r) {
   ShmRegion* page = nullptr;
   if (int e = r.dev.map_context_page(r.ctx, &page)) return fail(e);
   const int alive = r.hooks.daemon_alive_fd ? r.hooks.daemon_alive_fd() : -1;
-  ControlReply reply = ok(MapContextPageReply{uint32_t(page->size), alive >= 0 ? uint32_t(abi::kDaemonAliveBytes) : 0}, *page);
+  ControlReply reply =
+      ok(MapContextPageReply{uint32_t(page->size), alive >= 0 ? uint32_t(abi::kDaemonAliveBytes) : 0}, *page);
   if (alive >= 0) reply.fds.push_back(alive);
   return reply;
 }

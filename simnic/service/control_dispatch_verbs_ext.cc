@@ -16,8 +16,7 @@ static_assert(core::kMaxAdviseSge == abi::kMaxAdviseSge, "one AdviseMr request h
 
 ControlReply rereg_mr(Request& r, const ReregMrReq& q) {
   Mr* mr = nullptr;
-  if (int e = r.dev.rereg_mr(r.ctx, MrRereg{q.mr, q.flags, q.pd, q.access, q.addr, q.length}, &mr))
-    return fail(e);
+  if (int e = r.dev.rereg_mr(r.ctx, MrRereg{q.mr, q.flags, q.pd, q.access, q.addr, q.length}, &mr)) return fail(e);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <span>
 
-#include "simnic/service/control_dispatch.h"
 #include "simnic/core/env.h"
+#include "simnic/service/control_dispatch.h"
 
 namespace simnic::service::control {
 

@@ -64,8 +64,7 @@ class CheckedMemory : public core::HostMemory {
   }
   uint8_t* locate(pid_t pid, uint64_t addr, size_t len) {
     auto it = spaces_.find(pid);
-    if (it == spaces_.end() || addr < kBase || len > kSpaceBytes || addr - kBase > kSpaceBytes - len)
-      return nullptr;
+    if (it == spaces_.end() || addr < kBase || len > kSpaceBytes || addr - kBase > kSpaceBytes - len) return nullptr;
     return it->second.data() + (addr - kBase);
   }
   std::map<pid_t, std::vector<uint8_t>> spaces_;

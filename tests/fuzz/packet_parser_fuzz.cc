@@ -31,8 +31,8 @@ void expect_same(const ParsedPacket& a, const ParsedPacket& b) {
       x.fecn != y.fecn || x.becn != y.becn || x.dest_qp != y.dest_qp || x.ack_req != y.ack_req || x.psn != y.psn)
     fail("BTH");
   const uint32_t m = a.mask;
-  if ((m & kHasReth) && (a.h.reth.va != b.h.reth.va || a.h.reth.rkey != b.h.reth.rkey ||
-                         a.h.reth.dma_len != b.h.reth.dma_len))
+  if ((m & kHasReth) &&
+      (a.h.reth.va != b.h.reth.va || a.h.reth.rkey != b.h.reth.rkey || a.h.reth.dma_len != b.h.reth.dma_len))
     fail("RETH");
   if ((m & kHasAeth) && (a.h.aeth.syndrome != b.h.aeth.syndrome || a.h.aeth.msn != b.h.aeth.msn)) fail("AETH");
   const AtomicEth &p = a.h.atomic, &q = b.h.atomic;  // field by field: the struct has padding
@@ -61,7 +61,8 @@ void parse_and_check(const std::vector<uint8_t>& bytes) {
   (void)parse_error_name(e);
   if (e != ParseError::kOk) return;
   // The payload lies inside the datagram, before the ICRC.
-  if (pkt.payload.data() < bytes.data() || pkt.payload.data() + pkt.payload.size() + kIcrcBytes > bytes.data() + bytes.size())
+  if (pkt.payload.data() < bytes.data() ||
+      pkt.payload.data() + pkt.payload.size() + kIcrcBytes > bytes.data() + bytes.size())
     fail("payload bounds");
   round_trip(pkt);
 }

@@ -35,10 +35,10 @@ constexpr uint32_t kPeerQpn[3] = {0x100, 0x101, 0x102};  // RC, UC, UD peers
 constexpr uint64_t kMs = 1'000'000;
 
 // Where the MRs sit in each process's space (offsets from CheckedMemory::kBase).
-constexpr size_t kDataOff = 0, kDataLen = 16384;         // full rights; every WQE points here
+constexpr size_t kDataOff = 0, kDataLen = 16384;             // full rights; every WQE points here
 constexpr size_t kReadOnlyOff = 20480, kReadOnlyLen = 4096;  // REMOTE_READ only
-constexpr size_t kLocalOff = 28672, kLocalLen = 4096;    // LOCAL_WRITE only: no WQE is posted with it
-constexpr size_t kDoomedOff = 40960, kDoomedLen = 8192;  // full rights, deregistered by an action
+constexpr size_t kLocalOff = 28672, kLocalLen = 4096;        // LOCAL_WRITE only: no WQE is posted with it
+constexpr size_t kDoomedOff = 40960, kDoomedLen = 8192;      // full rights, deregistered by an action
 
 ibv_gid gid_of(uint32_t ip) {
   ibv_gid g{};
@@ -92,9 +92,17 @@ class World {
   void play(FuzzedDataProvider& in) {
     for (int steps = 0; in.remaining_bytes() > 0 && steps < 32; ++steps) {
       switch (in.ConsumeIntegralInRange(0, 9)) {
-        case 0: case 1: case 2: case 3: case 4: case 5: deliver(in, framed_packet(in)); break;
+        case 0:
+        case 1:
+        case 2:
+        case 3:
+        case 4:
+        case 5: deliver(in, framed_packet(in)); break;
         case 6: deliver(in, in.ConsumeBytes<uint8_t>(in.ConsumeIntegralInRange(0, 600))); break;
-        case 7: now_ += in.ConsumeIntegralInRange<uint64_t>(0, 4000) * kMs; dev_.on_timer(now_); break;
+        case 7:
+          now_ += in.ConsumeIntegralInRange<uint64_t>(0, 4000) * kMs;
+          dev_.on_timer(now_);
+          break;
         case 8: post(in); break;
         case 9: hostile_action(in); break;
       }
@@ -269,7 +277,8 @@ class World {
     h.bth.psn = (base + uint32_t(in.ConsumeIntegralInRange<int32_t>(-40, 40))) & 0xffffff;
     h.reth = {pick_va(in), pick_key(in), in.ConsumeIntegralInRange<uint32_t>(0, 20000)};
     h.atomic = {pick_va(in), pick_key(in), in.ConsumeIntegral<uint64_t>(), in.ConsumeIntegral<uint64_t>()};
-    h.aeth = {in.ConsumeIntegral<uint8_t>(), (qp.req.msn_started + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
+    h.aeth = {in.ConsumeIntegral<uint8_t>(),
+              (qp.req.msn_started + uint32_t(in.ConsumeIntegralInRange<int32_t>(-4, 8))) & 0xffffff};
     h.atomic_ack.orig = in.ConsumeIntegral<uint64_t>();
     h.deth = {(flags & 64) ? in.ConsumeIntegral<uint32_t>() : kQkey, in.ConsumeIntegral<uint32_t>() & 0xffffff};
     h.imm_be = in.ConsumeIntegral<uint32_t>();
@@ -299,9 +308,9 @@ class World {
     const size_t off = in.ConsumeIntegralInRange<size_t>(0, kDataLen - 1);
     const uint32_t len = in.ConsumeIntegralInRange<uint32_t>(0, uint32_t(kDataLen - off));
     if (in.ConsumeBool()) return post_recv(qp, 100, off, len, data_->lkey);
-    static constexpr ibv_wr_opcode kOps[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
-                                             IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
-                                             IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD};
+    static constexpr ibv_wr_opcode kOps[] = {
+        IBV_WR_SEND,      IBV_WR_SEND_WITH_IMM,      IBV_WR_RDMA_WRITE,          IBV_WR_RDMA_WRITE_WITH_IMM,
+        IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD};
     ibv_wr_opcode op = kOps[in.ConsumeIntegralInRange<size_t>(0, std::size(kOps) - 1)];
     const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
     abi::SendWqe w = rdma_wqe(op, 101, atomic ? off & ~size_t(7) : off, atomic ? 8 : len,

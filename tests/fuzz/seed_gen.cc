@@ -98,8 +98,11 @@ Script& connect(Script& s, uint32_t qp, ibv_qp_type type) {
 }
 
 Script& teardown(Script& s) {
-  return s.req(Op::DestroyQp, HandleReq{5}).req(Op::DestroyCq, HandleReq{4})
-      .req(Op::DestroyCompChannel, HandleReq{3}).req(Op::DeregMr, HandleReq{2}).req(Op::DeallocPd, HandleReq{1});
+  return s.req(Op::DestroyQp, HandleReq{5})
+      .req(Op::DestroyCq, HandleReq{4})
+      .req(Op::DestroyCompChannel, HandleReq{3})
+      .req(Op::DeregMr, HandleReq{2})
+      .req(Op::DeallocPd, HandleReq{1});
 }
 
 void write(const std::string& dir, const std::string& name, const Script& s) {

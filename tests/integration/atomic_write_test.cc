@@ -4,11 +4,11 @@
 // MR without REMOTE_WRITE and a 4-byte local buffer complete with the statuses rxe gives.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "check_run.h"
 
@@ -54,7 +54,7 @@ TEST(AtomicWrite, TsharkDecodesTheBthOfEveryAtomicWriteAndItsAnswers) {
   std::multiset<std::string> seen;
   std::istringstream in(t.output);
   for (std::string l; std::getline(in, l);) seen.insert(l);
-  EXPECT_GE(seen.count("29\t"), 4u) << t.output;   // RC RDMA ATOMIC WRITE: both of case 0, and cases 1, 2
+  EXPECT_GE(seen.count("29\t"), 4u) << t.output;    // RC RDMA ATOMIC WRITE: both of case 0, and cases 1, 2
   EXPECT_GE(seen.count("16\t31"), 2u) << t.output;  // READ RESPONSE ONLY, AETH ACK: case 0's answers
   EXPECT_EQ(seen.count("17\t97"), 1u) << t.output;  // NAK invalid request: the misaligned target
   EXPECT_EQ(seen.count("17\t98"), 1u) << t.output;  // NAK remote access error: no REMOTE_WRITE

@@ -32,10 +32,10 @@ struct Row {
 
 // What --quick measures (simnic/cli/bench.cc's plan).
 const std::vector<Row> kQuickRows = {
-    {"ib_write_bw", 4096, 1},  {"ib_write_bw", 65536, 1},  {"ib_read_bw", 4096, 1},   {"ib_read_bw", 65536, 1},
-    {"ib_send_bw", 4096, 1},   {"ib_send_bw", 65536, 1},   {"ib_write_lat", 2, 1},    {"ib_write_lat", 4096, 1},
-    {"ib_send_lat", 2, 1},     {"ib_send_lat", 4096, 1},   {"ib_read_lat", 2, 1},     {"ib_read_lat", 4096, 1},
-    {"many_qp_write", 65536, 1}, {"many_qp_write", 65536, 16}, {"floor_lat", 2, 1},  {"floor_bw", 65536, 1}};
+    {"ib_write_bw", 4096, 1},    {"ib_write_bw", 65536, 1},    {"ib_read_bw", 4096, 1}, {"ib_read_bw", 65536, 1},
+    {"ib_send_bw", 4096, 1},     {"ib_send_bw", 65536, 1},     {"ib_write_lat", 2, 1},  {"ib_write_lat", 4096, 1},
+    {"ib_send_lat", 2, 1},       {"ib_send_lat", 4096, 1},     {"ib_read_lat", 2, 1},   {"ib_read_lat", 4096, 1},
+    {"many_qp_write", 65536, 1}, {"many_qp_write", 65536, 16}, {"floor_lat", 2, 1},     {"floor_bw", 65536, 1}};
 
 // The message-rate rows (issue 26 point 2): ib_write_bw 64 B's MsgRate and the floor's rate.
 const std::vector<Row> kRateRows = {{"ib_write_rate", 64, 1}, {"floor_rate", 64, 1}};
@@ -89,12 +89,11 @@ std::vector<pid_t> processes_in_group(pid_t pgid) {
 // (any real figure is a regression) and 10^9 us for ib_send_lat 2 B (any real one improves).
 void plant_previous_run(const std::string& root) {
   fs::create_directories(root + "/20000101-000000");
-  json figs = json::array({{{"test", "ib_write_bw"}, {"kind", "bw"}, {"size_bytes", 65536}, {"qps", 1},
-                            {"value", 1e9}, {"status", "ok"}},
-                           {{"test", "ib_send_lat"}, {"kind", "lat"}, {"size_bytes", 2}, {"qps", 1},
-                            {"value", 1e9}, {"status", "ok"}}});
-  json doc = {{"run", {{"mode", "quick"}, {"spin", false}, {"started_utc", "2000-01-01T00:00:00Z"},
-                       {"commit", "planted"}}},
+  json figs = json::array(
+      {{{"test", "ib_write_bw"}, {"kind", "bw"}, {"size_bytes", 65536}, {"qps", 1}, {"value", 1e9}, {"status", "ok"}},
+       {{"test", "ib_send_lat"}, {"kind", "lat"}, {"size_bytes", 2}, {"qps", 1}, {"value", 1e9}, {"status", "ok"}}});
+  json doc = {{"run",
+               {{"mode", "quick"}, {"spin", false}, {"started_utc", "2000-01-01T00:00:00Z"}, {"commit", "planted"}}},
               {"figures", figs}};
   std::ofstream(root + "/20000101-000000/bench.json") << doc.dump();
 }
@@ -155,8 +154,9 @@ void expect_table_rows(const std::string& out) {
     const std::string unit = r.test.find("_lat") != std::string::npos ? "us" : "MB/s";
     const std::regex row("\n" + r.test + R"(\s+)" + size_text(r.size) + R"(\s+)" + std::to_string(r.qps) +
                          R"(\s+[0-9.]+ )" + unit + R"(\s+[0-9.]+ )" + unit + R"(\s+[0-9.]+x\s+\d+\s+\d+)");
-    EXPECT_TRUE(std::regex_search(out, row)) << "no row with figures for " << r.test << " " << r.size << " x"
-                                             << r.qps << " in:\n" << out;
+    EXPECT_TRUE(std::regex_search(out, row))
+        << "no row with figures for " << r.test << " " << r.size << " x" << r.qps << " in:\n"
+        << out;
   }
 }
 
@@ -239,7 +239,8 @@ void expect_tail_and_rate_figures(const json& doc) {
     ASSERT_TRUE(f["p99_us"].is_number() && f["p99_ratio"].is_number()) << f.dump();
     EXPECT_EQ(f["baseline_p99_us"].get<double>(), tcp_p99.at(r.size)) << f.dump();
     EXPECT_NEAR(f["p99_ratio"].get<double>(), f["p99_us"].get<double>() / tcp_p99.at(r.size),
-                f["p99_ratio"].get<double>() * 1e-9) << f.dump();
+                f["p99_ratio"].get<double>() * 1e-9)
+        << f.dump();
   }
   const json* kernel = find_figure(doc, "tcp_rate", 64, 1);
   ASSERT_NE(kernel, nullptr);
@@ -299,7 +300,8 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
 // Without qperf the baseline is our own socket test; --baseline builtin forces it. With the
 // default --spin: one nice-19 spinner per CPU, recorded, and none left afterwards.
 TEST_F(BenchTool, BuiltinBaselineMeasuresTcpOnBusyCpus) {
-  Process bench({bin_dir() + "/simnic", "bench", "--quick", "--baseline", "builtin", "--baseline-only", "--out", root_});
+  Process bench(
+      {bin_dir() + "/simnic", "bench", "--quick", "--baseline", "builtin", "--baseline-only", "--out", root_});
   Result r = bench.wait(120s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string dir = new_run_dir(root_);

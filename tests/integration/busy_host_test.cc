@@ -24,7 +24,8 @@ class BusyHost {
  public:
   explicit BusyHost(const Nics& load, int seconds = 80) {
     const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-    for (long i = 0; i < cpus; ++i) procs_.push_back(std::make_unique<Process>(std::vector<std::string>{"sh", "-c", "while :; do :; done"}));
+    for (long i = 0; i < cpus; ++i)
+      procs_.push_back(std::make_unique<Process>(std::vector<std::string>{"sh", "-c", "while :; do :; done"}));
     const std::string d = std::to_string(seconds);
     stream(load, "ib_write_bw", {"-s", "65536", "-q", "16", "-D", d, "-F"});
     stream(load, "ib_send_bw", {"-s", "4096", "-D", d, "-F"});
@@ -59,8 +60,9 @@ TEST(BusyHost, AThousandQpPairsWriteUnderLoadWithoutAnErrorOrARetransmission) {
   ASSERT_TRUE(load.ok()) << "the load's perftest servers did not listen";
   std::this_thread::sleep_for(1s);  // the load streams before the run starts
   std::string out;
-  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, "ib_write_bw", {"-s", "65536", "-t", "4", "-q", "1000", "-n", "5", "-u", "8", "-F"},
-                                            &out, PerftestLimits{30s, 180s, 30s}));
+  ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, "ib_write_bw",
+                                            {"-s", "65536", "-t", "4", "-q", "1000", "-n", "5", "-u", "8", "-F"}, &out,
+                                            PerftestLimits{30s, 180s, 30s}));
   EXPECT_NE(out.find("#bytes"), std::string::npos) << out;
   for (const char* nic : {"simnic0", "simnic1"}) {
     auto st = nics.status(nic);
@@ -96,8 +98,9 @@ TEST(BusyHost, TheSoakRunsUnderLoadWithoutAnErrorOrARetransmission) {
   std::this_thread::sleep_for(1s);
   std::vector<std::unique_ptr<Process>> clients;
   for (const char* own : {"", "", "-c"}) {
-    std::vector<std::string> argv = {soak, "-a", "simnic0", "-b", "simnic1", "-t", "2", "-q", "8", "-s", "16384",
-                                     "-d", std::to_string(seconds), "-T", "120"};
+    std::vector<std::string> argv = {
+        soak, "-a", "simnic0", "-b", "simnic1", "-t", "2", "-q", "8", "-s", "16384", "-d", std::to_string(seconds),
+        "-T", "120"};
     if (*own) argv.push_back(own);
     clients.push_back(nics.start(argv));
   }

@@ -50,8 +50,8 @@ TEST(BusyPoll, PerftestRunsWithTheBusyPollOff) { runs_with_busy_poll("0"); }
 
 TEST(BusyPoll, BadValuesAreRefused) {
   for (const char* bad : {"-1", "abc", "1000001", "5x"}) {
-    Result r = run({bin_dir() + "/simnicd", "--busy-poll-us", bad, "--addr", "127.0.0.1", "--dir", "/nonexistent"}, {},
-                   30s);
+    Result r =
+        run({bin_dir() + "/simnicd", "--busy-poll-us", bad, "--addr", "127.0.0.1", "--dir", "/nonexistent"}, {}, 30s);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("bad --busy-poll-us"), std::string::npos) << bad << ": " << r.output;
   }

@@ -192,7 +192,8 @@ TEST(Cli, RestartKeepsTheAddressSoNoOtherUserCanTakeIt) {
   const int port = free_tcp_port();  // traffic both ways through the restarted NIC's socket
   auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-n", "100", "-p", std::to_string(port)});
   ASSERT_TRUE(wait_for_listener(port, 10s)) << srv->output();
-  Result cl = nics.run({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-n", "100", "-p", std::to_string(port), addr}, 30s);
+  Result cl =
+      nics.run({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-n", "100", "-p", std::to_string(port), addr}, 30s);
   EXPECT_EQ(cl.exit_code, 0) << cl.output;
   EXPECT_EQ(srv->wait(20s).exit_code, 0) << srv->output();
 }

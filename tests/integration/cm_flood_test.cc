@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -130,8 +130,8 @@ TEST(CmFlood, AForgedRequestFloodFromOneSourceDoesNotShutOutTheRealClient) {
   for (uint32_t i = 0; i < 100000; ++i)
     reqs.push_back(forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 1000 + i, 0x100 + i));
 
-  auto server = nics.start({bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port),
-                            "accept-from=" + client_ip});
+  auto server = nics.start(
+      {bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port), "accept-from=" + client_ip});
   for (int i = 0; i < 300 && server->output().find("listening") == std::string::npos; ++i) ::usleep(50 * 1000);
   ASSERT_NE(server->output().find("listening"), std::string::npos) << server->output();
 
@@ -169,8 +169,8 @@ TEST(CmFlood, AcceptingAForgedRequestWithAbsurdResourcesWorks) {
   auto server = nics.start({bin_dir() + "/simnic-cm-check", "server", server_ip, std::to_string(port), "accept-null"});
   for (int i = 0; i < 300 && server->output().find("listening") == std::string::npos; ++i) ::usleep(50 * 1000);
   ASSERT_NE(server->output().find("listening"), std::string::npos) << server->output();
-  const pid_t sender = flood(attacker, kNicPort, server_ip, {forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 77,
-                                                                    0x4242, 255)});
+  const pid_t sender = flood(attacker, kNicPort, server_ip,
+                             {forged_req(ip_of(attacker), kNicPort, ip_of(server_ip), port, 77, 0x4242, 255)});
   ASSERT_GT(sender, 0);
   EXPECT_EQ(wait_bounded(sender, 30s), 0);
   Result srv = server->wait(30s);

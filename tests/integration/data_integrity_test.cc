@@ -19,8 +19,8 @@ void expect_all_passed(const Result& r) {
 TEST(DataIntegrity, EveryRcOperationBetweenTwoNics) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  expect_all_passed(nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000",
-                              "-n", "3"}, 120s));
+  expect_all_passed(
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", "3"}, 120s));
   // Both NICs counted the traffic, and nothing was dropped as malformed or for a bad ICRC.
   for (const char* nic : {"simnic0", "simnic1"}) {
     auto st = nics.status(nic);
@@ -39,16 +39,19 @@ TEST(DataIntegrity, EveryRcOperationOnOneNic) {
 TEST(DataIntegrity, SmallMtuSegmentsLargeMessages) {
   Nics nics(2, {"--mtu", "256"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  expect_all_passed(nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "100000",
-                              "-m", "256"}, 120s));
+  expect_all_passed(
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "100000", "-m", "256"},
+               120s));
 }
 
 TEST(DataIntegrity, LossyLinkStillDeliversEveryByte) {
   Nics nics(2, {"--loss", "0.02", "--seed", "7"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  expect_all_passed(nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "65536",
-                              "-n", "2", "-L"}, 180s));
-  uint64_t retx = std::stoull(nics.status("simnic0")["retransmits"]) + std::stoull(nics.status("simnic1")["retransmits"]);
+  expect_all_passed(
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "65536", "-n", "2", "-L"},
+               180s));
+  uint64_t retx = std::stoull(nics.status("simnic0")["retransmits"]) +
+                  std::stoull(nics.status("simnic1")["retransmits"]);
   EXPECT_GT(retx, 0u) << "2% loss should have forced retransmissions";
 }
 
@@ -83,8 +86,9 @@ TEST(Stress, QuarterGibibyteUnderLossReorderAndDuplication) {
 TEST(Stress, ExtendedVerbsApiUnderLoss) {
   Nics nics(2, {"--loss", "0.03", "--dup", "0.02", "--seed", "11"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "32", "-c", "65536",
-                       "-d", "4", "-x"}, 180s);
+  Result r = nics.run({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "32", "-c", "65536", "-d",
+                       "4", "-x"},
+                      180s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("extended API"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("512 rounds verified, 33554432 bytes compared"), std::string::npos) << r.output;

@@ -103,13 +103,14 @@ TEST_F(Devnodes, OtherPreloadsAreKeptAfterItAndACopyFromSimnicEnvIsNotDoubled) {
   EXPECT_EQ(kept.output, ours + ":" + libm + "\n");
   Result once = simnic_run({}, {"sh", "-c", "echo \"$LD_PRELOAD\""}, {{"LD_PRELOAD", ours + " " + libm}});
   EXPECT_EQ(once.output, ours + ":" + libm + "\n");
-  Result removed = simnic_run({"--no-devnodes"}, {"sh", "-c", "echo \"$LD_PRELOAD\""}, {{"LD_PRELOAD", ours + ":" + libm}});
+  Result removed =
+      simnic_run({"--no-devnodes"}, {"sh", "-c", "echo \"$LD_PRELOAD\""}, {{"LD_PRELOAD", ours + ":" + libm}});
   EXPECT_EQ(removed.output, libm + "\n");
 }
 
 TEST_F(Devnodes, SimnicEnvExportsThePreloadAndItWorksWithoutSimnicRun) {
-  Result env = run({bin_dir() + "/simnic", "env"}, {{"SIMNIC_DIR", nics.dir()}, {"SIMNIC_DEVNODES", "1"}, {"LD_PRELOAD", ""}},
-                   10s);
+  Result env = run({bin_dir() + "/simnic", "env"},
+                   {{"SIMNIC_DIR", nics.dir()}, {"SIMNIC_DEVNODES", "1"}, {"LD_PRELOAD", ""}}, 10s);
   EXPECT_EQ(env.exit_code, 0) << env.output;
   EXPECT_NE(env.output.find("export LD_PRELOAD='" + shim_dir() + "/libsimnic_devnode.so'\n"), std::string::npos)
       << env.output;
@@ -117,7 +118,8 @@ TEST_F(Devnodes, SimnicEnvExportsThePreloadAndItWorksWithoutSimnicRun) {
                   {{"SIMNIC_DIR", nics.dir()}, {"SIMNIC_DEVNODES", "1"}, {"LD_PRELOAD", ""}}, 20s);
   EXPECT_EQ(sh.exit_code, 0) << sh.output;
   EXPECT_EQ(not_chr(sh.output), "");
-  Result off = run({bin_dir() + "/simnic", "env", "--no-devnodes"}, {{"SIMNIC_DIR", nics.dir()}, {"LD_PRELOAD", ""}}, 10s);
+  Result off =
+      run({bin_dir() + "/simnic", "env", "--no-devnodes"}, {{"SIMNIC_DIR", nics.dir()}, {"LD_PRELOAD", ""}}, 10s);
   EXPECT_EQ(off.output.find("LD_PRELOAD"), std::string::npos) << off.output;
 }
 

@@ -16,8 +16,9 @@ TEST(Example, HelloRdmaBuildsWithPkgConfigAndRunsOnSimnic) {
   char dir[] = "/tmp/simnic-example-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string exe = std::string(dir) + "/hello_rdma";
-  Result cc = run({"sh", "-c", "cc -o " + exe + " " SIMNIC_TEST_SOURCE_DIR "/examples/hello_rdma.c " +
-                                   "$(pkg-config --cflags --libs libibverbs)"});
+  Result cc = run({"sh", "-c",
+                   "cc -o " + exe + " " SIMNIC_TEST_SOURCE_DIR "/examples/hello_rdma.c " +
+                       "$(pkg-config --cflags --libs libibverbs)"});
   ASSERT_EQ(cc.exit_code, 0) << cc.output;
 
   Nics nics(1);

@@ -21,9 +21,10 @@ struct Outcome {
 
 Outcome run_mistake(const Nics& nics, const std::string& mode, const std::string& run_flags = "") {
   const std::string err_file = nics.dir() + "/stderr-" + mode;
-  Result r = run({"sh", "-c", bin_dir() + "/simnic run " + run_flags + " -- " + bin_dir() + "/simnic-mistakes " + mode +
-                                  " 2>" + err_file},
-                 nics.env(), 60s);
+  Result r =
+      run({"sh", "-c",
+           bin_dir() + "/simnic run " + run_flags + " -- " + bin_dir() + "/simnic-mistakes " + mode + " 2>" + err_file},
+          nics.env(), 60s);
   std::ifstream in(err_file);
   std::stringstream err;
   err << in.rdbuf();
@@ -124,28 +125,43 @@ struct RefusedVerb {
 
 TEST_F(Explain, EveryRefusedVerbSaysWhy) {
   const std::vector<RefusedVerb> cases = {
-      {"alloc-pd-full", "ENOMEM", {"simnic: ibv_alloc_pd: ENOMEM: the NIC's 4096 PDs (max_pd of ibv_query_device) are all in use"}},
-      {"create-cq-cqe", "EINVAL", {"simnic: ibv_create_cq: EINVAL: cqe 8388608: a CQ holds 1 to 4194303 entries (max_cqe"}},
+      {"alloc-pd-full",
+       "ENOMEM",
+       {"simnic: ibv_alloc_pd: ENOMEM: the NIC's 4096 PDs (max_pd of ibv_query_device) are all in use"}},
+      {"create-cq-cqe",
+       "EINVAL",
+       {"simnic: ibv_create_cq: EINVAL: cqe 8388608: a CQ holds 1 to 4194303 entries (max_cqe"}},
       {"create-cq-ex-flags", "EOPNOTSUPP", {"simnic: ibv_create_cq_ex: EOPNOTSUPP: wc_flags 0x", "no CVLAN"}},
-      {"create-srq-wr", "EINVAL", {"simnic: ibv_create_srq: EINVAL: max_wr 1048576, max_sge 1: an SRQ takes 1 to 16384"}},
-      {"create-srq-ex-tm", "EOPNOTSUPP",
+      {"create-srq-wr",
+       "EINVAL",
+       {"simnic: ibv_create_srq: EINVAL: max_wr 1048576, max_sge 1: an SRQ takes 1 to 16384"}},
+      {"create-srq-ex-tm",
+       "EOPNOTSUPP",
        {"simnic: ibv_create_srq_ex: EOPNOTSUPP: srq_type 2: simnic has basic and XRC SRQs, no tag matching"}},
       {"create-ah-port", "EINVAL", {"simnic: ibv_create_ah: EINVAL: port_num 2 does not exist"}},
-      {"query-gid-index", "EINVAL",
+      {"query-gid-index",
+       "EINVAL",
        {"simnic: ibv_query_gid(simnic0, port 1, index 1): EINVAL: GID index 1 is past the table (gid_tbl_len 1), "
         "which has 1 entry (index 0: ::ffff:",
-        "use index 0 (ibv_rc_pingpong -g 0)", "`simnic up --gid-table rxe` lists rxe's table, whose RoCE v2 GID is index 1",
-        "docs/link-layer.md"}},
-      {"query-gid-ex-index", "EINVAL",
+        "use index 0 (ibv_rc_pingpong -g 0)",
+        "`simnic up --gid-table rxe` lists rxe's table, whose RoCE v2 GID is index 1", "docs/link-layer.md"}},
+      {"query-gid-ex-index",
+       "EINVAL",
        {"simnic: ibv_query_gid_ex(simnic0, port 1, index 5): EINVAL: GID index 5 is past the table",
         "--gid-table mlx5 has it at index 3"}},
       {"query-gid-table-small", "EINVAL", {"simnic: ibv_query_gid_table(simnic0): EINVAL: max_entries 0 is too few"}},
-      {"query-port-2", "EINVAL",
+      {"query-port-2",
+       "EINVAL",
        {"simnic: ibv_query_port(simnic0, port 2): EINVAL: port 2 does not exist: a simnic NIC has one port, port 1"}},
-      {"alloc-mw-type", "EINVAL", {"simnic: ibv_alloc_mw: EINVAL: type 7: a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2"}},
+      {"alloc-mw-type",
+       "EINVAL",
+       {"simnic: ibv_alloc_mw: EINVAL: type 7: a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2"}},
       {"create-qp-no-cq", "EINVAL", {"simnic: ibv_create_qp: EINVAL: recv_cq is NULL: a QP needs a PD and both CQs"}},
       {"dealloc-pd-busy", "EBUSY", {"simnic: ibv_dealloc_pd: EBUSY: 3 object(s) (MRs, QPs, SRQs, AHs) still use PD "}},
-      {"destroy-cq-busy", "EBUSY", {"simnic: ibv_destroy_cq: EBUSY: QPs still use CQ ", " (4 times as send_cq or recv_cq): ibv_destroy_qp them first"}},
+      {"destroy-cq-busy",
+       "EBUSY",
+       {"simnic: ibv_destroy_cq: EBUSY: QPs still use CQ ",
+        " (4 times as send_cq or recv_cq): ibv_destroy_qp them first"}},
   };
   for (const RefusedVerb& c : cases) {
     SCOPED_TRACE(c.mode);
@@ -175,10 +191,12 @@ TEST_F(Explain, RcPingpongWithGidIndexOneIsToldWhatTheTableHolds) {
   EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
   EXPECT_NE(o.err.find("can't read sgid of index 1"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("simnic: ibv_query_gid(simnic0, port 1, index 1): EINVAL: GID index 1 is past the table "
-                       "(gid_tbl_len 1), which has 1 entry (index 0: ::ffff:" + nics.addr(0) + ", RoCE v2); use index 0"),
+                       "(gid_tbl_len 1), which has 1 entry (index 0: ::ffff:" +
+                       nics.addr(0) + ", RoCE v2); use index 0"),
             std::string::npos)
       << o.err;
-  EXPECT_NE(o.err.find("`simnic up --gid-table rxe` lists rxe's table, whose RoCE v2 GID is index 1"), std::string::npos)
+  EXPECT_NE(o.err.find("`simnic up --gid-table rxe` lists rxe's table, whose RoCE v2 GID is index 1"),
+            std::string::npos)
       << o.err;
 }
 

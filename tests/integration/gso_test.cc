@@ -32,8 +32,9 @@ uint64_t number(std::map<std::string, std::string>& st, const char* key) {
 // simnic-verbs-check with 200,000-byte messages (runs of 4 KiB packets, what GSO batches):
 // every operation passes and every byte compares.
 ::testing::AssertionResult verbs_check_passes(const Nics& nics, const char* rounds) {
-  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", rounds},
-                      120s);
+  Result r =
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "200000", "-n", rounds},
+               120s);
   if (r.exit_code == 0 && r.output.find(" passed, 0 failed") != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "exit " << r.exit_code << ":\n" << r.output;
 }
@@ -70,7 +71,9 @@ class LoCapture {
     int big = 32 << 20;
     if (fd_ >= 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
   }
-  ~LoCapture() { if (fd_ >= 0) ::close(fd_); }
+  ~LoCapture() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   bool ok() const { return fd_ >= 0; }
   // The largest UDP datagram to `port` seen so far (IPv4 total length), and how many.
   void drain(uint16_t port, size_t* largest, size_t* count) {
@@ -137,8 +140,8 @@ TEST(Gso, NoGsoMeansOneDatagramPerPacket) {
   }
 }
 
-// SIMNIC_GSO=1 in the environment (here), in a network namespace of its own whose `lo` segments UDP in software (ethtool: no
-// tx-udp-segmentation), a capture of `lo` shows the segments as the kernel made them, and
+// SIMNIC_GSO=1 in the environment (here), in a network namespace of its own whose `lo` segments UDP in software
+// (ethtool: no tx-udp-segmentation), a capture of `lo` shows the segments as the kernel made them, and
 // scripts/check_icrc.py (Python's zlib, no simnic code) verifies each one.
 class SegmentingHost {
  public:
@@ -194,8 +197,8 @@ TEST(Gso, SegmentsOnTheWireCarryTheIcrcOfTheirIdentification) {
   }
   if (!capturing) GTEST_SKIP() << "cannot capture on the namespace's lo: " << capture.output();
   std::this_thread::sleep_for(1s);  // dumpcap reports before packets reach the file
-  Result r = it::run(host.in_ns({bin_dir() + "/simnic", "run", "--", bin_dir() + "/simnic-verbs-check", "-a",
-                                 "simnic0", "-b", "simnic1", "-s", "100000", "-n", "1"}),
+  Result r = it::run(host.in_ns({bin_dir() + "/simnic", "run", "--", bin_dir() + "/simnic-verbs-check", "-a", "simnic0",
+                                 "-b", "simnic1", "-s", "100000", "-n", "1"}),
                      host.env(), 120s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::this_thread::sleep_for(500ms);

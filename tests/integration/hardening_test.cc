@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "harness.h"
-#include "support/output_files.h"
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
+#include "support/output_files.h"
 
 namespace simnic::it {
 namespace {
@@ -33,9 +33,7 @@ using namespace std::chrono_literals;
 constexpr uid_t kStranger = 4321;  // a uid that is neither ours, nobody's nor root's
 
 // 127.4.<pid>.1: an address no other test of this file uses at the same time.
-std::string own_addr(int n) {
-  return "127.4." + std::to_string(1 + (::getpid() + n) % 250) + ".1";
-}
+std::string own_addr(int n) { return "127.4." + std::to_string(1 + (::getpid() + n) % 250) + ".1"; }
 
 // Waits until `p` printed `text`.
 bool wait_for_output(const Process& p, const std::string& text, std::chrono::milliseconds timeout) {
@@ -110,7 +108,7 @@ TEST(Hardening, PlantedSymlinksAreNeverWrittenThrough) {
   Result up = run({bin_dir() + "/simnic", "up", "1", "--addr", own_addr(4)}, env, 20s);
   EXPECT_EQ(up.exit_code, 0) << up.output;
   run({bin_dir() + "/simnic", "down"}, env, 20s);
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::lstat((dir + "/simnic0.log").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode)) << "the log replaced the planted link";
   EXPECT_TRUE(test::contains(test::read_all(dir + "/simnic0.log"), "ready")) << test::read_all(dir + "/simnic0.log");
@@ -175,14 +173,21 @@ TEST(Hardening, TheShimRefusesANicServedByAnotherUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other uids";
   if (!have_program("setpriv") || !have_program("ibv_devices")) GTEST_SKIP() << "needs setpriv and ibv_devices";
   if (run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "test", "-r",
-           shim_dir() + "/libibverbs.so.1"}, {}, 10s).exit_code != 0)
+           shim_dir() + "/libibverbs.so.1"},
+          {}, 10s)
+          .exit_code != 0)
     GTEST_SKIP() << "uid 65534 cannot read " << shim_dir() << " (a private build tree)";
   std::string dir = test::temp_dir("fake");
   ASSERT_EQ(::chown(dir.c_str(), test::kNobody, test::kNobody), 0);  // the victim's own, proper directory
   pid_t fake = start_fake_nic(abi::control_socket_path(dir, "simnic0"));
   ASSERT_GT(fake, 0);
-  std::vector<std::string> as_nobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
-                                        "SIMNIC_DIR=" + dir, "LD_LIBRARY_PATH=" + shim_dir()};
+  std::vector<std::string> as_nobody = {"setpriv",
+                                        "--reuid=65534",
+                                        "--regid=65534",
+                                        "--clear-groups",
+                                        "env",
+                                        "SIMNIC_DIR=" + dir,
+                                        "LD_LIBRARY_PATH=" + shim_dir()};
   auto with = [&](std::vector<std::string> cmd) {
     std::vector<std::string> v = as_nobody;
     v.insert(v.end(), cmd.begin(), cmd.end());
@@ -351,7 +356,8 @@ TEST(Hardening, RunningOutOfDescriptorsDoesNotSpinTheNic) {
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   pid_t nic = nics.daemon_pids().at(0);
   size_t open_fds = 0;
-  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(nic) + "/fd")) ++open_fds;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(nic) + "/fd"))
+    ++open_fds;
   const std::string limit = std::to_string(open_fds + 2);
   ASSERT_EQ(run({"prlimit", "--pid", std::to_string(nic), "--nofile=" + limit + ":"}).exit_code, 0);
   std::vector<int> conns;

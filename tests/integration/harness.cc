@@ -43,9 +43,7 @@ std::string read_file(const std::string& path) {
 std::string bin_dir() { return SIMNIC_TEST_BIN_DIR; }
 std::string shim_dir() { return SIMNIC_TEST_SHIM_DIR; }
 
-bool have_program(const std::string& name) {
-  return run({"sh", "-c", "command -v " + name}, {}, 10s).exit_code == 0;
-}
+bool have_program(const std::string& name) { return run({"sh", "-c", "command -v " + name}, {}, 10s).exit_code == 0; }
 
 Process::Process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   static std::atomic<int> seq{0};

@@ -12,8 +12,8 @@
 namespace simnic::it {
 
 struct Result {
-  int exit_code = -1;   // -1: killed after the timeout; 128+N: killed by signal N
-  std::string output;   // stdout and stderr together
+  int exit_code = -1;  // -1: killed after the timeout; 128+N: killed by signal N
+  std::string output;  // stdout and stderr together
   bool timed_out = false;
 };
 
@@ -41,8 +41,8 @@ class Process {
 Result run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
            std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-std::string bin_dir();                     // build/bin
-std::string shim_dir();                    // build/lib
+std::string bin_dir();                       // build/bin
+std::string shim_dir();                      // build/lib
 bool have_program(const std::string& name);  // on PATH
 
 // N NICs started with `simnic up` in a fresh directory. Stops them (and kills their pids)
@@ -55,7 +55,7 @@ class Nics {
   Nics& operator=(const Nics&) = delete;
 
   const std::string& dir() const { return dir_; }
-  std::string addr(int i) const;           // "127.a.b.(1+i)"
+  std::string addr(int i) const;  // "127.a.b.(1+i)"
   std::map<std::string, std::string> env() const { return {{"SIMNIC_DIR", dir_}}; }
   bool ok() const { return up_.exit_code == 0; }
   const Result& up_result() const { return up_; }

@@ -66,7 +66,8 @@ TEST(InfiniBandMode, PortsAreActiveInfiniBandWithLidsFromOneAndTheSmOnLidOne) {
     EXPECT_NE(block.find("sm_lid:\t\t\t1\n"), std::string::npos) << block;
     EXPECT_NE(block.find("port_lmc:\t\t0x00"), std::string::npos) << block;
     // One GID: fe80:: and the port GUID, printed raw as ibv_devinfo prints IB GIDs.
-    EXPECT_TRUE(std::regex_search(block, std::regex(R"(GID\[  0\]:\t\tfe80:0000:0000:0000:0253:4e[0-9a-f]{2}:[0-9a-f]{4}:[0-9a-f]{2}01\n)")))
+    EXPECT_TRUE(std::regex_search(
+        block, std::regex(R"(GID\[  0\]:\t\tfe80:0000:0000:0000:0253:4e[0-9a-f]{2}:[0-9a-f]{4}:[0-9a-f]{2}01\n)")))
         << block;
   }
   // The registry the NICs route DLIDs by.
@@ -80,7 +81,7 @@ struct ToolCase {
   const char* name;
   std::vector<std::string> program;  // without -d / port / host
   const char* port_flag;
-  std::vector<std::string> expect;   // each found in both sides' output
+  std::vector<std::string> expect;  // each found in both sides' output
 };
 
 void PrintTo(const ToolCase& c, std::ostream* os) { *os << c.name; }
@@ -110,18 +111,30 @@ INSTANTIATE_TEST_SUITE_P(
     NoGrh, InfiniBandTools,
     ::testing::Values(
         // "N bytes in": size * iterations each way, twice; no GID (the pingpongs print "::").
-        ToolCase{"rc_pingpong", {"ibv_rc_pingpong", "-s", "4096", "-n", "300"}, "-p",
+        ToolCase{"rc_pingpong",
+                 {"ibv_rc_pingpong", "-s", "4096", "-n", "300"},
+                 "-p",
                  {"remote address: +LID 0x000[12], [^\\n]*GID ::\\n", std::to_string(2 * 4096 * 300) + " bytes in "}},
-        ToolCase{"ud_pingpong", {"ibv_ud_pingpong", "-s", "1024", "-n", "300"}, "-p",
+        ToolCase{"ud_pingpong",
+                 {"ibv_ud_pingpong", "-s", "1024", "-n", "300"},
+                 "-p",
                  {"remote address: +LID 0x000[12], [^\\n]*GID ::\\n", std::to_string(2 * 1024 * 300) + " bytes in "}},
-        ToolCase{"uc_pingpong", {"ibv_uc_pingpong", "-s", "4096", "-n", "200"}, "-p",
+        ToolCase{"uc_pingpong",
+                 {"ibv_uc_pingpong", "-s", "4096", "-n", "200"},
+                 "-p",
                  {"remote address: +LID 0x000[12]", std::to_string(2 * 4096 * 200) + " bytes in "}},
         // perftest: "Link type : IB", the peer's LID, and the report row (#bytes, #iterations, figures).
-        ToolCase{"ib_write_bw", {"ib_write_bw", "-n", "500"}, "-p",
+        ToolCase{"ib_write_bw",
+                 {"ib_write_bw", "-n", "500"},
+                 "-p",
                  {"Link type +: IB", "remote address: LID 0x0[12] ", "\\n +65536 +500 +[0-9.]+ +[0-9.]+"}},
-        ToolCase{"ib_send_lat", {"ib_send_lat", "-n", "500"}, "-p",
+        ToolCase{"ib_send_lat",
+                 {"ib_send_lat", "-n", "500"},
+                 "-p",
                  {"Link type +: IB", "remote address: LID 0x0[12] ", "\\n +2 +500 +[0-9.]+ +[0-9.]+"}},
-        ToolCase{"ib_send_lat_ud", {"ib_send_lat", "-c", "UD", "-n", "300"}, "-p",
+        ToolCase{"ib_send_lat_ud",
+                 {"ib_send_lat", "-c", "UD", "-n", "300"},
+                 "-p",
                  {"Link type +: IB", "remote address: LID 0x0[12] ", "\\n +2 +300 +[0-9.]+ +[0-9.]+"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -149,7 +162,8 @@ TEST(InfiniBandMode, ALidMapFileGivesTheLidsAndTheRegistry) {
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   ASSERT_EQ(run({bin_dir() + "/simnic", "down"}, nics.env(), 30s).exit_code, 0);
   const std::string map = nics.dir() + "/fabric.map";
-  std::ofstream(map) << "# the whole fabric\n9 " << nics.addr(1) << "\n5 " << nics.addr(0) << "\n0x20 192.0.2.7 elsewhere\n";
+  std::ofstream(map) << "# the whole fabric\n9 " << nics.addr(1) << "\n5 " << nics.addr(0)
+                     << "\n0x20 192.0.2.7 elsewhere\n";
   Result up = run({bin_dir() + "/simnic", "up", "2", "--addr", nics.addr(0), "--link-layer", "ib", "--lid-map", map},
                   nics.env(), 30s);
   ASSERT_EQ(up.exit_code, 0) << up.output;
@@ -190,7 +204,8 @@ TEST(InfiniBandMode, ANicTheLidMapDoesNotListIsNotStarted) {
   Result up = run({bin_dir() + "/simnic", "up", "2", "--addr", nics.addr(0), "--link-layer", "ib", "--lid-map", map},
                   nics.env(), 30s);
   EXPECT_NE(up.exit_code, 0);
-  EXPECT_NE(up.output.find("simnic1's address " + nics.addr(1) + " has no LID in " + map), std::string::npos) << up.output;
+  EXPECT_NE(up.output.find("simnic1's address " + nics.addr(1) + " has no LID in " + map), std::string::npos)
+      << up.output;
 }
 
 // --- GID tables ---
@@ -217,8 +232,7 @@ TEST(GidTables, IbvDevinfoListsTheMlx5AndRxeTablesInTheirOrder) {
     if (std::string(kind) == "mlx5")
       want = g + "0]:\t\t" + eui_raw + ", RoCE v1\n" + g + "1]:\t\t" + eui + ", RoCE v2\n" + g + "2]:\t\t" +
              mapped_raw + ", RoCE v1\n" + g + "3]:\t\t::ffff:" + a + ", RoCE v2\n\n";
-    else
-      want = g + "0]:\t\t" + eui + ", RoCE v2\n" + g + "1]:\t\t::ffff:" + a + ", RoCE v2\n\n";
+    else want = g + "0]:\t\t" + eui + ", RoCE v2\n" + g + "1]:\t\t::ffff:" + a + ", RoCE v2\n\n";
     EXPECT_NE(r.output.find(want), std::string::npos) << kind << ":\n" << r.output << "\nwanted:\n" << want;
     const std::string len = std::string(kind) == "mlx5" ? "256" : "1024";
     EXPECT_NE(r.output.find("\t\t\tgid_tbl_len:\t\t" + len + "\n"), std::string::npos) << r.output;
@@ -237,22 +251,30 @@ TEST(GidTables, EveryRdmaCoreGidQueryAgrees) {
     const std::string a = nics.addr(0);
     for (const std::string& line :
          std::vector<std::string>{"gid_tbl_len 256\ntable 4\n", "table[2] index 2 port 1 ::ffff:" + a + " RoCE-v1\n",
-          "table[3] index 3 port 1 ::ffff:" + a + " RoCE-v2\ntable too small -22\n",
-          "gid 2 ex RoCE-v1 query 0 ::ffff:" + a + " type 0 0\n", "gid 3 ex RoCE-v2 query 0 ::ffff:" + a + " type 0 1\n",
-          std::string("gid 4 ex ENODATA query 0 :: type 0 0\n"), std::string("past the table EINVAL\n")})
+                                  "table[3] index 3 port 1 ::ffff:" + a + " RoCE-v2\ntable too small -22\n",
+                                  "gid 2 ex RoCE-v1 query 0 ::ffff:" + a + " type 0 0\n",
+                                  "gid 3 ex RoCE-v2 query 0 ::ffff:" + a + " type 0 1\n",
+                                  std::string("gid 4 ex ENODATA query 0 :: type 0 0\n"),
+                                  std::string("past the table EINVAL\n")})
       EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
-    EXPECT_TRUE(std::regex_search(r.output, std::regex("gid 0 ex RoCE-v1 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 0\n")))
+    EXPECT_TRUE(
+        std::regex_search(r.output,
+                          std::regex("gid 0 ex RoCE-v1 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 0\n")))
         << r.output;
-    EXPECT_TRUE(std::regex_search(r.output, std::regex("gid 1 ex RoCE-v2 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 1\n")))
+    EXPECT_TRUE(
+        std::regex_search(r.output,
+                          std::regex("gid 1 ex RoCE-v2 query 0 fe80::53:7fff:fe[0-9a-f]+:[0-9a-f]+ type 0 1\n")))
         << r.output;
   }
   Nics nics(1, {"--link-layer", "ib"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Result r = nics.run({bin_dir() + "/simnic-gid-query", "simnic0"}, 30s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("gid_tbl_len 1\ntable 1\ntable\\[0\\] index 0 port 1 fe80::253:4e[0-9a-f:]+01 IB\n")))
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("gid_tbl_len 1\ntable 1\ntable\\[0\\] index 0 port 1 fe80::253:4e[0-9a-f:]+01 IB\n")))
       << r.output;
-  EXPECT_NE(r.output.find("gid 1 ex EINVAL query -1 - type -1 7\npast the table EINVAL\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gid 1 ex EINVAL query -1 - type -1 7\npast the table EINVAL\n"), std::string::npos)
+      << r.output;
 }
 
 // Every RoCE GID names the interface its address is on, both ways rdma-core programs look:
@@ -322,9 +344,13 @@ TEST(GidTables, UncarriableMlx5EntriesAreRefusedAtRtrNamingIndex3) {
     EXPECT_NE(p.client.exit_code, 0) << p.client.output;
     const std::string both = p.server.output + p.client.output;
     EXPECT_NE(both.find("Failed to modify QP to RTR"), std::string::npos) << both;
-    EXPECT_TRUE(std::regex_search(both, std::regex(std::string("simnic: ibv_modify_qp: EINVAL: QP 0x[0-9a-f]+ INIT->RTR: "
-                                                               "sgid_index ") + index + " is [^\\n]*; use sgid_index 3 "
-                                                               "\\(::ffff:" + nics.addr(0) + ", RoCE v2\\)")))
+    EXPECT_TRUE(
+        std::regex_search(both, std::regex(std::string("simnic: ibv_modify_qp: EINVAL: QP 0x[0-9a-f]+ INIT->RTR: "
+                                                       "sgid_index ") +
+                                           index +
+                                           " is [^\\n]*; use sgid_index 3 "
+                                           "\\(::ffff:" +
+                                           nics.addr(0) + ", RoCE v2\\)")))
         << both;
   }
   Result logs = run({bin_dir() + "/simnic", "logs", "simnic0"}, nics.env(), 20s);
@@ -355,9 +381,10 @@ TEST_P(AhFromWc, Lab6ServiceDirectoryRepliesToEachSender) {
   ASSERT_NE(::mkdtemp(dir), nullptr);
   // ud_lab.c is the solution's; ud_common.c/.h, unchanged from the starter, are in the lab's common/.
   const std::string exe = std::string(dir) + "/ud_lab", lab = SIMNIC_TEST_SOURCE_DIR "/labs/06-ud";
-  Result cc = run({"sh", "-c", "cc -o " + exe + " -I " SIMNIC_TEST_SOURCE_DIR "/labs/common -I " + lab + "/common " +
-                                   lab + "/solution/ud_lab.c " + lab + "/common/ud_common.c " +
-                                   "$(pkg-config --cflags --libs libibverbs)"});
+  Result cc =
+      run({"sh", "-c",
+           "cc -o " + exe + " -I " SIMNIC_TEST_SOURCE_DIR "/labs/common -I " + lab + "/common " + lab +
+               "/solution/ud_lab.c " + lab + "/common/ud_common.c " + "$(pkg-config --cflags --libs libibverbs)"});
   ASSERT_EQ(cc.exit_code, 0) << cc.output;
   {
     Nics nics(3, c.up_args);
@@ -373,20 +400,21 @@ TEST_P(AhFromWc, Lab6ServiceDirectoryRepliesToEachSender) {
     Result cl = nics.run(with({exe, "client", "-d", "simnic2"}, {"echo", "hello by lid"}), 30s);
     Result sv = svc->wait(20s), rg = reg->wait(20s);
     EXPECT_EQ(cl.exit_code, 0) << cl.output << "\nservice:\n" << sv.output << "\nregistry:\n" << rg.output;
-    EXPECT_TRUE(std::regex_search(cl.output, std::regex("client: reply from QPN 0x[0-9a-f]+: HELLO BY LID"))) << cl.output;
+    EXPECT_TRUE(std::regex_search(cl.output, std::regex("client: reply from QPN 0x[0-9a-f]+: HELLO BY LID")))
+        << cl.output;
     EXPECT_EQ(sv.exit_code, 0) << sv.output;
     EXPECT_NE(sv.output.find("request \"hello by lid\""), std::string::npos) << sv.output;
-    for (const char* nic : {"simnic0", "simnic1", "simnic2"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+    for (const char* nic : {"simnic0", "simnic1", "simnic2"})
+      EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
   }
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    LinkLayers, AhFromWc,
-    ::testing::Values(AhFromWcCase{"infiniband", {"--link-layer", "ib"}, "0"},
-                      AhFromWcCase{"rxe_table", {"--gid-table", "rxe"}, "1"},
-                      AhFromWcCase{"mlx5_table", {"--gid-table", "mlx5"}, "3"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(LinkLayers, AhFromWc,
+                         ::testing::Values(AhFromWcCase{"infiniband", {"--link-layer", "ib"}, "0"},
+                                           AhFromWcCase{"rxe_table", {"--gid-table", "rxe"}, "1"},
+                                           AhFromWcCase{"mlx5_table", {"--gid-table", "mlx5"}, "3"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace simnic::it

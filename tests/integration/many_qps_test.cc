@@ -1,8 +1,8 @@
 // Issue 14 point 3: 1,000 RC QP pairs between two NICs, 64 KiB WRITEs at queue depth 4 each
 // (Debian's ib_write_bw -q 1000 -n 5, unmodified; perftest wants at least 5 iterations), with
 // no loss injected: no completion fails, the receiving NIC's socket buffer never overflows, and
-// the per-peer window (simnic/core/engines/congestion.h) holds nothing once the run is over. With loss injected the window is halved
-// (AIMD) and every operation still completes.
+// the per-peer window (simnic/core/engines/congestion.h) holds nothing once the run is over. With loss injected the
+// window is halved (AIMD) and every operation still completes.
 #include <gtest/gtest.h>
 
 #include "harness.h"

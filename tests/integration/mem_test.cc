@@ -24,17 +24,17 @@ void mem_step(int nic_count, const std::vector<std::string>& args, const std::ve
 }
 
 TEST(Mem, ZeroLengthMrsAndZeroByteTrafficAsRxe) {
-  mem_step(2, {"-z"}, {"zero-length MR: EINVAL at a page boundary, registered inside a page (pinned and ODP)",
-                       "zero-length DM MR: registered within the DM, EINVAL beyond it",
-                       "zero-byte SEND, WRITE and READ through zero-length MRs, inside and outside them: success",
-                       "one byte from a zero-length MR: local protection error",
-                       "PASS"});
+  mem_step(2, {"-z"},
+           {"zero-length MR: EINVAL at a page boundary, registered inside a page (pinned and ODP)",
+            "zero-length DM MR: registered within the DM, EINVAL beyond it",
+            "zero-byte SEND, WRITE and READ through zero-length MRs, inside and outside them: success",
+            "one byte from a zero-length MR: local protection error", "PASS"});
 }
 
 TEST(Mem, TrafficThroughReregisteredMrsSucceeds) {
-  mem_step(2, {"-r"}, {"rereg translation: WRITE, READ and SEND through the moved MRs, bytes compared",
-                       "rereg PD: WRITE and SEND through QPs of the new PDs, bytes compared",
-                       "then after a reset 3 SENDs land"});
+  mem_step(2, {"-r"},
+           {"rereg translation: WRITE, READ and SEND through the moved MRs, bytes compared",
+            "rereg PD: WRITE and SEND through QPs of the new PDs, bytes compared", "then after a reset 3 SENDs land"});
 }
 
 TEST(Mem, RcQpsOnPdsWithOdpMrsReachRtsAndCarryWrites) {
@@ -42,16 +42,18 @@ TEST(Mem, RcQpsOnPdsWithOdpMrsReachRtsAndCarryWrites) {
 }
 
 TEST(Mem, DeviceMemoryRefusesCopiesAndRdmaBeyondIt) {
-  mem_step(2, {"-d"}, {"device memory: RDMA WRITE and READ through a DM MR at offset 512; past its end REM_ACCESS_ERR",
-                       "device memory: copies and MRs beyond the DM refused, the DM unchanged",
-                       "must be multiples of 4 (device memory is accessed in 4-byte words, as on mlx5)"});
+  mem_step(2, {"-d"},
+           {"device memory: RDMA WRITE and READ through a DM MR at offset 512; past its end REM_ACCESS_ERR",
+            "device memory: copies and MRs beyond the DM refused, the DM unchanged",
+            "must be multiples of 4 (device memory is accessed in 4-byte words, as on mlx5)"});
 }
 
 TEST(Mem, ProcessesSharingAContextAllocateDeviceMemoryAtOnce) {
   Result r;
-  ASSERT_NO_FATAL_FAILURE(mem_step(
-      1, {"-p", "8"},
-      {"device memory: 8 processes (half on one shared context) allocated and freed 200 DMs each at once"}, &r));
+  ASSERT_NO_FATAL_FAILURE(
+      mem_step(1, {"-p", "8"},
+               {"device memory: 8 processes (half on one shared context) allocated and freed 200 DMs each at once"},
+               &r));
   EXPECT_FALSE(says(r, "Protocol error")) << r.output;
 }
 

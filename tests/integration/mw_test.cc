@@ -21,19 +21,19 @@ TEST(MemoryWindows, Type2FlowAndErrorsThroughTheShimAsOnRxe) {
   Result r;
   ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-mw-check", {"-a", "simnic0", "-b", "simnic1"}, &r));
   expect_says(r, {
-      "server: type 2 bind with rkey 0x12: the window's rkey is its index | 0x12",
-      "client: WRITE and READ of 4096 bytes through the window, compared",
-      "server: 4096 bytes landed through the window, compared",
-      "client: rebound window: QP 2 wrote, QP 1: remote access error",
-      "server: LOCAL_INV, rebound through QP 2 with ibv_wr_bind_mw; its WRITE compared",
-      "server: SEND_WITH_INV invalidated the window, the receive reports its rkey",
-      "server: ibv_dereg_mr with a bound type 1 window: Invalid argument",
-      "server: BIND_MW with a scatter/gather entry: Invalid argument at post time",
-      "server: LOCAL_INV of a free window: local QP operation error",
-      "server: type 2 bind of another PD's window: memory management operation error",
-      "server: bind naming the window by a stale rkey: memory management operation error",
-      "PASS",
-  });
+                     "server: type 2 bind with rkey 0x12: the window's rkey is its index | 0x12",
+                     "client: WRITE and READ of 4096 bytes through the window, compared",
+                     "server: 4096 bytes landed through the window, compared",
+                     "client: rebound window: QP 2 wrote, QP 1: remote access error",
+                     "server: LOCAL_INV, rebound through QP 2 with ibv_wr_bind_mw; its WRITE compared",
+                     "server: SEND_WITH_INV invalidated the window, the receive reports its rkey",
+                     "server: ibv_dereg_mr with a bound type 1 window: Invalid argument",
+                     "server: BIND_MW with a scatter/gather entry: Invalid argument at post time",
+                     "server: LOCAL_INV of a free window: local QP operation error",
+                     "server: type 2 bind of another PD's window: memory management operation error",
+                     "server: bind naming the window by a stale rkey: memory management operation error",
+                     "PASS",
+                 });
   // The shim explains the refused verbs; simnicd's log names the rule each failed bind broke.
   EXPECT_NE(r.output.find("memory window(s) bound to it"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("a bind moves no data, num_sge must be 0"), std::string::npos) << r.output;

@@ -49,9 +49,16 @@ class TwoHosts {
     if (!why_not_.empty()) return;
     for (int i = 0; i < 2; ++i) {
       // Host A names its interface, host B its address: both ways of choosing where a NIC goes.
-      std::vector<std::string> up = {"ip", "netns", "exec", ns_[i], bin_dir() + "/simnic", "up",
-                                     i == 0 ? "--iface" : "--addr", i == 0 ? veth_[0] : addr_[1],
-                                     "--name", "simnic" + std::to_string(i)};
+      std::vector<std::string> up = {"ip",
+                                     "netns",
+                                     "exec",
+                                     ns_[i],
+                                     bin_dir() + "/simnic",
+                                     "up",
+                                     i == 0 ? "--iface" : "--addr",
+                                     i == 0 ? veth_[0] : addr_[1],
+                                     "--name",
+                                     "simnic" + std::to_string(i)};
       up.insert(up.end(), up_args.begin(), up_args.end());
       Result r = it::run(up, env(), 30s);
       up_output_ += r.output;
@@ -172,10 +179,11 @@ std::vector<std::string> pcap_frames(const std::string& pcap) {
 class VethCapture {
  public:
   VethCapture(const TwoHosts& hosts, int i, std::string path) : path_(std::move(path)) {
-    proc_ = std::make_unique<Process>(
-        hosts.in_host(i, {"tshark", "-i", hosts.veth(i), "-F", "pcap", "-f", "udp port 4791", "-a", "duration:50",
-                          "-w", path_}, false),
-        hosts.env());
+    proc_ = std::make_unique<Process>(hosts.in_host(i,
+                                                    {"tshark", "-i", hosts.veth(i), "-F", "pcap", "-f", "udp port 4791",
+                                                     "-a", "duration:50", "-w", path_},
+                                                    false),
+                                      hosts.env());
     for (int n = 0; n < 100 && !capturing_; ++n) {
       std::this_thread::sleep_for(100ms);
       capturing_ = proc_->output().find("Capturing on") != std::string::npos;
@@ -203,7 +211,7 @@ void expect_all_passed(const Result& r) {
   EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.output;
 }
 
-#define SKIP_WITHOUT_NAMESPACES(hosts)                                                         \
+#define SKIP_WITHOUT_NAMESPACES(hosts)                                                                 \
   if (!(hosts).why_not().empty()) GTEST_SKIP() << "no network namespaces here: " << (hosts).why_not(); \
   ASSERT_TRUE((hosts).up()) << (hosts).up_output()
 
@@ -259,8 +267,8 @@ TEST(Netns, PingpongAndEveryRcOperationCrossTheVethWithValidIcrcs) {
   Process server(hosts.in_host(0, {"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "200", "-c"}, true),
                  hosts.env());
   ASSERT_TRUE(wait_for_listener_of(server.pid(), std::stoi(port), 10s)) << server.output();
-  Result client = hosts.run(1, {"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "200", "-c",
-                                hosts.addr(0)});
+  Result client =
+      hosts.run(1, {"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "200", "-c", hosts.addr(0)});
   Result srv = server.wait(10s);
   ASSERT_EQ(client.exit_code, 0) << "client:\n" << client.output << "\nserver:\n" << srv.output;
   ASSERT_EQ(srv.exit_code, 0) << srv.output;
@@ -269,8 +277,9 @@ TEST(Netns, PingpongAndEveryRcOperationCrossTheVethWithValidIcrcs) {
 
   // Every RC operation, every byte compared, with a path MTU of 4096 asked for: modify_qp
   // clamps it to the port's 1024, so nothing larger than the link carries is ever sent.
-  expect_all_passed(hosts.run(1, {bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s",
-                                  "100000", "-m", "4096"}, true, 60s));
+  expect_all_passed(
+      hosts.run(1, {bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "100000", "-m", "4096"},
+                true, 60s));
   const std::string tshark = capture.stop();
   for (const char* nic : {"simnic0", "simnic1"}) {
     auto st = hosts.status(nic);
@@ -299,8 +308,9 @@ TEST(Netns, PingpongAndEveryRcOperationCrossTheVethWithValidIcrcs) {
 TEST(Netns, LossyLinkStillDeliversEveryByte) {
   TwoHosts hosts({"--loss", "0.03", "--seed", "5"});
   SKIP_WITHOUT_NAMESPACES(hosts);
-  expect_all_passed(hosts.run(1, {bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s",
-                                  "65536", "-L"}, true, 60s));
+  expect_all_passed(
+      hosts.run(1, {bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-s", "65536", "-L"}, true,
+                60s));
   uint64_t retx = std::stoull(hosts.status("simnic0")["retransmits"]) +
                   std::stoull(hosts.status("simnic1")["retransmits"]);
   EXPECT_GT(retx, 0u) << "3% loss should have forced retransmissions";

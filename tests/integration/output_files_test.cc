@@ -56,19 +56,19 @@ TEST(OutputFiles, UpRefusesCaptureFilesAnotherUserPlanted) {
   {
     Nics nics(1, {"--pcap-dir", shared});
     EXPECT_FALSE(nics.ok()) << nics.up_result().output;
-    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "cannot write pcap " + shared +
-                                                                     "/simnic0.pcap: it belongs to uid 65534"))
+    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"),
+                               "cannot write pcap " + shared + "/simnic0.pcap: it belongs to uid 65534"))
         << nics.up_result().output << test::read_all(nics.dir() + "/simnic0.log");
   }
   {
     Nics nics(1, {"--trace", shared});
     EXPECT_FALSE(nics.ok()) << nics.up_result().output;
-    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"), "cannot write trace " + shared +
-                                                                     "/simnic0.jsonl: it belongs to uid 65534"))
+    EXPECT_TRUE(test::contains(test::read_all(nics.dir() + "/simnic0.log"),
+                               "cannot write trace " + shared + "/simnic0.jsonl: it belongs to uid 65534"))
         << nics.up_result().output << test::read_all(nics.dir() + "/simnic0.log");
   }
   for (const char* name : {"/simnic0.pcap", "/simnic0.jsonl"}) {
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat((shared + name).c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, test::kNobody) << name;
     EXPECT_EQ(test::read_all(shared + name), "B's bait\n") << name;
@@ -78,7 +78,7 @@ TEST(OutputFiles, UpRefusesCaptureFilesAnotherUserPlanted) {
   {
     Nics nics(1, {"--pcap-dir", shared});
     ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat((shared + "/simnic0.pcap").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, ::geteuid());
     EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -105,7 +105,8 @@ TEST(OutputFiles, SizeLimitsStopEachFileWholeCountedAndLoggedOnce) {
   const std::string out = test::temp_dir("limits");
   Nics nics(2, {"--pcap-dir", out, "--trace", out, "--pcap-max-bytes", "20K", "--trace-max-bytes", "16K"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "3", "-s", "3000"}, 120s);
+  Result r =
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "3", "-s", "3000"}, 120s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto st = nics.status("simnic0");
   EXPECT_EQ(st["pcap_max_bytes"], "20480");
@@ -152,8 +153,8 @@ TEST(OutputFiles, AFullDiskLeavesWholeRecordsLoggedOnceAndCounted) {
   {
     Nics nics(2, {"--pcap-dir", out, "--trace", out});
     ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-    Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "3", "-s", "30000"},
-                        120s);
+    Result r =
+        nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "3", "-s", "30000"}, 120s);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto st0 = nics.status("simnic0"), st1 = nics.status("simnic1");
     EXPECT_TRUE(st0["pcap_stopped"] == "write_error" || st1["pcap_stopped"] == "write_error")
@@ -166,12 +167,14 @@ TEST(OutputFiles, AFullDiskLeavesWholeRecordsLoggedOnceAndCounted) {
       EXPECT_GE(test::whole_pcap_records(pcap), 0) << nic << ".pcap is cut mid-record: " << pcap.size() << " bytes";
       EXPECT_GE(whole_lines(trace), 0) << nic << ".jsonl is cut mid-line: " << trace.size() << " bytes";
       const std::string log = test::read_all(nics.dir() + "/" + nic + ".log");
-      EXPECT_LE(count_of(log, "pcap " + out + "/" + nic + ".pcap: a write failed (No space left on device)"), 1u) << log;
+      EXPECT_LE(count_of(log, "pcap " + out + "/" + nic + ".pcap: a write failed (No space left on device)"), 1u)
+          << log;
       EXPECT_LE(count_of(log, "trace " + out + "/" + nic + ".jsonl: a write failed"), 1u) << log;
     }
     const std::string log0 = test::read_all(nics.dir() + "/simnic0.log") + test::read_all(nics.dir() + "/simnic1.log");
     EXPECT_GE(count_of(log0, "a write failed (No space left on device), so it was cut back to its last whole record"),
-              1u) << log0;
+              1u)
+        << log0;
   }
   ::umount2(out.c_str(), MNT_DETACH);
   std::filesystem::remove_all(out);

@@ -58,23 +58,22 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.binary); });
 
 // Duration mode (-D SECONDS): the iteration count comes from a timer and an alarm signal.
-INSTANTIATE_TEST_SUITE_P(
-    DurationMode, Perftest,
-    ::testing::Values(PerftestCase{"ib_write_bw", {"-D", "1"}}, PerftestCase{"ib_send_bw", {"-D", "1"}},
-                      PerftestCase{"ib_read_lat", {"-D", "1"}}),
-    [](const auto& info) { return std::string(info.param.binary); });
+INSTANTIATE_TEST_SUITE_P(DurationMode, Perftest,
+                         ::testing::Values(PerftestCase{"ib_write_bw", {"-D", "1"}},
+                                           PerftestCase{"ib_send_bw", {"-D", "1"}},
+                                           PerftestCase{"ib_read_lat", {"-D", "1"}}),
+                         [](const auto& info) { return std::string(info.param.binary); });
 
 // The unreliable transports (-c UC / -c UD). Not ib_send_bw: its server counts every message,
 // and UC/UD have no retransmission, so they rely on a lossless link (PFC on real RoCE). On a
 // loaded 2-vCPU loopback a 30 MB burst can overflow the receiving NIC's socket buffer, and one
 // lost message leaves perftest waiting forever. The ping-pong tests keep one message in flight.
-INSTANTIATE_TEST_SUITE_P(
-    Transports, Perftest,
-    ::testing::Values(PerftestCase{"ib_write_bw", {"-c", "UC", "-n", "500"}, "ib_write_bw_uc"},
-                      PerftestCase{"ib_write_lat", {"-c", "UC", "-n", "500"}, "ib_write_lat_uc"},
-                      PerftestCase{"ib_send_lat", {"-c", "UC", "-n", "500"}, "ib_send_lat_uc"},
-                      PerftestCase{"ib_send_lat", {"-c", "UD", "-n", "500"}, "ib_send_lat_ud"}),
-    [](const auto& info) { return std::string(info.param.label); });
+INSTANTIATE_TEST_SUITE_P(Transports, Perftest,
+                         ::testing::Values(PerftestCase{"ib_write_bw", {"-c", "UC", "-n", "500"}, "ib_write_bw_uc"},
+                                           PerftestCase{"ib_write_lat", {"-c", "UC", "-n", "500"}, "ib_write_lat_uc"},
+                                           PerftestCase{"ib_send_lat", {"-c", "UC", "-n", "500"}, "ib_send_lat_uc"},
+                                           PerftestCase{"ib_send_lat", {"-c", "UD", "-n", "500"}, "ib_send_lat_ud"}),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace
 }  // namespace simnic::it

@@ -19,8 +19,8 @@ void sleeping_pingpong(const char* program, const std::vector<std::string>& args
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::string port = std::to_string(free_tcp_port());
   auto side = [&](const char* nic) {
-    std::vector<std::string> v = {"env", "-u", "SIMNIC_POLL_SPIN_US", "-u", "SIMNIC_POLL_BUSY_US",
-                                  "SIMNIC_POLL_SLEEP_US=10000000"};
+    std::vector<std::string> v = {
+        "env", "-u", "SIMNIC_POLL_SPIN_US", "-u", "SIMNIC_POLL_BUSY_US", "SIMNIC_POLL_SLEEP_US=10000000"};
     if (spin) v.push_back(std::string("SIMNIC_POLL_SPIN_US=") + spin);
     if (busy) v.push_back(std::string("SIMNIC_POLL_BUSY_US=") + busy);
     v.insert(v.end(), {program, "-d", nic, "-g", "0", "-p", port});

@@ -69,7 +69,8 @@ TEST(RdmaCm, ExportsTheVersionedSymbolsOfDebiansLibrdmacm) {
     std::istringstream in(r.output);
     for (std::string l; std::getline(in, l);) {
       std::smatch m;
-      if (l.find("*UND*") == std::string::npos && std::regex_search(l, m, line)) out.insert(m[1].str() + " " + m[2].str());
+      if (l.find("*UND*") == std::string::npos && std::regex_search(l, m, line))
+        out.insert(m[1].str() + " " + m[2].str());
     }
     return out;
   };
@@ -116,8 +117,9 @@ TEST(RdmaCm, RpingUnderTwoPercentLoss) {
   if (!have({"rping"})) GTEST_SKIP() << "rping is not installed (rdmacm-utils)";
   Nics nics(2, {"--loss", "0.02", "--seed", "11"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Pair p = run_pair(nics, {"env", "SIMNIC_CM_RESPONSE_TIMEOUT=16", "rping", "-s", "-a", nics.addr(0), "-p", "7176",
-                           "-v", "-C", "100"},
+  Pair p = run_pair(nics,
+                    {"env", "SIMNIC_CM_RESPONSE_TIMEOUT=16", "rping", "-s", "-a", nics.addr(0), "-p", "7176", "-v",
+                     "-C", "100"},
                     {"env", "SIMNIC_CM_RESPONSE_TIMEOUT=16", "rping", "-c", "-a", nics.addr(0), "-I", nics.addr(1),
                      "-p", "7176", "-v", "-C", "100"},
                     240s);
@@ -329,7 +331,8 @@ TEST(RdmaCm, GetaddrinfoWithOnlyHintsAnswersTheirAddresses) {
   Result r = nics.run({cm_check(), "addrinfo", nics.addr(0), "7471", "127.0.0.1"}, 30s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("dst " + nics.addr(0) + ":7471 src 127.0.0.1:0 family 2 qp_type 2 port_space 262"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("no addresses in the hints: 0, dst none src none"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no hints: -1 errno Invalid argument"), std::string::npos) << r.output;
 }
@@ -385,8 +388,8 @@ TEST(RdmaCm, TsharkDecodesTheCmExchange) {
   }  // the NICs stop: their pcaps are complete
   Result r = run({"tshark", "-r", caps + "/simnic1.pcap", "--disable-protocol", "rpcordma"}, {{"HOME", caps}}, 60s);
   run({"rm", "-rf", caps}, {}, 10s);
-  for (const char* msg : {"CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse", "CM: DisconnectRequest",
-                          "CM: DisconnectReply"})
+  for (const char* msg :
+       {"CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse", "CM: DisconnectRequest", "CM: DisconnectReply"})
     EXPECT_NE(r.output.find(msg), std::string::npos) << msg << "\n" << r.output;
 }
 

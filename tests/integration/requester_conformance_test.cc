@@ -21,7 +21,8 @@ TEST(RequesterConformance, TrafficClassReachesTheGrhAndOpcodesOfAnotherTransport
   for (const char* what : {"UD RDMA_WRITE", "UD RDMA_READ", "UD ATOMIC_CMP_AND_SWP", "UD ATOMIC_FETCH_AND_ADD",
                            "UC RDMA_READ", "UC ATOMIC_CMP_AND_SWP", "UC ATOMIC_FETCH_AND_ADD"})
     EXPECT_NE(r.output.find(std::string(what) + ": posted, completed with local QP operation error"), std::string::npos)
-        << what << "\n" << r.output;
+        << what << "\n"
+        << r.output;
   EXPECT_NE(r.output.find("UD BIND_MW: refused at post time with EINVAL"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
 }

@@ -32,7 +32,8 @@ std::set<std::string> versioned_symbols(const std::string& lib) {
 }
 
 std::string system_libibverbs() {
-  for (const char* p : {"/usr/lib/x86_64-linux-gnu/libibverbs.so.1", "/usr/lib64/libibverbs.so.1", "/usr/lib/libibverbs.so.1"})
+  for (const char* p :
+       {"/usr/lib/x86_64-linux-gnu/libibverbs.so.1", "/usr/lib64/libibverbs.so.1", "/usr/lib/libibverbs.so.1"})
     if (::access(p, R_OK) == 0) return p;
   return "";
 }

@@ -115,9 +115,9 @@ TEST(Spoofing, PacketsFromAPeerNicsAddressButAnotherPortAreDroppedAndCounted) {
   const std::string port = std::to_string(free_tcp_port());
   auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "200", "-s", "4096"});
   ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-  Result cl = nics.run({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "200", "-s", "4096",
-                        "127.0.0.1"},
-                       30s);
+  Result cl =
+      nics.run({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "200", "-s", "4096", "127.0.0.1"},
+               30s);
   Result sv = srv->wait(30s);
   EXPECT_EQ(cl.exit_code, 0) << cl.output;
   EXPECT_EQ(sv.exit_code, 0) << sv.output;

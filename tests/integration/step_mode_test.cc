@@ -27,7 +27,9 @@ std::map<std::string, std::string> step(const Nics& nics, const std::string& nic
   return kv;
 }
 
-uint64_t num(std::map<std::string, std::string>& kv, const char* key) { return std::stoull(kv[key].empty() ? "0" : kv[key]); }
+uint64_t num(std::map<std::string, std::string>& kv, const char* key) {
+  return std::stoull(kv[key].empty() ? "0" : kv[key]);
+}
 
 // Reads what the NIC's telemetry socket sent until `until` returns true (bounded).
 template <class Pred>
@@ -52,9 +54,11 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
   ASSERT_TRUE(feed.attach(nics.dir(), "simnic1", &error)) << error;
 
   const std::string port = std::to_string(free_tcp_port());
-  auto srv = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024"});
+  auto srv =
+      nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024"});
   ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-  auto cli = nics.start({"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024", "127.0.0.1"});
+  auto cli = nics.start(
+      {"ibv_rc_pingpong", "-d", "simnic1", "-g", "0", "-p", port, "-n", "2", "-s", "4000", "-m", "1024", "127.0.0.1"});
 
   // The client connects (the slow path is not held), reaches RTS and rings its doorbell:
   // simnic1 holds that (and the engine work RTS started).
@@ -79,7 +83,8 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
   EXPECT_EQ(before["held"], after["held"]);
   EXPECT_EQ(server_before["trace_seq"], server_after["trace_seq"]);
   feed.poll(&tl);
-  for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p) EXPECT_NE(tl.at(p).kind, "pkt_tx") << "a packet left a held NIC";
+  for (size_t p = tl.first_pos(); p < tl.end_pos(); ++p)
+    EXPECT_NE(tl.at(p).kind, "pkt_tx") << "a packet left a held NIC";
   EXPECT_EQ(cli->output().find("iters in"), std::string::npos) << "the client finished while its NIC was held";
 
   // Step simnic1 one held action at a time until its 4000-byte SEND (four 1024-byte MTU
@@ -93,7 +98,8 @@ TEST(StepMode, HoldsTheNicUntilSteppedThenReleasesOneInputAtATime) {
     auto stepped = step(nics, "simnic1", "next");
     ASSERT_EQ(stepped["exit"], "0");
     uint64_t seq = num(stepped, "trace_seq");
-    ASSERT_TRUE(pump(feed, tl, 5s, [&] { return seq == last_seq || (!tl.empty() && tl.at(tl.end_pos() - 1).seq >= seq); }))
+    ASSERT_TRUE(
+        pump(feed, tl, 5s, [&] { return seq == last_seq || (!tl.empty() && tl.at(tl.end_pos() - 1).seq >= seq); }))
         << "step " << i << ": trace_seq " << seq << ", last seen " << (tl.empty() ? 0 : tl.at(tl.end_pos() - 1).seq)
         << ", events " << tl.end_pos() << ", connected " << feed.any_connected();
     int inputs = 0, sent = 0;

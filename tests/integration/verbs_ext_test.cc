@@ -18,8 +18,10 @@ TEST(VerbsExt, RereggedMrDeviceMemoryAndParentDomainCarryRdmaBetweenTwoProcesses
   EXPECT_NE(r.output.find("rereg translation: 16384 bytes landed in the new buffer"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("device memory: 8192 bytes read and 2048 written by RDMA"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rereg access: a WRITE without the right completed with remote access error"),
-            std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("parent domain: rings of 1 QP, 1 SRQ and 1 CQ in our allocations, all freed"), std::string::npos)
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("parent domain: rings of 1 QP, 1 SRQ and 1 CQ in our allocations, all freed"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
   // The NIC explained each refusal on the program's stderr (SIMNIC_EXPLAIN, set by simnic run).
@@ -33,7 +35,8 @@ TEST(VerbsExt, AnotherProcessImportsTheContextAndUsesItsPdAndMr) {
   Result r;
   ASSERT_NO_FATAL_FAILURE(run_check(nics, "simnic-verbs-ext-check", {"-i", "-a", "simnic0"}, &r));
   EXPECT_NE(r.output.find("import: another process shared our PD and MR: 4096 bytes read from it and 4096 written"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
 }
 

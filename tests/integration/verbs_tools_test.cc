@@ -57,8 +57,7 @@ void run_pingpong(const PingpongCase& c) {
   const std::string port = std::to_string(free_tcp_port());
   std::vector<std::string> server = {c.program, "-d", "simnic0", "-g", "0", "-p", port};
   server.insert(server.end(), c.args.begin(), c.args.end());
-  std::vector<std::string> client = {c.program, "-d", c.same_nic ? "simnic0" : "simnic1", "-g", "0",
-                                     "-p", port};
+  std::vector<std::string> client = {c.program, "-d", c.same_nic ? "simnic0" : "simnic1", "-g", "0", "-p", port};
   client.insert(client.end(), c.args.begin(), c.args.end());
   client.push_back("127.0.0.1");
 
@@ -87,26 +86,29 @@ TEST_P(UcUdPingpong, BothSidesFinishAndReportTheBytes) { run_pingpong(GetParam()
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, RcPingpong,
-    ::testing::Values(PingpongCase{"one_byte", {"-s", "1", "-n", "500"}, false, 500},
-                      PingpongCase{"page", {"-s", "4096", "-n", "500"}, false, 4096L * 500},
-                      PingpongCase{"one_mib", {"-s", "1048576", "-n", "500"}, false, 1048576L * 500},
-                      PingpongCase{"events", {"-s", "4096", "-n", "500", "-e"}, false, 4096L * 500},
-                      PingpongCase{"new_send_api_checked", {"-s", "4096", "-n", "300", "-N", "-c"}, false, 4096L * 300},
-                      PingpongCase{"completion_timestamps", {"-s", "4096", "-n", "300", "-t"}, false, 4096L * 300},
-                      PingpongCase{"srq_8_qps", {"-s", "4096", "-n", "300", "-q", "8"}, false, 4096L * 300, "ibv_srq_pingpong"},
-                      PingpongCase{"srq_events", {"-s", "2048", "-n", "300", "-q", "4", "-e"}, false, 2048L * 300, "ibv_srq_pingpong"},
-                      PingpongCase{"mtu_4096", {"-s", "16384", "-n", "200", "-m", "4096"}, false, 16384L * 200},
-                      PingpongCase{"same_nic", {"-s", "4096", "-n", "500"}, true, 4096L * 500},
-                      PingpongCase{"same_nic_events", {"-s", "65536", "-n", "100", "-e"}, true, 65536L * 100}),
+    ::testing::Values(
+        PingpongCase{"one_byte", {"-s", "1", "-n", "500"}, false, 500},
+        PingpongCase{"page", {"-s", "4096", "-n", "500"}, false, 4096L * 500},
+        PingpongCase{"one_mib", {"-s", "1048576", "-n", "500"}, false, 1048576L * 500},
+        PingpongCase{"events", {"-s", "4096", "-n", "500", "-e"}, false, 4096L * 500},
+        PingpongCase{"new_send_api_checked", {"-s", "4096", "-n", "300", "-N", "-c"}, false, 4096L * 300},
+        PingpongCase{"completion_timestamps", {"-s", "4096", "-n", "300", "-t"}, false, 4096L * 300},
+        PingpongCase{"srq_8_qps", {"-s", "4096", "-n", "300", "-q", "8"}, false, 4096L * 300, "ibv_srq_pingpong"},
+        PingpongCase{
+            "srq_events", {"-s", "2048", "-n", "300", "-q", "4", "-e"}, false, 2048L * 300, "ibv_srq_pingpong"},
+        PingpongCase{"mtu_4096", {"-s", "16384", "-n", "200", "-m", "4096"}, false, 16384L * 200},
+        PingpongCase{"same_nic", {"-s", "4096", "-n", "500"}, true, 4096L * 500},
+        PingpongCase{"same_nic_events", {"-s", "65536", "-n", "100", "-e"}, true, 65536L * 100}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The other two pingpongs of ibverbs-utils: UC (no ACKs) and UD (datagrams behind a GRH).
 INSTANTIATE_TEST_SUITE_P(
     Transports, UcUdPingpong,
-    ::testing::Values(PingpongCase{"uc", {"-s", "10000", "-n", "300"}, false, 10000L * 300, "ibv_uc_pingpong"},
-                      PingpongCase{"uc_events", {"-s", "4096", "-n", "300", "-e"}, false, 4096L * 300, "ibv_uc_pingpong"},
-                      PingpongCase{"ud", {"-s", "2048", "-n", "500"}, false, 2048L * 500, "ibv_ud_pingpong"},
-                      PingpongCase{"ud_same_nic", {"-s", "1024", "-n", "300", "-e"}, true, 1024L * 300, "ibv_ud_pingpong"}),
+    ::testing::Values(
+        PingpongCase{"uc", {"-s", "10000", "-n", "300"}, false, 10000L * 300, "ibv_uc_pingpong"},
+        PingpongCase{"uc_events", {"-s", "4096", "-n", "300", "-e"}, false, 4096L * 300, "ibv_uc_pingpong"},
+        PingpongCase{"ud", {"-s", "2048", "-n", "500"}, false, 2048L * 500, "ibv_ud_pingpong"},
+        PingpongCase{"ud_same_nic", {"-s", "1024", "-n", "300", "-e"}, true, 1024L * 300, "ibv_ud_pingpong"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Without `simnic run` the same binary loads the system libibverbs, which sees the real

@@ -81,7 +81,8 @@ struct Scanner {
 TEST(VizLiveHistory, AViewerAttachingAfterAShortProgramSeesWhatItDid) {
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1", "-s", "3000"}, 120s);
+  Result r =
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1", "-s", "3000"}, 120s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // The program is gone: without the history, a viewer would see two idle NICs.
@@ -129,8 +130,8 @@ TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
   // slot, so each round waits for the previous one's credit (a round trip, not bandwidth, sets
   // the pace: 384 MiB take some 4 s here). A stream sized by bytes did not stay: 256 MiB, then
   // 2 GiB, finished before the viewer had its snapshot once the data path got faster (issue 14).
-  auto prog = nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "384", "-c", "4096",
-                          "-d", "1"});
+  auto prog = nics.start(
+      {bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "384", "-c", "4096", "-d", "1"});
   // A first viewer waits until the program is connected and sending on both NICs; then the
   // viewer under test attaches, mid-run.
   viz::Timeline probe;

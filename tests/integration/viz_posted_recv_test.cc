@@ -53,7 +53,8 @@ TEST(VizLive, PostedReceivesShowWithoutAnyPacket) {
   auto server = nics.start({"ibv_rc_pingpong", "-d", "simnic0", "-g", "0", "-p", port});
   ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << server->output();
   std::string seen;
-  EXPECT_TRUE(stream_shows(viewer, "\"kind\":\"wqe_posted\"", 5s, &seen)) << seen.substr(seen.size() > 4000 ? seen.size() - 4000 : 0);
+  EXPECT_TRUE(stream_shows(viewer, "\"kind\":\"wqe_posted\"", 5s, &seen))
+      << seen.substr(seen.size() > 4000 ? seen.size() - 4000 : 0);
   EXPECT_NE(seen.find("\"queue\":\"rq\""), std::string::npos);
   EXPECT_EQ(seen.find("\"kind\":\"pkt_rx\""), std::string::npos) << "no packet was needed";
   ::close(viewer);

@@ -5,21 +5,21 @@
 
 #include <stb_image.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
 #include <thread>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "harness.h"
-#include "viz/model/timeline.h"
-#include "viz/model/trace_sources.h"
 #include "viz/model/moment.h"
 #include "viz/model/packet_class.h"
+#include "viz/model/timeline.h"
+#include "viz/model/trace_sources.h"
 #include "viz/model/wire_layout.h"
 
 namespace simnic::it {
@@ -43,7 +43,8 @@ std::string record_exchange(const char* name, const std::vector<std::string>& ex
   up.insert(up.end(), extra_up.begin(), extra_up.end());
   Nics nics(2, up);
   EXPECT_TRUE(nics.ok()) << nics.up_result().output;
-  Result r = nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1", "-s", "3000"}, 120s);
+  Result r =
+      nics.run({bin_dir() + "/simnic-verbs-check", "-a", "simnic0", "-b", "simnic1", "-n", "1", "-s", "3000"}, 120s);
   if (must_pass) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
   }
@@ -107,8 +108,8 @@ TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {
     }
     EXPECT_EQ(states, (std::vector<std::string>{"INIT", "RTR", "RTS"})) << nic;
     EXPECT_LT(rts_at, first_packet) << nic;
-    for (const char* k : {"nic_up", "ctx_open", "mr_create", "cq_create", "qp_create", "doorbell", "wqe_posted", "pkt_tx",
-                          "pkt_rx", "dma", "cqe", "qp_destroy", "ctx_close"})
+    for (const char* k : {"nic_up", "ctx_open", "mr_create", "cq_create", "qp_create", "doorbell", "wqe_posted",
+                          "pkt_tx", "pkt_rx", "dma", "cqe", "qp_destroy", "ctx_close"})
       EXPECT_GT(kinds[k], 0) << nic << " has no " << k;
   }
 
@@ -132,7 +133,8 @@ TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {
     if (e.kind == "qp_state" && e.s("to") == "ERR" && err_state.empty()) err_state = e.s("cause");
   }
   ASSERT_GE(statuses.size(), 10u);
-  size_t first_bad = std::find_if(statuses.begin(), statuses.end(), [](uint64_t s) { return s != 0; }) - statuses.begin();
+  size_t first_bad = std::find_if(statuses.begin(), statuses.end(), [](uint64_t s) { return s != 0; }) -
+                     statuses.begin();
   EXPECT_GE(first_bad, 8u);
   ASSERT_LT(first_bad + 1, statuses.size());
   EXPECT_EQ(statuses[first_bad], 10u);     // IBV_WC_REM_ACCESS_ERR
@@ -186,7 +188,8 @@ Png read_png(const std::string& path) {
 
 size_t distinct_colours(const Png& p) {
   std::set<uint32_t> c;
-  for (size_t i = 0; i + 3 < p.px.size(); i += 4 * 7) c.insert(uint32_t(p.px[i]) << 16 | uint32_t(p.px[i + 1]) << 8 | p.px[i + 2]);
+  for (size_t i = 0; i + 3 < p.px.size(); i += 4 * 7)
+    c.insert(uint32_t(p.px[i]) << 16 | uint32_t(p.px[i + 1]) << 8 | p.px[i + 2]);
   return c.size();
 }
 
@@ -229,7 +232,8 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
   std::string a = dir + "/early.png", b = dir + "/flight.png";
   for (auto [png, at] : {std::pair{a, std::string("@12")}, std::pair{b, "@" + std::to_string(mid_flight)}}) {
     Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
-                               "--screenshot", png, "--at", at, "--layout-dump", png + ".layout"}), {}, 60s);
+                               "--screenshot", png, "--at", at, "--layout-dump", png + ".layout"}),
+                   {}, 60s);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("wrote " + png), std::string::npos) << r.output;
     EXPECT_FALSE(viz::overlapping_blocks(read_layout(png + ".layout").rects).has_value()) << at;
@@ -248,7 +252,8 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
 
   // A bad --at is refused, not rendered.
   Result bad = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", "--screenshot",
-                               dir + "/bad.png", "--at", "simnic0:99999999"}), {}, 60s);
+                               dir + "/bad.png", "--at", "simnic0:99999999"}),
+                   {}, 60s);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   run({"rm", "-rf", dir});
 }
@@ -268,7 +273,8 @@ TEST(VizScreenshot, WithoutAtTheLastTransferIsShownAndNothingIsCutOff) {
   EXPECT_TRUE(end.at("simnic0").qps.empty()) << "the end is the teardown";
   std::string png = dir + "/default.png", panels = dir + "/default.panels";
   Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
-                             "--screenshot", png, "--panel-dump", panels}), {}, 60s);
+                             "--screenshot", png, "--panel-dump", panels}),
+                 {}, 60s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("event position " + std::to_string(moment) + " of " + std::to_string(tl.end_pos())),
             std::string::npos)
@@ -287,7 +293,8 @@ TEST(VizScreenshot, WithoutAtTheLastTransferIsShownAndNothingIsCutOff) {
     EXPECT_LE(j["x1"].get<float>(), 1280.0f) << l;
     EXPECT_LE(j["y1"].get<float>(), 800.0f) << l;
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"simnic0/qps", "simnic0/side", "simnic0/mrs", "simnic1/qps", "simnic1/side", "simnic1/mrs"}));
+  EXPECT_EQ(seen, (std::set<std::string>{"simnic0/qps", "simnic0/side", "simnic0/mrs", "simnic1/qps", "simnic1/side",
+                                         "simnic1/mrs"}));
   run({"rm", "-rf", dir});
 }
 
@@ -323,7 +330,8 @@ size_t write_dense_burst(const std::string& dir, size_t n) {
   const uint64_t wall0 = 1'700'000'000'000'000'000ull;
   std::ofstream f0(dir + "/simnic0.jsonl"), f1(dir + "/simnic1.jsonl");
   uint64_t seq0 = 0, seq1 = 0;
-  auto line = [](std::ofstream& f, uint64_t* seq, const char* nic, uint64_t t, const char* kind, nlohmann::ordered_json x) {
+  auto line = [](std::ofstream& f, uint64_t* seq, const char* nic, uint64_t t, const char* kind,
+                 nlohmann::ordered_json x) {
     nlohmann::ordered_json j{{"seq", ++*seq}, {"t_ns", t}, {"nic", nic}, {"kind", kind}};
     for (auto it = x.begin(); it != x.end(); ++it) j[it.key()] = it.value();
     f << j.dump() << "\n";
@@ -334,23 +342,41 @@ size_t write_dense_burst(const std::string& dir, size_t n) {
     uint64_t* seq = i ? &seq1 : &seq0;
     const char* nic = i ? "simnic1" : "simnic0";
     uint32_t me = i ? qp1 : qp0, peer = i ? qp0 : qp1;
-    line(f, seq, nic, 1000, "nic_up", {{"addr", i ? "127.0.0.2" : "127.0.0.1"}, {"port", 4791}, {"mtu", 4096}, {"wall_ns", wall0 + 1000}});
+    line(f, seq, nic, 1000, "nic_up",
+         {{"addr", i ? "127.0.0.2" : "127.0.0.1"}, {"port", 4791}, {"mtu", 4096}, {"wall_ns", wall0 + 1000}});
     line(f, seq, nic, 2000, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 255}, {"entries", 256}});
-    line(f, seq, nic, 3000, "qp_create", {{"ctx", 1}, {"qp", me}, {"type", "RC"}, {"sq_entries", 128}, {"rq_entries", 128},
-                                          {"send_cq", 1}, {"recv_cq", 1}});
+    line(f, seq, nic, 3000, "qp_create",
+         {{"ctx", 1},
+          {"qp", me},
+          {"type", "RC"},
+          {"sq_entries", 128},
+          {"rq_entries", 128},
+          {"send_cq", 1},
+          {"recv_cq", 1}});
     const char* path[] = {"RESET", "INIT", "RTR", "RTS"};
     for (int k = 0; k < 3; ++k)
       line(f, seq, nic, 4000 + uint64_t(k), "qp_state",
-           {{"qp", me}, {"from", path[k]}, {"to", path[k + 1]}, {"cause", "modify_qp"},
-            {"attr", {{"dest_qp", k ? peer : 0}, {"sq_psn", i ? 0x1234 : psn0}, {"rq_psn", i ? psn0 : 0x1234}, {"mtu", 4096},
-                      {"dgid", i ? "127.0.0.1" : "127.0.0.2"}, {"access", "REMOTE_WRITE"}, {"timeout", 14},
-                      {"retry_cnt", 7}, {"rnr_retry", 7}, {"min_rnr_timer", 12}}}});
+           {{"qp", me},
+            {"from", path[k]},
+            {"to", path[k + 1]},
+            {"cause", "modify_qp"},
+            {"attr",
+             {{"dest_qp", k ? peer : 0},
+              {"sq_psn", i ? 0x1234 : psn0},
+              {"rq_psn", i ? psn0 : 0x1234},
+              {"mtu", 4096},
+              {"dgid", i ? "127.0.0.1" : "127.0.0.2"},
+              {"access", "REMOTE_WRITE"},
+              {"timeout", 14},
+              {"retry_cnt", 7},
+              {"rnr_retry", 7},
+              {"min_rnr_timer", 12}}}});
   }
-  line(f0, &seq0, "simnic0", 9000, "wqe_posted", {{"qp", qp0}, {"queue", "sq"}, {"index", 0}, {"wr_id", 1},
-                                                   {"opcode", "RDMA_WRITE"}, {"length", n * 4096}});
+  line(f0, &seq0, "simnic0", 9000, "wqe_posted",
+       {{"qp", qp0}, {"queue", "sq"}, {"index", 0}, {"wr_id", 1}, {"opcode", "RDMA_WRITE"}, {"length", n * 4096}});
   auto pkt = [&](uint64_t psn, const char* op, int num) {
-    return nlohmann::ordered_json{{"qp", qp0}, {"src", "127.0.0.1"}, {"dst", "127.0.0.2"}, {"opcode", op}, {"opcode_num", num},
-                                  {"psn", psn}, {"dest_qp", qp1}, {"payload", 4096}};
+    return nlohmann::ordered_json{{"qp", qp0},         {"src", "127.0.0.1"}, {"dst", "127.0.0.2"}, {"opcode", op},
+                                  {"opcode_num", num}, {"psn", psn},         {"dest_qp", qp1},     {"payload", 4096}};
   };
   for (size_t k = 0; k < n; ++k) {
     const char* op = k == 0 ? "RC_RDMA_WRITE_FIRST" : k + 1 == n ? "RC_RDMA_WRITE_LAST" : "RC_RDMA_WRITE_MIDDLE";
@@ -378,7 +404,8 @@ TEST(VizScreenshot, ADenseBurstHasNoOverlappingLabelsAtAnyZoom) {
   for (const char* zoom : {"1", "8", "300"}) {
     std::string png = dir + "/burst-" + zoom + ".png", layout = dir + "/burst-" + zoom + ".jsonl";
     Result r = run(under_xvfb({bin_dir() + "/simnic-viz", "--replay", dir + "/simnic0.jsonl", dir + "/simnic1.jsonl",
-                               "--screenshot", png, "--at", "@" + std::to_string(at), "--zoom", zoom, "--layout-dump", layout}),
+                               "--screenshot", png, "--at", "@" + std::to_string(at), "--zoom", zoom, "--layout-dump",
+                               layout}),
                    {}, 60s);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     DumpedLayout d = read_layout(layout);

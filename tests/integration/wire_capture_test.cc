@@ -26,7 +26,8 @@ TEST(WireCapture, TsharkDecodesEveryFrameAsRoceWithoutWarnings) {
       const std::string port = std::to_string(free_tcp_port());
       auto srv = nics.start({program, "-d", "simnic0", "-g", "0", "-p", port, "-n", "5", "-s", "2000"});
       ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-      Result cl = nics.run({program, "-d", "simnic1", "-g", "0", "-p", port, "-n", "5", "-s", "2000", "127.0.0.1"}, 30s);
+      Result cl =
+          nics.run({program, "-d", "simnic1", "-g", "0", "-p", port, "-n", "5", "-s", "2000", "127.0.0.1"}, 30s);
       Result sv = srv->wait(30s);
       ASSERT_EQ(cl.exit_code, 0) << program << ":\n" << cl.output;
       ASSERT_EQ(sv.exit_code, 0) << program << ":\n" << sv.output;
@@ -38,7 +39,8 @@ TEST(WireCapture, TsharkDecodesEveryFrameAsRoceWithoutWarnings) {
   Result total = run({"tshark", "-r", pcap, "-T", "fields", "-e", "frame.number"}, env, 60s);
   ASSERT_EQ(total.exit_code, 0) << total.output;
   Result roce = run({"tshark", "-r", pcap, "--disable-protocol", "rpcordma", "-Y", "infiniband.bth", "-T", "fields",
-                     "-e", "infiniband.bth.opcode"}, env, 60s);
+                     "-e", "infiniband.bth.opcode"},
+                    env, 60s);
   ASSERT_EQ(roce.exit_code, 0) << roce.output;
   // The numeric lines only: tshark also prints notes such as "Running as user root".
   auto numbers = [](const std::string& s) {

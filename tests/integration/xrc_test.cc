@@ -23,7 +23,8 @@ struct AddrLine {
 
 std::vector<AddrLine> addr_lines(const std::string& out, const std::string& who) {
   std::vector<AddrLine> v;
-  std::regex re(who + R"(: LID [0-9a-f]+, QPN RECV ([0-9a-f]{6}) SEND ([0-9a-f]{6}), PSN [0-9a-f]{6}, SRQN ([0-9a-f]{6}))");
+  std::regex re(who +
+                R"(: LID [0-9a-f]+, QPN RECV ([0-9a-f]{6}) SEND ([0-9a-f]{6}), PSN [0-9a-f]{6}, SRQN ([0-9a-f]{6}))");
   for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
     v.push_back({(*it)[1], (*it)[2], (*it)[3]});
   return v;
@@ -39,8 +40,8 @@ struct XsrqRun {
 XsrqRun run_xsrq(const Nics& nics, const std::vector<std::string>& client_nics, const std::vector<std::string>& extra,
                  bool gid = true) {
   const std::string port = std::to_string(free_tcp_port());
-  std::vector<std::string> server = {"ibv_xsrq_pingpong", "-d", "simnic0", "-p", port,
-                                     "-c", std::to_string(client_nics.size())};
+  std::vector<std::string> server = {
+      "ibv_xsrq_pingpong", "-d", "simnic0", "-p", port, "-c", std::to_string(client_nics.size())};
   std::vector<std::string> gid_args = gid ? std::vector<std::string>{"-g", "0"} : std::vector<std::string>{};
   server.insert(server.end(), gid_args.begin(), gid_args.end());
   server.insert(server.end(), extra.begin(), extra.end());
@@ -185,18 +186,20 @@ TEST(XrcCapture, RequestsCarryTheServersSrqNumberInTheirXrceth) {
   const std::map<std::string, std::string> env = {{"HOME", caps}};
   // The client's NIC (simnic1) sent the requests for the server's SRQ.
   Result v = run({"tshark", "-r", caps + "/simnic1.pcap", "--disable-protocol", "rpcordma", "-V", "-Y",
-                  "infiniband.bth.opcode == 164"}, env, 60s);
+                  "infiniband.bth.opcode == 164"},
+                 env, 60s);
   ASSERT_EQ(v.exit_code, 0) << v.output;
   EXPECT_NE(v.output.find("Extended Reliable Connection (XRC) - SEND Only (164)"), std::string::npos) << v.output;
   EXPECT_NE(v.output.find("Unknown/Vendor Specific Data: 00" + server_srqn), std::string::npos)
-      << "XRCETH 00" << server_srqn << "\n" << v.output.substr(0, 4000);
+      << "XRCETH 00" << server_srqn << "\n"
+      << v.output.substr(0, 4000);
   // And the server's NIC answered with XRC ACKNOWLEDGE (177).
   Result acks = run({"tshark", "-r", caps + "/simnic0.pcap", "--disable-protocol", "rpcordma", "-Y",
-                     "infiniband.bth.opcode == 177", "-T", "fields", "-e", "frame.number"}, env, 60s);
+                     "infiniband.bth.opcode == 177", "-T", "fields", "-e", "frame.number"},
+                    env, 60s);
   ASSERT_EQ(acks.exit_code, 0) << acks.output;
   EXPECT_NE(acks.output.find_first_of("0123456789"), std::string::npos) << acks.output;
-  Result icrc = run({"python3", SIMNIC_TEST_SOURCE_DIR "/scripts/check_icrc.py", caps + "/simnic0.pcap"},
-                    {}, 60s);
+  Result icrc = run({"python3", SIMNIC_TEST_SOURCE_DIR "/scripts/check_icrc.py", caps + "/simnic0.pcap"}, {}, 60s);
   EXPECT_EQ(icrc.exit_code, 0) << icrc.output;
   run({"rm", "-rf", caps});
 }

@@ -35,8 +35,8 @@ std::string missing_libfabric() {
 // "" when `simnic run --netns` can make its namespace here, else why not (the test skips).
 std::string netns_refused(const std::map<std::string, std::string>& env, const std::vector<std::string>& as = {}) {
   std::vector<std::string> argv = as;
-  for (const std::string& a : {simnic(), std::string("run"), std::string("--netns"), std::string("--"),
-                               std::string("true")})
+  for (const std::string& a :
+       {simnic(), std::string("run"), std::string("--netns"), std::string("--"), std::string("true")})
     argv.push_back(a);
   Result r = run(argv, env, 20s);
   if (r.output.find("cannot create a user and network namespace") != std::string::npos)
@@ -63,9 +63,13 @@ std::set<std::string> entries(const std::string& out) {
 // The fi_pingpong server in the background, the client once the server's control port
 // (47592, 0xB9E8) listens in the namespace, then both exit codes.
 std::string pingpong_script(const std::string& args, const std::string& server_addr) {
-  return "out=$(mktemp); SIMNIC_CM_DEVICE=simnic0 fi_pingpong " + args + " >$out 2>&1 & srv=$!; "
-         "i=0; while ! grep -q ':B9E8 00000000:0000 0A' /proc/net/tcp && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
-         "SIMNIC_CM_DEVICE=simnic1 fi_pingpong " + args + " " + server_addr + "; c=$?; "
+  return "out=$(mktemp); SIMNIC_CM_DEVICE=simnic0 fi_pingpong " + args +
+         " >$out 2>&1 & srv=$!; "
+         "i=0; while ! grep -q ':B9E8 00000000:0000 0A' /proc/net/tcp && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); "
+         "done; "
+         "SIMNIC_CM_DEVICE=simnic1 fi_pingpong " +
+         args + " " + server_addr +
+         "; c=$?; "
          "wait $srv; s=$?; echo '--- server:'; cat $out; rm -f $out; echo \"exit client $c server $s\"";
 }
 
@@ -154,8 +158,8 @@ TEST(FabricUnprivileged, AnotherUsersDirectoryUnderTmpPassesTheChecksInTheNamesp
   ASSERT_EQ(::chown(dir.c_str(), user, user), 0);
   const std::vector<std::string> as_user = {"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"};
   std::vector<std::string> argv = as_user;
-  for (const std::string& a : {simnic(), std::string("run"), std::string("--netns"), std::string("--"), simnic(),
-                               std::string("status")})
+  for (const std::string& a :
+       {simnic(), std::string("run"), std::string("--netns"), std::string("--"), simnic(), std::string("status")})
     argv.push_back(a);
   Result r = run(argv, {{"SIMNIC_DIR", dir}}, 20s);
   std::filesystem::remove_all(dir);

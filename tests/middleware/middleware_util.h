@@ -81,7 +81,8 @@ struct Runner {
     return full;
   }
   // `simnic run [opts] -- argv`.
-  std::vector<std::string> simnic_run(const std::vector<std::string>& opts, const std::vector<std::string>& argv) const {
+  std::vector<std::string> simnic_run(const std::vector<std::string>& opts,
+                                      const std::vector<std::string>& argv) const {
     std::vector<std::string> full = {bin_dir() + "/simnic", "run"};
     full.insert(full.end(), opts.begin(), opts.end());
     full.push_back("--");

@@ -26,7 +26,8 @@ const std::string kAllreduceSource = std::string(SIMNIC_TEST_SOURCE_DIR) + "/tes
 // Every NIC sent or received packets since `before` (packets_of_nics before the run).
 void expect_every_nic_grew(const Runner& who, const std::vector<Packets>& before) {
   for (int i = 0; i < int(before.size()); ++i)
-    EXPECT_GT(packets(who, nic_name(i)).total(), before[i].total()) << "simnic" << i << " carried none of the job's traffic";
+    EXPECT_GT(packets(who, nic_name(i)).total(), before[i].total())
+        << "simnic" << i << " carried none of the job's traffic";
 }
 
 // data/allreduce.c compiled with an MPI's compiler wrapper into a fresh directory everyone can
@@ -66,15 +67,18 @@ void expect_ranks_ok(const Result& r, int ranks) {
   EXPECT_EQ(count_of(r.output, "-> OK\n"), ranks) << r.output;
   EXPECT_EQ(count_of(r.output, "-> FAIL"), 0) << r.output;
   for (int i = 0; i < ranks; ++i)
-    EXPECT_NE(r.output.find("rank " + std::to_string(i) + "/" + std::to_string(ranks) + " dev simnic" + std::to_string(i) + ":1:"),
+    EXPECT_NE(r.output.find("rank " + std::to_string(i) + "/" + std::to_string(ranks) + " dev simnic" +
+                            std::to_string(i) + ":1:"),
               std::string::npos)
-        << "rank " << i << " on simnic" << i << "\n" << r.output;
+        << "rank " << i << " on simnic" << i << "\n"
+        << r.output;
 }
 
 // --- Open MPI ---
 
 bool have_openmpi() { return have_program("mpirun.openmpi") && have_program("mpicc.openmpi"); }
-constexpr const char* kNoOpenmpi = "needs mpirun.openmpi and mpicc.openmpi (Debian packages openmpi-bin, libopenmpi-dev)";
+constexpr const char* kNoOpenmpi =
+    "needs mpirun.openmpi and mpicc.openmpi (Debian packages openmpi-bin, libopenmpi-dev)";
 
 // mpirun over pml ucx restricted to simnic. Debian's /etc/openmpi/openmpi-mca-params.conf says
 // `pml = ^ucx` (and btl ^uct,openib,ofi, mtl ^ofi): `--mca pml ucx` overrides it. The BTLs
@@ -82,12 +86,24 @@ constexpr const char* kNoOpenmpi = "needs mpirun.openmpi and mpicc.openmpi (Debi
 // probe the NICs too) are off; UCX may use only RC verbs (and self for a rank to itself).
 // Then one MPMD context per rank, each with its own NIC: `-np 1 -x UCX_NET_DEVICES=simnicN:1 argv`.
 std::vector<std::string> openmpi_ucx(int ranks, const std::vector<std::string>& argv) {
-  std::vector<std::string> cmd = {"mpirun.openmpi", "--oversubscribe", "--mca", "pml", "ucx", "--mca", "btl",
-                                  "^vader,tcp,openib,uct,ofi", "--mca", "mtl", "^ofi", "-x", "UCX_TLS=rc_v,self"};
+  std::vector<std::string> cmd = {"mpirun.openmpi",
+                                  "--oversubscribe",
+                                  "--mca",
+                                  "pml",
+                                  "ucx",
+                                  "--mca",
+                                  "btl",
+                                  "^vader,tcp,openib,uct,ofi",
+                                  "--mca",
+                                  "mtl",
+                                  "^ofi",
+                                  "-x",
+                                  "UCX_TLS=rc_v,self"};
   if (::geteuid() == 0) cmd.insert(cmd.begin() + 1, "--allow-run-as-root");
   for (int i = 0; i < ranks; ++i) {
     if (i) cmd.push_back(":");
-    for (const std::string& a : {std::string("-np"), std::string("1"), std::string("-x"), "UCX_NET_DEVICES=simnic" + std::to_string(i) + ":1"})
+    for (const std::string& a :
+         {std::string("-np"), std::string("1"), std::string("-x"), "UCX_NET_DEVICES=simnic" + std::to_string(i) + ":1"})
       cmd.push_back(a);
     cmd.insert(cmd.end(), argv.begin(), argv.end());
   }
@@ -157,12 +173,25 @@ TEST_F(OpenMpi, NetpipeOverBtlOpenibOnInfinibandNics) {
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   Runner me = runner_for(nics);
   auto before = packets_of_nics(me, 2);
-  std::vector<std::string> cmd = {"mpirun.openmpi", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "openib,self",
-                                  "--mca", "btl_openib_allow_ib", "true", "--mca", "btl_openib_warn_no_device_params_found", "0"};
+  std::vector<std::string> cmd = {"mpirun.openmpi",
+                                  "--oversubscribe",
+                                  "--mca",
+                                  "pml",
+                                  "ob1",
+                                  "--mca",
+                                  "btl",
+                                  "openib,self",
+                                  "--mca",
+                                  "btl_openib_allow_ib",
+                                  "true",
+                                  "--mca",
+                                  "btl_openib_warn_no_device_params_found",
+                                  "0"};
   if (::geteuid() == 0) cmd.insert(cmd.begin() + 1, "--allow-run-as-root");
   for (int i = 0; i < 2; ++i) {
     if (i) cmd.push_back(":");
-    for (const std::string& a : {std::string("-np"), std::string("1"), std::string("-x"), "OMPI_MCA_btl_openib_if_include=simnic" + std::to_string(i)})
+    for (const std::string& a : {std::string("-np"), std::string("1"), std::string("-x"),
+                                 "OMPI_MCA_btl_openib_if_include=simnic" + std::to_string(i)})
       cmd.push_back(a);
     for (const std::string& a : netpipe("65536")) cmd.push_back(a);
   }
@@ -203,8 +232,8 @@ TEST(Mpich, AllreduceOverUcxOnFourNicsIsChecked) {
   std::vector<std::string> cmd = {"mpiexec.mpich", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "UCX_TLS", "rc_v,self"};
   for (int i = 0; i < 4; ++i) {
     if (i) cmd.push_back(":");
-    for (const std::string& a : {std::string("-n"), std::string("1"), std::string("-env"), std::string("UCX_NET_DEVICES"),
-                                 "simnic" + std::to_string(i) + ":1", prog.path})
+    for (const std::string& a : {std::string("-n"), std::string("1"), std::string("-env"),
+                                 std::string("UCX_NET_DEVICES"), "simnic" + std::to_string(i) + ":1", prog.path})
       cmd.push_back(a);
   }
   Result r = run(me.simnic_run(cmd), me.env(), 60s);

@@ -89,8 +89,9 @@ TEST_F(Rsockets, PlainTcpPingPongUnderLibrspreloadRunsOverRdma) {
   const int rounds = 200;
   auto server = nics_.start(preloaded({pingpong(), "server", nics_.addr(0), "7471", std::to_string(rounds), "1000"}));
   ASSERT_TRUE(wait_output(*server, "listening", 20s)) << server->output();
-  Result c = nics_.run(preloaded({pingpong(), "client", nics_.addr(0), "7471", std::to_string(rounds), "1000", nics_.addr(1)}),
-                       40s);
+  Result c =
+      nics_.run(preloaded({pingpong(), "client", nics_.addr(0), "7471", std::to_string(rounds), "1000", nics_.addr(1)}),
+                40s);
   Result s = server->wait(20s);
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("client: 200 rounds of 1000 bytes OK"), std::string::npos) << c.output;
@@ -150,8 +151,8 @@ TEST_P(Rstream, RunsBetweenTwoNics) {
   std::vector<std::string> srv = {"rstream", "-b", nics_.addr(0), "-p", "7475", "-S", "1000", "-C", "100", "-T", "v"};
   srv.insert(srv.end(), mode.begin(), mode.end());
   auto server = nics_.start(srv);
-  std::vector<std::string> cli = {"rstream", "-s", nics_.addr(0), "-b", nics_.addr(1), "-p", "7475", "-S", "1000", "-C", "100",
-                                  "-T", "v"};
+  std::vector<std::string> cli = {"rstream", "-s",   nics_.addr(0), "-b",  nics_.addr(1), "-p", "7475",
+                                  "-S",      "1000", "-C",          "100", "-T",          "v"};
   cli.insert(cli.end(), mode.begin(), mode.end());
   Result c = run_client_until_accepted(nics_, cli, *server);
   Result s = server->wait(30s);
@@ -164,8 +165,10 @@ TEST_P(Rstream, RunsBetweenTwoNics) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, Rstream, ::testing::Values("", "b", "a", "n"), [](const auto& info) {
   std::string m = info.param;
-  return m.empty() ? std::string("Default") : m == "b" ? std::string("Blocking") : m == "a" ? std::string("Async")
-                                                                                               : std::string("Nonblocking");
+  return m.empty()  ? std::string("Default")
+         : m == "b" ? std::string("Blocking")
+         : m == "a" ? std::string("Async")
+                    : std::string("Nonblocking");
 });
 
 // Debian's riostream (rdmacm-utils): each side riomaps its buffer (RDMA_IOMAPSIZE 1), then the
@@ -183,7 +186,8 @@ class Riostream : public Rsockets, public ::testing::WithParamInterface<Riostrea
 TEST_P(Riostream, RunsBetweenTwoNicsWithTheDataVerified) {
   if (!have_program("riostream")) GTEST_SKIP() << "needs riostream (Debian package rdmacm-utils)";
   const RiostreamCase& tc = GetParam();
-  std::vector<std::string> args = {"-p", "7476", "-S", std::to_string(tc.size), "-C", std::to_string(tc.count), "-T", "v"};
+  std::vector<std::string> args = {"-p", "7476", "-S", std::to_string(tc.size), "-C", std::to_string(tc.count),
+                                   "-T", "v"};
   for (const char* m = tc.modes; *m; m++) args.insert(args.end(), {"-T", std::string(1, *m)});
   std::vector<std::string> srv = {"riostream", "-b", nics_.addr(0)};
   srv.insert(srv.end(), args.begin(), args.end());

@@ -95,7 +95,8 @@ TEST_F(Ucx, InfoListsRcVerbsAndUdVerbsOnEveryNic) { expect_verbs_on_every_nic(me
 TEST_F(Ucx, InfoListsNoSimnicDeviceWithoutDevnodes) {
   Result r = run(me.simnic_run({"--no-devnodes"}, {"ucx_info", "-d"}), me.env(), 60s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const auto& [tl, dev] : ucx_resources(r.output)) EXPECT_EQ(dev.find("simnic"), std::string::npos) << tl << " " << dev;
+  for (const auto& [tl, dev] : ucx_resources(r.output))
+    EXPECT_EQ(dev.find("simnic"), std::string::npos) << tl << " " << dev;
   EXPECT_EQ(r.output.find("rc_verbs"), std::string::npos) << r.output;
 }
 
@@ -103,15 +104,16 @@ class UcxPerftest : public Ucx, public ::testing::WithParamInterface<PerfCase> {
 
 TEST_P(UcxPerftest, ServerOnSimnic0ClientOnSimnic1) { run_perftest_pair(me, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(
-    RcAndUd, UcxPerftest,
-    ::testing::Values(PerfCase{"rc_v", "tag_lat", {"-n", "100"}},
-                      PerfCase{"rc_v", "tag_bw", {"-n", "100", "-s", "65536"}},
-                      PerfCase{"rc_v", "ucp_put_bw", {"-n", "50", "-s", "1048576"}},
-                      PerfCase{"rc_v", "ucp_get", {"-n", "50", "-s", "1048576"}},
-                      PerfCase{"ud_v", "tag_lat", {"-n", "100"}},
-                      PerfCase{"ud_v", "tag_bw", {"-n", "100", "-s", "65536"}}),
-    [](const ::testing::TestParamInfo<PerfCase>& i) { return std::string(i.param.tls) + "_" + i.param.test; });
+INSTANTIATE_TEST_SUITE_P(RcAndUd, UcxPerftest,
+                         ::testing::Values(PerfCase{"rc_v", "tag_lat", {"-n", "100"}},
+                                           PerfCase{"rc_v", "tag_bw", {"-n", "100", "-s", "65536"}},
+                                           PerfCase{"rc_v", "ucp_put_bw", {"-n", "50", "-s", "1048576"}},
+                                           PerfCase{"rc_v", "ucp_get", {"-n", "50", "-s", "1048576"}},
+                                           PerfCase{"ud_v", "tag_lat", {"-n", "100"}},
+                                           PerfCase{"ud_v", "tag_bw", {"-n", "100", "-s", "65536"}}),
+                         [](const ::testing::TestParamInfo<PerfCase>& i) {
+                           return std::string(i.param.tls) + "_" + i.param.test;
+                         });
 
 // --- as uid 65534, with NICs of its own ---
 

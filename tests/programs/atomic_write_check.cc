@@ -43,10 +43,8 @@ struct Msg {
   ibv_gid gid;
   uint64_t addr, ro_addr;  // server: its MR and the MR without REMOTE_WRITE
   uint32_t rkey, ro_rkey;
-  int32_t status;          // client: the case's completion status
+  int32_t status;  // client: the case's completion status
 };
-
-
 
 ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
   ibv_qp_init_attr_ex a{};
@@ -160,7 +158,7 @@ bool server(int fd, const char* dev) {
     ibv_qp* qp = make_qp(s.ctx, s.pd, s.cq);
     CHECK(qp, "server QP");
     // Cases 1-3 aim at addr + 16 on: what they must not change.
-    Msg me{qp->qp_num, s.gid, uint64_t(uintptr_t(s.buf)) + (c ? 16 : 0), uint64_t(uintptr_t(ro)), s.mr->rkey,
+    Msg me{qp->qp_num,  s.gid, uint64_t(uintptr_t(s.buf)) + (c ? 16 : 0), uint64_t(uintptr_t(ro)), s.mr->rkey,
            ro_mr->rkey, 0};
     Msg cl{};
     CHECK(send_msg(fd, me) && recv_msg(fd, &cl), "exchange");

@@ -6,8 +6,8 @@
 // cm_check.cc walks no QP of its own: rdma_cm does.)
 #pragma once
 
-#include <infiniband/verbs.h>
 #include <getopt.h>
+#include <infiniband/verbs.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,15 +80,15 @@ enum class Role { kRc, kXrcIni, kXrcTgt, kUc };
 // The attributes of a walk to RTS. The defaults are what most checks use; a program sets the
 // few it tests (a PSN near the 2^24 wrap, a larger MTU, more READs outstanding, short retries).
 struct Path {
-  int access = 0;             // the QP's remote access flags, set at INIT
+  int access = 0;  // the QP's remote access flags, set at INIT
   ibv_mtu mtu = IBV_MTU_1024;
-  uint32_t psn = 1;           // both directions' first PSN (rq_psn at RTR, sq_psn at RTS)
-  uint8_t rd_atomic = 1;      // READ/atomic outstanding each way
+  uint32_t psn = 1;       // both directions' first PSN (rq_psn at RTR, sq_psn at RTS)
+  uint8_t rd_atomic = 1;  // READ/atomic outstanding each way
   uint8_t min_rnr_timer = 12;
   uint8_t hop_limit = 1;
   uint8_t sgid_index = 0;
-  uint8_t timeout = 14;       // local ACK timeout, 4.096 us * 2^timeout
-  uint8_t retries = 7;        // retry_cnt and rnr_retry
+  uint8_t timeout = 14;  // local ACK timeout, 4.096 us * 2^timeout
+  uint8_t retries = 7;   // retry_cnt and rnr_retry
   Role role = Role::kRc;
 };
 
@@ -181,7 +181,7 @@ inline bool poll_one(ibv_cq* cq, ibv_wc* wc, std::chrono::seconds limit = std::c
 // One signalled work request with one SGE (or none when len is 0 and lkey is 0), waited for: its status,
 // -1 if the post failed, -2 if no completion came (poll_one says so).
 inline int post_wait(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, const void* local, uint32_t len, uint32_t lkey,
-              uint64_t raddr = 0, uint32_t rkey = 0) {
+                     uint64_t raddr = 0, uint32_t rkey = 0) {
   ibv_sge sge{uint64_t(uintptr_t(local)), len, lkey};
   ibv_send_wr wr{}, *bad = nullptr;
   wr.wr_id = 1;

@@ -33,8 +33,8 @@ rdma_cm_event* next_event() {
     std::exit(1);
   }
   const void* priv = ev->param.conn.private_data;
-  std::string text = priv ? std::string(static_cast<const char*>(priv), strnlen(static_cast<const char*>(priv),
-                                                                                 ev->param.conn.private_data_len))
+  std::string text = priv ? std::string(static_cast<const char*>(priv),
+                                        strnlen(static_cast<const char*>(priv), ev->param.conn.private_data_len))
                           : "";
   std::printf("event %s status %d private '%s'\n", rdma_event_str(ev->event), ev->status, text.c_str());
   std::fflush(stdout);

@@ -42,7 +42,7 @@ struct Nic {
 };
 
 // `rc` is `want`, and so is errno (set to kStale before the call).
-#define CHECK_ERR(rc, want, what)                                                                               \
+#define CHECK_ERR(rc, want, what)                                                                             \
   CHECK((rc) == (want) && errno == (want), "%s: returned %d (%s), errno %d (%s); expected %s", what, int(rc), \
         std::strerror(int(rc) > 0 ? int(rc) : 0), errno, std::strerror(errno), std::strerror(want))
 
@@ -124,7 +124,7 @@ bool errno_follows_the_return(Nic& n) {
 // One object of each kind a destroy verb takes, made to be destroyed through a wrong handle.
 struct Victim {
   const char* name;
-  uint32_t* handle;            // the object's handle field, which the program garbles
+  uint32_t* handle;  // the object's handle field, which the program garbles
   int (*destroy)(void* obj);
   void* obj;
 };
@@ -269,8 +269,9 @@ bool notify(Nic& n) {
   CHECK(ibv_req_notify_cq(n.recv_cq, 0) == 0, "arming for any completion");
   CHECK(ibv_req_notify_cq(n.recv_cq, 1) == 0, "arming again, solicited only");
   if (!send(n, 3, false) || !event_within(n, 5000, &got)) return false;
-  CHECK(got, "armed for any completion, then solicited only: an unsolicited SEND raised no event "
-             "(IBA 11.4.2.2 keeps the wider request)");
+  CHECK(got,
+        "armed for any completion, then solicited only: an unsolicited SEND raised no event "
+        "(IBA 11.4.2.2 keeps the wider request)");
   if (!drain_recv(n, 1)) return false;
   // The event consumed the arming: the next SEND raises none until the CQ is armed again.
   post_recv(n, 4);
@@ -323,7 +324,8 @@ bool extended_cq(Nic& n) {
   std::memcpy(n.buf.data(), "extended", 8);
   ibv_sge ssge{reinterpret_cast<uintptr_t>(n.buf.data()), 8, n.mr->lkey};
   ibv_send_wr swr{}, *bad_s = nullptr;
-  swr.wr_id = 70, swr.sg_list = &ssge, swr.num_sge = 1, swr.opcode = IBV_WR_SEND_WITH_IMM, swr.send_flags = IBV_SEND_SIGNALED;
+  swr.wr_id = 70, swr.sg_list = &ssge, swr.num_sge = 1, swr.opcode = IBV_WR_SEND_WITH_IMM,
+  swr.send_flags = IBV_SEND_SIGNALED;
   swr.imm_data = htobe32(0x1234);
   CHECK(ibv_post_send(c, &swr, &bad_s) == 0, "ibv_post_send on C");
   int seen_send = 0, seen_recv = 0;
@@ -333,7 +335,8 @@ bool extended_cq(Nic& n) {
     if (rc == ENOENT) continue;
     CHECK(rc == 0, "ibv_start_poll: %d", rc);
     do {
-      CHECK(cqx->status == IBV_WC_SUCCESS, "wr %llu: %s", (unsigned long long)cqx->wr_id, ibv_wc_status_str(cqx->status));
+      CHECK(cqx->status == IBV_WC_SUCCESS, "wr %llu: %s", (unsigned long long)cqx->wr_id,
+            ibv_wc_status_str(cqx->status));
       CHECK(ibv_wc_read_completion_ts(cqx) != 0 && ibv_wc_read_completion_wallclock_ns(cqx) != 0, "no completion time");
       if (cqx->wr_id == 70) {
         CHECK(ibv_wc_read_opcode(cqx) == IBV_WC_SEND && ibv_wc_read_qp_num(cqx) == c->qp_num, "C's SEND completion");
@@ -364,8 +367,10 @@ bool fill_to_limit(const char* what, int advertised, Make make, Free release) {
   const int err = errno;
   const size_t got = made.size();
   for (void* o : made) release(o);
-  CHECK(got == size_t(advertised) && err == ENOMEM, "%s: one program made %zu of the %d ibv_query_device advertises, "
-        "then errno %s (expected ENOMEM past the limit)", what, got, advertised, std::strerror(err));
+  CHECK(got == size_t(advertised) && err == ENOMEM,
+        "%s: one program made %zu of the %d ibv_query_device advertises, "
+        "then errno %s (expected ENOMEM past the limit)",
+        what, got, advertised, std::strerror(err));
   std::printf("%s: %d, as advertised\n", what, advertised);
   return true;
 }
@@ -376,14 +381,17 @@ bool limits(Nic& n) {
   CHECK(n.attr.max_ah >= 16384, "max_ah %d: fewer than 16384 address handles", n.attr.max_ah);
   // The limits are the NIC's: less what setup() holds (one PD, two CQs).
   const int pds = n.attr.max_pd - 1, cqs = n.attr.max_cq - 2;
-  if (!fill_to_limit("PDs", pds, [&] { return static_cast<void*>(ibv_alloc_pd(n.ctx)); },
-                     [](void* o) { ibv_dealloc_pd(static_cast<ibv_pd*>(o)); }))
+  if (!fill_to_limit(
+          "PDs", pds, [&] { return static_cast<void*>(ibv_alloc_pd(n.ctx)); },
+          [](void* o) { ibv_dealloc_pd(static_cast<ibv_pd*>(o)); }))
     return false;
-  if (!fill_to_limit("CQs", cqs, [&] { return static_cast<void*>(ibv_create_cq(n.ctx, 1, nullptr, nullptr, 0)); },
-                     [](void* o) { ibv_destroy_cq(static_cast<ibv_cq*>(o)); }))
+  if (!fill_to_limit(
+          "CQs", cqs, [&] { return static_cast<void*>(ibv_create_cq(n.ctx, 1, nullptr, nullptr, 0)); },
+          [](void* o) { ibv_destroy_cq(static_cast<ibv_cq*>(o)); }))
     return false;
-  return fill_to_limit("address handles", n.attr.max_ah, [&] { return static_cast<void*>(make_ah(n)); },
-                       [](void* o) { ibv_destroy_ah(static_cast<ibv_ah*>(o)); });
+  return fill_to_limit(
+      "address handles", n.attr.max_ah, [&] { return static_cast<void*>(make_ah(n)); },
+      [](void* o) { ibv_destroy_ah(static_cast<ibv_ah*>(o)); });
 }
 
 }  // namespace
@@ -399,9 +407,16 @@ int main(int argc, char** argv) {
   if (steps.empty()) steps = {"errno", "handles", "notify", "vectors", "cqex", "limits"};
   Nic n;
   if (!setup(n, dev)) return 1;
-  struct Step { const char* name; bool (*run)(Nic&); };
-  const Step all[] = {{"errno", errno_follows_the_return}, {"handles", unknown_handles}, {"notify", notify},
-                      {"vectors", vectors}, {"cqex", extended_cq}, {"limits", limits}};
+  struct Step {
+    const char* name;
+    bool (*run)(Nic&);
+  };
+  const Step all[] = {{"errno", errno_follows_the_return},
+                      {"handles", unknown_handles},
+                      {"notify", notify},
+                      {"vectors", vectors},
+                      {"cqex", extended_cq},
+                      {"limits", limits}};
   for (const std::string& s : steps) {
     const Step* step = nullptr;
     for (const Step& candidate : all)

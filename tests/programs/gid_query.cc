@@ -6,8 +6,8 @@
 // tests/integration/link_layer_test.cc; runs unchanged on a real NIC.
 //   simnic-gid-query DEVICE
 #include <arpa/inet.h>
-#include <net/if.h>
 #include <infiniband/verbs.h>
+#include <net/if.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -17,14 +17,17 @@
 
 #include "check_util.h"
 
-extern "C" int ibv_query_gid_type(struct ibv_context*, uint8_t, unsigned int, uint32_t*);  // infiniband/driver.h
+extern "C" int ibv_query_gid_type(struct ibv_context*, uint8_t, unsigned int, uint32_t*);       // infiniband/driver.h
 extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);  // likewise
-extern "C" const char* ibv_get_sysfs_path(void);                                                 // likewise
+extern "C" const char* ibv_get_sysfs_path(void);                                                // likewise
 
 namespace {
 
 const char* type_name(uint32_t t) {
-  return t == IBV_GID_TYPE_IB ? "IB" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE-v1" : t == IBV_GID_TYPE_ROCE_V2 ? "RoCE-v2" : "?";
+  return t == IBV_GID_TYPE_IB        ? "IB"
+         : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE-v1"
+         : t == IBV_GID_TYPE_ROCE_V2 ? "RoCE-v2"
+                                     : "?";
 }
 
 // "<ndev_ifindex's name> sysfs <ndevs/N> <types/N>", "-" where there is none.

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "simnic/abi/paths.h"
 #include "check_util.h"
+#include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
 
 namespace abi = simnic::abi;

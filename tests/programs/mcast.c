@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #define QKEY 0x11111111u
-#define SLOT 4096u   /* bytes of buffer per datagram: 40 of GRH, then the payload */
+#define SLOT 4096u /* bytes of buffer per datagram: 40 of GRH, then the payload */
 #define MAX_MSGS 512
 
 struct nic {
@@ -158,8 +158,8 @@ static void count_wc(struct nic* n, const struct ibv_wc* wc, struct tally* t, in
     const char* slot = n->buf + (size_t)wc->wr_id * SLOT;
     long seq = check_payload(slot + 40, wc->byte_len);
     if (seq < 0 || t[i].seen[seq] || memcmp(slot + 36, group_be, 4) != 0) {
-      fprintf(stderr, "simnic-mcast: QP 0x%x got a wrong or repeated datagram (seq %ld, %u bytes)\n",
-              wc->qp_num, seq, wc->byte_len);
+      fprintf(stderr, "simnic-mcast: QP 0x%x got a wrong or repeated datagram (seq %ld, %u bytes)\n", wc->qp_num, seq,
+              wc->byte_len);
       exit(1);
     }
     t[i].seen[seq] = 1;
@@ -210,7 +210,7 @@ static int sender(const char* dev, const char* group, int n1, int n2, const char
   struct nic n = {0};
   open_nic(&n, dev, (size_t)(n1 + n2) + 8);
   struct ibv_qp* qp = ud_qp(&n, (uint32_t)(n1 + n2) + 8);
-  for (uint32_t i = 0; i < 8; ++i) post_recv(&n, qp, (uint32_t)(n1 + n2) + i);  /* must stay unused */
+  for (uint32_t i = 0; i < 8; ++i) post_recv(&n, qp, (uint32_t)(n1 + n2) + i); /* must stay unused */
   struct ibv_ah_attr aa = {0};
   aa.is_global = 1;
   aa.dlid = 0xc000;

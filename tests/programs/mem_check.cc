@@ -14,13 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <getopt.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
-#include <algorithm>
 #include <vector>
 
 #include "check_util.h"
@@ -119,9 +119,11 @@ bool zero_byte_traffic(Side& a, Side& b, ibv_mr* za, ibv_mr* zb, uint8_t* pa, ui
     CHECK(post_wait(a.qp, a.cq, IBV_WR_SEND, at, 0, za->lkey) == IBV_WC_SUCCESS, "zero-byte SEND");
     CHECK(recv_done(b.cq, IBV_WC_SUCCESS, 0), "zero-byte receive");
     CHECK(post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, at, 0, za->lkey, uint64_t(uintptr_t(pb + 3000)), zb->rkey) ==
-              IBV_WC_SUCCESS, "zero-byte WRITE outside the MR");
+              IBV_WC_SUCCESS,
+          "zero-byte WRITE outside the MR");
     CHECK(post_wait(a.qp, a.cq, IBV_WR_RDMA_READ, at, 0, za->lkey, uint64_t(uintptr_t(pb + 100)), zb->rkey) ==
-              IBV_WC_SUCCESS, "zero-byte READ");
+              IBV_WC_SUCCESS,
+          "zero-byte READ");
   }
   // A receive buffer the zero-length MR does not cover takes a zero-byte SEND: rxe's
   // responder checks an SGE only when it copies bytes into it (copy_data).
@@ -162,7 +164,8 @@ bool rereg_translation(Side& a, Side& b, uint8_t* pa, uint8_t* pb) {
   CHECK(ibv_rereg_mr(mb, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, pb + kPage, kPage, 0) == 0, "rereg B");
   CHECK(ibv_rereg_mr(ma, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, pa + kPage, kPage, 0) == 0, "rereg A");
   fill(pa + kPage, kPage, 41);
-  int st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, pa + kPage, kPage, ma->lkey, uint64_t(uintptr_t(pb + kPage)), mb->rkey);
+  int st =
+      post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, pa + kPage, kPage, ma->lkey, uint64_t(uintptr_t(pb + kPage)), mb->rkey);
   CHECK(st == IBV_WC_SUCCESS && filled(pb + kPage, kPage, 41), "WRITE after rereg translation: %d", st);
   fill(pb + kPage, kPage, 42);
   st = post_wait(a.qp, a.cq, IBV_WR_RDMA_READ, pa + kPage, kPage, ma->lkey, uint64_t(uintptr_t(pb + kPage)), mb->rkey);
@@ -195,13 +198,15 @@ bool rereg_pd(Side& a, Side& b, uint8_t* pa, uint8_t* pb) {
   CHECK(post_recv(b2.qp, pb, 128, mb->lkey), "post_recv");
   fill(pa, 128, 52);
   st = post_wait(a2.qp, a.cq, IBV_WR_SEND, pa, 128, ma->lkey);
-  CHECK(st == IBV_WC_SUCCESS && recv_done(b.cq, IBV_WC_SUCCESS, 128) && filled(pb, 128, 52), "SEND after rereg PD: %d", st);
+  CHECK(st == IBV_WC_SUCCESS && recv_done(b.cq, IBV_WC_SUCCESS, 128) && filled(pb, 128, 52), "SEND after rereg PD: %d",
+        st);
   // The old QPs' PD no longer holds the MRs.
   st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, pa, 64, ma->lkey, uint64_t(uintptr_t(pb)), mb->rkey);
   CHECK(st == IBV_WC_LOC_PROT_ERR, "an lkey of another PD: %d", st);
   CHECK(ibv_dereg_mr(ma) == 0 && ibv_dereg_mr(mb) == 0, "dereg");
   CHECK(ibv_destroy_qp(a2.qp) == 0 && ibv_destroy_qp(b2.qp) == 0 && ibv_dealloc_pd(a2.pd) == 0 &&
-            ibv_dealloc_pd(b2.pd) == 0, "teardown");
+            ibv_dealloc_pd(b2.pd) == 0,
+        "teardown");
   std::printf("rereg PD: WRITE and SEND through QPs of the new PDs, bytes compared\n");
   return true;
 }
@@ -286,10 +291,12 @@ bool run_odp(const char* dev_a, const char* dev_b) {
   CHECK(ibv_modify_qp(a.qp, &reset, IBV_QP_STATE) == 0, "back to RESET");
   if (!connect_pair(a, b)) return false;
   fill(ba.data(), kPage, 71);
-  int st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())), mb->rkey);
+  int st =
+      post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())), mb->rkey);
   CHECK(st == IBV_WC_SUCCESS && filled(bb.data(), kPage, 71), "WRITE into the ODP MR: %d", st);
   fill(ba.data(), kPage, 72);
-  st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())), implicit->rkey);
+  st = post_wait(a.qp, a.cq, IBV_WR_RDMA_WRITE, ba.data(), kPage, ma->lkey, uint64_t(uintptr_t(bb.data())),
+                 implicit->rkey);
   CHECK(st == IBV_WC_SUCCESS && filled(bb.data(), kPage, 72), "WRITE through the implicit MR: %d", st);
   CHECK(ibv_dereg_mr(ma) == 0 && ibv_dereg_mr(mb) == 0 && ibv_dereg_mr(implicit) == 0, "dereg");
   close_side(a), close_side(b);
@@ -300,10 +307,9 @@ bool run_odp(const char* dev_a, const char* dev_b) {
 // --- -d: device memory copies ------------------------------------------------------------------
 
 // ibv_memcpy_to_dm/from_dm beyond the DM are refused (EFAULT, as mlx5's mlx5_access_dm), and
-// so are copies not in 4-byte words (EINVAL, as mlx5); they copy nothing; so are DM MRs beyond it (EINVAL), and RDMA beyond a DM MR.
-// RDMA through an MR over [512, +256) of the DM (zero-based): a WRITE at 0 lands at DM offset
-// 512, a READ gets it back, and a WRITE that runs past the MR's 256 bytes is refused
-// (REM_ACCESS_ERR) and writes nothing.
+// so are copies not in 4-byte words (EINVAL, as mlx5); they copy nothing; so are DM MRs beyond it (EINVAL), and RDMA
+// beyond a DM MR. RDMA through an MR over [512, +256) of the DM (zero-based): a WRITE at 0 lands at DM offset 512, a
+// READ gets it back, and a WRITE that runs past the MR's 256 bytes is refused (REM_ACCESS_ERR) and writes nothing.
 bool dm_rdma(Side& s, ibv_dm* dm, const char* dev_b) {
   Side peer;
   if (!open_side(dev_b, &peer) || !connect_pair(peer, s)) return false;
@@ -338,13 +344,17 @@ bool run_dm(const char* dev, const char* dev_b) {
   fill(src.data(), src.size(), 81);
   CHECK(ibv_memcpy_to_dm(dm, 0, src.data(), kDm) == 0, "a copy of the whole DM");
   CHECK(ibv_memcpy_from_dm(dst.data(), dm, 0, kDm) == 0 && std::memcmp(dst.data(), src.data(), kDm) == 0, "read back");
-  struct Bad { uint64_t off, len; } bad[] = {{kDm, 1}, {kDm - 4, 8}, {0, kDm + 1}, {kDm + 4096, 4}, {UINT64_MAX - 3, 8},
-                                             {4, UINT64_MAX - 2}, {1ull << 40, 4}};
+  struct Bad {
+    uint64_t off, len;
+  } bad[] = {{kDm, 1},       {kDm - 4, 8}, {0, kDm + 1}, {kDm + 4096, 4}, {UINT64_MAX - 3, 8}, {4, UINT64_MAX - 2},
+             {1ull << 40, 4}};
   for (const Bad& b : bad) {
     int e = ibv_memcpy_to_dm(dm, b.off, src.data(), size_t(b.len));
-    CHECK(e == EFAULT, "ibv_memcpy_to_dm(off %llu, len %llu): %d", (unsigned long long)b.off, (unsigned long long)b.len, e);
+    CHECK(e == EFAULT, "ibv_memcpy_to_dm(off %llu, len %llu): %d", (unsigned long long)b.off, (unsigned long long)b.len,
+          e);
     e = ibv_memcpy_from_dm(dst.data(), dm, b.off, size_t(b.len));
-    CHECK(e == EFAULT, "ibv_memcpy_from_dm(off %llu, len %llu): %d", (unsigned long long)b.off, (unsigned long long)b.len, e);
+    CHECK(e == EFAULT, "ibv_memcpy_from_dm(off %llu, len %llu): %d", (unsigned long long)b.off,
+          (unsigned long long)b.len, e);
   }
   // Within the DM but not in 4-byte words: EINVAL, as mlx5 (rdma-core's test_dm_bad_access and
   // test_dm_write_bad_flow expect the copy to fail).
@@ -363,7 +373,8 @@ bool run_dm(const char* dev, const char* dev_b) {
   errno = 0;
   CHECK(!ibv_reg_dm_mr(s.pd, dm, kDm - 4, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR past the end");
   errno = 0;
-  CHECK(!ibv_reg_dm_mr(s.pd, dm, UINT64_MAX - 3, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL, "a DM MR that wraps");
+  CHECK(!ibv_reg_dm_mr(s.pd, dm, UINT64_MAX - 3, 8, kRw | IBV_ACCESS_ZERO_BASED) && errno == EINVAL,
+        "a DM MR that wraps");
   if (!dm_rdma(s, dm, dev_b)) return false;
   CHECK(ibv_free_dm(dm) == 0, "ibv_free_dm");
   close_side(s);

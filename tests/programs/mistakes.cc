@@ -2,7 +2,8 @@
 // error a real NIC gives, and (under `simnic run`) an explanation on stderr. stdout gets one
 // line, "done <what the program saw>", and nothing else, so a test can tell the two apart.
 // Usage: simnic-mistakes gid-index | post-before-rts | bad-rkey | no-recv | no-recv-forever | wrong-qpn
-//        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-srq-ex-tm | create-ah-port
+//        | a refused verb: alloc-pd-full | create-cq-cqe | create-cq-ex-flags | create-srq-wr | create-srq-ex-tm |
+//        create-ah-port
 //          | query-gid-index | query-gid-ex-index | query-gid-table-small | query-port-2 | alloc-mw-type
 //          | create-qp-no-cq | dealloc-pd-busy | destroy-cq-busy (each prints "done <errno name>")
 #include <infiniband/verbs.h>
@@ -45,8 +46,13 @@ check::Path path(uint8_t retries, uint8_t sgid_index = 0) {
   // RNR NAK answers a retransmission, and one answer later than the ACK timeout (a busy
   // machine) costs a transport retry, which only completed work renews (as in rxe).
   const uint8_t timeout = retries == 7 ? 17 : 8;
-  return {.access = IBV_ACCESS_REMOTE_WRITE, .psn = 0, .min_rnr_timer = 1, .hop_limit = 0, .sgid_index = sgid_index,
-          .timeout = timeout, .retries = retries};
+  return {.access = IBV_ACCESS_REMOTE_WRITE,
+          .psn = 0,
+          .min_rnr_timer = 1,
+          .hop_limit = 0,
+          .sgid_index = sgid_index,
+          .timeout = timeout,
+          .retries = retries};
 }
 
 bool connect(Setup& s, uint32_t a_dest, uint8_t retries) {
@@ -92,7 +98,8 @@ std::string refused_verb(Setup& s, const std::string& mode) {
   }
   if (mode == "dealloc-pd-busy") return refused(ibv_dealloc_pd(s.pd) != 0);  // its MR and QPs still use it
   if (mode == "destroy-cq-busy") return refused(ibv_destroy_cq(s.cq) != 0);  // the QPs still use it
-  if (mode == "create-cq-cqe") return refused(!ibv_create_cq(s.ctx, 1 << 23, nullptr, nullptr, 0));  // past max_cqe (2^22 - 1)
+  if (mode == "create-cq-cqe")
+    return refused(!ibv_create_cq(s.ctx, 1 << 23, nullptr, nullptr, 0));  // past max_cqe (2^22 - 1)
   if (mode == "create-cq-ex-flags") {
     ibv_cq_init_attr_ex attr{};
     attr.cqe = 16;

@@ -288,7 +288,8 @@ bool bind_errors(Side& s, ibv_mw* mw) {
   ibv_pd* pd2 = ibv_alloc_pd(s.ctx);
   ibv_mw* other = pd2 ? ibv_alloc_mw(pd2, IBV_MW_TYPE_2) : nullptr;
   CHECK(other, "a window of another PD: %s", std::strerror(errno));
-  rc = post_bind(s.qp[1], other, s.mr, uint64_t(uintptr_t(s.buf)), ibv_inc_rkey(other->rkey), IBV_ACCESS_REMOTE_READ, 70);
+  rc = post_bind(s.qp[1], other, s.mr, uint64_t(uintptr_t(s.buf)), ibv_inc_rkey(other->rkey), IBV_ACCESS_REMOTE_READ,
+                 70);
   CHECK(rc == 0, "ibv_post_send(BIND_MW of another PD's window): %d (%s), expected 0", rc, std::strerror(rc));
   if (!expect_wc(s.cq, 70, IBV_WC_BIND_MW, IBV_WC_MW_BIND_ERR)) return false;
   std::printf("server: type 2 bind of another PD's window: %s\n", ibv_wc_status_str(IBV_WC_MW_BIND_ERR));
@@ -311,8 +312,7 @@ bool server(int fd, const char* dev) {
   Msg me = s.hello(), cl{};
   CHECK(send_msg(fd, me) && recv_msg(fd, &cl), "exchange");
   CHECK(s.connect(cl) && send_msg(fd, me), "connect");
-  if (!bind_with_fresh_key(s, mw, fd) || !rebind_through_qp2(s, mw, fd) || !remote_invalidate(s, mw, fd))
-    return false;
+  if (!bind_with_fresh_key(s, mw, fd) || !rebind_through_qp2(s, mw, fd) || !remote_invalidate(s, mw, fd)) return false;
   if (!dereg_with_bound_window(s) || !bind_errors(s, mw)) return false;
   CHECK(send_msg(fd, me), "finished");
   CHECK(ibv_dealloc_mw(mw) == 0, "ibv_dealloc_mw");

@@ -37,14 +37,12 @@ constexpr int kQps = 3;  // explicit ODP, implicit ODP, local fault: an error le
 struct Msg {
   uint32_t qpn[kQps];
   ibv_gid gid;
-  uint64_t base;       // the 1 GiB reservation (its iova)
-  uint32_t rkey;       // of the explicit ODP MR
+  uint64_t base;  // the 1 GiB reservation (its iova)
+  uint32_t rkey;  // of the explicit ODP MR
   uint32_t implicit_rkey;
-  uint64_t small;      // a mapped buffer of the server's, reached through the implicit MR
-  int32_t status[4];   // client: the error completions it saw
+  uint64_t small;     // a mapped buffer of the server's, reached through the implicit MR
+  int32_t status[4];  // client: the error completions it saw
 };
-
-
 
 struct Side : DeviceSetup {
   ibv_qp* qp[kQps] = {};
@@ -79,8 +77,8 @@ bool check_caps(ibv_context* ctx) {
   CHECK(ibv_query_device_ex(ctx, nullptr, &ex) == 0, "ibv_query_device_ex");
   const uint32_t rc = ex.odp_caps.per_transport_caps.rc_odp_caps;
   CHECK((ex.odp_caps.general_caps & (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT)) ==
-            (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT), "general_odp_caps %#llx",
-        (unsigned long long)ex.odp_caps.general_caps);
+            (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT),
+        "general_odp_caps %#llx", (unsigned long long)ex.odp_caps.general_caps);
   CHECK((rc & (IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV)) ==
             (IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV),
         "rc_odp_caps %#x", rc);
@@ -108,8 +106,10 @@ bool run_server(const char* dev, int sock) {
   ibv_mr* implicit = ibv_reg_mr(s.pd, nullptr, SIZE_MAX, rw | IBV_ACCESS_ON_DEMAND);
   CHECK(implicit, "ibv_reg_mr(NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND): implicit ODP");
   // Prefetch: a mapped page is fine; a hole fails when asked to finish now (FLUSH).
-  ibv_sge kept{uint64_t(uintptr_t(base + kKept[1])), kPage, mr->lkey}, hole{uint64_t(uintptr_t(base + kHole)), kPage, mr->lkey};
-  CHECK(ibv_advise_mr(s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &kept, 1) == 0, "advise kept");
+  ibv_sge kept{uint64_t(uintptr_t(base + kKept[1])), kPage, mr->lkey},
+      hole{uint64_t(uintptr_t(base + kHole)), kPage, mr->lkey};
+  CHECK(ibv_advise_mr(s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &kept, 1) == 0,
+        "advise kept");
   int e = ibv_advise_mr(s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &hole, 1);
   CHECK(e == EFAULT, "advise on a hole with FLUSH: %d", e);
   std::printf("advise: prefetch of a mapped page 0, of an unmapped one with FLUSH EFAULT\n");
@@ -138,26 +138,34 @@ bool run_server(const char* dev, int sock) {
 
 bool client_steps(Side& s, const Msg& m, Msg* out) {
   // The client's own buffer is ODP too: 4 pages, the last one unmapped.
-  auto* buf = static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* buf =
+      static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   CHECK(buf != MAP_FAILED && munmap(buf + 3 * kPage, kPage) == 0, "client buffer");
   ibv_mr* mr = ibv_reg_mr(s.pd, buf, 4 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
   CHECK(mr, "client ODP MR");
   ibv_cq* cq = s.cq;
   fill(buf, kPage, 30);
-  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[0], m.rkey) == IBV_WC_SUCCESS, "write 0");
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[0], m.rkey) == IBV_WC_SUCCESS,
+        "write 0");
   fill(buf, kPage, 31);
-  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[2], m.rkey) == IBV_WC_SUCCESS, "write 2");
-  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_READ, buf + kPage, kPage, mr->lkey, m.base + kKept[1], m.rkey) == IBV_WC_SUCCESS &&
-            filled(buf + kPage, kPage, 11), "read the page at +333 MiB");
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, kPage, mr->lkey, m.base + kKept[2], m.rkey) == IBV_WC_SUCCESS,
+        "write 2");
+  CHECK(post_wait(s.qp[0], cq, IBV_WR_RDMA_READ, buf + kPage, kPage, mr->lkey, m.base + kKept[1], m.rkey) ==
+                IBV_WC_SUCCESS &&
+            filled(buf + kPage, kPage, 11),
+        "read the page at +333 MiB");
   std::printf("explicit ODP: 2 pages written and 1 read, 333 MiB and 1 GiB apart, bytes compared\n");
   out->status[0] = post_wait(s.qp[0], cq, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, m.base + kHole, m.rkey);
   CHECK(out->status[0] == IBV_WC_REM_ACCESS_ERR, "WRITE to the hole: status %d", out->status[0]);
-  std::printf("explicit ODP: a WRITE to an unmapped page completed with %s\n", ibv_wc_status_str(ibv_wc_status(out->status[0])));
+  std::printf("explicit ODP: a WRITE to an unmapped page completed with %s\n",
+              ibv_wc_status_str(ibv_wc_status(out->status[0])));
   // Implicit ODP: the server's own addresses, any of them.
   CHECK(post_wait(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 4096, mr->lkey, m.small, m.implicit_rkey) == IBV_WC_SUCCESS &&
-            filled(buf, 4096, 20), "read through the implicit MR");
+            filled(buf, 4096, 20),
+        "read through the implicit MR");
   fill(buf, kPage, 32);
-  CHECK(post_wait(s.qp[1], cq, IBV_WR_RDMA_WRITE, buf, 4096, mr->lkey, m.small + 4096, m.implicit_rkey) == IBV_WC_SUCCESS,
+  CHECK(post_wait(s.qp[1], cq, IBV_WR_RDMA_WRITE, buf, 4096, mr->lkey, m.small + 4096, m.implicit_rkey) ==
+            IBV_WC_SUCCESS,
         "write through the implicit MR");
   out->status[1] = post_wait(s.qp[1], cq, IBV_WR_RDMA_READ, buf, 64, mr->lkey, m.base + kHole, m.implicit_rkey);
   CHECK(out->status[1] == IBV_WC_REM_ACCESS_ERR, "READ of the hole via implicit: status %d", out->status[1]);
@@ -192,6 +200,7 @@ bool run_client(const char* dev, int sock) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_pair_on_devices(argc, argv, [](int fd, const char* dev) { return run_client(dev, fd); },
-                             [](int fd, const char* dev) { return run_server(dev, fd); });
+  return run_pair_on_devices(
+      argc, argv, [](int fd, const char* dev) { return run_client(dev, fd); },
+      [](int fd, const char* dev) { return run_server(dev, fd); });
 }

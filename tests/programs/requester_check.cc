@@ -12,10 +12,10 @@
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <getopt.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <getopt.h>
 
 #include "check_util.h"
 
@@ -34,8 +34,9 @@ struct Env : DeviceSetup {
 
 bool open_env(Env& e, const char* dev) {
   if (!e.open(dev, 64)) return false;
-  e.mr = ibv_reg_mr(e.pd, e.buf, kBuf,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  e.mr =
+      ibv_reg_mr(e.pd, e.buf, kBuf,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
   CHECK(e.mr, "ibv_reg_mr: %s", std::strerror(errno));
   return true;
 }

@@ -21,13 +21,12 @@
 
 namespace {
 
-#define CHECK(cond, what)                                                                 \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::printf("FAIL %s (%s:%d, errno %d %s)\n", what, __FILE__, __LINE__, errno,        \
-                  std::strerror(errno));                                                  \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CHECK(cond, what)                                                                                   \
+  do {                                                                                                      \
+    if (!(cond)) {                                                                                          \
+      std::printf("FAIL %s (%s:%d, errno %d %s)\n", what, __FILE__, __LINE__, errno, std::strerror(errno)); \
+      std::exit(1);                                                                                         \
+    }                                                                                                       \
   } while (0)
 
 sockaddr_in addr_of(const char* ip, int port) {
@@ -99,8 +98,8 @@ void connect_pair(int l, const char* server, const char* client, int port, int* 
   CHECK(rgetpeername(*a, reinterpret_cast<sockaddr*>(&peer), &len) == 0 && peer.sin_addr.s_addr == src.sin_addr.s_addr,
         "rgetpeername on the accepted socket gives the client's address");
   len = sizeof self;
-  CHECK(rgetsockname(*c, reinterpret_cast<sockaddr*>(&self), &len) == 0 && self.sin_addr.s_addr == src.sin_addr.s_addr &&
-            self.sin_port != 0,
+  CHECK(rgetsockname(*c, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+            self.sin_addr.s_addr == src.sin_addr.s_addr && self.sin_port != 0,
         "rgetsockname on the client gives its address and a port");
   std::printf("ok connect\n");
 }
@@ -174,7 +173,8 @@ void check_iomap(int c, int a) {
   CHECK(riomap(a, mapped.data(), size, PROT_READ, 0, 0) == -1 && errno == EINVAL, "riomap PROT_READ: EINVAL");
   CHECK(riomap(a, mapped.data(), size, PROT_WRITE, 0, at) == at, "riomap PROT_WRITE at a chosen offset");
   off_t any = riomap(a, picked.data(), picked.size(), PROT_WRITE, 0, -1);
-  CHECK(any != -1 && (any + off_t(picked.size()) <= at || any >= at + off_t(size)), "riomap offset -1 picks a free offset");
+  CHECK(any != -1 && (any + off_t(picked.size()) <= at || any >= at + off_t(size)),
+        "riomap offset -1 picks a free offset");
   CHECK(riomap(a, extra.data(), extra.size(), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
         "a third PROT_WRITE mapping: ENOMEM (the client's RDMA_IOMAPSIZE is 2)");
   CHECK(riomap(c, local.data(), local.size(), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
@@ -341,19 +341,23 @@ void check_options() {
   int s = rsocket(AF_INET, SOCK_STREAM, 0);
   int v = 1 << 20, got = 0;
   socklen_t len = sizeof got;
-  CHECK(rsetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0 && rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 &&
-            got == v, "SO_RCVBUF");
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0 &&
+            rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got == v,
+        "SO_RCVBUF");
   v = 1;
   CHECK(rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) == 0, "TCP_NODELAY");
   CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v) == 0, "SO_KEEPALIVE");
   v = 64;
-  CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof v) == 0 && rsetsockopt(s, SOL_RDMA, RDMA_INLINE, &v, sizeof v) == 0,
+  CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof v) == 0 &&
+            rsetsockopt(s, SOL_RDMA, RDMA_INLINE, &v, sizeof v) == 0,
         "RDMA_SQSIZE, RDMA_INLINE");
   linger lg{1, 3}, lg2{};
   len = sizeof lg2;
-  CHECK(rsetsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0 && rgetsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, &len) == 0 &&
-            lg2.l_onoff == 1 && lg2.l_linger == 3, "SO_LINGER");
-  CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &v, sizeof v) == -1 && errno == ENOPROTOOPT, "an unknown option: ENOPROTOOPT");
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0 &&
+            rgetsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, &len) == 0 && lg2.l_onoff == 1 && lg2.l_linger == 3,
+        "SO_LINGER");
+  CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &v, sizeof v) == -1 && errno == ENOPROTOOPT,
+        "an unknown option: ENOPROTOOPT");
   CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT, "AF_UNIX: EAFNOSUPPORT");
   CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1, "SOCK_DGRAM is not supported");
   rclose(s);

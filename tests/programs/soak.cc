@@ -15,14 +15,14 @@
 
 #include <endian.h>
 
+#include <getopt.h>
 #include <atomic>
-#include <cstdarg>
 #include <chrono>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -99,8 +99,8 @@ struct Pair {
 void connect(End& me, const End& peer, uint32_t peer_qpn) {
   const int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   // Both PSNs near the 2^24 wrap: long runs cross it.
-  const check::Path path{.access = access, .psn = 0xffff00, .rd_atomic = 4, .min_rnr_timer = 1, .hop_limit = 64,
-                         .timeout = 12};
+  const check::Path path{
+      .access = access, .psn = 0xffff00, .rd_atomic = 4, .min_rnr_timer = 1, .hop_limit = 64, .timeout = 12};
   if (!check::connect_qp(me.qp, peer_qpn, peer.gid, path)) die("connect");
 }
 
@@ -144,7 +144,8 @@ class Worker {
   void make_end(End& e, ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
     e.buf.assign(2 * kMax + 8, 0);
     e.mr = ibv_reg_mr(pd, e.buf.data(), e.buf.size(),
-                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                          IBV_ACCESS_REMOTE_ATOMIC);
     if (!e.mr) die("ibv_reg_mr");
     ibv_qp_init_attr init{};
     init.send_cq = init.recv_cq = cq;
@@ -206,9 +207,16 @@ class Worker {
       if (ibv_post_recv(p.b.qp, &rwr, &rbad)) return error("ibv_post_recv: %s", std::strerror(errno)), false;
     }
     switch (op) {
-      case 0: fill(a, len, seed); wr.opcode = IBV_WR_SEND; break;
-      case 1: fill(a, len, seed); wr.opcode = IBV_WR_SEND_WITH_IMM; break;
-      case 2: case 3:
+      case 0:
+        fill(a, len, seed);
+        wr.opcode = IBV_WR_SEND;
+        break;
+      case 1:
+        fill(a, len, seed);
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
+        break;
+      case 2:
+      case 3:
         fill(a, len, seed);
         wr.opcode = op == 2 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.wr.rdma = {reinterpret_cast<uintptr_t>(b + (op == 2 ? 0 : kMax)), p.b.mr->rkey};
@@ -219,7 +227,8 @@ class Worker {
         wr.opcode = IBV_WR_RDMA_READ;
         wr.wr.rdma = {reinterpret_cast<uintptr_t>(b), p.b.mr->rkey};
         break;
-      case 5: case 6: {
+      case 5:
+      case 6: {
         sge.addr = reinterpret_cast<uintptr_t>(a + atomic_off());
         wr.opcode = op == 5 ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
         wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(b + atomic_off());
@@ -281,8 +290,7 @@ class Worker {
       if (orig != expected_orig_[i] || now != p.atomic_value)
         error("thread %d pair %zu: %s returned %" PRIx64 " (want %" PRIx64 "), word %" PRIx64 " (want %" PRIx64 ")",
               id_, i, kOpNames[op], orig, expected_orig_[i], now, p.atomic_value);
-      else
-        g_totals.bytes += 8;
+      else g_totals.bytes += 8;
     }
   }
   void check_b(const ibv_wc& wc, const std::vector<int>& ops, const std::vector<uint32_t>& lens) {
@@ -328,8 +336,10 @@ void parse(int argc, char** argv) {
       case 'c': g_opt.own_contexts = true; break;
       case 'T': g_opt.timeout_s = std::atoi(optarg); break;
       default:
-        std::printf("usage: %s [-a DEV0] [-b DEV1] [-t THREADS] [-q PAIRS] [-s MAX_BYTES] [-d SECONDS | -n ROUNDS] [-c] "
-                    "[-T TIMEOUT_S]\n", argv[0]);
+        std::printf(
+            "usage: %s [-a DEV0] [-b DEV1] [-t THREADS] [-q PAIRS] [-s MAX_BYTES] [-d SECONDS | -n ROUNDS] [-c] "
+            "[-T TIMEOUT_S]\n",
+            argv[0]);
         std::exit(c == 'h' ? 0 : 2);
     }
   }
@@ -356,7 +366,8 @@ int main(int argc, char** argv) {
   if (shared_a) ibv_close_device(shared_a);
   if (shared_b) ibv_close_device(shared_b);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("soak: %d threads x %d QP pairs, %.1f s: operations %" PRIu64 ", bytes verified %" PRIu64 ", errors %" PRIu64 "\n",
+  std::printf("soak: %d threads x %d QP pairs, %.1f s: operations %" PRIu64 ", bytes verified %" PRIu64
+              ", errors %" PRIu64 "\n",
               g_opt.threads, g_opt.pairs, secs, g_totals.ops.load(), g_totals.bytes.load(), g_totals.errors.load());
   std::printf("soak: per opcode:");
   for (int op = 0; op < 7; ++op) std::printf(" %s %" PRIu64, kOpNames[op], g_totals.per_op[op].load());

@@ -14,12 +14,12 @@
 //   simnic-stress [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK_BYTES] [-d SLOTS] [-m MTU] [-T TIMEOUT] [-x]
 #include <infiniband/verbs.h>
 
+#include <getopt.h>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 #include <vector>
 
 #include "check_util.h"
@@ -124,8 +124,12 @@ void setup(Side& s, const char* dev, size_t slots, size_t chunk) {
 
 void connect(Side& a, const Side& b, ibv_mtu mtu, uint8_t timeout) {
   // Both PSNs near the 2^24 wrap, so long runs cross it.
-  const check::Path path{.access = IBV_ACCESS_REMOTE_WRITE, .mtu = mtu, .psn = 0xfff000, .min_rnr_timer = 1,
-                         .hop_limit = 64, .timeout = timeout};
+  const check::Path path{.access = IBV_ACCESS_REMOTE_WRITE,
+                         .mtu = mtu,
+                         .psn = 0xfff000,
+                         .min_rnr_timer = 1,
+                         .hop_limit = 64,
+                         .timeout = timeout};
   if (!check::connect_qp(a.qp, b.qp->qp_num, b.gid, path)) die("connect");
 }
 
@@ -138,8 +142,8 @@ void post_recv(Side& s, size_t i) {
   if (ibv_post_recv(s.qp, &wr, &bad)) die("ibv_post_recv");
 }
 
-void post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, void* addr, uint32_t len, uint32_t lkey,
-               uint64_t remote = 0, uint32_t rkey = 0) {
+void post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, void* addr, uint32_t len, uint32_t lkey, uint64_t remote = 0,
+               uint32_t rkey = 0) {
   if (s.qp_ex) {
     ibv_wr_start(s.qp_ex);
     s.qp_ex->wr_id = wr_id;
@@ -204,12 +208,17 @@ int main(int argc, char** argv) {
       case 'T': timeout = std::atoi(optarg); break;
       case 'x': g_extended = true; break;
       default:
-        std::fprintf(stderr, "usage: %s [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK] [-d SLOTS] [-m MTU] [-T TIMEOUT] [-x]\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s [-a DEV0] [-b DEV1] [-t MIB] [-c CHUNK] [-d SLOTS] [-m MTU] [-T TIMEOUT] [-x]\n",
+                     argv[0]);
         return 2;
     }
   }
-  const ibv_mtu mtu = mtu_bytes == 256 ? IBV_MTU_256 : mtu_bytes == 512 ? IBV_MTU_512 : mtu_bytes == 1024 ? IBV_MTU_1024
-                      : mtu_bytes == 2048 ? IBV_MTU_2048 : IBV_MTU_4096;
+  const ibv_mtu mtu = mtu_bytes == 256    ? IBV_MTU_256
+                      : mtu_bytes == 512  ? IBV_MTU_512
+                      : mtu_bytes == 1024 ? IBV_MTU_1024
+                      : mtu_bytes == 2048 ? IBV_MTU_2048
+                                          : IBV_MTU_4096;
   const uint64_t rounds = (uint64_t(total_mib) << 20) / chunk;
   Side a, b;
   setup(a, dev_a, slots, chunk);
@@ -217,9 +226,8 @@ int main(int argc, char** argv) {
   connect(a, b, mtu, uint8_t(timeout));
   connect(b, a, mtu, uint8_t(timeout));
   for (size_t i = 0; i < slots; ++i) post_recv(a, slots + i), post_recv(b, slots + i);
-  std::printf("%s QP 0x%x -> %s QP 0x%x: %" PRIu64 " rounds of %zu bytes (%zu MiB), %zu slots%s\n", dev_a,
-              a.qp->qp_num, dev_b, b.qp->qp_num, rounds, chunk, total_mib, slots,
-              g_extended ? ", extended API (wr_*, cq_ex)" : "");
+  std::printf("%s QP 0x%x -> %s QP 0x%x: %" PRIu64 " rounds of %zu bytes (%zu MiB), %zu slots%s\n", dev_a, a.qp->qp_num,
+              dev_b, b.qp->qp_num, rounds, chunk, total_mib, slots, g_extended ? ", extended API (wr_*, cq_ex)" : "");
 
   // wr_id encodes the kind: 0 = WRITE, 1 = SEND, 2 = credit; the round in the upper bits.
   uint64_t next = 0, credits = slots, verified = 0, bad_bytes = 0;
@@ -263,7 +271,8 @@ int main(int argc, char** argv) {
           if (s == &b) {  // a round arrived: check its slot, then return the credit
             size_t slot = m.round % slots;
             if (m.round != verified || m.length != chunk) {
-              std::fprintf(stderr, "FAIL: message for round %" PRIu64 " arrived, expected %" PRIu64 "\n", m.round, verified);
+              std::fprintf(stderr, "FAIL: message for round %" PRIu64 " arrived, expected %" PRIu64 "\n", m.round,
+                           verified);
               return 1;
             }
             if (hash(&b.data[slot * chunk], chunk) != m.hash) {
@@ -285,7 +294,8 @@ int main(int argc, char** argv) {
           uint64_t kind = wc[i].wr_id & 3;
           ibv_wc_opcode want = kind == 0 ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
           if (wc[i].opcode != want || (s == &a) != (kind != 2)) {
-            std::fprintf(stderr, "FAIL: unexpected send completion opcode %d wr_id %" PRIu64 "\n", wc[i].opcode, wc[i].wr_id);
+            std::fprintf(stderr, "FAIL: unexpected send completion opcode %d wr_id %" PRIu64 "\n", wc[i].opcode,
+                         wc[i].wr_id);
             return 1;
           }
           (kind == 0 ? write_done : kind == 1 ? send_done : credit_sent)++;
@@ -308,9 +318,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "FAIL: an extra completion (wr_id %" PRIu64 ")\n", wc[0].wr_id);
         return 1;
       }
-  std::printf("%" PRIu64 " rounds verified, %" PRIu64 " bytes compared by hash, %" PRIu64
-              " WRITE + %" PRIu64 " SEND + %" PRIu64 " credit completions, %.2f s, %.1f MB/s\n",
-              verified, verified * chunk, write_done, send_done, credit_sent, secs, double(verified * chunk) / secs / 1e6);
+  std::printf("%" PRIu64 " rounds verified, %" PRIu64 " bytes compared by hash, %" PRIu64 " WRITE + %" PRIu64
+              " SEND + %" PRIu64 " credit completions, %.2f s, %.1f MB/s\n",
+              verified, verified * chunk, write_done, send_done, credit_sent, secs,
+              double(verified * chunk) / secs / 1e6);
   std::puts("OK");
   for (Side* s : {&a, &b}) {
     ibv_destroy_qp(s->qp);

@@ -90,7 +90,7 @@ static int dial(const char* ip, int port, const char* src) {
     if (bind(s, (struct sockaddr*)&b, sizeof b)) die("bind");
   }
   struct sockaddr_in a = addr_of(ip, port);
-  for (int tries = 0;; tries++) {  /* the server may not listen yet */
+  for (int tries = 0;; tries++) { /* the server may not listen yet */
     if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) break;
     if (tries > 50) die("connect");
     close(s);
@@ -243,7 +243,8 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "client") && argc >= 6)
     return client(ip, port, atoi(argv[4]), (size_t)atol(argv[5]), argc > 6 ? argv[6] : NULL);
   if (!strcmp(mode, "sink")) return sink(ip, port);
-  if (!strcmp(mode, "source") && argc >= 5) return source(ip, port, strtoull(argv[4], NULL, 10), argc > 5 ? argv[5] : NULL);
+  if (!strcmp(mode, "source") && argc >= 5)
+    return source(ip, port, strtoull(argv[4], NULL, 10), argc > 5 ? argv[5] : NULL);
   if (!strcmp(mode, "hold")) return hold(ip, port);
   if (!strcmp(mode, "hang")) hang(ip, port, argc > 4 ? argv[4] : NULL);
   fprintf(stderr, "tcp_pingpong: unknown mode %s\n", mode);

@@ -7,14 +7,14 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 
+#include <getopt.h>
+#include <poll.h>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
-#include <poll.h>
 #include <string>
 #include <vector>
 
@@ -34,7 +34,7 @@ struct Side {
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
-  std::vector<uint8_t> buf;   // the MR: [0, size) send/source area, [size, 2*size) receive/target area
+  std::vector<uint8_t> buf;  // the MR: [0, size) send/source area, [size, 2*size) receive/target area
   ibv_mr* mr = nullptr;
   uint64_t* atomic_word = nullptr;
   ibv_mr* atomic_mr = nullptr;
@@ -54,8 +54,8 @@ bool setup(Side& s, const char* dev, size_t size) {
   CHECK(s.mr, "ibv_reg_mr: %s", std::strerror(errno));
   s.atomic_word = static_cast<uint64_t*>(aligned_alloc(64, 64));
   std::memset(s.atomic_word, 0, 64);
-  s.atomic_mr = ibv_reg_mr(s.pd, s.atomic_word, 64,
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ);
+  s.atomic_mr =
+      ibv_reg_mr(s.pd, s.atomic_word, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ);
   CHECK(s.atomic_mr, "ibv_reg_mr(atomic): %s", std::strerror(errno));
   ibv_qp_init_attr init{};
   init.send_cq = s.cq;
@@ -74,9 +74,9 @@ bool setup(Side& s, const char* dev, size_t size) {
 bool connect(Side& a, const Side& b, ibv_mtu mtu) {
   const int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   // Both PSNs close to the 24-bit wrap, on purpose.
-  return check::connect_qp(a.qp, b.qp->qp_num, b.gid,
-                           Path{.access = access, .mtu = mtu, .psn = 0xfffff0, .rd_atomic = 4, .min_rnr_timer = 1,
-                                .hop_limit = 64});
+  return check::connect_qp(
+      a.qp, b.qp->qp_num, b.gid,
+      Path{.access = access, .mtu = mtu, .psn = 0xfffff0, .rd_atomic = 4, .min_rnr_timer = 1, .hop_limit = 64});
 }
 
 // One completion on `s`'s CQ within 10 s.
@@ -101,8 +101,8 @@ bool post_recv(Side& s, uint64_t wr_id, size_t off, size_t len) {
   return true;
 }
 
-bool post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int nsge, uint64_t raddr,
-               uint32_t rkey, uint32_t imm = 0, uint64_t cmp = 0, uint64_t swp = 0) {
+bool post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int nsge, uint64_t raddr, uint32_t rkey,
+               uint32_t imm = 0, uint64_t cmp = 0, uint64_t swp = 0) {
   ibv_send_wr wr{}, *bad = nullptr;
   wr.wr_id = wr_id;
   wr.opcode = op;
@@ -124,12 +124,12 @@ bool post_send(Side& s, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int nsg
   return true;
 }
 
-#define RUN(name, expr)                                        \
-  do {                                                         \
-    bool ok_ = (expr);                                         \
-    std::printf("%-44s %s\n", name, ok_ ? "ok" : "FAILED");    \
-    std::fflush(stdout);                                       \
-    ok_ ? ++g_passed : ++g_failed;                             \
+#define RUN(name, expr)                                     \
+  do {                                                      \
+    bool ok_ = (expr);                                      \
+    std::printf("%-44s %s\n", name, ok_ ? "ok" : "FAILED"); \
+    std::fflush(stdout);                                    \
+    ok_ ? ++g_passed : ++g_failed;                          \
   } while (0)
 
 bool test_send(Side& a, Side& b, size_t size, uint32_t seed, bool imm) {
@@ -140,7 +140,8 @@ bool test_send(Side& a, Side& b, size_t size, uint32_t seed, bool imm) {
   size_t half = size / 2;
   ibv_sge sges[2] = {{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(half), a.mr->lkey},
                      {reinterpret_cast<uint64_t>(a.buf.data() + half), uint32_t(size - half), a.mr->lkey}};
-  if (!post_send(a, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 200 + seed, sges, 2, 0, 0, 0xC0DE0000 + seed)) return false;
+  if (!post_send(a, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, 200 + seed, sges, 2, 0, 0, 0xC0DE0000 + seed))
+    return false;
   ibv_wc wc;
   if (!poll_one(b, &wc)) return false;
   CHECK(wc.status == IBV_WC_SUCCESS, "receive status %s", ibv_wc_status_str(wc.status));
@@ -215,8 +216,8 @@ bool test_atomics(Side& a, Side& b) {
     return false;
   if (!poll_one(a, &wc)) return false;
   CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP, "cmp-swap %s", ibv_wc_status_str(wc.status));
-  CHECK(*a.atomic_word == 42 && *b.atomic_word == 7, "cmp-swap: got %" PRIu64 ", target %" PRIu64,
-        *a.atomic_word, *b.atomic_word);
+  CHECK(*a.atomic_word == 42 && *b.atomic_word == 7, "cmp-swap: got %" PRIu64 ", target %" PRIu64, *a.atomic_word,
+        *b.atomic_word);
   return true;
 }
 
@@ -244,8 +245,8 @@ bool test_memory_windows(Side& a, Side& b, size_t size, uint32_t seed) {
   CHECK(rc == 0, "ibv_bind_mw: %s", std::strerror(rc));
   CHECK(mw1->rkey == ibv_inc_rkey(before), "ibv_bind_mw left rkey 0x%x", mw1->rkey);
   if (!poll_one(b, &wc)) return false;
-  CHECK(wc.wr_id == 800 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
-        "bind completion %s opcode %d", ibv_wc_status_str(wc.status), wc.opcode);
+  CHECK(wc.wr_id == 800 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind completion %s opcode %d",
+        ibv_wc_status_str(wc.status), wc.opcode);
   fill(a.buf, 0, size, seed);
   std::memset(b.buf.data() + size, 0, size);
   ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), uint32_t(size), a.mr->lkey};
@@ -273,13 +274,12 @@ bool test_memory_windows(Side& a, Side& b, size_t size, uint32_t seed) {
   rc = bind2(802);
   CHECK(rc == 0, "ibv_post_send(BIND_MW): %s", std::strerror(rc));
   if (!poll_one(b, &wc)) return false;
-  CHECK(wc.wr_id == 802 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
-        "type 2 bind completion %s", ibv_wc_status_str(wc.status));
+  CHECK(wc.wr_id == 802 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "type 2 bind completion %s",
+        ibv_wc_status_str(wc.status));
   fill(b.buf, 0, size, seed + 1);
   std::memset(a.buf.data() + size, 0, size);
   ibv_sge rsge{reinterpret_cast<uint64_t>(a.buf.data() + size), uint32_t(size), a.mr->lkey};
-  if (!post_send(a, IBV_WR_RDMA_READ, 803, &rsge, 1, reinterpret_cast<uint64_t>(b.buf.data()), mw2->rkey))
-    return false;
+  if (!post_send(a, IBV_WR_RDMA_READ, 803, &rsge, 1, reinterpret_cast<uint64_t>(b.buf.data()), mw2->rkey)) return false;
   if (!poll_one(a, &wc)) return false;
   CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == size, "READ through a type 2 window: %s",
         ibv_wc_status_str(wc.status));
@@ -382,8 +382,11 @@ int main(int argc, char** argv) {
     }
   }
   if (size < 2) size = 2;
-  ibv_mtu mtu = mtu_bytes >= 4096 ? IBV_MTU_4096 : mtu_bytes >= 2048 ? IBV_MTU_2048
-              : mtu_bytes >= 1024 ? IBV_MTU_1024 : mtu_bytes >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+  ibv_mtu mtu = mtu_bytes >= 4096   ? IBV_MTU_4096
+                : mtu_bytes >= 2048 ? IBV_MTU_2048
+                : mtu_bytes >= 1024 ? IBV_MTU_1024
+                : mtu_bytes >= 512  ? IBV_MTU_512
+                                    : IBV_MTU_256;
   Side a, b;
   if (!setup(a, dev_a, size) || !setup(b, dev_b, size) || !connect(a, b, mtu) || !connect(b, a, mtu)) {
     std::printf("setup failed\n0 passed, 1 failed\n");

@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <getopt.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <getopt.h>
 #include <map>
 #include <vector>
 
@@ -39,14 +39,12 @@ struct Msg {
   uint32_t step;
   uint32_t qpn;
   ibv_gid gid;
-  uint64_t addr;   // server: where the MR is (its iova)
+  uint64_t addr;  // server: where the MR is (its iova)
   uint32_t rkey;
   uint32_t dm_rkey;
   int32_t status;  // client: the completion status of the step's last work request
   uint32_t seed;
 };
-
-
 
 int64_t realtime_ns() {
   timespec t{};
@@ -68,8 +66,15 @@ bool poll_one(ibv_cq_ex* cq, Cqe* out) {
   int st = ENOENT;
   for (int spins = 0; st == ENOENT && spins < 20'000'000; ++spins) st = ibv_start_poll(cq, &attr);
   CHECK(st == 0, "ibv_start_poll: %d", st);
-  *out = Cqe{cq->wr_id, cq->status, ibv_wc_read_opcode(cq), ibv_wc_read_byte_len(cq), ibv_wc_read_qp_num(cq),
-             ibv_wc_read_src_qp(cq), 0, ibv_wc_read_wc_flags(cq), ibv_wc_read_completion_ts(cq),
+  *out = Cqe{cq->wr_id,
+             cq->status,
+             ibv_wc_read_opcode(cq),
+             ibv_wc_read_byte_len(cq),
+             ibv_wc_read_qp_num(cq),
+             ibv_wc_read_src_qp(cq),
+             0,
+             ibv_wc_read_wc_flags(cq),
+             ibv_wc_read_completion_ts(cq),
              ibv_wc_read_completion_wallclock_ns(cq)};
   if (out->wc_flags & IBV_WC_WITH_IMM) out->imm = ntohl(ibv_wc_read_imm_data(cq));
   ibv_end_poll(cq);
@@ -123,7 +128,7 @@ bool post_recv(ibv_qp* qp, uint64_t wr_id, void* buf, uint32_t len, uint32_t lke
 
 // ---- the parent domain's allocators: page-aligned memory, counted per resource type ----
 struct Allocations {
-  std::map<uint64_t, int> live;   // resource_type -> allocations not yet freed
+  std::map<uint64_t, int> live;  // resource_type -> allocations not yet freed
   std::map<uint64_t, int> total;
   std::vector<std::pair<void*, size_t>> blocks;
 };
@@ -231,16 +236,25 @@ bool server_memory(Server& s) {
 bool server_refusals(Server& s) {
   const uint32_t lkey = s.mr->lkey;
   errno = 0;
-  CHECK(ibv_rereg_mr(s.mr, 1 << 3, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "unknown flag");
+  CHECK(ibv_rereg_mr(s.mr, 1 << 3, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL,
+        "unknown flag");
   CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 4096, 0) == IBV_REREG_MR_ERR_INPUT &&
-            errno == EINVAL, "translation without an address");
+            errno == EINVAL,
+        "translation without an address");
   CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) ==
-            IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "access without IBV_REREG_MR_CHANGE_ACCESS");
-  CHECK(ibv_rereg_mr(s.mr, 0, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_CMD && errno == EINVAL, "no flag: the NIC's EINVAL");
+                IBV_REREG_MR_ERR_INPUT &&
+            errno == EINVAL,
+        "access without IBV_REREG_MR_CHANGE_ACCESS");
+  CHECK(ibv_rereg_mr(s.mr, 0, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_CMD && errno == EINVAL,
+        "no flag: the NIC's EINVAL");
   CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_REMOTE_WRITE) ==
-            IBV_REREG_MR_ERR_CMD && errno == EINVAL, "remote write without local write");
-  CHECK(ibv_rereg_mr(s.dm_mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED) ==
-            IBV_REREG_MR_ERR_CMD && errno == EINVAL, "an MR over device memory");
+                IBV_REREG_MR_ERR_CMD &&
+            errno == EINVAL,
+        "remote write without local write");
+  CHECK(ibv_rereg_mr(s.dm_mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED) == IBV_REREG_MR_ERR_CMD &&
+            errno == EINVAL,
+        "an MR over device memory");
   CHECK(s.mr->lkey == lkey && s.mr->addr == s.buf1.data() && s.mr->length == kBuf, "the MR is unchanged");
   std::printf("rereg refusals: as rdma-core and the kernel\n");
   return true;
@@ -254,7 +268,8 @@ bool server_wait_send(Server& s, uint32_t imm, uint32_t client_qpn) {
   const int64_t after = realtime_ns();
   CHECK(c.status == IBV_WC_SUCCESS && c.opcode == IBV_WC_RECV, "receive: status %d opcode %d", c.status, c.opcode);
   CHECK((c.wr_id & ~0xffull) == kRecvMagic && (c.wc_flags & IBV_WC_WITH_IMM) && c.imm == imm, "imm %u", c.imm);
-  CHECK(c.byte_len == 64 && c.qp_num == s.qp->qp_num && c.src_qp == client_qpn, "byte_len %u src_qp %u", c.byte_len, c.src_qp);
+  CHECK(c.byte_len == 64 && c.qp_num == s.qp->qp_num && c.src_qp == client_qpn, "byte_len %u src_qp %u", c.byte_len,
+        c.src_qp);
   // The wall clock of the CQE: written before we saw it, after the client was told to go.
   CHECK(int64_t(c.wall_ns) <= after + 50'000'000 && int64_t(c.wall_ns) >= before - 10'000'000'000,
         "wallclock %lld not within [%lld, %lld]", (long long)c.wall_ns, (long long)before, (long long)after);
@@ -304,13 +319,16 @@ bool server_steps(Server& s, int fd, const Msg& hello) {
   CHECK(ibv_memcpy_from_dm(dm.data(), s.dm, 0, kDm) == 0 && dm == dm_want, "device memory holds the client's write");
   std::printf("device memory: %zu bytes read and 2048 written by RDMA\n", kDm);
   // Step 4: no more remote write.
-  CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) == 0, "rereg access");
+  CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) == 0,
+        "rereg access");
   m.step = 4;
   CHECK(send_msg(fd, m) && recv_msg(fd, &m), "step 4");
-  CHECK(m.status == IBV_WC_REM_ACCESS_ERR, "the client's WRITE completed with %s", ibv_wc_status_str(ibv_wc_status(m.status)));
+  CHECK(m.status == IBV_WC_REM_ACCESS_ERR, "the client's WRITE completed with %s",
+        ibv_wc_status_str(ibv_wc_status(m.status)));
   fill(want.data(), kBuf, 2);
   CHECK(std::memcmp(s.buf2.data(), want.data(), kBuf) == 0, "nothing written without the right");
-  std::printf("rereg access: a WRITE without the right completed with %s\n", ibv_wc_status_str(ibv_wc_status(m.status)));
+  std::printf("rereg access: a WRITE without the right completed with %s\n",
+              ibv_wc_status_str(ibv_wc_status(m.status)));
   return server_teardown(s);
 }
 
@@ -330,7 +348,8 @@ bool run_server(const char* dev, int fd) {
   CHECK(allocations_hold(kRecvMagic | 1), "the receive WQE is in our allocation");
   ibv_sge sge{uint64_t(uintptr_t(s.rx.data())), 64, s.rx_mr->lkey};
   ibv_recv_wr wr{kRecvMagic | 0x77, nullptr, &sge, 1}, *bad = nullptr;
-  CHECK(ibv_post_srq_recv(s.srq, &wr, &bad) == 0 && allocations_hold(kRecvMagic | 0x77), "the SRQ's WQE is in our allocation");
+  CHECK(ibv_post_srq_recv(s.srq, &wr, &bad) == 0 && allocations_hold(kRecvMagic | 0x77),
+        "the SRQ's WQE is in our allocation");
   CHECK(send_msg(fd, m), "ready");
   return server_steps(s, fd, hello);
 }
@@ -479,7 +498,9 @@ ibv_wc_status loop_write(Loop& l, uint64_t wr_id, uint64_t local, uint32_t len, 
 bool importer_refusals(ibv_context* ctx, ibv_mr* mr) {
   CHECK(!ibv_import_pd(ctx, 0xfffff) && errno == EINVAL, "ibv_import_pd of no such PD");
   CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) ==
-            IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "ibv_rereg_mr of an imported MR");
+                IBV_REREG_MR_ERR_INPUT &&
+            errno == EINVAL,
+        "ibv_rereg_mr of an imported MR");
   int p[2];
   CHECK(pipe(p) == 0 && !ibv_import_device(p[0]), "ibv_import_device of a pipe");
   ::close(p[0]), ::close(p[1]);
@@ -502,16 +523,19 @@ bool run_importer(int sock) {
   Loop l;
   CHECK(own_mr && make_loop(ctx, pd, &l), "importer set-up");
   // Gathered from the exporter's memory through the imported MR, into ours.
-  CHECK(loop_write(l, 1, m.addr, 4096, mr->lkey, uint64_t(uintptr_t(own.data())), own_mr->rkey) == IBV_WC_SUCCESS, "write 1");
+  CHECK(loop_write(l, 1, m.addr, 4096, mr->lkey, uint64_t(uintptr_t(own.data())), own_mr->rkey) == IBV_WC_SUCCESS,
+        "write 1");
   std::vector<uint8_t> want(4096);
   fill(want.data(), 4096, 5);
   CHECK(std::memcmp(own.data(), want.data(), 4096) == 0, "the exporter's bytes, read through its imported MR");
   // Ours, into the exporter's memory through the imported MR's rkey.
   fill(own.data(), 4096, 6);
-  CHECK(loop_write(l, 2, uint64_t(uintptr_t(own.data())), 4096, own_mr->lkey, m.addr + 8192, mr->rkey) == IBV_WC_SUCCESS,
+  CHECK(loop_write(l, 2, uint64_t(uintptr_t(own.data())), 4096, own_mr->lkey, m.addr + 8192, mr->rkey) ==
+            IBV_WC_SUCCESS,
         "write 2");
   CHECK(ibv_destroy_qp(l.q1) == 0 && ibv_destroy_qp(l.q2) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(l.cq)) == 0 &&
-            ibv_dereg_mr(own_mr) == 0, "importer teardown");
+            ibv_dereg_mr(own_mr) == 0,
+        "importer teardown");
   ibv_unimport_mr(mr);
   ibv_unimport_pd(pd);
   CHECK(ibv_close_device(ctx) == 0, "close");

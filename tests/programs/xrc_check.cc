@@ -11,11 +11,11 @@
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <getopt.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <getopt.h>
 #include <string>
 #include <vector>
 
@@ -39,8 +39,9 @@ struct Host {
     if (!ctx) return false;
     pd = ibv_alloc_pd(ctx);
     cq = pd ? ibv_create_cq(ctx, 64, nullptr, nullptr, 0) : nullptr;
-    mr = cq ? ibv_reg_mr(pd, buf.data(), kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
-            : nullptr;
+    mr =
+        cq ? ibv_reg_mr(pd, buf.data(), kBuf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+           : nullptr;
     return mr != nullptr;
   }
 };
@@ -67,16 +68,15 @@ bool post_srq(Host& h, ibv_srq* srq, uint64_t wr_id, size_t off, uint32_t len) {
   return ibv_post_srq_recv(srq, &wr, &bad) == 0;
 }
 
-
 struct World {
-  Host a, b1, b2;                 // b1 and b2: two contexts of device B, as two processes
-  ibv_xrcd* shared1 = nullptr;    // b1's and b2's opens of the same file
+  Host a, b1, b2;               // b1 and b2: two contexts of device B, as two processes
+  ibv_xrcd* shared1 = nullptr;  // b1's and b2's opens of the same file
   ibv_xrcd* shared2 = nullptr;
-  ibv_xrcd* priv = nullptr;       // b1's private domain (fd -1)
+  ibv_xrcd* priv = nullptr;  // b1's private domain (fd -1)
   ibv_srq *s1 = nullptr, *s2 = nullptr, *s3 = nullptr;
   uint32_t n1 = 0, n2 = 0, n3 = 0;
-  ibv_qp* ini = nullptr;          // on A
-  ibv_qp* tgt = nullptr;          // on B, in the shared domain
+  ibv_qp* ini = nullptr;  // on A
+  ibv_qp* tgt = nullptr;  // on B, in the shared domain
   int fd1 = -1, fd2 = -1;
 };
 
@@ -122,7 +122,8 @@ bool setup(World& w, const char* dev_a, const char* dev_b, const char* file) {
   ibv_gid ga{}, gb{};
   CHECK(ibv_query_gid(w.a.ctx, 1, 0, &ga) == 0 && ibv_query_gid(w.b1.ctx, 1, 0, &gb) == 0, "ibv_query_gid");
   CHECK(connect_qp(w.ini, w.tgt->qp_num, gb, 0, Role::kXrcIni) &&
-            connect_qp(w.tgt, w.ini->qp_num, ga, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, Role::kXrcTgt), "connect INI <-> TGT");
+            connect_qp(w.tgt, w.ini->qp_num, ga, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, Role::kXrcTgt),
+        "connect INI <-> TGT");
   return true;
 }
 
@@ -152,7 +153,8 @@ bool check_recv(World& w, Host& h, uint64_t wr_id, uint32_t len, const char* wha
   ibv_wc wc{};
   CHECK(poll_one(h.cq, &wc), "%s: no receive completion", what);
   CHECK(wc.status == IBV_WC_SUCCESS, "%s: status %s", what, ibv_wc_status_str(wc.status));
-  CHECK(wc.wr_id == wr_id && wc.byte_len == len, "%s: wr_id %llu byte_len %u", what, (unsigned long long)wc.wr_id, wc.byte_len);
+  CHECK(wc.wr_id == wr_id && wc.byte_len == len, "%s: wr_id %llu byte_len %u", what, (unsigned long long)wc.wr_id,
+        wc.byte_len);
   CHECK(wc.qp_num == w.tgt->qp_num, "%s: wc.qp_num %x, the TGT QP is %x", what, wc.qp_num, w.tgt->qp_num);
   CHECK(wc.src_qp == w.ini->qp_num, "%s: wc.src_qp %x, the INI QP is %x", what, wc.src_qp, w.ini->qp_num);
   ibv_wc sent{};
@@ -239,7 +241,8 @@ bool foreign_srq_is_refused(World& w) {
   CHECK(send(w, IBV_WR_SEND, w.n3, 0, 10, 5), "ibv_post_send");
   ibv_wc wc{};
   CHECK(poll_one(w.a.cq, &wc), "no completion");
-  CHECK(wc.status == IBV_WC_REM_INV_REQ_ERR, "status %s, expected remote invalid request", ibv_wc_status_str(wc.status));
+  CHECK(wc.status == IBV_WC_REM_INV_REQ_ERR, "status %s, expected remote invalid request",
+        ibv_wc_status_str(wc.status));
   CHECK(ibv_poll_cq(w.b1.cq, 1, &wc) == 0, "the foreign SRQ's WQE was consumed");
   return true;
 }

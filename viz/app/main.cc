@@ -103,8 +103,13 @@ bool write_layout(const std::string& path, const VizApp& app) {
   if (!f) return false;
   for (const simnic::viz::WireBlock& b : app.wire_blocks) {
     simnic::viz::Rect r = b.rect(app.wire_view);
-    nlohmann::json j{{"x0", r.x0}, {"y0", r.y0}, {"x1", r.x1}, {"y1", r.y1}, {"label", b.label},
-                     {"packets", b.members.size()}, {"label_w", simnic::viz::label_width(b.label, app.wire_view)}};
+    nlohmann::json j{{"x0", r.x0},
+                     {"y0", r.y0},
+                     {"x1", r.x1},
+                     {"y1", r.y1},
+                     {"label", b.label},
+                     {"packets", b.members.size()},
+                     {"label_w", simnic::viz::label_width(b.label, app.wire_view)}};
     std::fprintf(f, "%s\n", j.dump().c_str());
   }
   return std::fclose(f) == 0;
@@ -116,8 +121,8 @@ bool write_panels(const std::string& path, const VizApp& app) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return false;
   for (const VizApp::PanelFit& p : app.panel_fits) {
-    nlohmann::json j{{"panel", p.panel}, {"x0", p.x0}, {"y0", p.y0}, {"x1", p.x1}, {"y1", p.y1}, {"used", p.used},
-                     {"room", p.room}};
+    nlohmann::json j{{"panel", p.panel}, {"x0", p.x0},     {"y0", p.y0},    {"x1", p.x1},
+                     {"y1", p.y1},       {"used", p.used}, {"room", p.room}};
     std::fprintf(f, "%s\n", j.dump().c_str());
   }
   return std::fclose(f) == 0;
@@ -158,7 +163,8 @@ int place_cursor(VizApp& app, const VizOptions& opt) {
 
 // A window with ImGui on OpenGL 3 (hidden for a screenshot), or nullptr.
 GLFWwindow* open_window(const VizOptions& opt, bool hidden) {
-  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });
+  glfwSetErrorCallback(
+      [](int code, const char* what) { std::fprintf(stderr, "simnic-viz: GLFW %d: %s\n", code, what); });
   if (!glfwInit()) {
     std::fprintf(stderr, "simnic-viz: no display (set DISPLAY, or run under xvfb-run)\n");
     return nullptr;
@@ -218,8 +224,8 @@ int write_screenshot(const VizOptions& opt, const VizApp& app, int fw, int fh) {
     std::fprintf(stderr, "simnic-viz: cannot write %s\n", opt.panel_dump.c_str());
     return 1;
   }
-  std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(), fw,
-              fh, app.pos, app.timeline.end_pos(), app.timeline.flights().size());
+  std::printf("simnic-viz: wrote %s (%dx%d, event position %.0f of %zu, %zu packets)\n", opt.screenshot.c_str(), fw, fh,
+              app.pos, app.timeline.end_pos(), app.timeline.flights().size());
   return 0;
 }
 

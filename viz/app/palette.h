@@ -10,13 +10,13 @@ namespace simnic::viz {
 
 inline ImU32 packet_colour(PacketClass c) {
   switch (c) {
-    case PacketClass::kSend: return IM_COL32(66, 135, 245, 255);         // blue
-    case PacketClass::kWrite: return IM_COL32(155, 89, 182, 255);        // purple
-    case PacketClass::kReadRequest: return IM_COL32(26, 188, 156, 255);  // teal
-    case PacketClass::kReadResponse: return IM_COL32(22, 140, 110, 255); // dark teal
-    case PacketClass::kAtomic: return IM_COL32(230, 126, 34, 255);       // orange
-    case PacketClass::kAck: return IM_COL32(46, 204, 64, 255);           // green
-    case PacketClass::kNak: return IM_COL32(231, 76, 60, 255);           // red
+    case PacketClass::kSend: return IM_COL32(66, 135, 245, 255);          // blue
+    case PacketClass::kWrite: return IM_COL32(155, 89, 182, 255);         // purple
+    case PacketClass::kReadRequest: return IM_COL32(26, 188, 156, 255);   // teal
+    case PacketClass::kReadResponse: return IM_COL32(22, 140, 110, 255);  // dark teal
+    case PacketClass::kAtomic: return IM_COL32(230, 126, 34, 255);        // orange
+    case PacketClass::kAck: return IM_COL32(46, 204, 64, 255);            // green
+    case PacketClass::kNak: return IM_COL32(231, 76, 60, 255);            // red
     default: return IM_COL32(150, 150, 150, 255);
   }
 }

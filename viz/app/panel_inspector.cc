@@ -10,7 +10,8 @@ namespace simnic::viz {
 
 namespace {
 
-void field_row(const std::string& kind, const std::string& key, const nlohmann::ordered_json& v, const std::string& path) {
+void field_row(const std::string& kind, const std::string& key, const nlohmann::ordered_json& v,
+               const std::string& path) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextWrapped("%s", path.c_str());
@@ -32,27 +33,32 @@ void draw_inspector(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
   if (app.inspector_big) ImGui::SetNextWindowBgAlpha(1.0f);  // over the NIC columns: opaque
-  if (!ImGui::Begin(app.inspector_big ? "Inspector (enlarged: F2 or 'shrink' to restore)###Inspector" : "Inspector###Inspector", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse)) {
+  if (!ImGui::Begin(app.inspector_big ? "Inspector (enlarged: F2 or 'shrink' to restore)###Inspector"
+                                      : "Inspector###Inspector",
+                    nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse)) {
     ImGui::End();
     return;
   }
   const Timeline& tl = app.timeline;
   if (!app.selected || *app.selected < tl.first_pos() || *app.selected >= tl.end_pos()) {
-    ImGui::TextWrapped("Click a packet on the wire, a slot of a ring (WQE or CQE) or a row of the event log to see "
-                       "every field, decoded and explained.");
+    ImGui::TextWrapped(
+        "Click a packet on the wire, a slot of a ring (WQE or CQE) or a row of the event log to see "
+        "every field, decoded and explained.");
     ImGui::End();
     return;
   }
   const Event& e = tl.at(*app.selected);
-  if (ImGui::SmallButton("go to this event")) app.pos = double(*app.selected + 1), app.playing = false, app.follow_live = false;
+  if (ImGui::SmallButton("go to this event"))
+    app.pos = double(*app.selected + 1), app.playing = false, app.follow_live = false;
   ImGui::SameLine();
   if (ImGui::SmallButton(app.inspector_big ? "shrink (F2)" : "enlarge (F2)")) app.inspector_big = !app.inspector_big;
   ImGui::TextWrapped("%s", summarize(e).c_str());
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
   ImGui::TextWrapped("%s", explain_kind(e.kind).c_str());
   ImGui::PopStyleColor();
-  if (ImGui::BeginTable("fields", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
-                                         ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_Resizable)) {
+  if (ImGui::BeginTable("fields", 3,
+                        ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                            ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_Resizable)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("field", ImGuiTableColumnFlags_WidthStretch, 0.8f);
     ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch, 1.3f);

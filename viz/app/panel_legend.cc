@@ -43,19 +43,26 @@ void term(const char* name, const char* meaning) {
 
 void legend_packets() {
   swatch(packet_colour(PacketClass::kSend), "SEND", "a message for the peer's posted RECV (ibv_post_send IBV_WR_SEND)");
-  swatch(packet_colour(PacketClass::kWrite), "WRITE", "RDMA WRITE: data put straight into the peer's memory (its rkey)");
+  swatch(packet_colour(PacketClass::kWrite), "WRITE",
+         "RDMA WRITE: data put straight into the peer's memory (its rkey)");
   swatch(packet_colour(PacketClass::kReadRequest), "READ req", "RDMA READ request: asks the peer for its memory");
   swatch(packet_colour(PacketClass::kReadResponse), "READ resp / RESP", "the data a READ asked for, coming back");
-  swatch(packet_colour(PacketClass::kAtomic), "ATOMIC", "compare-and-swap, fetch-and-add or ATOMIC WRITE on 8 bytes of the peer's memory");
+  swatch(packet_colour(PacketClass::kAtomic), "ATOMIC",
+         "compare-and-swap, fetch-and-add or ATOMIC WRITE on 8 bytes of the peer's memory");
   swatch(packet_colour(PacketClass::kAck), "ACK", "the responder confirms every packet up to this PSN");
-  swatch(packet_colour(PacketClass::kNak), "NAK / RNR", "negative ACK (PSN out of sequence, bad rkey, ...); RNR = receiver not ready (no RECV posted)");
+  swatch(packet_colour(PacketClass::kNak), "NAK / RNR",
+         "negative ACK (PSN out of sequence, bad rkey, ...); RNR = receiver not ready (no RECV posted)");
   swatch(packet_colour(PacketClass::kOther), "grey", "a burst that mixes several kinds");
   term("F / M / L", "first / middle / last packet of a message longer than the MTU; no letter = the only packet");
   term("0x1a2b3c", "the packet's PSN (packet sequence number, 24 bits, hex as in the NIC's logs and perftest)");
-  term("SEND \xC3\x97" "12", "12 packets sent back to back, one block; click it to zoom in, right-click to list them");
+  term(
+      "SEND \xC3\x97"
+      "12",
+      "12 packets sent back to back, one block; click it to zoom in, right-click to list them");
   term("R", "retransmission (orange frame): a PSN sent again after a NAK or an ACK timeout");
-  term("X", "(faded, red frame) dropped on the wire by the fault injector (simnic fault loss=...); "
-            "the sender resends it when its ACK timer fires or the receiver NAKs the gap");
+  term("X",
+       "(faded, red frame) dropped on the wire by the fault injector (simnic fault loss=...); "
+       "the sender resends it when its ACK timer fires or the receiver NAKs the gap");
   term("upper / lower", "upper lane: left NIC to right NIC; lower lane: right to left");
 }
 
@@ -65,8 +72,9 @@ void legend_qps() {
   term("SQE", "send queue error (UC/UD): the send queue is flushed, receives go on");
   term("ERR", "error: every outstanding and later work request completes with WR_FLUSH_ERR");
   term("lit / bold", "the current state is lit (red for ERR/SQE); the bold arrow is the last transition");
-  term("peer, PSNs", "the QP header shows the attributes ibv_modify_qp set: peer QP (dest_qp) and address, "
-                     "SQ PSN (first PSN this QP sends), RQ PSN (first PSN it expects), MTU, timeout, retries");
+  term("peer, PSNs",
+       "the QP header shows the attributes ibv_modify_qp set: peer QP (dest_qp) and address, "
+       "SQ PSN (first PSN this QP sends), RQ PSN (first PSN it expects), MTU, timeout, retries");
   term("last packet", "greyed below the attributes: the PSN of the latest packet sent / received (moves with traffic)");
   term("destroyed", "a QP, CQ or MR the program destroyed (ibv_destroy_qp, ...)");
 }
@@ -86,12 +94,14 @@ void legend_rings() {
 void legend_log() {
   term("#", "position in the merged timeline (what --at @POS names)");
   term("nic/seq", "which NIC, and its own event number");
-  term("t (ms)", "that NIC's own simulated clock (ms since it started; stops while it is held). Rows of "
-                 "several NICs are merged by wall clock, with one rule on top: a packet is always received "
-                 "after it was sent. So t may step back when the row's NIC changes: each NIC has its own clock.");
+  term("t (ms)",
+       "that NIC's own simulated clock (ms since it started; stops while it is held). Rows of "
+       "several NICs are merged by wall clock, with one rule on top: a packet is always received "
+       "after it was sent. So t may step back when the row's NIC changes: each NIC has its own clock.");
   term("red rows", "errors, NAKs, drops, retransmissions, error completions");
-  term("QPN, PSN, keys", "in hex (0x...), as the NIC's logs, ibv_rc_pingpong and perftest print them; the "
-                         "inspector adds the decimal value");
+  term("QPN, PSN, keys",
+       "in hex (0x...), as the NIC's logs, ibv_rc_pingpong and perftest print them; the "
+       "inspector adds the decimal value");
 }
 
 }  // namespace
@@ -108,7 +118,8 @@ void draw_legend(VizApp& app, float x, float y, float w, float h) {
     legend_packets();
     ImGui::EndTable();
   }
-  if (ImGui::CollapsingHeader("QP states and attributes", ImGuiTreeNodeFlags_DefaultOpen) && begin_terms("legend_qps")) {
+  if (ImGui::CollapsingHeader("QP states and attributes", ImGuiTreeNodeFlags_DefaultOpen) &&
+      begin_terms("legend_qps")) {
     legend_qps();
     ImGui::EndTable();
   }

@@ -26,8 +26,7 @@ bool matches(const VizApp& app, const Event& e) {
 // NIC's own clock, and the merged rows may step back in it).
 void header_row_with_tips() {
   static const char* kTips[] = {
-      "position in the merged timeline of all NICs (--at @POS)",
-      "the NIC, and its own event number (seq)",
+      "position in the merged timeline of all NICs (--at @POS)", "the NIC, and its own event number (seq)",
       "the NIC's own simulated clock: ms since that NIC started, stopped while it is held.\n"
       "Each NIC has its own clock. Rows of several NICs are merged by wall-clock time, with one rule\n"
       "on top: a packet is received after it was sent. So this column can step back when the\n"
@@ -46,8 +45,9 @@ void header_row_with_tips() {
 void draw_event_log(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
-  if (!ImGui::Begin("Event log", nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                                             ImGuiWindowFlags_NoBringToFrontOnFocus)) {
+  if (!ImGui::Begin("Event log", nullptr,
+                    ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                        ImGuiWindowFlags_NoBringToFrontOnFocus)) {
     ImGui::End();
     return;
   }
@@ -77,8 +77,9 @@ void draw_event_log(VizApp& app, float x, float y, float w, float h) {
   size_t row_count = filtered ? rows.size() : last - tl.first_pos();
   auto row_pos = [&](size_t r) { return filtered ? rows[r] : tl.first_pos() + r; };
 
-  if (ImGui::BeginTable("log", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                                      ImGuiTableFlags_SizingFixedFit)) {
+  if (ImGui::BeginTable("log", 4,
+                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                            ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, 52);
     ImGui::TableSetupColumn("nic/seq", ImGuiTableColumnFlags_WidthFixed, 100);

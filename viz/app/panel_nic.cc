@@ -26,9 +26,9 @@ RingSpec ring_of(const char* name, const WorkQueue& wq) {
   r.count = std::to_string(wq.posted.size()) + "/" + std::to_string(wq.entries);
   for (const auto& [idx, s] : wq.posted)
     r.slots.push_back({idx, wqe_colour(s.opcode),
-                       std::string(name) + "[" + std::to_string(idx % std::max<uint32_t>(1, wq.entries)) + "] " + s.opcode +
-                           "\nwr_id " + std::to_string(s.wr_id) + " (" + hex(s.wr_id) + "), " + std::to_string(s.length) + " B" +
-                           (s.flags.empty() ? "" : ", " + s.flags),
+                       std::string(name) + "[" + std::to_string(idx % std::max<uint32_t>(1, wq.entries)) + "] " +
+                           s.opcode + "\nwr_id " + std::to_string(s.wr_id) + " (" + hex(s.wr_id) + "), " +
+                           std::to_string(s.length) + " B" + (s.flags.empty() ? "" : ", " + s.flags),
                        s.event_pos});
   return r;
 }
@@ -56,21 +56,26 @@ void qp_header(uint32_t qpn, const QpInfo& qp) {
     ImGui::PopStyleColor();
   } else {
     const QpAttr& a = qp.attr;
-    std::string peer = qp.type == "UD" ? std::string("datagrams (UD): each WR names its peer")
-                                       : "peer " + (a.dgid.empty() ? std::string("?") : a.dgid) + " QP " + hex(a.dest_qp);
-    ImGui::TextWrapped("%s   SQ PSN %s   RQ PSN %s   MTU %u", peer.c_str(), hex(a.sq_psn).c_str(), hex(a.rq_psn).c_str(), a.mtu);
+    std::string peer = qp.type == "UD"
+                           ? std::string("datagrams (UD): each WR names its peer")
+                           : "peer " + (a.dgid.empty() ? std::string("?") : a.dgid) + " QP " + hex(a.dest_qp);
+    ImGui::TextWrapped("%s   SQ PSN %s   RQ PSN %s   MTU %u", peer.c_str(), hex(a.sq_psn).c_str(),
+                       hex(a.rq_psn).c_str(), a.mtu);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("As set by ibv_modify_qp: dest_qp (the peer's QPN), sq_psn (the first PSN this QP sends),\n"
-                        "rq_psn (the first PSN it expects from the peer), path_mtu.");
+      ImGui::SetTooltip(
+          "As set by ibv_modify_qp: dest_qp (the peer's QPN), sq_psn (the first PSN this QP sends),\n"
+          "rq_psn (the first PSN it expects from the peer), path_mtu.");
     ImGui::TextWrapped("%s   retry %u   rnr_retry %u   min RNR timer %u   access %s", timeout_text(a.timeout).c_str(),
                        a.retry_cnt, a.rnr_retry, a.min_rnr_timer, a.access.empty() ? "none" : a.access.c_str());
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("timeout: how long to wait for an ACK before resending; retry_cnt: how many times;\n"
-                        "rnr_retry: resends after an RNR NAK (7 = forever); min_rnr_timer: how long the peer asks\n"
-                        "senders to wait when no RECV is posted; access: what the peer may do remotely.");
+      ImGui::SetTooltip(
+          "timeout: how long to wait for an ACK before resending; retry_cnt: how many times;\n"
+          "rnr_retry: resends after an RNR NAK (7 = forever); min_rnr_timer: how long the peer asks\n"
+          "senders to wait when no RECV is posted; access: what the peer may do remotely.");
   }
-  std::string last = "last packet sent: " + (qp.has_tx ? "PSN " + hex(qp.last_tx_psn) + " to QP " + hex(qp.last_tx_dest_qp) : "none") +
-                     "   last packet received: " + (qp.has_rx ? "PSN " + hex(qp.last_rx_psn) : "none");
+  std::string last =
+      "last packet sent: " + (qp.has_tx ? "PSN " + hex(qp.last_tx_psn) + " to QP " + hex(qp.last_tx_dest_qp) : "none") +
+      "   last packet received: " + (qp.has_rx ? "PSN " + hex(qp.last_rx_psn) : "none");
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
   ImGui::TextWrapped("%s", last.c_str());  // wrapped: a narrow column must not cut it
   ImGui::PopStyleColor();
@@ -98,7 +103,7 @@ RingSpec ring_of_cq(uint32_t h, const CqInfo& cq) {
   RingSpec r;
   r.entries = cq.entries;
   r.producer = cq.produced;
-  r.show_consumer = false;  // the application's poll index lives in its own memory
+  r.show_consumer = false;               // the application's poll index lives in its own memory
   r.title = "CQ #" + std::to_string(h);  // a handle, not a count (the legend says so)
   r.count = std::to_string(cq.produced) + " CQEs";
   // The newest CQEs, bright, older ones fading.
@@ -109,8 +114,8 @@ RingSpec ring_of_cq(uint32_t h, const CqInfo& cq) {
     col = (col & 0x00FFFFFF) | (ImU32(255 - 170 * age) << 24);
     r.slots.push_back({c.index, col,
                        "CQE[" + std::to_string(c.index % std::max<uint32_t>(1, cq.entries)) + "] " + c.opcode + " " +
-                           c.status + "\nqp " + hex(c.qp) + ", wr_id " + std::to_string(c.wr_id) +
-                           ", byte_len " + std::to_string(c.byte_len),
+                           c.status + "\nqp " + hex(c.qp) + ", wr_id " + std::to_string(c.wr_id) + ", byte_len " +
+                           std::to_string(c.byte_len),
                        c.event_pos});
     ++k;
   }
@@ -119,7 +124,8 @@ RingSpec ring_of_cq(uint32_t h, const CqInfo& cq) {
 
 // Each QP: its attributes, state diagram and SQ/RQ rings; destroyed ones listed.
 void draw_qps(VizApp& app, const NicState& nic, float avail, float ring) {
-  bool qp_destroyed = std::any_of(nic.destroyed.begin(), nic.destroyed.end(), [](const Destroyed& d) { return d.what == "QP"; });
+  bool qp_destroyed =
+      std::any_of(nic.destroyed.begin(), nic.destroyed.end(), [](const Destroyed& d) { return d.what == "QP"; });
   if (nic.qps.empty()) ImGui::TextDisabled(qp_destroyed ? "no QPs now: every QP was destroyed" : "no QPs yet");
   destroyed_line(nic);
   for (const auto& [qpn, qp] : nic.qps) {
@@ -161,7 +167,8 @@ void draw_mr_table(const NicState& nic, const NicColumnPlan& plan) {
     return;
   const char* headers[4] = {"MR", "lkey/rkey", "range", "length"};
   const float cell_pad = 2 * ImGui::GetStyle().CellPadding.x;
-  for (int i = 0; i < 4; ++i) ImGui::TableSetupColumn(headers[i], ImGuiTableColumnFlags_WidthFixed, plan.mr_fixed_w[i] - cell_pad);
+  for (int i = 0; i < 4; ++i)
+    ImGui::TableSetupColumn(headers[i], ImGuiTableColumnFlags_WidthFixed, plan.mr_fixed_w[i] - cell_pad);
   ImGui::TableSetupColumn("rights", ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableHeadersRow();
   const std::vector<MrRow> rows = mr_rows(nic);
@@ -202,10 +209,11 @@ void note_fit(VizApp& app, const std::string& panel) {
 void draw_nic(VizApp& app, const NicState& nic, float x, float y, float w, float h) {
   ImGui::SetNextWindowPos({x, y});
   ImGui::SetNextWindowSize({w, h});
-  std::string title = nic.name + "  (" + nic.addr + ", MTU " + std::to_string(nic.mtu) + ")" + (nic.paused ? "  HELD" : "") +
-                      "###" + nic.name;
-  if (!ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                                         ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar)) {
+  std::string title = nic.name + "  (" + nic.addr + ", MTU " + std::to_string(nic.mtu) + ")" +
+                      (nic.paused ? "  HELD" : "") + "###" + nic.name;
+  if (!ImGui::Begin(title.c_str(), nullptr,
+                    ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                        ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollbar)) {
     ImGui::End();
     return;
   }

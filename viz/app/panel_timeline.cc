@@ -13,7 +13,8 @@ void draw_timeline_bar(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowSize({w, h});
   if (!ImGui::Begin("Timeline", nullptr,
                     ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
-                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus)) {
+                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoCollapse |
+                        ImGuiWindowFlags_NoBringToFrontOnFocus)) {
     ImGui::End();
     return;
   }
@@ -25,11 +26,13 @@ void draw_timeline_bar(VizApp& app, float x, float y, float w, float h) {
   ImGui::SameLine();
   if (ImGui::Button("|<")) app.pos = first, app.playing = false, app.follow_live = false;
   ImGui::SameLine();
-  if (ImGui::Button("< step")) app.pos = std::max(first, std::ceil(app.pos) - 1), app.playing = false, app.follow_live = false;
+  if (ImGui::Button("< step"))
+    app.pos = std::max(first, std::ceil(app.pos) - 1), app.playing = false, app.follow_live = false;
   ImGui::SameLine();
   if (ImGui::Button(app.playing ? "pause" : "play ")) app.playing = !app.playing, app.follow_live = false;
   ImGui::SameLine();
-  if (ImGui::Button("step >")) app.pos = std::min(end, std::floor(app.pos) + 1), app.playing = false, app.follow_live = false;
+  if (ImGui::Button("step >"))
+    app.pos = std::min(end, std::floor(app.pos) + 1), app.playing = false, app.follow_live = false;
   ImGui::SameLine();
   if (ImGui::Button(">|")) app.pos = end, app.playing = false;
   ImGui::SameLine();

@@ -85,9 +85,10 @@ void block_tooltip(VizApp& app, const WireBlock& b) {
   }
   const Event& first = app.timeline.at(b.members.front());
   const Event& last = app.timeline.at(b.members.back());
-  ImGui::SetTooltip("%zu packets sent back to back, PSN %s .. %s\nclick: zoom in until each has its own label\n"
-                    "right-click: list them",
-                    b.members.size(), hex(first.u("psn")).c_str(), hex(last.u("psn")).c_str());
+  ImGui::SetTooltip(
+      "%zu packets sent back to back, PSN %s .. %s\nclick: zoom in until each has its own label\n"
+      "right-click: list them",
+      b.members.size(), hex(first.u("psn")).c_str(), hex(last.u("psn")).c_str());
 }
 
 // The wire line and the NICs at its ends (at the centres of the NIC columns below).
@@ -149,7 +150,8 @@ void burst_popup(VizApp& app) {
       break;
     }
     ImGui::PushID(int(id));
-    if (ImGui::Selectable(summarize(app.timeline.at(id)).c_str(), app.selected && *app.selected == id)) app.selected = id;
+    if (ImGui::Selectable(summarize(app.timeline.at(id)).c_str(), app.selected && *app.selected == id))
+      app.selected = id;
     ImGui::PopID();
   }
   ImGui::EndPopup();
@@ -162,7 +164,8 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
   ImGui::SetNextWindowSize({w, h});
   if (!ImGui::Begin("Wire (RoCEv2 over UDP 4791)", nullptr,
                     ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
-                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoBringToFrontOnFocus)) {
+                        ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                        ImGuiWindowFlags_NoBringToFrontOnFocus)) {
     ImGui::End();
     return;
   }
@@ -194,7 +197,8 @@ void draw_wire(VizApp& app, float x, float y, float w, float h) {
   burst_popup(app);
   // "fit" sits on the colour strip's line, away from the lanes.
   ImGui::SetCursorScreenPos({origin.x + inner_w - ImGui::CalcTextSize("fit the whole wire").x - 12, origin.y - 2});
-  if (app.wire_view.zoom > 1 && ImGui::SmallButton("fit the whole wire")) app.wire_view.zoom = 1, app.wire_view.centre = 0.5;
+  if (app.wire_view.zoom > 1 && ImGui::SmallButton("fit the whole wire"))
+    app.wire_view.zoom = 1, app.wire_view.centre = 0.5;
   ImGui::End();
 }
 

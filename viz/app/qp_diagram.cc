@@ -48,7 +48,8 @@ void draw_qp_diagram(const std::string& state, const std::string& prev, float w,
   bool hovered = ImGui::IsItemHovered();
   const float node_w = std::min(56.0f, w / 6.0f), node_h = std::min(20.0f, h / 2.6f);
   auto centre = [&](const Node& n) {
-    return ImVec2{o.x + node_w / 2 + 2 + n.col * (w - node_w - 4) / 4.0f, o.y + node_h / 2 + 2 + n.row * (h - node_h - 4)};
+    return ImVec2{o.x + node_w / 2 + 2 + n.col * (w - node_w - 4) / 4.0f,
+                  o.y + node_h / 2 + 2 + n.row * (h - node_h - 4)};
   };
   auto arrow = [&](ImVec2 a, ImVec2 b, ImU32 col, float thick) {
     float dx = b.x - a.x, dy = b.y - a.y, len = std::sqrt(dx * dx + dy * dy);
@@ -58,7 +59,8 @@ void draw_qp_diagram(const std::string& state, const std::string& prev, float w,
     float trim = std::abs(dx) > std::abs(dy) ? node_w / 2 : node_h / 2;
     ImVec2 s{a.x + dx * trim, a.y + dy * trim}, e{b.x - dx * trim, b.y - dy * trim};
     dl->AddLine(s, e, col, thick);
-    dl->AddTriangleFilled(e, {e.x - dx * 7 - dy * 4, e.y - dy * 7 + dx * 4}, {e.x - dx * 7 + dy * 4, e.y - dy * 7 - dx * 4}, col);
+    dl->AddTriangleFilled(e, {e.x - dx * 7 - dy * 4, e.y - dy * 7 + dx * 4},
+                          {e.x - dx * 7 + dy * 4, e.y - dy * 7 - dx * 4}, col);
   };
   for (auto [from, to] : kEdges) {
     // Two-way pairs are drawn slightly apart.
@@ -75,8 +77,10 @@ void draw_qp_diagram(const std::string& state, const std::string& prev, float w,
     ImVec2 c = centre(n);
     ImVec2 a{c.x - node_w / 2, c.y - node_h / 2}, b{c.x + node_w / 2, c.y + node_h / 2};
     bool is_cur = cur == &n;
-    ImU32 fill = is_cur ? (std::strcmp(n.name, "ERR") == 0 || std::strcmp(n.name, "SQE") == 0 ? IM_COL32(231, 76, 60, 255) : kHighlight)
-                        : IM_COL32(50, 55, 70, 255);
+    ImU32 fill = is_cur
+                     ? (std::strcmp(n.name, "ERR") == 0 || std::strcmp(n.name, "SQE") == 0 ? IM_COL32(231, 76, 60, 255)
+                                                                                           : kHighlight)
+                     : IM_COL32(50, 55, 70, 255);
     dl->AddRectFilled(a, b, fill, 5);
     dl->AddRect(a, b, was == &n && !is_cur ? kHighlight : IM_COL32(130, 130, 140, 255), 5);
     ImVec2 ts = ImGui::CalcTextSize(n.name);

@@ -49,7 +49,8 @@ size_t draw_ring(const RingSpec& ring, float size) {
   }
   // A mark: a tick across the ring at the index, its letter outside the ring at `label_a`.
   auto mark = [&](float a, float label_a, const char* label, ImU32 col) {
-    dl->AddLine({c.x + std::cos(a) * r_in, c.y + std::sin(a) * r_in}, {c.x + std::cos(a) * (r_out + 3), c.y + std::sin(a) * (r_out + 3)}, col, 2);
+    dl->AddLine({c.x + std::cos(a) * r_in, c.y + std::sin(a) * r_in},
+                {c.x + std::cos(a) * (r_out + 3), c.y + std::sin(a) * (r_out + 3)}, col, 2);
     ImVec2 ts = ImGui::CalcTextSize(label);
     float r = r_out + 4 + std::abs(std::cos(label_a)) * ts.x / 2 + std::abs(std::sin(label_a)) * ts.y / 2;
     dl->AddText({c.x + std::cos(label_a) * r - ts.x / 2, c.y + std::sin(label_a) * r - ts.y / 2}, col, label);
@@ -78,8 +79,9 @@ size_t draw_ring(const RingSpec& ring, float size) {
     ImGui::SetTooltip("%s\n(click to inspect)", seg_slot[hover_seg]->tip.c_str());
     if (clicked) picked = seg_slot[hover_seg]->event_pos;
   } else if (hovered) {
-    ImGui::SetTooltip("%s %s: %u slots, producer (P) %llu, consumer (C) %llu", ring.title.c_str(), ring.count.c_str(), ring.entries,
-                      static_cast<unsigned long long>(ring.producer), static_cast<unsigned long long>(ring.consumer));
+    ImGui::SetTooltip("%s %s: %u slots, producer (P) %llu, consumer (C) %llu", ring.title.c_str(), ring.count.c_str(),
+                      ring.entries, static_cast<unsigned long long>(ring.producer),
+                      static_cast<unsigned long long>(ring.consumer));
   }
   return picked;
 }

@@ -10,15 +10,15 @@
 namespace simnic::viz {
 
 struct RingSlot {
-  uint64_t index;      // free-running
+  uint64_t index;  // free-running
   ImU32 colour;
-  std::string tip;     // tooltip text
-  size_t event_pos;    // the event to select on click
+  std::string tip;   // tooltip text
+  size_t event_pos;  // the event to select on click
 };
 
 struct RingSpec {
-  std::string title;   // drawn in the middle: "SQ", "RQ", "CQ #3"
-  std::string count;   // drawn under the ring: "1/8" (in use / slots), "12 CQEs"
+  std::string title;  // drawn in the middle: "SQ", "RQ", "CQ #3"
+  std::string count;  // drawn under the ring: "1/8" (in use / slots), "12 CQEs"
   uint32_t entries = 0;
   uint64_t producer = 0, consumer = 0;
   bool show_consumer = true;

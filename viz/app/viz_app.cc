@@ -115,7 +115,8 @@ void VizApp::frame(float dt, float width, float height) {
     draw_nic(*this, nic, c.x0, c.y0, c.x1 - c.x0, c.y1 - c.y0);
   }
   draw_event_log(*this, r.log.x0, r.log.y0, r.log.x1 - r.log.x0, r.log.y1 - r.log.y0);
-  draw_inspector(*this, r.inspector.x0, r.inspector.y0, r.inspector.x1 - r.inspector.x0, r.inspector.y1 - r.inspector.y0);
+  draw_inspector(*this, r.inspector.x0, r.inspector.y0, r.inspector.x1 - r.inspector.x0,
+                 r.inspector.y1 - r.inspector.y0);
   if (show_legend) draw_legend(*this, width * 0.3f, menu_h + 20, width * 0.55f, height * 0.8f);
 }
 

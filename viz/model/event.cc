@@ -68,13 +68,14 @@ std::string summarize(const Event& e) {
     if (e.has("aeth")) add(e.sub_s("aeth", "class", ""));
     if (e.has("fault")) add("[" + e.s("fault") + "]");
   } else if (k == "wqe_posted") {
-    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")) + " " +
-        e.s("opcode") + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("length")));
+    add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")) + " " + e.s("opcode") + " wr_id " +
+        std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("length")));
   } else if (k == "wqe_done") {
     add(e.s("queue") + "[" + std::to_string(e.u("index")) + "] qp " + hex(e.u("qp")));
   } else if (k == "cqe") {
     add("cq " + std::to_string(e.u("cq")) + "[" + std::to_string(e.u("index")) + "] " + e.s("opcode") + " " +
-        e.s("status") + " qp " + hex(e.u("qp")) + " wr_id " + std::to_string(e.u("wr_id")) + " len " + std::to_string(e.u("byte_len")));
+        e.s("status") + " qp " + hex(e.u("qp")) + " wr_id " + std::to_string(e.u("wr_id")) + " len " +
+        std::to_string(e.u("byte_len")));
   } else if (k == "qp_state") {
     add("qp " + hex(e.u("qp")) + " " + e.s("from") + " -> " + e.s("to"));
   } else if (k == "cm_state") {  // the connection manager's id (rdma_cm) changed state
@@ -108,8 +109,8 @@ std::string summarize(const Event& e) {
         (k == "mw_create" ? " type " + std::to_string(e.u("type", 1)) : std::string()));
   } else if (k == "mw_bind") {
     add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) +
-        (e.u("mr") ? " -> mr " + std::to_string(e.u("mr")) + " " + e.s("addr") + " len " + std::to_string(e.u("length")) +
-                         " " + e.s("access")
+        (e.u("mr") ? " -> mr " + std::to_string(e.u("mr")) + " " + e.s("addr") + " len " +
+                         std::to_string(e.u("length")) + " " + e.s("access")
                    : std::string(" unbound")));
   } else if (k == "mw_invalidate") {
     add("mw " + std::to_string(e.u("mw")) + " rkey " + hex(e.u("rkey")) + " by " + e.s("by"));

@@ -10,11 +10,11 @@
 namespace simnic::viz {
 
 struct Event {
-  uint64_t seq = 0;      // per-NIC sequence number
-  uint64_t t_ns = 0;     // the NIC's simulated time
+  uint64_t seq = 0;   // per-NIC sequence number
+  uint64_t t_ns = 0;  // the NIC's simulated time
   std::string nic;
   std::string kind;
-  nlohmann::ordered_json fields; // the whole line
+  nlohmann::ordered_json fields;  // the whole line
 
   uint64_t u(const char* key, uint64_t fallback = 0) const;
   std::string s(const char* key, const std::string& fallback = "") const;

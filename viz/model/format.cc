@@ -13,8 +13,8 @@ std::string hex(uint64_t v) {
 std::string hex_dec(uint64_t v) { return hex(v) + " (" + std::to_string(v) + ")"; }
 
 bool is_hex_field(const std::string& key) {
-  for (const char* k : {"qp", "dest_qp", "src_qp", "psn", "sq_psn", "rq_psn", "lkey", "rkey", "key", "ieth_rkey", "qkey",
-                        "syndrome", "msn", "imm"})
+  for (const char* k : {"qp", "dest_qp", "src_qp", "psn", "sq_psn", "rq_psn", "lkey", "rkey", "key", "ieth_rkey",
+                        "qkey", "syndrome", "msn", "imm"})
     if (key == k) return true;
   return false;
 }

@@ -209,8 +209,8 @@ bool NicState::apply_work(const Event& e, size_t pos) {
     auto cit = cqs.find(uint32_t(e.u("cq")));
     if (cit == cqs.end()) return true;
     CqInfo& c = cit->second;
-    CqeRecord r{e.u("index"), e.u("wr_id"), uint32_t(e.u("qp")), e.s("opcode"), e.s("status"),
-                e.u("status_num"), e.u("byte_len"), pos};
+    CqeRecord r{e.u("index"),  e.u("wr_id"),      uint32_t(e.u("qp")), e.s("opcode"),
+                e.s("status"), e.u("status_num"), e.u("byte_len"),     pos};
     c.produced = std::max(c.produced, r.index + 1);
     c.recent.push_back(std::move(r));
     size_t keep = std::min<size_t>(c.entries ? c.entries : CqInfo::kMaxRecent, CqInfo::kMaxRecent);

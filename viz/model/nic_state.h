@@ -22,8 +22,8 @@ struct WqeSlot {
 
 struct WorkQueue {
   uint32_t entries = 0;
-  uint64_t producer = 0;  // free-running: one past the newest posted index
-  uint64_t consumer = 0;  // free-running: one past the newest freed index
+  uint64_t producer = 0;               // free-running: one past the newest posted index
+  uint64_t consumer = 0;               // free-running: one past the newest freed index
   std::map<uint64_t, WqeSlot> posted;  // index -> slot, the ones not freed yet
 };
 
@@ -33,28 +33,28 @@ struct QpAttr {
   bool known = false;  // a qp_state with `attr` was seen
   uint32_t dest_qp = 0;
   uint32_t sq_psn = 0, rq_psn = 0;
-  uint32_t mtu = 0;      // bytes
-  std::string dgid;      // the peer's IPv4 address
+  uint32_t mtu = 0;  // bytes
+  std::string dgid;  // the peer's IPv4 address
   uint32_t qkey = 0;
-  std::string access;    // qp_access_flags, e.g. "REMOTE_WRITE|REMOTE_READ"
+  std::string access;  // qp_access_flags, e.g. "REMOTE_WRITE|REMOTE_READ"
   uint32_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
   uint32_t max_rd_atomic = 0, max_dest_rd_atomic = 0;
 };
 
 struct QpInfo {
   uint32_t qpn = 0;
-  std::string type;     // "RC", "UC", "UD"
+  std::string type;  // "RC", "UC", "UD"
   std::string state = "RESET";
-  std::string prev_state;       // where the last transition came from ("" if none)
-  std::string last_cause;       // "modify_qp" or the error that forced it
+  std::string prev_state;  // where the last transition came from ("" if none)
+  std::string last_cause;  // "modify_qp" or the error that forced it
   uint32_t send_cq = 0, recv_cq = 0;
-  QpAttr attr;                  // as set by ibv_modify_qp
+  QpAttr attr;  // as set by ibv_modify_qp
   // The latest packets', not the QP's attributes: "last packet sent/received".
   uint32_t last_tx_dest_qp = 0;
   uint64_t last_tx_psn = 0, last_rx_psn = 0;
   bool has_tx = false, has_rx = false;
   WorkQueue sq, rq;
-  std::string last_error;       // the rule broken, from the last `error` event
+  std::string last_error;  // the rule broken, from the last `error` event
 };
 
 struct CqeRecord {
@@ -90,8 +90,8 @@ struct MwInfo {
 // An object the trace saw destroyed, so that the viewer can say "destroyed" rather than
 // "none (yet)".
 struct Destroyed {
-  std::string what;  // "QP", "CQ", "MR", "MW"
-  uint32_t id = 0;   // QPN or handle
+  std::string what;    // "QP", "CQ", "MR", "MW"
+  uint32_t id = 0;     // QPN or handle
   std::string detail;  // e.g. "RC, was RTS"
   size_t event_pos = 0;
 };

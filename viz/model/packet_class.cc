@@ -74,7 +74,9 @@ std::string packet_label(const Event& e) {
   PacketClass c = classify_packet(e);
   if (c == PacketClass::kNak) return e.sub_s("aeth", "class", "NAK") == "RNR_NAK" ? "RNR" : "NAK";
   if (c == PacketClass::kAck) return "ACK";
-  std::string label = c == PacketClass::kReadRequest ? "READ" : c == PacketClass::kReadResponse ? "RESP" : packet_class_name(c);
+  std::string label = c == PacketClass::kReadRequest    ? "READ"
+                      : c == PacketClass::kReadResponse ? "RESP"
+                                                        : packet_class_name(c);
   const OpFlags f = op_flags(e);
   const bool first = f.has("FIRST"), last = f.has("LAST");
   if (first && !last) label += " F";

@@ -19,7 +19,7 @@ float qp_text_h(const QpInfo& qp, float w, const TextMetrics& m) {
   int lines = 1 + wrapped_lines(kPeerChars, w, m) + wrapped_lines(kRetryChars, w, m) +
               wrapped_lines(kLastPacketChars, w, m);
   if (!qp.last_error.empty()) lines += wrapped_lines(qp.last_error.size() + 7, w, m);  // "error: ..."
-  return float(lines) * m.line_h + 2 * kSpacing;  // and the separator above
+  return float(lines) * m.line_h + 2 * kSpacing;                                       // and the separator above
 }
 
 float destroyed_h(const NicState& nic, float w, const TextMetrics& m) {
@@ -125,7 +125,8 @@ PanelRects layout_panels(float width, float height, float menu_h, size_t nic_cou
   const float bottom_y = nic_y + nic_h;
   r.log = {0, bottom_y, width * 0.58f, height};
   // Enlarged, the inspector covers the NIC columns' right part too: long values get room.
-  r.inspector = inspector_big ? Rect{width * 0.35f, nic_y, width, height} : Rect{width * 0.58f, bottom_y, width, height};
+  r.inspector = inspector_big ? Rect{width * 0.35f, nic_y, width, height}
+                              : Rect{width * 0.58f, bottom_y, width, height};
   return r;
 }
 

@@ -33,13 +33,13 @@ PanelRects layout_panels(float width, float height, float menu_h, size_t nic_cou
 // One NIC column: the QPs on the left and the CQs and counters on the right, over the MR
 // table, which takes the column's whole width (its keys, addresses and rights need it).
 struct NicColumnPlan {
-  float left_w = 0, right_w = 0;  // content widths of the two upper parts
-  float body_h = 0;               // the column's height less title and padding
-  float mr_h = 0;                 // the MR table's, at the bottom (from its rows, rights wrapped)
+  float left_w = 0, right_w = 0;       // content widths of the two upper parts
+  float body_h = 0;                    // the column's height less title and padding
+  float mr_h = 0;                      // the MR table's, at the bottom (from its rows, rights wrapped)
   float mr_fixed_w[4] = {0, 0, 0, 0};  // its first four columns' widths; rights get the rest
-  float upper_h = 0;              // the two upper parts' (body_h less the MR table)
-  float qp_ring = 0, cq_ring = 0; // ring diameters
-  float left_h = 0, right_h = 0;  // the height their contents need (estimated from the state)
+  float upper_h = 0;                   // the two upper parts' (body_h less the MR table)
+  float qp_ring = 0, cq_ring = 0;      // ring diameters
+  float left_h = 0, right_h = 0;       // the height their contents need (estimated from the state)
   bool fits() const { return left_h <= upper_h && right_h <= upper_h && upper_h > 0; }
 };
 

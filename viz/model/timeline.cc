@@ -127,8 +127,7 @@ void Timeline::trim(size_t max_events) {
     q.swap(kept);
     it = q.empty() ? awaiting_rx_.erase(it) : std::next(it);
   }
-  for (auto& [nic, m] : index_)
-    std::erase_if(m, [&](const auto& kv) { return kv.second < base_; });
+  for (auto& [nic, m] : index_) std::erase_if(m, [&](const auto& kv) { return kv.second < base_; });
 }
 
 std::vector<std::string> Timeline::nics() const {

@@ -63,11 +63,11 @@ class Timeline {
   uint64_t nic_states_copied_ = 0;
   std::deque<Event> events_;
   size_t base_ = 0;
-  World base_state_;                     // the state at base_
-  std::map<size_t, World> checkpoints_;  // position -> state before it
-  World live_;                           // the state at end_pos(), kept up to date
-  std::vector<Flight> flights_;          // ordered by tx_pos
-  std::map<PacketKey, std::deque<size_t>> awaiting_rx_;  // key -> indices into flights_
+  World base_state_;                                         // the state at base_
+  std::map<size_t, World> checkpoints_;                      // position -> state before it
+  World live_;                                               // the state at end_pos(), kept up to date
+  std::vector<Flight> flights_;                              // ordered by tx_pos
+  std::map<PacketKey, std::deque<size_t>> awaiting_rx_;      // key -> indices into flights_
   std::map<std::string, std::map<uint64_t, size_t>> index_;  // nic -> seq -> pos
   std::map<std::string, std::string> nic_by_addr_;
   std::map<std::pair<std::string, uint64_t>, uint64_t> highest_request_psn_;  // (nic, qp) -> PSN

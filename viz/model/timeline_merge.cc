@@ -4,9 +4,7 @@
 
 namespace simnic::viz {
 
-PacketKey packet_key(const Event& e) {
-  return {e.s("src"), e.s("dst"), e.u("opcode_num"), e.u("psn"), e.u("dest_qp")};
-}
+PacketKey packet_key(const Event& e) { return {e.s("src"), e.s("dst"), e.u("opcode_num"), e.u("psn"), e.u("dest_qp")}; }
 
 bool is_multicast_packet(const Event& e) {
   const std::string dst = e.s("dst");

@@ -71,10 +71,10 @@ class TimelineMerge {
   // The oldest are forgotten beyond kMaxMulticastSent, so a long live session stays bounded.
   static constexpr size_t kMaxMulticastSent = 4096;
   std::deque<PacketKey> multicast_sent_;
-  std::set<Head> ready_;    // heads not known to wait for their transmission
-  std::set<Head> blocked_;  // receptions waiting for their transmission's release
+  std::set<Head> ready_;                    // heads not known to wait for their transmission
+  std::set<Head> blocked_;                  // receptions waiting for their transmission's release
   std::multimap<PacketKey, Head> waiting_;  // blocked_ heads by the packet they wait for
-  size_t streams_with_input_ = 0;  // streams with something queued
+  size_t streams_with_input_ = 0;           // streams with something queued
   uint64_t heads_examined_ = 0;
 };
 

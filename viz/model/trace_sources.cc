@@ -1,12 +1,12 @@
 #include "viz/model/trace_sources.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 namespace simnic::viz {
 
@@ -51,8 +51,8 @@ void TraceLineReader::finish(const OnLine& on_line) {
   skipping_ = false;
 }
 
-bool load_trace_files(const std::vector<std::string>& paths, Timeline* timeline, std::string* error,
-                      size_t* skipped, size_t* oversized) {
+bool load_trace_files(const std::vector<std::string>& paths, Timeline* timeline, std::string* error, size_t* skipped,
+                      size_t* oversized) {
   TimelineMerge merge;
   size_t bad = 0, too_long = 0;
   auto on_line = [&](std::string_view line) {

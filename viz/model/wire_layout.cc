@@ -9,8 +9,8 @@ namespace {
 
 struct Placed {
   const WirePacket* p;
-  double x;   // pixels
-  float w;    // its own label's box width
+  double x;  // pixels
+  float w;   // its own label's box width
 };
 
 // A packet's own label with its marks: "X" dropped, "R" retransmitted.
@@ -43,7 +43,7 @@ void layout_lane(std::vector<Placed>& lane, const WireView& v, bool rightward, s
   std::sort(lane.begin(), lane.end(), [](const Placed& a, const Placed& b) { return a.x < b.x; });
   std::vector<float> row_end(size_t(std::max(1, v.rows)), -1e30f);
   std::vector<size_t> row_last(row_end.size(), ~size_t(0));  // index into *out
-  std::vector<std::vector<const WirePacket*>> members;         // per block of *out (this lane's part)
+  std::vector<std::vector<const WirePacket*>> members;       // per block of *out (this lane's part)
   size_t first_block = out->size();
   auto members_of = [&](size_t block) -> std::vector<const WirePacket*>& { return members[block - first_block]; };
 

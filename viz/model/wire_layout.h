@@ -20,7 +20,7 @@ struct WirePacket {
   double u = 0;           // where it is along the whole wire: 0 = left end, 1 = right end
   bool rightward = true;  // upper lane (left to right) or lower lane
   PacketClass cls = PacketClass::kOther;
-  std::string label;      // its own label, e.g. "SEND F 0x1a2b3c"
+  std::string label;  // its own label, e.g. "SEND F 0x1a2b3c"
   bool retransmission = false, dropped = false;
 };
 
@@ -47,9 +47,9 @@ struct Rect {
 struct WireBlock {
   std::vector<size_t> members;  // WirePacket ids, left to right
   bool rightward = true;
-  int row = 0;                  // 0 = nearest the wire
-  float x0 = 0, x1 = 0;         // pixels
-  std::string label;            // "SEND F 0x1a2b3c", "X R SEND L 0x2", "SEND x12", "12 packets"
+  int row = 0;                            // 0 = nearest the wire
+  float x0 = 0, x1 = 0;                   // pixels
+  std::string label;                      // "SEND F 0x1a2b3c", "X R SEND L 0x2", "SEND x12", "12 packets"
   PacketClass cls = PacketClass::kOther;  // kOther when the burst mixes classes
   bool any_retransmission = false, any_dropped = false;
   // y is relative to the wire line (negative: above it).

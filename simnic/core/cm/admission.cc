@@ -33,9 +33,7 @@ constexpr size_t kMaxPendingRequests = 1024;
 // port leaves room for everyone else.
 constexpr size_t kMaxRequestsPerSource = 32;
 
-bool waiting_for_program(const CmId& id) {
-  return id.state == CmState::kReqRcvd || id.state == CmState::kSidrReqRcvd;
-}
+bool waiting_for_program(const CmId& id) { return id.state == CmState::kReqRcvd || id.state == CmState::kSidrReqRcvd; }
 
 }  // namespace
 
@@ -125,10 +123,10 @@ bool CmAgent::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_
   log_limited(LogLevel::kWarn, "cm_refuse", now, [&] {
     return "rdma_cm id " + std::to_string(listener.handle) + " (port " + std::to_string(listener.local_port) +
            ") rejected a request from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": " +
-           (mine >= kMaxRequestsPerSource ? "that source already has " + std::to_string(mine) +
-                                                " requests waiting (the most one source may have)"
-                                          : "the listener is full (" + std::to_string(kMaxPendingRequests) +
-                                                " requests its program has not answered)");
+           (mine >= kMaxRequestsPerSource
+                ? "that source already has " + std::to_string(mine) + " requests waiting (the most one source may have)"
+                : "the listener is full (" + std::to_string(kMaxPendingRequests) +
+                      " requests its program has not answered)");
   });
   return false;
 }

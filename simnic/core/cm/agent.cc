@@ -19,14 +19,18 @@ constexpr uint8_t kDefaultMaxCmRetries = 15;
 }  // namespace
 
 const char* cm_state_name(CmState s) {
-  static const char* kNames[] = {"IDLE", "BOUND", "LISTEN", "REQ_SENT", "REP_RCVD", "REQ_RCVD", "REP_SENT",
-                                 "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT",
-                                 "SIDR_REQ_RCVD", "CLOSED"};
+  static const char* kNames[] = {"IDLE",     "BOUND",         "LISTEN",        "REQ_SENT",  "REP_RCVD",
+                                 "REQ_RCVD", "REP_SENT",      "ESTABLISHED",   "DREQ_SENT", "DREQ_RCVD",
+                                 "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD", "CLOSED"};
   return kNames[int(s)];
 }
 
 CmAgent::CmAgent(CmNicInfo nic, PacketSink& wire, Notifier& notifier, Tracer& tracer, Logger& logger)
-    : nic_(nic), wire_(wire), notifier_(notifier), tracer_(tracer), logger_(logger),
+    : nic_(nic),
+      wire_(wire),
+      notifier_(notifier),
+      tracer_(tracer),
+      logger_(logger),
       keys_(nic.key_seed ? nic.key_seed ^ 0x5a5a5a5a : 0) {
   gsi_psn_ = keys_.next() & 0xffffff;
   tx_.resize(512);
@@ -98,7 +102,10 @@ CmId& CmAgent::add_id(uint32_t client, uint32_t channel, uint64_t cookie, uint16
   id->mtu = nic_.mtu;
   CmId& ref = *id;
   ids_[ref.handle] = std::move(id);
-  tracer_.event(TraceKind::kCmId).u("id", ref.handle).s("action", "create").u("ps", ps)
+  tracer_.event(TraceKind::kCmId)
+      .u("id", ref.handle)
+      .s("action", "create")
+      .u("ps", ps)
       .s("qp_type", type == IBV_QPT_UD ? "UD" : "RC");
   return ref;
 }
@@ -120,8 +127,13 @@ void CmAgent::erase_id(uint32_t handle) {
 
 void CmAgent::set_state(CmId& id, CmState s, const char* cause) {
   if (id.state == s) return;
-  tracer_.event(TraceKind::kCmState).u("id", id.handle).s("from", cm_state_name(id.state)).s("to", cm_state_name(s))
-      .s("cause", cause).u("local_comm_id", id.local_comm_id).u("remote_comm_id", id.remote_comm_id);
+  tracer_.event(TraceKind::kCmState)
+      .u("id", id.handle)
+      .s("from", cm_state_name(id.state))
+      .s("to", cm_state_name(s))
+      .s("cause", cause)
+      .u("local_comm_id", id.local_comm_id)
+      .u("remote_comm_id", id.remote_comm_id);
   const bool answered = id.listener && awaits_answer(id.state) && !awaits_answer(s);
   id.state = s;
   if (answered) release_held(id.listener);
@@ -147,17 +159,20 @@ abi::CmEventMsg CmAgent::event_for(const CmId& id, uint32_t type, int32_t status
 }
 
 void CmAgent::deliver(const CmId& id, abi::CmEventMsg ev) {
-  static const char* kNames[] = {"ADDR_RESOLVED", "ADDR_ERROR", "ROUTE_RESOLVED", "ROUTE_ERROR", "CONNECT_REQUEST",
-                                 "CONNECT_RESPONSE", "CONNECT_ERROR", "UNREACHABLE", "REJECTED", "ESTABLISHED",
-                                 "DISCONNECTED", "DEVICE_REMOVAL", "MULTICAST_JOIN", "MULTICAST_ERROR",
-                                 "ADDR_CHANGE", "TIMEWAIT_EXIT"};
-  tracer_.event(TraceKind::kCmEvent).u("id", id.handle).s("event", ev.event < 16 ? kNames[ev.event] : "?")
+  static const char* kNames[] = {"ADDR_RESOLVED",   "ADDR_ERROR",       "ROUTE_RESOLVED", "ROUTE_ERROR",
+                                 "CONNECT_REQUEST", "CONNECT_RESPONSE", "CONNECT_ERROR",  "UNREACHABLE",
+                                 "REJECTED",        "ESTABLISHED",      "DISCONNECTED",   "DEVICE_REMOVAL",
+                                 "MULTICAST_JOIN",  "MULTICAST_ERROR",  "ADDR_CHANGE",    "TIMEWAIT_EXIT"};
+  tracer_.event(TraceKind::kCmEvent)
+      .u("id", id.handle)
+      .s("event", ev.event < 16 ? kNames[ev.event] : "?")
       .i("status", ev.status);
   auto ch = channels_.find(id.channel);
   if (ch == channels_.end()) return;
   if (!notifier_.send_event(ch->second.fd, &ev, sizeof ev))
-    logger_.log(LogLevel::kWarn, "rdma_cm id " + std::to_string(id.handle) + ": an event was lost (the program does "
-                                 "not read its event channel)");
+    logger_.log(LogLevel::kWarn, "rdma_cm id " + std::to_string(id.handle) +
+                                     ": an event was lost (the program does "
+                                     "not read its event channel)");
 }
 
 // --------------------------------------------------------------------- calls from librdmacm
@@ -199,7 +214,9 @@ void CmAgent::abandon(CmId& id, uint64_t now) {
     case CmState::kReqSent:
       send_rej(id.remote_ip, id.tid, id.local_comm_id, 0, cm::kRejTimeout, cm::kRefReq, nullptr, 0, now);
       break;
-    case CmState::kReqRcvd: case CmState::kRepSent: case CmState::kRepRcvd:
+    case CmState::kReqRcvd:
+    case CmState::kRepSent:
+    case CmState::kRepRcvd:
       send_rej(id.remote_ip, id.tid, id.local_comm_id, id.remote_comm_id, cm::kRejConsumerDefined,
                id.state == CmState::kRepRcvd ? cm::kRefRep : cm::kRefReq, nullptr, 0, now);
       break;
@@ -262,8 +279,8 @@ int CmAgent::bind(uint32_t client, const abi::CmBindReq& req, uint16_t* port) {
   uint16_t p = req.port ? req.port : ephemeral_port(id->ps);
   if (!p) return EADDRNOTAVAIL;
   if (port_taken(id->ps, p))
-    return refuse(EADDRINUSE, "port " + std::to_string(p) + " is already bound in this port space on " +
-                                  ip_string(nic_.ipv4));
+    return refuse(EADDRINUSE,
+                  "port " + std::to_string(p) + " is already bound in this port space on " + ip_string(nic_.ipv4));
   id->local_port = p;
   set_state(*id, CmState::kBound, "bind");
   *port = p;
@@ -495,18 +512,17 @@ int CmAgent::disconnect(uint32_t client, const abi::CmDisconnectReq& req, uint64
   if (!id) return EINVAL;
   if (req.private_len > 220) return EINVAL;
   switch (id->state) {
-    case CmState::kEstablished: case CmState::kRepSent:
-      send_dreq(*id, now, req.private_data, req.private_len);
-      return 0;
+    case CmState::kEstablished:
+    case CmState::kRepSent: send_dreq(*id, now, req.private_data, req.private_len); return 0;
     case CmState::kDreqRcvd:
       send_drep(*id, now, true);
       enter_timewait(*id, now);
       return 0;
-    case CmState::kDreqSent: case CmState::kTimewait: case CmState::kClosed:
-      return 0;  // already going or gone
+    case CmState::kDreqSent:
+    case CmState::kTimewait:
+    case CmState::kClosed: return 0;  // already going or gone
     default:
-      return refuse(EINVAL, std::string("rdma_disconnect: the id is ") + cm_state_name(id->state) +
-                                ", not connected");
+      return refuse(EINVAL, std::string("rdma_disconnect: the id is ") + cm_state_name(id->state) + ", not connected");
   }
 }
 

@@ -28,15 +28,20 @@ namespace simnic::core {
 
 // The communication states of IBA 12.9.6 that simnic uses, plus rdma_cm's idle/bound/listen.
 enum class CmState {
-  kIdle, kBound, kListen,
-  kReqSent,      // active: REQ out, waiting for REP
-  kRepRcvd,      // active: REP in, CONNECT_RESPONSE given to librdmacm, waiting for its RTU
-  kReqRcvd,      // passive: REQ in, CONNECT_REQUEST given to the program, waiting for accept
-  kRepSent,      // passive: REP out, waiting for RTU
+  kIdle,
+  kBound,
+  kListen,
+  kReqSent,  // active: REQ out, waiting for REP
+  kRepRcvd,  // active: REP in, CONNECT_RESPONSE given to librdmacm, waiting for its RTU
+  kReqRcvd,  // passive: REQ in, CONNECT_REQUEST given to the program, waiting for accept
+  kRepSent,  // passive: REP out, waiting for RTU
   kEstablished,
-  kDreqSent, kDreqRcvd, kTimewait,
-  kSidrReqSent, kSidrReqRcvd,
-  kClosed,       // rejected, timed out or disconnected: only rdma_destroy_id is left
+  kDreqSent,
+  kDreqRcvd,
+  kTimewait,
+  kSidrReqSent,
+  kSidrReqRcvd,
+  kClosed,  // rejected, timed out or disconnected: only rdma_destroy_id is left
 };
 const char* cm_state_name(CmState s);
 // The requests a listener's program may have unanswered for rdma_listen(id, asked), as the
@@ -44,16 +49,16 @@ const char* cm_state_name(CmState s);
 uint32_t listen_backlog(int32_t asked);
 
 struct CmNicInfo {
-  uint32_t ipv4 = 0;         // host order
+  uint32_t ipv4 = 0;  // host order
   uint16_t udp_port = 4791;
   uint64_t node_guid_be = 0;
   ibv_mtu mtu = IBV_MTU_4096;
-  uint64_t key_seed = 0;     // 0: comm IDs and PSNs from getrandom
+  uint64_t key_seed = 0;  // 0: comm IDs and PSNs from getrandom
 };
 
 struct CmId {
   uint32_t handle = 0;
-  uint32_t client = 0;       // the control connection that owns it
+  uint32_t client = 0;  // the control connection that owns it
   uint32_t channel = 0;
   uint64_t cookie = 0;
   uint16_t ps = 0;
@@ -62,10 +67,10 @@ struct CmId {
   uint16_t local_port = 0;
   uint32_t remote_ip = 0;
   uint16_t remote_port = 0;
-  uint32_t listener = 0;     // a passive id: the listener it came from
-  uint16_t src_udp_port = 0; // a passive id: the UDP source port its request came from
-  bool held = false;         // a passive id the program has not been told about (backlog full)
-  uint32_t backlog = 0;      // a listener: requests its program may have unanswered at once
+  uint32_t listener = 0;      // a passive id: the listener it came from
+  uint16_t src_udp_port = 0;  // a passive id: the UDP source port its request came from
+  bool held = false;          // a passive id the program has not been told about (backlog full)
+  uint32_t backlog = 0;       // a listener: requests its program may have unanswered at once
   uint32_t local_comm_id = 0, remote_comm_id = 0;
   uint64_t tid = 0;
   // What the QP needs (CmInitQpAttr), from both sides' messages.
@@ -88,7 +93,7 @@ class CmAgent {
 
   // --- From the control socket (abi/cm_bodies.h); each returns 0 or a positive errno ---
   uint32_t new_client() { return next_client_++; }
-  void close_client(uint32_t client, uint64_t now);  // the process is gone: destroy its ids
+  void close_client(uint32_t client, uint64_t now);               // the process is gone: destroy its ids
   int attach_channel(uint32_t client, int fd, uint32_t* handle);  // takes fd
   int create_id(uint32_t client, const abi::CmCreateIdReq& req, uint32_t* handle);
   int destroy_id(uint32_t client, uint32_t handle, uint64_t now);
@@ -139,12 +144,13 @@ class CmAgent {
     return err;
   }
   void abandon(CmId& id, uint64_t now);
-  void fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, uint8_t retries, proto::cm::Message* m);  // destroy: tell the peer as the kernel's ib_destroy_cm_id
+  void fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, uint8_t retries,
+                proto::cm::Message* m);  // destroy: tell the peer as the kernel's ib_destroy_cm_id
 
   // cm/messages.cc: sending, and the handlers of received messages
   void send_mad(CmId* id, uint32_t dst_ip, proto::cm::Message& m, uint64_t now, bool expect_answer);
-  void send_rej(uint32_t dst_ip, uint64_t tid, uint32_t local_comm_id, uint32_t remote_comm_id,
-                uint16_t reason, uint8_t msg_ref, const uint8_t* priv, size_t priv_len, uint64_t now);
+  void send_rej(uint32_t dst_ip, uint64_t tid, uint32_t local_comm_id, uint32_t remote_comm_id, uint16_t reason,
+                uint8_t msg_ref, const uint8_t* priv, size_t priv_len, uint64_t now);
   void send_dreq(CmId& id, uint64_t now, const uint8_t* priv = nullptr, size_t priv_len = 0);
   void send_drep(CmId& id, uint64_t now, bool remember);
   void stop_timer(CmId& id) { id.deadline_ns = 0; }

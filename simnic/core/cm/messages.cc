@@ -40,12 +40,18 @@ void take_request(CmId& id, const CmId& listener, uint32_t src_ip, uint16_t udp_
 void CmAgent::trace_mad(TraceKind kind, uint32_t src, uint32_t dst, uint32_t psn, const cm::Message& m,
                         const char* fault) {
   auto e = tracer_.event(kind);
-  e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(kUdSendOnly).name)
+  e.s("src", ip_string(src))
+      .s("dst", ip_string(dst))
+      .s("opcode", opcode_info(kUdSendOnly).name)
       .u("opcode_num", kUdSendOnly)
-      .s("op_flags", op_flags_of(kUdSendOnly)).u("psn", psn).u("dest_qp", cm::kGsiQpn)
+      .s("op_flags", op_flags_of(kUdSendOnly))
+      .u("psn", psn)
+      .u("dest_qp", cm::kGsiQpn)
       .u("payload", cm::kMadBytes)
       .raw("deth", "{\"qkey\":" + std::to_string(cm::kGsiQkey) + ",\"src_qp\":1}")
-      .s("cm", cm::attr_name(m.attr_id)).u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
+      .s("cm", cm::attr_name(m.attr_id))
+      .u("local_comm_id", m.local_comm_id)
+      .u("remote_comm_id", m.remote_comm_id);
   if (m.attr_id == cm::kReq || m.attr_id == cm::kSidrReq) e.hex("service_id", m.service_id);
   if (m.attr_id == cm::kReq || m.attr_id == cm::kRep || m.attr_id == cm::kSidrRep) e.u("cm_qpn", m.qpn);
   if (m.attr_id == cm::kRej) e.u("reason", m.reason);
@@ -70,16 +76,18 @@ void CmAgent::send_mad(CmId* id, uint32_t dst_ip, cm::Message& m, uint64_t now, 
   SendOutcome out = wire_.send(dst_ip, nic_.udp_port, std::span<const uint8_t>(tx_.data(), n));
   if (tracer_.on())
     trace_mad(TraceKind::kPktTx, nic_.ipv4, dst_ip, h.bth.psn, m,
-              out == SendOutcome::kDropped ? "drop" : out == SendOutcome::kDuplicated ? "dup"
-                                                    : out == SendOutcome::kDelayed ? "delay" : nullptr);
+              out == SendOutcome::kDropped      ? "drop"
+              : out == SendOutcome::kDuplicated ? "dup"
+              : out == SendOutcome::kDelayed    ? "delay"
+                                                : nullptr);
   if (!id) return;
   id->last_mad = mad;
   id->last_attr = m.attr_id;
   id->deadline_ns = expect_answer ? now + id->interval_ns : 0;
 }
 
-void CmAgent::send_rej(uint32_t dst_ip, uint64_t tid, uint32_t local_comm_id, uint32_t remote_comm_id,
-                       uint16_t reason, uint8_t msg_ref, const uint8_t* priv, size_t priv_len, uint64_t now) {
+void CmAgent::send_rej(uint32_t dst_ip, uint64_t tid, uint32_t local_comm_id, uint32_t remote_comm_id, uint16_t reason,
+                       uint8_t msg_ref, const uint8_t* priv, size_t priv_len, uint64_t now) {
   cm::Message m;
   m.attr_id = cm::kRej;
   m.tid = tid;
@@ -123,16 +131,19 @@ void CmAgent::enter_timewait(CmId& id, uint64_t now) {
 void CmAgent::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& pkt, uint64_t now) {
   ++mads_received_;
   cm::Message m;
-  cm::DecodeError err = pkt.h.bth.opcode != kUdSendOnly ? cm::DecodeError::kNotCm
+  cm::DecodeError err = pkt.h.bth.opcode != kUdSendOnly   ? cm::DecodeError::kNotCm
                         : pkt.h.deth.qkey != cm::kGsiQkey ? cm::DecodeError::kNotCm
-                                                           : cm::decode(pkt.payload, &m);
+                                                          : cm::decode(pkt.payload, &m);
   if (err != cm::DecodeError::kOk) {
     if (tracer_.on()) trace_drop(tracer_, Drop::kCmNotDecodable, 1, cm::decode_error_name(err));
     return;
   }
   if (tracer_.on())
-    tracer_.event(TraceKind::kCmRx).s("cm", cm::attr_name(m.attr_id)).s("src", ip_string(src_ip))
-        .u("local_comm_id", m.local_comm_id).u("remote_comm_id", m.remote_comm_id);
+    tracer_.event(TraceKind::kCmRx)
+        .s("cm", cm::attr_name(m.attr_id))
+        .s("src", ip_string(src_ip))
+        .u("local_comm_id", m.local_comm_id)
+        .u("remote_comm_id", m.remote_comm_id);
   switch (m.attr_id) {
     case cm::kReq: return on_req(src_ip, src_port, m, now);
     case cm::kRep: return on_rep(src_ip, m, now);
@@ -273,22 +284,20 @@ void CmAgent::on_dreq(uint32_t src_ip, const cm::Message& m, uint64_t now) {
   }
   id->tid = m.tid;
   switch (id->state) {
-    case CmState::kTimewait:
-      send_drep(*id, now, false);
-      return;
+    case CmState::kTimewait: send_drep(*id, now, false); return;
     case CmState::kDreqSent:  // both sides disconnected at once: answer and wait
       stop_timer(*id);
       send_drep(*id, now, false);
       enter_timewait(*id, now);
       deliver(*id, event_for(*id, abi::kCmDisconnected));
       return;
-    case CmState::kEstablished: case CmState::kRepSent:
+    case CmState::kEstablished:
+    case CmState::kRepSent:
       stop_timer(*id);
       set_state(*id, CmState::kDreqRcvd, "DREQ received");
       deliver(*id, event_for(*id, abi::kCmDisconnected));
       return;
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -381,14 +390,18 @@ void CmAgent::on_timeout(CmId& id, uint64_t now) {
     --id.retries_left;
     cm::Message m;
     cm::decode(id.last_mad, &m);
-    tracer_.event(TraceKind::kTimer).s("what", "cm_response_timeout").u("id", id.handle).s("action", "resend")
-        .s("cm", cm::attr_name(m.attr_id)).u("retries_left", id.retries_left);
+    tracer_.event(TraceKind::kTimer)
+        .s("what", "cm_response_timeout")
+        .u("id", id.handle)
+        .s("action", "resend")
+        .s("cm", cm::attr_name(m.attr_id))
+        .u("retries_left", id.retries_left);
     send_mad(&id, id.remote_ip, m, now, true);
     return;
   }
   logger_.log(LogLevel::kInfo, std::string("rdma_cm: no answer from ") + ip_string(id.remote_ip) + " to " +
-                                   cm::attr_name(id.last_attr) + " after the last retry (" +
-                                   cm_state_name(id.state) + ")");
+                                   cm::attr_name(id.last_attr) + " after the last retry (" + cm_state_name(id.state) +
+                                   ")");
   const CmState was = id.state;
   if (was == CmState::kDreqSent) {
     enter_timewait(id, now);

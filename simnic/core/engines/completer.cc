@@ -113,8 +113,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
   }
   if (qp.comp.sq_consumer == qp.req.sq_started && qp.req.sq_next == qp.req.sq_started) {
     stop_ack_timer(qp);
-  } else
-    arm_ack_timer(qp, now);
+  } else arm_ack_timer(qp, now);
 }
 
 // Whether an ACK/NAK's MSN could come from our responder (IBA 9.7.5.1: the responder returns
@@ -135,9 +134,9 @@ bool Device::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is
 }
 
 const char* comp_step_name(CompStep step) {
-  static constexpr const char* kNames[] = {"CHECK_STATE", "CHECK_PSN",  "FIND_WQE", "ATOMIC_ACK", "READ_DATA",
-                                           "READ_ATOMIC_DONE", "CHECK_MSN", "ACK", "RNR_NAK", "NAK",
-                                           "RUN_REQUESTER", "DONE"};
+  static constexpr const char* kNames[] = {"CHECK_STATE",      "CHECK_PSN", "FIND_WQE", "ATOMIC_ACK", "READ_DATA",
+                                           "READ_ATOMIC_DONE", "CHECK_MSN", "ACK",      "RNR_NAK",    "NAK",
+                                           "RUN_REQUESTER",    "DONE"};
   return kNames[size_t(step)];
 }
 
@@ -165,14 +164,10 @@ CompStep Device::completer_step(CompletionWork& c, CompStep step) {
     case CompStep::kReadData: return comp_read_data(c);
     case CompStep::kReadAtomicDone: return comp_read_atomic_done(c);
     case CompStep::kCheckMsn: return comp_check_msn(c);
-    case CompStep::kAck:
-      complete_acked(c.qp, c.pkt.h.bth.psn, c.now);
-      return CompStep::kRunRequester;
+    case CompStep::kAck: complete_acked(c.qp, c.pkt.h.bth.psn, c.now); return CompStep::kRunRequester;
     case CompStep::kRnrNak: return comp_rnr_nak(c);
     case CompStep::kNak: return comp_nak(c);
-    case CompStep::kRunRequester:
-      schedule(c.qp, kWorkRequester);
-      return CompStep::kDone;
+    case CompStep::kRunRequester: schedule(c.qp, kWorkRequester); return CompStep::kDone;
     case CompStep::kDone: break;
   }
   return CompStep::kDone;
@@ -359,9 +354,10 @@ CompStep Device::comp_nak(CompletionWork& c) {
   const char* xrc = qp.type == IBV_QPT_XRC_SEND && code == kNakInvalidRequest
                         ? "; on XRC, also a remote_srqn naming no XRC SRQ of the TGT QP's XRC domain"
                         : "";
-  requester_error(qp, nak.at_requester, "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " +
-                                            ip_string(qp.remote_ip) + ", refused it with a NAK: " + nak.meaning + xrc +
-                                            "; the peer's NIC log, and its program, say which rule");
+  requester_error(qp, nak.at_requester,
+                  "the responder, QP " + hex(qp.attr.dest_qp_num) + " at " + ip_string(qp.remote_ip) +
+                      ", refused it with a NAK: " + nak.meaning + xrc +
+                      "; the peer's NIC log, and its program, say which rule");
   return CompStep::kDone;
 }
 

@@ -23,9 +23,9 @@ uint64_t ack_timeout_ns(const Qp& qp) { return std::max(uint64_t(4096) << qp.att
 // RNR NAK timer field -> nanoseconds (IBA Table 45: 0 is 655.36 ms, 1 is 0.01 ms, ...,
 // 31 is 491.52 ms). The table is in units of 10 µs.
 uint64_t Device::rnr_timer_ns(uint32_t t) {
-  static const uint32_t k10Us[32] = {
-      65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-      1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  static const uint32_t k10Us[32] = {65536, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
+                                     48,    64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
+                                     2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
   return uint64_t(k10Us[t & 31]) * 10'000;
 }
 
@@ -38,7 +38,11 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = now + ack_timeout_ns(qp);
   qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
   if (was_idle)
-    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
+    tracer_.event(TraceKind::kTimer)
+        .u("qp", qp.qpn)
+        .s("what", "ack_timeout")
+        .s("action", "armed")
+        .u("due_ns", qp.comp.timer_deadline_ns);
 }
 
 void Device::stop_ack_timer(Qp& qp) {
@@ -53,7 +57,11 @@ void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t 
   qp.comp.una_psn = psn;
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
   cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
-  tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "armed").u("due_ns", qp.comp.timer_deadline_ns);
+  tracer_.event(TraceKind::kTimer)
+      .u("qp", qp.qpn)
+      .s("what", "rnr_wait")
+      .s("action", "armed")
+      .u("due_ns", qp.comp.timer_deadline_ns);
   requester_idle(qp);
 }
 
@@ -77,7 +85,7 @@ void Device::on_timer(uint64_t now) {
 void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = 0;
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
-  if (qp.comp.rnr_wait) {  // the RNR wait is over: try again from the NAKed PSN
+  if (qp.comp.rnr_wait) {        // the RNR wait is over: try again from the NAKed PSN
     qp.comp.rnr_wait = false;
     tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
     go_back_n(qp, qp.comp.una_psn, now, "rnr");
@@ -91,16 +99,20 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   if (wait.waiting) {
     arm_ack_timer(qp, now);
     ++counters_.timeouts_deferred;
-    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "deferred").s("why", wait.why)
+    tracer_.event(TraceKind::kTimer)
+        .u("qp", qp.qpn)
+        .s("what", "ack_timeout")
+        .s("action", "deferred")
+        .s("why", wait.why)
         .u("due_ns", qp.comp.timer_deadline_ns);
     return;
   }
   log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
-           (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) + " of retry_cnt=" +
-                                std::to_string(qp.attr.retry_cnt) + " retries left)"
-                          : std::string("no retries left")) +
+           (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) +
+                                     " of retry_cnt=" + std::to_string(qp.attr.retry_cnt) + " retries left)"
+                               : std::string("no retries left")) +
            " (" + wait.why + "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
   });
   ++counters_.timeouts;

@@ -27,16 +27,21 @@ void Device::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
   cq.timestamps[prod & (cq.entries - 1)] = now_;
   ring.producer.value.store(prod + 1, std::memory_order_release);
   note_cqe_written(cq.ctx);
-  tracer_.event(TraceKind::kCqe).u("cq", cq.handle).u("qp", wc.qp_num).u("index", prod).u("wr_id", wc.wr_id)
-      .s("status", wc_status_name(wc.status)).u("status_num", wc.status).s("opcode", wc_opcode_name(wc.opcode))
+  tracer_.event(TraceKind::kCqe)
+      .u("cq", cq.handle)
+      .u("qp", wc.qp_num)
+      .u("index", prod)
+      .u("wr_id", wc.wr_id)
+      .s("status", wc_status_name(wc.status))
+      .u("status_num", wc.status)
+      .s("opcode", wc_opcode_name(wc.opcode))
       .u("byte_len", wc.byte_len);
   ++counters_.completions;
   if (wc.status != IBV_WC_SUCCESS) ++counters_.completion_errors;
 
   // One event per arming (ibv_req_notify_cq); "solicited only" also wakes on errors.
   uint32_t arm = cq.shm->arm.load(std::memory_order_acquire);
-  bool wake = arm == abi::kCqArmNext ||
-              (arm == abi::kCqArmSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
+  bool wake = arm == abi::kCqArmNext || (arm == abi::kCqArmSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
   if (wake && cq.shm->arm.compare_exchange_strong(arm, abi::kCqDisarmed) && cq.channel) {
     notifier_.completion_event(cq.channel->fd, cq.handle);
     tracer_.event(TraceKind::kCqEvent).u("cq", cq.handle);

@@ -52,7 +52,8 @@ bool CongestionControl::admit(uint32_t qpn, uint32_t peer_ip, uint64_t bytes) {
   // Full, or others were first: wait in line, at the back. Woken QPs that found the window full
   // before sending anything (one woken before them took more than one packet) go back to the
   // head, in the order they were woken.
-  if (q.grant && !q.used_grant) p.waiting.insert(p.waiting.begin() + long(std::min(p.returned++, p.waiting.size())), qpn);
+  if (q.grant && !q.used_grant)
+    p.waiting.insert(p.waiting.begin() + long(std::min(p.returned++, p.waiting.size())), qpn);
   else p.waiting.push_back(qpn);
   q.queued = true;
   q.grant = 0;
@@ -65,7 +66,7 @@ bool CongestionControl::would_wait(uint32_t qpn, uint32_t peer_ip, uint64_t byte
   auto qit = qps_.find(qpn);
   if (pit == peers_.end() || qit == qps_.end()) return false;
   const PeerWindow& p = pit->second;
-  if (p.in_flight + 2 * bytes > p.cwnd) return true;        // the next does not fit
+  if (p.in_flight + 2 * bytes > p.cwnd) return true;       // the next does not fit
   return !p.waiting.empty() && qit->second.grant < bytes;  // others are first
 }
 

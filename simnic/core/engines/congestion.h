@@ -22,8 +22,8 @@
 namespace simnic::core {
 
 struct CongestionConfig {
-  uint64_t cap_bytes = 4u << 20;    // most a NIC keeps in flight towards one peer
-  uint64_t floor_bytes = 256u << 10; // the window never shrinks below this, or cap/4 (AIMD)
+  uint64_t cap_bytes = 4u << 20;      // most a NIC keeps in flight towards one peer
+  uint64_t floor_bytes = 256u << 10;  // the window never shrinks below this, or cap/4 (AIMD)
 };
 
 // One destination NIC, seen from this one.
@@ -37,13 +37,13 @@ struct PeerWindow {
 
 // NIC-wide figures for `simnic status`.
 struct CongestionStats {
-  uint64_t waits = 0;       // times a QP found the peer's window full and queued
-  uint64_t wakeups = 0;     // times a waiting QP was resumed by freed credit
-  uint64_t cuts = 0;        // multiplicative decreases (loss seen)
-  uint64_t in_flight = 0;   // bytes charged now, all peers
-  uint64_t waiting = 0;     // QPs queued now, all peers
-  uint64_t peers = 0;       // peers with a window
-  uint64_t min_cwnd = 0;    // the smallest peer window now (0: no peer)
+  uint64_t waits = 0;      // times a QP found the peer's window full and queued
+  uint64_t wakeups = 0;    // times a waiting QP was resumed by freed credit
+  uint64_t cuts = 0;       // multiplicative decreases (loss seen)
+  uint64_t in_flight = 0;  // bytes charged now, all peers
+  uint64_t waiting = 0;    // QPs queued now, all peers
+  uint64_t peers = 0;      // peers with a window
+  uint64_t min_cwnd = 0;   // the smallest peer window now (0: no peer)
 };
 
 class CongestionControl {

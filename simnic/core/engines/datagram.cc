@@ -97,7 +97,11 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
     log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
-    tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
+    tracer_.event(TraceKind::kError)
+        .u("qp", qp.qpn)
+        .s("status", wc_status_name(err.status))
+        .s("error", err.name)
+        .s("rule", rule);
     wc.status = err.status;
     push_cqe(*qp.recv_cq, wc, false);
     if (!keep_qp) set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));

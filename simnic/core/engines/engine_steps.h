@@ -28,10 +28,10 @@ const char* comp_step_name(CompStep step);
 
 // The responder, for one request (responder.cc).
 enum class RespStep : uint8_t {
-  kCheckState,   // RTR, RTS, SQD or SQE
-  kCheckPsn,     // RC: in order, a gap (NAK once), or a duplicate; UC: resynchronise
-  kDuplicate,    // re-ACK, re-read, or replay the atomic
-  kExecute,      // SEND, WRITE, READ or atomic by the opcode table's flags
+  kCheckState,  // RTR, RTS, SQD or SQE
+  kCheckPsn,    // RC: in order, a gap (NAK once), or a duplicate; UC: resynchronise
+  kDuplicate,   // re-ACK, re-read, or replay the atomic
+  kExecute,     // SEND, WRITE, READ or atomic by the opcode table's flags
   kDone,
 };
 const char* resp_step_name(RespStep step);

@@ -15,7 +15,7 @@ using namespace simnic::proto;
 
 namespace {
 
-constexpr uint32_t kAckEvery = 16;          // AckReq at least this often within a message
+constexpr uint32_t kAckEvery = 16;  // AckReq at least this often within a message
 
 bool is_local_op(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrLocal); }
 // READs, atomics and ATOMIC WRITEs are answered by a response, not an ACK, and count against
@@ -77,10 +77,8 @@ void Device::requester_run(Qp& qp, uint64_t now) {
   uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
   bool more = true;
   while (budget && (more = requester_send_packet(qp, now))) --budget;
-  if (more && qp.sq_running())
-    busy_qps_[qp.qpn] = &qp;
-  else
-    requester_idle(qp);
+  if (more && qp.sq_running()) busy_qps_[qp.qpn] = &qp;
+  else requester_idle(qp);
   cc_end_turn(qp);
 }
 
@@ -125,7 +123,8 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
   if (w.send_flags & IBV_SEND_INLINE) {
     *total = w.inline_len;
     if (w.inline_len > abi::kMaxInlineData || lands)
-      return fail(Error::kWqeMalformed, "inline data on an operation that cannot carry it, or longer than max_inline_data");
+      return fail(Error::kWqeMalformed,
+                  "inline data on an operation that cannot carry it, or longer than max_inline_data");
   } else if (w.num_sge > abi::kMaxSge) {
     return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
   } else if (lands) {
@@ -173,9 +172,7 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   st.dst_ip = dst_ip;
   st.tos = wqe_tos(qp, w);
   // A READ spans the PSNs of its response packets; an atomic one.
-  st.npkts = is_eight_bytes(w.opcode)
-                 ? 1
-                 : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
+  st.npkts = is_eight_bytes(w.opcode) ? 1 : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.req.rd_atomic_outstanding;
   // Every request message counts once in the responder's MSN (IBA 9.7.7.1), retransmitted or not.
   qp.req.msn_started = psn_add(qp.req.msn_started, 1);

@@ -18,8 +18,8 @@ using namespace simnic::proto;
 
 namespace {
 
-constexpr uint8_t kAckCredits = 0x1f;     // "credits invalid": simnic does no end-to-end credits
-constexpr size_t kAtomicReplayDepth = 16; // remembered atomic results (>= max_dest_rd_atomic)
+constexpr uint8_t kAckCredits = 0x1f;      // "credits invalid": simnic does no end-to-end credits
+constexpr size_t kAtomicReplayDepth = 16;  // remembered atomic results (>= max_dest_rd_atomic)
 
 }  // namespace
 
@@ -38,8 +38,14 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   else send_answer_in_order(qp, h);
   switch (aeth_class(syndrome)) {
     case kAethAck: ++counters_.acks_sent; break;
-    case kAethRnrNak: ++counters_.rnr_naks_sent; ++qp.counters.rnr_naks_sent; break;
-    default: ++counters_.naks_sent; ++qp.counters.naks_sent; break;
+    case kAethRnrNak:
+      ++counters_.rnr_naks_sent;
+      ++qp.counters.rnr_naks_sent;
+      break;
+    default:
+      ++counters_.naks_sent;
+      ++qp.counters.naks_sent;
+      break;
   }
 }
 
@@ -52,8 +58,8 @@ void Device::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   if (owed.empty()) return send_answer_now(qp, h);
   ReadResponse& last = owed.back();
   const bool both_acks = last.answer && last.answer->bth.opcode == kRcAcknowledge &&
-                         aeth_class(last.answer->aeth.syndrome) == kAethAck &&
-                         h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
+                         aeth_class(last.answer->aeth.syndrome) == kAethAck && h.bth.opcode == kRcAcknowledge &&
+                         aeth_class(h.aeth.syndrome) == kAethAck;
   if (both_acks) {  // the later ACK says all the earlier one did (9.7.5.1.1)
     last.answer = h;
     last.first_psn = h.bth.psn;
@@ -74,8 +80,7 @@ void Device::send_answer_now(Qp& qp, const PacketHeaders& h) {
 // them; queued ACKs do not).
 size_t Device::rd_atomic_owed(const Qp& qp) const {
   size_t n = 0;
-  for (const ReadResponse& r : qp.resp.read_responses)
-    n += !r.answer || r.answer->bth.opcode != kRcAcknowledge;
+  for (const ReadResponse& r : qp.resp.read_responses) n += !r.answer || r.answer->bth.opcode != kRcAcknowledge;
   return n;
 }
 
@@ -94,10 +99,20 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   if (qp.acked()) {
     const NakInfo& nak = nak_info(uint32_t(err.nak));
     std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn, nak.text);
-    tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", psn).s("code", nak.name).s("error", err.name).s("rule", rule);
+    tracer_.event(TraceKind::kNak)
+        .u("qp", qp.qpn)
+        .u("psn", psn)
+        .s("code", nak.name)
+        .s("error", err.name)
+        .s("rule", rule);
   } else {
-    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn, wc_status_name(err.status));
-    tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", wc_status_name(err.status)).s("error", err.name).s("rule", rule);
+    std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn,
+                  wc_status_name(err.status));
+    tracer_.event(TraceKind::kError)
+        .u("qp", qp.qpn)
+        .s("status", wc_status_name(err.status))
+        .s("error", err.name)
+        .s("rule", rule);
   }
   log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
@@ -118,8 +133,9 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
 // it in its receive WQE instead. UC sends no NAK and raises nothing, as rxe.
 void Device::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
   if (!qp.acked() || err.nak != kNakRemoteAccessError) return;
-  log(LogLevel::kWarn, "QP " + hex(qp.qpn) + ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
-                       "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
+  log(LogLevel::kWarn, "QP " + hex(qp.qpn) +
+                           ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
+                           "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
   send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
 }
 
@@ -225,8 +241,9 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
     qp.resp.epsn = psn;
     return true;
   }
-  uc_discard(qp, psn, "PSN " + std::to_string(psn) + " is not the expected " + std::to_string(qp.resp.epsn) +
-                          " and not the start of a message (a packet was lost)");
+  uc_discard(qp, psn,
+             "PSN " + std::to_string(psn) + " is not the expected " + std::to_string(qp.resp.epsn) +
+                 " and not the start of a message (a packet was lost)");
   return false;
 }
 
@@ -234,8 +251,9 @@ bool Device::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
   drop(Drop::kRequestState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
-           (qp.state == IBV_QPS_ERR ? " (after an error; see the line that moved it there), and receives nothing until reset"
-                                    : ", and a QP receives only from RTR on (IBA 10.3.1): move it to RTR before the peer sends");
+           (qp.state == IBV_QPS_ERR
+                ? " (after an error; see the line that moved it there), and receives nothing until reset"
+                : ", and a QP receives only from RTR on (IBA 10.3.1): move it to RTR before the peer sends");
   });
   return false;
 }
@@ -283,7 +301,10 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   });
   if (!qp.resp.nak_sent) {
     qp.resp.nak_sent = true;
-    tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", qp.resp.epsn).s("code", nak_info(kNakPsnSeqError).name)
+    tracer_.event(TraceKind::kNak)
+        .u("qp", qp.qpn)
+        .u("psn", qp.resp.epsn)
+        .s("code", nak_info(kNakPsnSeqError).name)
         .s("rule", "expected PSN " + std::to_string(qp.resp.epsn) + ", got " + std::to_string(psn) +
                        ": a packet was lost or reordered (IBA 9.7.5.2.2, responder class B)");
     send_ack(qp, aeth_nak(kNakPsnSeqError), qp.resp.epsn);
@@ -328,7 +349,8 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
     return true;
   }
   if (qp.resp.recv) {
-    responder_error(qp, Error::kSendOutOfSequence, psn, "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
+    responder_error(qp, Error::kSendOutOfSequence, psn,
+                    "a SEND FIRST/ONLY arrived while the previous SEND was unfinished");
     return false;
   }
   RecvInProgress rip;
@@ -358,10 +380,14 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
 
 // No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
 void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
-  tracer_.event(TraceKind::kNak).u("qp", qp.qpn).u("psn", psn).s("code", "RNR")
+  tracer_.event(TraceKind::kNak)
+      .u("qp", qp.qpn)
+      .u("psn", psn)
+      .s("code", "RNR")
       .s("rule", std::string(what) + " arrived and no receive WQE was posted (receiver not ready, IBA 9.7.5.2.8)");
   log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
-    return "QP " + hex(qp.qpn) + ": " + what + " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
+    return "QP " + hex(qp.qpn) + ": " + what +
+           " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
            "will retry (post receives with ibv_post_recv before the peer sends)";
   });
   send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
@@ -427,7 +453,8 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   std::string why;
   if (pkt.mask & kIsFirst) {
     if (qp.resp.write_left) {
-      responder_error(qp, Error::kWriteOutOfSequence, psn, "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
+      responder_error(qp, Error::kWriteOutOfSequence, psn,
+                      "a WRITE FIRST/ONLY arrived while the previous WRITE was unfinished");
       return false;
     }
     const Reth& r = pkt.h.reth;
@@ -449,7 +476,8 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   }
   if (pkt.payload.size() > qp.resp.write_left || ((pkt.mask & kIsLast) && pkt.payload.size() != qp.resp.write_left)) {
     responder_error(qp, Error::kWriteLength, psn,
-                    "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.resp.write_len) + " bytes)");
+                    "the WRITE's payload does not match the length in its RETH (" + std::to_string(qp.resp.write_len) +
+                        " bytes)");
     return false;
   }
   return true;
@@ -494,9 +522,15 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
     return false;
   }
   const Mr& mr = *qp.resp.write_mr;
-  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", mr.rkey).hex("addr", qp.resp.write_va).u("length", pkt.payload.size());
+  tracer_.event(TraceKind::kDma)
+      .u("qp", qp.qpn)
+      .s("dir", "write")
+      .u("key", mr.rkey)
+      .hex("addr", qp.resp.write_va)
+      .u("length", pkt.payload.size());
   if (int e = dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
-    remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn, "DMA write into MR rkey " + hex(mr.rkey), e);
+    remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn,
+                      "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
   }
   return true;
@@ -591,8 +625,8 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       uint32_t offset = k * qp.mtu_bytes;
       uint32_t n = std::min(qp.mtu_bytes, rr.length - std::min(rr.length, offset));
       PacketHeaders h{};
-      h.bth.opcode = rr.npkts == 1 ? kRcReadResponseOnly
-                     : k == 0       ? kRcReadResponseFirst
+      h.bth.opcode = rr.npkts == 1       ? kRcReadResponseOnly
+                     : k == 0            ? kRcReadResponseFirst
                      : k + 1 == rr.npkts ? kRcReadResponseLast
                                          : kRcReadResponseMiddle;
       h.bth.pkey = 0xffff;
@@ -665,7 +699,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     return;
   }
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
-                                                     : orig + a.swap_add;
+                                                                : orig + a.swap_add;
   if (next != orig) {
     tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
     if (int e = dma_write_now(mr->ctx->pid, addr, &next, 8)) {
@@ -693,7 +727,12 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
   if (!mr) return;
   uint64_t value;
   std::memcpy(&value, pkt.payload.data(), 8);  // as on the wire: the requester's 8 bytes, unchanged
-  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", pkt.h.reth.rkey).hex("addr", pkt.h.reth.va).u("length", 8);
+  tracer_.event(TraceKind::kDma)
+      .u("qp", qp.qpn)
+      .s("dir", "write")
+      .u("key", pkt.h.reth.rkey)
+      .hex("addr", pkt.h.reth.va)
+      .u("length", 8);
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
   if (int e = dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {

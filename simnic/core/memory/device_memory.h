@@ -24,7 +24,7 @@ struct DmLimits {
   // max_dm_size: all of a NIC's device memory (the service layer checks that the shim's
   // abi::kMaxDmSize, which ibv_query_device_ex reports, says the same).
   static constexpr uint64_t kMaxDmSize = 4ull << 20;
-  static constexpr uint32_t kMaxLogAlign = 12;        // the memfd's mapping is page aligned
+  static constexpr uint32_t kMaxLogAlign = 12;  // the memfd's mapping is page aligned
   static constexpr uint32_t kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
 };

@@ -12,7 +12,8 @@ int Device::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out
     return refuse(EINVAL, "device memory of " + std::to_string(length) + " bytes: 0, or more than max_dm_size (" +
                               std::to_string(DmLimits::kMaxDmSize) + ")");
   if (log_align > DmLimits::kMaxLogAlign)
-    return refuse(EINVAL, "log_align_req " + std::to_string(log_align) + ": simnic aligns device memory to a page (12)");
+    return refuse(EINVAL,
+                  "log_align_req " + std::to_string(log_align) + ": simnic aligns device memory to a page (12)");
   const uint64_t size = (length + 4095) / 4096 * 4096;
   if (dm_bytes_ + size > DmLimits::kMaxDmSize)
     return refuse(ENOMEM, "the NIC's device memory is used up (" + std::to_string(dm_bytes_) + " of " +
@@ -34,7 +35,8 @@ int Device::free_dm(Context* ctx, uint32_t handle) {
   Dm* dm = owned(dms_, ctx, handle);
   if (!dm) return EINVAL;
   for (auto& [mr, of] : dm_mrs_)
-    if (of == handle && mrs_.count(mr)) return refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
+    if (of == handle && mrs_.count(mr))
+      return refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
   tracer_.event(TraceKind::kDmDestroy).u("ctx", ctx->id).u("dm", handle);
   dm_bytes_ -= dm->mem.size;
   shm_.release(dm->mem);
@@ -48,7 +50,8 @@ int Device::reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out) {
   if (!dm) return refuse(EINVAL, "no such device memory");
   if (!(req.access & IBV_ACCESS_ZERO_BASED))
     return refuse(EINVAL, "ibv_reg_dm_mr needs IBV_ACCESS_ZERO_BASED (an MR over device memory is zero-based)");
-  if (req.access & ~DmLimits::kAccess) return refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
+  if (req.access & ~DmLimits::kAccess)
+    return refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
   if (req.dm_offset > dm->length || req.length > dm->length - req.dm_offset)
     return refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
                               ") is not within the device memory's " + std::to_string(dm->length) + " bytes");
@@ -78,8 +81,7 @@ bool Device::is_dm_mr(uint32_t mr_handle) const {
 
 // A closing context's device memory goes back to the NIC (after its MRs: close_context).
 void Device::free_dms(Context* ctx) {
-  for (auto it = dm_mrs_.begin(); it != dm_mrs_.end();)
-    it = mrs_.count(it->first) ? std::next(it) : dm_mrs_.erase(it);
+  for (auto it = dm_mrs_.begin(); it != dm_mrs_.end();) it = mrs_.count(it->first) ? std::next(it) : dm_mrs_.erase(it);
   std::vector<uint32_t> mine;
   for (auto& [h, dm] : dms_)
     if (dm->ctx == ctx) mine.push_back(h);

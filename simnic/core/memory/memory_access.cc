@@ -33,8 +33,8 @@ bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
 // lkey must name a registered MR of the QP's PD with the rights the DMA needs, and the range
 // must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why. `pd`, when given, is the PD
 // instead of the QP's (an SRQ's receive WQE is checked against the SRQ's PD).
-const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len,
-                           uint32_t need_access, std::string* why, const Pd* pd) const {
+const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
+                           std::string* why, const Pd* pd) const {
   const Mr* mr = find_mr_by_key(s.lkey);
   if (!mr) {
     *why = "lkey " + hex(s.lkey) + " names no MR (never registered, or deregistered)";
@@ -49,15 +49,15 @@ const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint
     return nullptr;
   }
   if (s.addr + offset < s.addr || !in_range(*mr, s.addr + offset, len)) {
-    *why = "[" + hex(s.addr + offset) + ", +" + std::to_string(len) + ") is outside MR lkey " + hex(s.lkey) +
-           " [" + hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
+    *why = "[" + hex(s.addr + offset) + ", +" + std::to_string(len) + ") is outside MR lkey " + hex(s.lkey) + " [" +
+           hex(mr->iova) + ", +" + std::to_string(mr->length) + ")";
     return nullptr;
   }
   return mr;
 }
 
-bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access,
-                        uint64_t* total, std::string* why) const {
+bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
+                        std::string* why) const {
   uint64_t sum = 0;
   for (uint32_t i = 0; i < num_sge; ++i) {
     const ibv_sge& s = sge[i];
@@ -72,16 +72,15 @@ bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint
   return true;
 }
 
-const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                             uint32_t access, uint64_t* mr_va, std::string* why) const {
+const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
+                             std::string* why) const {
   if (!(qp.attr.qp_access_flags & access)) {
     *why = std::string("QP ") + hex(qp.qpn) + " was not given " + access_name(access) + " in qp_access_flags";
     return nullptr;
   }
   const Mr* mr = find_mr_by_key(rkey);
   if (!mr) {
-    if (const Mw* mw = find_mw_by_rkey_index(rkey))
-      return check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
+    if (const Mw* mw = find_mw_by_rkey_index(rkey)) return check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
     *why = "rkey " + hex(rkey) + " names no MR or memory window";
     return nullptr;
   }
@@ -90,7 +89,8 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
     return nullptr;
   }
   if (!(mr->access & access)) {
-    *why = "rkey " + hex(rkey) + " not valid for " + access_name(access) + " (MR registered without IBV_ACCESS_" + access_name(access) + ")";
+    *why = "rkey " + hex(rkey) + " not valid for " + access_name(access) + " (MR registered without IBV_ACCESS_" +
+           access_name(access) + ")";
     return nullptr;
   }
   if (!in_range(*mr, va, len)) {
@@ -105,16 +105,16 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
 // Copies `len` bytes between a buffer and the memory an SGE list describes, from byte `offset`
 // of the list on: the one loop gather (send data out) and scatter (data in) share. Every SGE
 // piece is checked again (local_mr) at the DMA, and traced.
-int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
-                      uint32_t len, bool to_memory, std::string* why) {
+int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
+                      bool to_memory, std::string* why) {
   return sge_dma(qp, sge, num_sge, offset, buf, len, to_memory ? SgeDma::kWrite : SgeDma::kRead, why);
 }
 
 // copy_sges, and two more uses of the same walk: kCheck makes every per-DMA check and moves
 // nothing (bytes sent from a stage), kProbe reads as kRead does but counts, notes and explains
 // no failure (a chunk read ahead: the packet that needs the bytes reports it, as before).
-int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
-                    uint32_t len, SgeDma op, std::string* why, const Pd* pd) {
+int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
+                    SgeDma op, std::string* why, const Pd* pd) {
   const bool to_memory = op == SgeDma::kWrite;
   const char* dir = to_memory ? "write" : "read";
   for (uint32_t i = 0; i < num_sge && len; ++i) {
@@ -133,7 +133,12 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
     // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
     // ahead (kProbe) is not a packet's and leaves none.
     if (op != SgeDma::kProbe)
-      tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", dir).u("key", s.lkey).hex("addr", s.addr + offset).u("length", n);
+      tracer_.event(TraceKind::kDma)
+          .u("qp", qp.qpn)
+          .s("dir", dir)
+          .u("key", s.lkey)
+          .hex("addr", s.addr + offset)
+          .u("length", n);
     if (op == SgeDma::kCheck) {
       len -= n;
       offset = 0;
@@ -167,8 +172,8 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
 }
 
 // Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
-int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
-                    const uint8_t* src, uint32_t len, std::string* why, const Pd* pd) {
+int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src,
+                    uint32_t len, std::string* why, const Pd* pd) {
   if (num_sge > abi::kMaxSge) {
     *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
     return EINVAL;
@@ -291,7 +296,12 @@ int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t
                                   const uint8_t** out) {
   const Mr& mr = *rr.mr;
   auto trace = [&](uint32_t from, uint32_t n) {
-    tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "read").u("key", mr.rkey).hex("addr", rr.va + from).u("length", n);
+    tracer_.event(TraceKind::kDma)
+        .u("qp", qp.qpn)
+        .s("dir", "read")
+        .u("key", mr.rkey)
+        .hex("addr", rr.va + from)
+        .u("length", n);
   };
   auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
     return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);

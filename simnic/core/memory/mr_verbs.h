@@ -10,7 +10,7 @@ namespace simnic::core {
 // PD, the translation (addr, length; the new iova is addr, as rdma-core's providers send), the
 // access.
 struct MrRereg {
-  uint32_t mr = 0;      // the MR's handle
+  uint32_t mr = 0;  // the MR's handle
   uint32_t flags = 0;
   uint32_t pd = 0;      // IBV_REREG_MR_CHANGE_PD
   uint32_t access = 0;  // IBV_REREG_MR_CHANGE_ACCESS

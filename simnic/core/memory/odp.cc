@@ -64,8 +64,13 @@ int Device::check_odp_range(uint64_t addr, uint64_t length, uint64_t iova) {
 }
 
 void Device::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote) {
-  tracer_.event(TraceKind::kOdpFault).u("qp", qp.qpn).u("mr", mr.handle).u("key", remote ? mr.rkey : mr.lkey).hex("addr", va)
-      .u("length", len).s("side", remote ? "remote" : "local");
+  tracer_.event(TraceKind::kOdpFault)
+      .u("qp", qp.qpn)
+      .u("mr", mr.handle)
+      .u("key", remote ? mr.rkey : mr.lkey)
+      .hex("addr", va)
+      .u("length", len)
+      .s("side", remote ? "remote" : "local");
   log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +
            std::to_string(len) + ") of ODP MR " + hex(mr.lkey) + " met a page with no mapping in the program";
@@ -81,8 +86,8 @@ void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, 
   }
   note_odp_fault(qp, mr, va, len, true);
   responder_error(qp, Error::kOdpPageFault, psn,
-                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of an ODP MR (lkey " + hex(mr.lkey) + ")" +
-                      ", a page the program has not mapped");
+                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of an ODP MR (lkey " +
+                      hex(mr.lkey) + ")" + ", a page the program has not mapped");
 }
 
 // ibv_advise_mr(3)'s errors: EINVAL for a bad PD or flags, EOPNOTSUPP for an unknown advice,
@@ -112,7 +117,8 @@ int Device::advise_mr(Context* ctx, uint32_t pd_handle, uint32_t advice, uint32_
     // PREFETCH_NO_FAULT maps only what is present: it never fails on a missing page.
     const bool must_exist = (flags & IBV_ADVISE_MR_FLAG_FLUSH) && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
     if (must_exist && s.length && probe_pages(memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
-      return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") has pages the program has not mapped");
+      return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
+                                ") has pages the program has not mapped");
   }
   return 0;
 }

@@ -10,8 +10,7 @@ namespace simnic::core {
 
 namespace {
 
-constexpr uint32_t kReregFlags =
-    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+constexpr uint32_t kReregFlags = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
 
 }  // namespace
 
@@ -23,7 +22,9 @@ int Device::check_mr_access(uint32_t access) {
   if (access & ~kKnown) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+    return refuse(
+        EINVAL,
+        "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   return 0;
 }
 
@@ -38,8 +39,8 @@ int Device::check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_
 // FOLL_WRITE when ib_access_writable): every page mapped and readable, and writable if the MR
 // may be written (local or remote write, atomics, memory window binding).
 int Device::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
-  const bool writable = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
-                                  IBV_ACCESS_MW_BIND);
+  const bool writable =
+      access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
   const int e = memory_.check_mapped(ctx->pid, addr, length, writable);
   if (e == 0) return 0;
   return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
@@ -64,14 +65,16 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new
   const bool odp = access & IBV_ACCESS_ON_DEMAND;
   if (odp != is_odp_mr(mr)) return refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-    if (int e = odp ? check_odp_range(req.addr, req.length, req.addr) : check_mr_range(ctx, req.addr, req.length, access))
+    if (int e = odp ? check_odp_range(req.addr, req.length, req.addr)
+                    : check_mr_range(ctx, req.addr, req.length, access))
       return e;
   return 0;
 }
 
 int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (!req.flags || (req.flags & ~kReregFlags))
-    return refuse(EINVAL, "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
+    return refuse(EINVAL,
+                  "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
   Mr* mr = owned(mrs_, ctx, req.mr);
   if (!mr) return EINVAL;
   Pd* pd = nullptr;
@@ -103,8 +106,15 @@ void Device::forget_mr_in_engines(const Mr* mr) {
 }
 
 void Device::trace_mr_destroy(const Mr& mr) {
-  tracer_.event(TraceKind::kMrDestroy).u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
-      .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
+  tracer_.event(TraceKind::kMrDestroy)
+      .u("ctx", mr.ctx->id)
+      .u("pd", mr.pd->handle)
+      .u("mr", mr.handle)
+      .u("lkey", mr.lkey)
+      .u("rkey", mr.rkey)
+      .hex("addr", mr.iova)
+      .u("length", mr.length)
+      .s("access", access_string(mr.access));
 }
 
 }  // namespace simnic::core

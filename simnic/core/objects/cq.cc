@@ -32,8 +32,10 @@ int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   Channel* ch = nullptr;
   if (channel) {
     ch = owned(channels_, ctx, channel);
-    if (!ch) return refuse(EINVAL, "channel " + std::to_string(channel) + " is no completion channel of this program "
-                                   "(ibv_create_comp_channel makes one)");
+    if (!ch)
+      return refuse(EINVAL, "channel " + std::to_string(channel) +
+                                " is no completion channel of this program "
+                                "(ibv_create_comp_channel makes one)");
   }
   auto cq = make_object<Cq>(ctx);
   cq->channel = ch;
@@ -43,9 +45,14 @@ int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (int e = map_queue_memory(ctx, bytes, bytes, "simnic-cq", &cq->mem)) return e;
   cq->shm = new (cq->mem.addr) abi::CqShared();
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_offset());
-  cq->timestamps = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_timestamp_offset(cq->entries));
+  cq->timestamps =
+      reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_timestamp_offset(cq->entries));
   if (ch) ch->users++;
-  tracer_.event(TraceKind::kCqCreate).u("ctx", ctx->id).u("cq", cq->handle).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
+  tracer_.event(TraceKind::kCqCreate)
+      .u("ctx", ctx->id)
+      .u("cq", cq->handle)
+      .u("cqe", uint64_t(cq->cqe))
+      .u("entries", cq->entries);
   *out = insert_object(cqs_, ctx->cqs, std::move(cq));
   return 0;
 }
@@ -56,7 +63,11 @@ int Device::destroy_cq(Context* ctx, uint32_t handle) {
   if (cq->users)
     return refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
                              " times as send_cq or recv_cq): ibv_destroy_qp them first");
-  tracer_.event(TraceKind::kCqDestroy).u("ctx", ctx->id).u("cq", handle).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
+  tracer_.event(TraceKind::kCqDestroy)
+      .u("ctx", ctx->id)
+      .u("cq", handle)
+      .u("cqe", uint64_t(cq->cqe))
+      .u("entries", cq->entries);
   if (cq->channel) cq->channel->users--;
   unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);
   erase_object(cqs_, ctx->cqs, handle);
@@ -97,7 +108,11 @@ int Device::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
   cq->timestamps = stamps;
   cq->entries = entries;
   cq->cqe = int(entries) - 1;
-  tracer_.event(TraceKind::kCqResize).u("ctx", ctx->id).u("cq", handle).u("cqe", uint64_t(cq->cqe)).u("entries", entries)
+  tracer_.event(TraceKind::kCqResize)
+      .u("ctx", ctx->id)
+      .u("cq", handle)
+      .u("cqe", uint64_t(cq->cqe))
+      .u("entries", entries)
       .u("pending", pending);
   *out = cq;
   return 0;

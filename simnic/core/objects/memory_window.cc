@@ -13,8 +13,7 @@ namespace simnic::core {
 
 namespace {
 
-constexpr uint32_t kRemoteAccess =
-    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr uint32_t kRemoteAccess = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
 
 std::string mw_name(const Mw& mw) {
   return std::string("type ") + (mw.type == IBV_MW_TYPE_2 ? "2" : "1") + " window " + hex(mw.rkey);
@@ -71,9 +70,8 @@ Mw* Device::find_mw_by_rkey_index(uint32_t rkey) const {
   return it == mws_.end() ? nullptr : it->second.get();
 }
 
-const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va,
-                                  uint64_t len, uint32_t access, uint64_t* mr_va,
-                                  std::string* why) const {
+const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                                  uint64_t* mr_va, std::string* why) const {
   const std::string name = "rkey " + hex(rkey);
   if (mw.rkey != rkey) {
     *why = name + " is stale: the window was bound again since and its rkey is now " + hex(mw.rkey);
@@ -88,20 +86,21 @@ const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uin
     return nullptr;
   }
   if (mw.type == IBV_MW_TYPE_2 && mw.qp != &qp) {
-    *why = name + " names a type 2 window bound through QP " + hex(mw.qp->qpn) + ", not through QP " +
-           hex(qp.qpn) + " (IBA 10.6.7.2: a type 2 window serves only the QP that bound it)";
+    *why = name + " names a type 2 window bound through QP " + hex(mw.qp->qpn) + ", not through QP " + hex(qp.qpn) +
+           " (IBA 10.6.7.2: a type 2 window serves only the QP that bound it)";
     return nullptr;
   }
   if (!(mw.access & access)) {
     *why = name + " not valid for " + access_string(access) + " (window bound with " +
-           (mw.access & kRemoteAccess ? access_string(mw.access & kRemoteAccess) : std::string("no remote rights")) + ")";
+           (mw.access & kRemoteAccess ? access_string(mw.access & kRemoteAccess) : std::string("no remote rights")) +
+           ")";
     return nullptr;
   }
   // A zero-based window is addressed from 0; otherwise with the MR's own addresses.
   const uint64_t base = (mw.access & IBV_ACCESS_ZERO_BASED) ? 0 : mw.addr;
   if (va < base || len > mw.length || va - base > mw.length - len) {
-    *why = name + ": [" + hex(va) + ", +" + std::to_string(len) + ") is outside the window [" + hex(base) +
-           ", +" + std::to_string(mw.length) + ")";
+    *why = name + ": [" + hex(va) + ", +" + std::to_string(len) + ") is outside the window [" + hex(base) + ", +" +
+           std::to_string(mw.length) + ")";
     return nullptr;
   }
   *mr_va = mw.addr + (va - base);
@@ -114,8 +113,9 @@ bool Device::invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* w
   const std::string name = std::string(by) + " of rkey " + hex(rkey) + ": ";
   Mw* mw = find_mw_by_rkey_index(rkey);
   if (!mw) {
-    *why = name + (find_mr_by_key(rkey) ? "it names an MR from ibv_reg_mr, which cannot be invalidated; only type 2 memory windows can"
-                                        : "it names no memory window");
+    *why = name + (find_mr_by_key(rkey)
+                       ? "it names an MR from ibv_reg_mr, which cannot be invalidated; only type 2 memory windows can"
+                       : "it names no memory window");
     return false;
   }
   if (mw->pd != qp.pd) {
@@ -231,8 +231,13 @@ void Device::bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr) {
     mw.access = w.bind_access & (kRemoteAccess | IBV_ACCESS_ZERO_BASED);
   }
   if (tracer_.on()) {
-    tracer_.event(TraceKind::kMwBind).u("qp", qp.qpn).u("mw", mw.handle).u("rkey", mw.rkey)
-        .u("mr", mr ? mr->handle : 0).hex("addr", mw.addr).u("length", mw.length)
+    tracer_.event(TraceKind::kMwBind)
+        .u("qp", qp.qpn)
+        .u("mw", mw.handle)
+        .u("rkey", mw.rkey)
+        .u("mr", mr ? mr->handle : 0)
+        .hex("addr", mw.addr)
+        .u("length", mw.length)
         .s("access", access_string(mw.access));
   }
 }

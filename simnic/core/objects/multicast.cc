@@ -3,8 +3,8 @@
 // an IP multicast destination: the port joins the IPv4 group (PacketSink::join_group) while a
 // QP here is attached, and the network (the kernel's IP multicast, on simnic's wire) hands every
 // member NIC its copy, the sender's own NIC included.
-#include <algorithm>
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cerrno>
 
 #include "simnic/core/device.h"
@@ -26,8 +26,9 @@ bool Device::group_ip_joined(uint32_t ip) const {
 // their errnos: EINVAL, and ENOMEM past a limit ibv_query_device reports.
 int Device::check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group) {
   if (!is_multicast_gid(gid))
-    return refuse(EINVAL, gid_string(gid) + " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
-                                            "or ff00::/8): ibv_attach_mcast needs a group's MGID");
+    return refuse(EINVAL, gid_string(gid) +
+                              " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
+                              "or ff00::/8): ibv_attach_mcast needs a group's MGID");
   if (qp.type != IBV_QPT_UD)
     return refuse(EINVAL, "QP " + hex(qp.qpn) + " is " + qp_type_name(qp.type) +
                               ": only UD QPs can be attached to a multicast group (IBA 10.5)");
@@ -66,10 +67,14 @@ int Device::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint
   group->qps.push_back(qp);
   qp->mcast_gids.push_back(key);
   ++mcast_attachments_;
-  tracer_.event(TraceKind::kMcastAttach).u("ctx", ctx->id).u("qp", qp->qpn).s("mgid", gid_string(gid))
-      .s("group", ip_string(group->ip)).u("members", group->qps.size());
-  log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " +
-                           ip_string(group->ip) + ")");
+  tracer_.event(TraceKind::kMcastAttach)
+      .u("ctx", ctx->id)
+      .u("qp", qp->qpn)
+      .s("mgid", gid_string(gid))
+      .s("group", ip_string(group->ip))
+      .u("members", group->qps.size());
+  log(LogLevel::kInfo,
+      "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " + ip_string(group->ip) + ")");
   return 0;
 }
 
@@ -93,8 +98,12 @@ void Device::detach_qp_from(Qp& qp, const GidBytes& key) {
   std::erase(group.qps, &qp);
   --mcast_attachments_;
   const uint32_t ip = group.ip;
-  tracer_.event(TraceKind::kMcastDetach).u("ctx", qp.ctx->id).u("qp", qp.qpn).s("mgid", gid_string(group.gid))
-      .s("group", ip_string(ip)).u("members", group.qps.size());
+  tracer_.event(TraceKind::kMcastDetach)
+      .u("ctx", qp.ctx->id)
+      .u("qp", qp.qpn)
+      .s("mgid", gid_string(group.gid))
+      .s("group", ip_string(ip))
+      .u("members", group.qps.size());
   if (!group.qps.empty()) return;
   mcast_groups_.erase(it);
   if (!group_ip_joined(ip)) wire_.leave_group(ip);
@@ -127,20 +136,24 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
     why = "sent to group " + ip_string(group_ip) + " with DestQP " + hex(pkt.h.bth.dest_qp) +
           ": a multicast packet carries DestQP 0xFFFFFF (IBA 9.2 BTH, 10.5)";
   else if (!(pkt.mask & kIsUd))
-    why = std::string(opcode_info(pkt.h.bth.opcode).name) + " sent to a group: only UD SENDs can be multicast (IBA 10.5)";
+    why = std::string(opcode_info(pkt.h.bth.opcode).name) +
+          " sent to a group: only UD SENDs can be multicast (IBA 10.5)";
   std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
-  if (why.empty() && members.empty())
-    why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
+  if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
-        .s("group", ip_string(group_ip));
+    drop(Drop::kMulticast, 0, [&] {
+      return "dropped a datagram from " + ip_string(src_ip) + ": " + why;
+    }).s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
     ++counters_.mcast_deliveries;
     if (tracer_.on()) trace_new_wqes(*qp);
-    tracer_.event(TraceKind::kMcastDeliver).u("qp", qp->qpn).s("group", ip_string(group_ip)).u("src_qp", pkt.h.deth.src_qp);
+    tracer_.event(TraceKind::kMcastDeliver)
+        .u("qp", qp->qpn)
+        .s("group", ip_string(group_ip))
+        .u("src_qp", pkt.h.deth.src_qp);
     respond_ud(*qp, pkt, src_ip, udp_len, group_ip);
   }
 }

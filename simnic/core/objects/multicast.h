@@ -45,9 +45,9 @@ inline bool is_multicast_gid(const ibv_gid& g) {
 // 32 bits: two GIDs equal in those bits share one IP group, and each NIC delivers a datagram of
 // that IP group to the QPs attached to either).
 inline uint32_t group_ipv4(const ibv_gid& g) {
-  if (is_v4_mapped(g)) return uint32_t(g.raw[12]) << 24 | uint32_t(g.raw[13]) << 16 | uint32_t(g.raw[14]) << 8 | g.raw[15];
+  if (is_v4_mapped(g))
+    return uint32_t(g.raw[12]) << 24 | uint32_t(g.raw[13]) << 16 | uint32_t(g.raw[14]) << 8 | g.raw[15];
   return 239u << 24 | uint32_t(g.raw[13]) << 16 | uint32_t(g.raw[14]) << 8 | g.raw[15];
 }
-
 
 }  // namespace simnic::core

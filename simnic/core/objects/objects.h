@@ -1,20 +1,20 @@
 // The objects a NIC holds for its users: contexts, PDs, MRs, CQs, SRQs, QPs, AHs.
 // Plain data; the engines (requester, responder, completer) and the Device act on them.
 #pragma once
+#include <sys/types.h>
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include <infiniband/verbs.h>
 
 #include "simnic/abi/rings.h"
-#include "simnic/proto/headers.h"
 #include "simnic/core/env.h"
+#include "simnic/proto/headers.h"
 
 namespace simnic::core {
 
@@ -30,8 +30,8 @@ struct Mr {
   uint32_t handle = 0;
   Context* ctx = nullptr;
   Pd* pd = nullptr;
-  uint64_t addr = 0;    // in the owner's address space
-  uint64_t iova = 0;    // what remote peers and SGEs address
+  uint64_t addr = 0;  // in the owner's address space
+  uint64_t iova = 0;  // what remote peers and SGEs address
   uint64_t length = 0;
   uint32_t access = 0;  // ibv_access_flags
   uint32_t lkey = 0;
@@ -51,19 +51,19 @@ struct Mw {
   Context* ctx = nullptr;
   Pd* pd = nullptr;
   ibv_mw_type type = IBV_MW_TYPE_1;
-  uint32_t rkey = 0;        // index (the handle) << 8 | key byte the binder chose
-  const Mr* mr = nullptr;   // the MR it is bound to; nullptr = no window (type 2: "free")
-  const Qp* qp = nullptr;   // type 2: the QP it was bound through
-  uint64_t addr = 0;        // first byte of the window, in the MR's iova space
+  uint32_t rkey = 0;       // index (the handle) << 8 | key byte the binder chose
+  const Mr* mr = nullptr;  // the MR it is bound to; nullptr = no window (type 2: "free")
+  const Qp* qp = nullptr;  // type 2: the QP it was bound through
+  uint64_t addr = 0;       // first byte of the window, in the MR's iova space
   uint64_t length = 0;
-  uint32_t access = 0;      // IBV_ACCESS_REMOTE_* and IBV_ACCESS_ZERO_BASED
+  uint32_t access = 0;  // IBV_ACCESS_REMOTE_* and IBV_ACCESS_ZERO_BASED
 };
 
 struct Channel {
   uint32_t handle = 0;
   Context* ctx = nullptr;
-  int fd = -1;          // simnicd's end of the channel socket
-  uint32_t users = 0;   // CQs bound to it
+  int fd = -1;         // simnicd's end of the channel socket
+  uint32_t users = 0;  // CQs bound to it
 };
 
 struct Cq {
@@ -74,9 +74,9 @@ struct Cq {
   abi::CqShared* shm = nullptr;
   ibv_wc* slots = nullptr;
   uint64_t* timestamps = nullptr;  // one per slot: when the NIC wrote the CQE
-  uint32_t entries = 0;  // power of two
-  int cqe = 0;           // what the user may rely on
-  uint32_t users = 0;    // QPs using it
+  uint32_t entries = 0;            // power of two
+  int cqe = 0;                     // what the user may rely on
+  uint32_t users = 0;              // QPs using it
   bool overrun = false;
 };
 
@@ -124,14 +124,14 @@ struct SendWqeState {
   // that rewrites a posted WQE changes nothing the NIC already fetched.
   abi::SendWqe wqe{};
   uint32_t first_psn = 0;
-  uint32_t npkts = 0;       // PSNs the WQE spans (a READ spans its response packets)
-  uint32_t length = 0;      // total message length
-  uint32_t rcvd_pkts = 0;   // READ: response packets received in order
-  bool done = false;        // READ data / atomic result fully in
-  bool rd_atomic = false;   // counts against max_rd_atomic while outstanding
-  uint32_t dst_ip = 0;      // where its packets go: the connected peer, or a UD WQE's AH
-  uint8_t tos = 0;          // their IPv4 TOS: the path's, or the UD AH's, traffic class
-  uint32_t msn = 0;         // the responder's MSN once it has completed this message (24 bits)
+  uint32_t npkts = 0;      // PSNs the WQE spans (a READ spans its response packets)
+  uint32_t length = 0;     // total message length
+  uint32_t rcvd_pkts = 0;  // READ: response packets received in order
+  bool done = false;       // READ data / atomic result fully in
+  bool rd_atomic = false;  // counts against max_rd_atomic while outstanding
+  uint32_t dst_ip = 0;     // where its packets go: the connected peer, or a UD WQE's AH
+  uint8_t tos = 0;         // their IPv4 TOS: the path's, or the UD AH's, traffic class
+  uint32_t msn = 0;        // the responder's MSN once it has completed this message (24 bits)
   // Its first and last packets' numbers among the packets this NIC sent the peer NIC
   // (PeerProgress, latest sending of each): the ACK that retires the WQE says the peer has
   // read up to last_seq; nothing of it still unacknowledged was sent before first_seq.
@@ -150,7 +150,7 @@ struct SendWqeState {
 // The receive WQE a multi-packet SEND is landing in.
 struct RecvInProgress {
   abi::RecvWqe wqe{};
-  uint32_t offset = 0;      // bytes written so far
+  uint32_t offset = 0;  // bytes written so far
   bool from_srq = false;
 };
 
@@ -158,10 +158,10 @@ struct RecvInProgress {
 // responder streams its response packets), or one packet (an ACK, an atomic's answer) that
 // arrived behind such a stream and must not overtake it.
 struct ReadResponse {
-  uint32_t first_psn = 0;   // PSN of the first response packet still to send
-  uint32_t npkts = 0;       // total response packets of this READ
-  uint32_t sent = 0;        // sent so far
-  uint64_t va = 0;          // remote VA of the first byte of the whole READ
+  uint32_t first_psn = 0;  // PSN of the first response packet still to send
+  uint32_t npkts = 0;      // total response packets of this READ
+  uint32_t sent = 0;       // sent so far
+  uint64_t va = 0;         // remote VA of the first byte of the whole READ
   uint32_t length = 0;
   const Mr* mr = nullptr;
   uint32_t msn = 0;
@@ -175,28 +175,28 @@ struct AtomicResult {
 };
 
 struct QpCounters {
-  uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, naks_sent = 0, naks_received = 0,
-           rnr_naks_sent = 0, rnr_naks_received = 0, duplicates = 0, timeouts = 0;
+  uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, naks_sent = 0, naks_received = 0, rnr_naks_sent = 0,
+           rnr_naks_received = 0, duplicates = 0, timeouts = 0;
 };
 
 // The requester's state (rxe's qp->req): which WQE is being sent and the PSNs it has used.
 struct QpRequester {
-  uint32_t sq_next = 0;       // the WQE being transmitted
-  uint32_t sq_started = 0;    // WQEs before this one were checked and given PSNs
-  uint32_t sq_fetched = 0;    // WQEs before this one were copied into sq_state (>= sq_started)
-  uint32_t sq_seen = 0;       // trace: WQEs already reported as posted
-  uint32_t pkt_in_wqe = 0;    // next packet index within sq_next
-  uint32_t next_psn = 0;      // PSN of the next new packet
+  uint32_t sq_next = 0;     // the WQE being transmitted
+  uint32_t sq_started = 0;  // WQEs before this one were checked and given PSNs
+  uint32_t sq_fetched = 0;  // WQEs before this one were copied into sq_state (>= sq_started)
+  uint32_t sq_seen = 0;     // trace: WQEs already reported as posted
+  uint32_t pkt_in_wqe = 0;  // next packet index within sq_next
+  uint32_t next_psn = 0;    // PSN of the next new packet
   uint32_t rd_atomic_outstanding = 0;
-  uint32_t msn_started = 0;   // messages given PSNs so far (24 bits): the most an ACK's MSN can count
-  uint64_t last_seq = 0;      // its latest packet's number among those sent to the peer NIC (PeerProgress)
+  uint32_t msn_started = 0;  // messages given PSNs so far (24 bits): the most an ACK's MSN can count
+  uint64_t last_seq = 0;     // its latest packet's number among those sent to the peer NIC (PeerProgress)
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
 // the one timer (ACK timeout or RNR wait) that drives retransmission.
 struct QpCompleter {
-  uint32_t sq_consumer = 0;   // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
-  uint32_t una_psn = 0;       // oldest unacknowledged PSN
+  uint32_t sq_consumer = 0;        // oldest not-yet-completed WQE (mirrors shm->sq.consumer)
+  uint32_t una_psn = 0;            // oldest unacknowledged PSN
   uint64_t timer_deadline_ns = 0;  // ACK timeout or RNR wait, 0 = idle
   // How far the peer NIC had answered when the ACK timer was armed (completer_timers.cc: a
   // queue is not a loss).
@@ -204,24 +204,24 @@ struct QpCompleter {
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;
-  uint32_t rd_psn = 0;        // next expected READ/atomic response PSN
-  uint32_t read_offset = 0;   // bytes of the current READ already scattered
+  uint32_t rd_psn = 0;                     // next expected READ/atomic response PSN
+  uint32_t read_offset = 0;                // bytes of the current READ already scattered
   std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
-  uint32_t msn_retired = 0;   // the MSN of the last message retired
+  uint32_t msn_retired = 0;                // the MSN of the last message retired
 };
 
 // The responder's state (rxe's qp->resp): the PSN it expects and the message in progress.
 struct QpResponder {
-  uint32_t rq_seen = 0;       // trace: receive WQEs already reported as posted
-  uint32_t epsn = 0;          // expected PSN
-  uint32_t msn = 0;           // message sequence number (count of completed requests)
-  bool nak_sent = false;      // a PSN sequence NAK is out; don't repeat it until in order
-  bool uc_dropping = false;   // UC: the message in progress is being discarded (IBA 9.8.3)
+  uint32_t rq_seen = 0;      // trace: receive WQEs already reported as posted
+  uint32_t epsn = 0;         // expected PSN
+  uint32_t msn = 0;          // message sequence number (count of completed requests)
+  bool nak_sent = false;     // a PSN sequence NAK is out; don't repeat it until in order
+  bool uc_dropping = false;  // UC: the message in progress is being discarded (IBA 9.8.3)
   std::optional<RecvInProgress> recv;
-  uint64_t write_va = 0;      // next VA of the WRITE in progress
-  uint32_t write_left = 0;    // bytes the RETH announced and not yet written
+  uint64_t write_va = 0;    // next VA of the WRITE in progress
+  uint32_t write_left = 0;  // bytes the RETH announced and not yet written
   const Mr* write_mr = nullptr;
-  uint32_t write_len = 0;     // RETH dma_len of the WRITE in progress
+  uint32_t write_len = 0;  // RETH dma_len of the WRITE in progress
   std::deque<ReadResponse> read_responses;
   std::deque<AtomicResult> atomic_results;
 };
@@ -233,16 +233,16 @@ struct Qp {
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
-  Srq* srq = nullptr;       // an XRC TGT QP: the XRC SRQ the message in progress goes to
-  Xrcd* xrcd = nullptr;     // an XRC TGT QP's domain
+  Srq* srq = nullptr;    // an XRC TGT QP: the XRC SRQ the message in progress goes to
+  Xrcd* xrcd = nullptr;  // an XRC TGT QP's domain
   ibv_qp_type type = IBV_QPT_RC;
   bool sq_sig_all = false;
   ibv_qp_cap cap{};
   ibv_qp_state state = IBV_QPS_RESET;
-  bool sq_draining = false; // SQD: WRs that had begun are still finishing (ibv_query_qp reports it)
-  ibv_qp_attr attr{};       // the attributes as last set (ibv_query_qp reports them)
+  bool sq_draining = false;  // SQD: WRs that had begun are still finishing (ibv_query_qp reports it)
+  ibv_qp_attr attr{};        // the attributes as last set (ibv_query_qp reports them)
   uint32_t mtu_bytes = 1024;
-  uint32_t remote_ip = 0;   // from the AV's GID (IPv4-mapped)
+  uint32_t remote_ip = 0;  // from the AV's GID (IPv4-mapped)
 
   ShmRegion mem;
   abi::QpShared* shm = nullptr;
@@ -259,7 +259,7 @@ struct Qp {
   QpCompleter comp;
   QpResponder resp;
 
-  uint8_t work = 0;           // engines scheduled to run when the current event ends (Device::schedule)
+  uint8_t work = 0;  // engines scheduled to run when the current event ends (Device::schedule)
   QpCounters counters;
   std::vector<std::array<uint8_t, 16>> mcast_gids;  // multicast groups it is attached to (MGIDs)
   std::string error_reason;  // why it last went to ERR/SQE (the rule), for ExplainQp; "" after RESET
@@ -280,8 +280,8 @@ struct Context {
   int doorbell_fd = -1;  // owned by the I/O layer
   int async_fd = -1;
   std::vector<uint32_t> pds, mrs, mws, channels, cqs, srqs, qps, ahs;  // handles, in creation order
-  std::vector<uint32_t> xrcds;  // XRC domains it opened, once per open
-  uint64_t queue_bytes = 0;  // ring memory and per-WQE state of its CQs, SRQs and QPs
+  std::vector<uint32_t> xrcds;                                         // XRC domains it opened, once per open
+  uint64_t queue_bytes = 0;         // ring memory and per-WQE state of its CQs, SRQs and QPs
   std::deque<std::string> notices;  // what the NIC noticed about its QPs, for the program (TakeNotices)
   ShmRegion page;                   // its ContextShared page, once the shim asked (context_page.cc)
   abi::ContextShared* shared = nullptr;

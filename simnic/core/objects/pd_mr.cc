@@ -8,9 +8,8 @@ namespace simnic::core {
 
 namespace {
 
-constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                                  IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                                   IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
 
 }  // namespace
@@ -34,18 +33,21 @@ int Device::dealloc_pd(Context* ctx, uint32_t handle) {
   return 0;
 }
 
-int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length,
-                   uint64_t iova, uint32_t access, Mr** out) {
+int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access,
+                   Mr** out) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  if (access & ~kKnownAccess) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+  if (access & ~kKnownAccess)
+    return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(access & IBV_ACCESS_LOCAL_WRITE))
-    return refuse(EINVAL, "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return refuse(
+        EINVAL,
+        "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   if (covers_no_page(addr, length))
-    return refuse(EINVAL, "a zero-length MR at " + hex(addr) + ", a page boundary, covers no page (the kernel's "
-                          "ib_umem_get refuses it; at an address inside a page it registers that page)");
+    return refuse(EINVAL, "a zero-length MR at " + hex(addr) +
+                              ", a page boundary, covers no page (the kernel's "
+                              "ib_umem_get refuses it; at an address inside a page it registers that page)");
   // ODP (memory/odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
@@ -100,8 +102,15 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
     for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
-  tracer_.event(TraceKind::kMrDestroy).u("ctx", ctx->id).u("pd", mr->pd->handle).u("mr", handle).u("lkey", mr->lkey)
-      .u("rkey", mr->rkey).hex("addr", mr->iova).u("length", mr->length).s("access", access_string(mr->access));
+  tracer_.event(TraceKind::kMrDestroy)
+      .u("ctx", ctx->id)
+      .u("pd", mr->pd->handle)
+      .u("mr", handle)
+      .u("lkey", mr->lkey)
+      .u("rkey", mr->rkey)
+      .hex("addr", mr->iova)
+      .u("length", mr->length)
+      .s("access", access_string(mr->access));
   mr->pd->users--;
   mr_by_key_.erase(mr->lkey);
   erase_object(mrs_, ctx->mrs, handle);
@@ -116,7 +125,8 @@ const Mr* Device::find_mr_by_key(uint32_t key) const {
 int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
-  if (attr.port_num != 1) return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+  if (attr.port_num != 1)
+    return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
   // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
   // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
   uint32_t dst_ip = 0;

@@ -18,9 +18,11 @@ int Device::check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool ha
   if (c.max_send_wr > DeviceLimits::kMaxQpWr || c.max_send_sge > abi::kMaxSge ||
       c.max_inline_data > abi::kMaxInlineData ||
       (!has_srq && (c.max_recv_wr > DeviceLimits::kMaxQpWr || c.max_recv_sge > abi::kMaxSge)))
-    return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
-                          "at most " + std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
-                          std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
+    return refuse(EINVAL,
+                  "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
+                  "at most " +
+                      std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
+                      std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
   return check_room(ctx, qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp");
 }
 
@@ -67,8 +69,8 @@ void Device::remove_qp(Context* ctx, Qp& qp) {
   erase_object(qps_, ctx->qps, qp.handle);
 }
 
-int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_handle,
-                      uint32_t send_cq, uint32_t recv_cq, uint32_t srq_handle, Qp** out) {
+int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_handle, uint32_t send_cq,
+                      uint32_t recv_cq, uint32_t srq_handle, Qp** out) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   Cq* scq = owned(cqs_, ctx, send_cq);
   Cq* rcq = owned(cqs_, ctx, recv_cq);
@@ -89,7 +91,8 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
   if (!queue_memory_fits(ctx, layout.charged))
     return refuse(ENOMEM, "out of queue memory: this program's queues already take " +
                               std::to_string(ctx->queue_bytes >> 20) + " MiB (at most " +
-                              std::to_string(ContextLimits::kMaxQueueBytes >> 20) + " MiB per program); smaller "
+                              std::to_string(ContextLimits::kMaxQueueBytes >> 20) +
+                              " MiB per program); smaller "
                               "max_send_wr/max_recv_wr, or fewer QPs");
   if (int e = map_qp_queues(ctx, *qp, layout)) return e;
   pd->users++;

@@ -5,17 +5,22 @@
 #include <string_view>
 
 #include "simnic/core/device.h"
-#include "simnic/core/text.h"
 #include "simnic/core/objects/qp_state_table.h"
+#include "simnic/core/text.h"
 #include "simnic/proto/psn.h"
 
 namespace simnic::core {
 
 int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, std::string* why) {
   (void)qp;
-  auto fail = [&](const std::string& s) { *why = s; return EINVAL; };
-  if ((mask & IBV_QP_PORT) && a.port_num != 1) return fail("port_num " + std::to_string(a.port_num) + " does not exist (the NIC has port 1)");
-  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return fail("pkey_index " + std::to_string(a.pkey_index) + " is beyond the P_Key table (1 entry)");
+  auto fail = [&](const std::string& s) {
+    *why = s;
+    return EINVAL;
+  };
+  if ((mask & IBV_QP_PORT) && a.port_num != 1)
+    return fail("port_num " + std::to_string(a.port_num) + " does not exist (the NIC has port 1)");
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0)
+    return fail("pkey_index " + std::to_string(a.pkey_index) + " is beyond the P_Key table (1 entry)");
   if (mask & IBV_QP_PATH_MTU) {
     uint32_t b = mtu_to_bytes(a.path_mtu);
     if (b == 0) return fail("path_mtu " + std::to_string(a.path_mtu) + " is not an ibv_mtu value");
@@ -25,13 +30,19 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
     uint32_t ip = 0;
     if (resolve_av(a.ah_attr, &ip, why)) return EINVAL;
   }
-  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
-  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > DeviceLimits::kMaxRdAtomic) return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom 16");
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic)
+    return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > DeviceLimits::kMaxRdAtomic)
+    return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom 16");
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return fail("timeout " + std::to_string(a.timeout) + " is over 31");
-  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return fail("retry_cnt " + std::to_string(a.retry_cnt) + " is over 7");
-  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return fail("rnr_retry " + std::to_string(a.rnr_retry) + " is over 7");
-  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return fail("min_rnr_timer " + std::to_string(a.min_rnr_timer) + " is over 31");
-  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > proto::kPsnMask) return fail("dest_qp_num " + hex(a.dest_qp_num) + " is over 24 bits");
+  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7)
+    return fail("retry_cnt " + std::to_string(a.retry_cnt) + " is over 7");
+  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7)
+    return fail("rnr_retry " + std::to_string(a.rnr_retry) + " is over 7");
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
+    return fail("min_rnr_timer " + std::to_string(a.min_rnr_timer) + " is over 31");
+  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > proto::kPsnMask)
+    return fail("dest_qp_num " + hex(a.dest_qp_num) + " is over 24 bits");
   // qp_access_flags are taken as given, other bits too (IBV_ACCESS_ON_DEMAND when a program
   // passes its MRs' flags): rxe_qp_from_attr copies them unchecked, and only the remote rights
   // (IBA 11.2.4.2, "Remote Access Enable") mean anything to a QP.
@@ -100,16 +111,20 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
     std::string unused;  // check_qp_attr_values resolved it a moment ago
     resolve_av(q.ah_attr, &qp.remote_ip, &unused);
   }
-  if (mask & IBV_QP_PATH_MTU)
-    qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
+  if (mask & IBV_QP_PATH_MTU) qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
   if (mask & IBV_QP_RETRY_CNT) qp.comp.retry_left = q.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) qp.comp.rnr_retry_left = q.rnr_retry;
 
   if (!(mask & IBV_QP_STATE) && tracer_.on()) {
     // Attributes changed within a state (IBA 11.2.4.2 allows some in RTS and SQD): traced as a
     // move to the same state, so a viewer's attribute panel stays true.
-    tracer_.event(TraceKind::kQpState).u("qp", qp.qpn).s("from", qp_state_name(qp.state)).s("to", qp_state_name(qp.state))
-        .s("mask", qp_attr_mask_names(uint32_t(mask))).s("cause", "modify_qp").raw("attr", qp_attr_json(qp));
+    tracer_.event(TraceKind::kQpState)
+        .u("qp", qp.qpn)
+        .s("from", qp_state_name(qp.state))
+        .s("to", qp_state_name(qp.state))
+        .s("mask", qp_attr_mask_names(uint32_t(mask)))
+        .s("cause", "modify_qp")
+        .raw("attr", qp_attr_json(qp));
   }
   if (mask & IBV_QP_STATE) {
     ibv_qp_state from = qp.state;
@@ -123,13 +138,18 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
 void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
   ibv_qp_state from = qp.state;
   if (tracer_.on())
-    tracer_.event(TraceKind::kQpState).u("qp", qp.qpn).s("from", qp_state_name(from)).s("to", qp_state_name(state))
-        .s("mask", mask ? qp_attr_mask_names(mask) : "").s("cause", cause).raw("attr", qp_attr_json(qp));
+    tracer_.event(TraceKind::kQpState)
+        .u("qp", qp.qpn)
+        .s("from", qp_state_name(from))
+        .s("to", qp_state_name(state))
+        .s("mask", mask ? qp_attr_mask_names(mask) : "")
+        .s("cause", cause)
+        .raw("attr", qp_attr_json(qp));
   if (state == IBV_QPS_RESET) qp.error_reason.clear();
   if ((state == IBV_QPS_ERR || state == IBV_QPS_SQE) && qp.error_reason.empty())
-    qp.error_reason = std::string_view(cause) == "modify_qp" ? "the application moved it to " + std::string(qp_state_name(state)) +
-                                                                   " with ibv_modify_qp"
-                                                             : std::string(cause);
+    qp.error_reason = std::string_view(cause) == "modify_qp"
+                          ? "the application moved it to " + std::string(qp_state_name(state)) + " with ibv_modify_qp"
+                          : std::string(cause);
   if (state == IBV_QPS_ERR && from != IBV_QPS_ERR && std::string_view(cause) != "modify_qp")
     log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " " + qp_state_name(from) + "->ERR (" + cause +
                              "): its work requests, posted and still to come, complete with IBV_WC_WR_FLUSH_ERR "
@@ -139,9 +159,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
   qp.shm->state.store(state, std::memory_order_release);
   if (state != IBV_QPS_SQD) qp.sq_draining = false;
   switch (state) {
-    case IBV_QPS_RESET:
-      reset_qp(qp);
-      break;
+    case IBV_QPS_RESET: reset_qp(qp); break;
     case IBV_QPS_RTR:
       if (from == IBV_QPS_INIT) {
         qp.resp.msn = 0;
@@ -173,8 +191,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       requester_idle(qp);
       flush_sq(qp);
       break;
-    default:
-      break;
+    default: break;
   }
   // Out of RTS/SQD (ERR, SQE, RESET) a QP holds no credit towards its peer (congestion.h).
   cc_sync(qp, true);

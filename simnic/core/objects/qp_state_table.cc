@@ -18,40 +18,29 @@ struct Row {
 
 // Any state may go to RESET or ERR with no attributes (listed separately below).
 constexpr Row kRows[] = {
-    {IBV_QPS_RESET, IBV_QPS_INIT,
-     kPkeyPort | IBV_QP_ACCESS_FLAGS, 0,
-     kPkeyPort | IBV_QP_ACCESS_FLAGS, 0,
+    {IBV_QPS_RESET, IBV_QPS_INIT, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0,
      kPkeyPort | IBV_QP_QKEY, 0},
-    {IBV_QPS_INIT, IBV_QPS_INIT,
-     0, kPkeyPort | IBV_QP_ACCESS_FLAGS,
-     0, kPkeyPort | IBV_QP_ACCESS_FLAGS,
-     0, kPkeyPort | IBV_QP_QKEY},
+    {IBV_QPS_INIT, IBV_QPS_INIT, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0,
+     kPkeyPort | IBV_QP_QKEY},
     {IBV_QPS_INIT, IBV_QPS_RTR,
      IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
      IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
      IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
-     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
-     0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
+     IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
     {IBV_QPS_RTR, IBV_QPS_RTS,
      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
-     IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER,
-     IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS,
-     IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY},
-    {IBV_QPS_RTS, IBV_QPS_RTS,
-     0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kPath | IBV_QP_MIN_RNR_TIMER,
-     0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kPath,
-     0, IBV_QP_CUR_STATE | IBV_QP_QKEY},
-    {IBV_QPS_RTS, IBV_QPS_SQD,
-     0, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY},
-    {IBV_QPS_SQD, IBV_QPS_RTS,
-     0, IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER,
-     0, IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS,
-     0, IBV_QP_CUR_STATE | IBV_QP_QKEY},
-    {IBV_QPS_SQD, IBV_QPS_SQD,
-     0, IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
-            IBV_QP_MAX_DEST_RD_ATOMIC | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_MIN_RNR_TIMER,
-     0, IBV_QP_AV | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
-     0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
+     IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER, IBV_QP_SQ_PSN,
+     IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS, IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY},
+    {IBV_QPS_RTS, IBV_QPS_RTS, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kPath | IBV_QP_MIN_RNR_TIMER, 0,
+     IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kPath, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY},
+    {IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0,
+     IBV_QP_EN_SQD_ASYNC_NOTIFY},
+    {IBV_QPS_SQD, IBV_QPS_RTS, 0, IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER, 0,
+     IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY},
+    {IBV_QPS_SQD, IBV_QPS_SQD, 0,
+     IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+         IBV_QP_MAX_DEST_RD_ATOMIC | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_MIN_RNR_TIMER,
+     0, IBV_QP_AV | kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
 };
 
 // XRC INI (IBV_QPT_XRC_SEND) and TGT (IBV_QPT_XRC_RECV) QPs, per transition (Annex A14; the
@@ -66,8 +55,7 @@ constexpr uint32_t kRcRtsOpt = IBV_QP_CUR_STATE | kPath | IBV_QP_ACCESS_FLAGS | 
 constexpr XrcRow kXrcRows[] = {
     {IBV_QPS_RESET, IBV_QPS_INIT, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0},
     {IBV_QPS_INIT, IBV_QPS_INIT, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS, 0, kPkeyPort | IBV_QP_ACCESS_FLAGS},
-    {IBV_QPS_INIT, IBV_QPS_RTR,
-     IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+    {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
      IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
      IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
      IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX},
@@ -77,16 +65,18 @@ constexpr XrcRow kXrcRows[] = {
     {IBV_QPS_RTS, IBV_QPS_RTS, 0, kRcRtsOpt & ~IBV_QP_MIN_RNR_TIMER, 0, kRcRtsOpt},
     {IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY},
     {IBV_QPS_SQD, IBV_QPS_RTS, 0, kRcRtsOpt & ~IBV_QP_MIN_RNR_TIMER, 0, kRcRtsOpt},
-    {IBV_QPS_SQD, IBV_QPS_SQD,
-     0, IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
-            kPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
-     0, IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_MAX_DEST_RD_ATOMIC | kPath | IBV_QP_ACCESS_FLAGS |
-            IBV_QP_PKEY_INDEX | IBV_QP_MIN_RNR_TIMER},
+    {IBV_QPS_SQD, IBV_QPS_SQD, 0,
+     IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | kPath |
+         IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
+     0,
+     IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_MAX_DEST_RD_ATOMIC | kPath | IBV_QP_ACCESS_FLAGS |
+         IBV_QP_PKEY_INDEX | IBV_QP_MIN_RNR_TIMER},
 };
 
 QpTransition xrc_transition(ibv_qp_state from, ibv_qp_state to, bool tgt) {
   for (const XrcRow& r : kXrcRows)
-    if (r.from == from && r.to == to) return tgt ? QpTransition{true, r.tgt_req, r.tgt_opt} : QpTransition{true, r.ini_req, r.ini_opt};
+    if (r.from == from && r.to == to)
+      return tgt ? QpTransition{true, r.tgt_req, r.tgt_opt} : QpTransition{true, r.ini_req, r.ini_opt};
   return {};  // SQE -> RTS: an XRC send queue error takes the QP to ERR, as RC
 }
 
@@ -127,8 +117,7 @@ bool valid_state(int s) { return s >= IBV_QPS_RESET && s <= IBV_QPS_ERR; }
 
 uint32_t xrc_ignored_attrs_removed(ibv_qp_type type, uint32_t mask) {
   if (type == IBV_QPT_XRC_SEND) return mask & ~uint32_t(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  if (type == IBV_QPT_XRC_RECV)
-    return mask & ~uint32_t(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+  if (type == IBV_QPT_XRC_RECV) return mask & ~uint32_t(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
   return mask;
 }
 
@@ -195,7 +184,8 @@ bool qp_modify_is_ok(ibv_qp_state from, ibv_qp_state to, ibv_qp_type type, uint3
   const std::string move = std::string(qp_state_name(from)) + "->" + qp_state_name(to);
   if ((mask & IBV_QP_CUR_STATE) && from != IBV_QPS_RTR && from != IBV_QPS_RTS && from != IBV_QPS_SQD &&
       from != IBV_QPS_SQE)
-    return fail("IBV_QP_CUR_STATE may only be given from RTR, RTS, SQD or SQE, not " + std::string(qp_state_name(from)));
+    return fail("IBV_QP_CUR_STATE may only be given from RTR, RTS, SQD or SQE, not " +
+                std::string(qp_state_name(from)));
   QpTransition t = qp_transition(from, to, type);
   if (!t.valid) return fail(move + " is not a valid QP transition for " + qp_type_name(type));
   uint32_t missing = t.required & ~mask;

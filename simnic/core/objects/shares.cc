@@ -27,10 +27,13 @@ int Device::check_user_share(const Context* ctx, std::vector<uint32_t> Context::
   }
   const size_t share = UserShares::share_of(total);
   if (!other || mine < share) return 0;
-  return refuse(ENOMEM, "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) + " of the NIC's " +
-                            std::to_string(total) + " " + objects + " (" + attr + "): while another user (uid " +
-                            std::to_string(*other) + ") also has a context on this NIC, one user may hold at most 3/4 of "
-                            "each total (" + std::to_string(share) + "), so that the others keep a quarter "
+  return refuse(ENOMEM, "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) +
+                            " of the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
+                            "): while another user (uid " + std::to_string(*other) +
+                            ") also has a context on this NIC, one user may hold at most 3/4 of "
+                            "each total (" +
+                            std::to_string(share) +
+                            "), so that the others keep a quarter "
                             "(simnic's per-user share, docs/security.md); destroy some, or use a NIC of your own");
 }
 

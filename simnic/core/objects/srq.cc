@@ -17,8 +17,9 @@ int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& att
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
     return refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " + std::to_string(attr.max_sge) +
-                              ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) + " work requests (max_srq_wr) of at most " +
-                              std::to_string(abi::kMaxSge) + " SGEs (max_srq_sge)");
+                              ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) +
+                              " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
+                              " SGEs (max_srq_sge)");
   if (int e = check_room(ctx, srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq")) return e;
   auto srq = make_object<Srq>(ctx);
   srq->pd = pd;

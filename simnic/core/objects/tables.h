@@ -23,8 +23,8 @@ namespace simnic::core {
 // A multicast group with a member QP on this NIC (multicast.cc).
 struct McastGroup {
   ibv_gid gid{};
-  uint32_t ip = 0;          // the IPv4 group its datagrams travel to (group_ipv4)
-  std::vector<Qp*> qps;     // attached, in attach order
+  uint32_t ip = 0;       // the IPv4 group its datagrams travel to (group_ipv4)
+  std::vector<Qp*> qps;  // attached, in attach order
 };
 
 // How many objects of each kind the NIC holds (`simnic status`, tests).
@@ -35,7 +35,7 @@ struct ObjectCounts {
 
 struct ObjectTables {
   ObjectCounts counts() const {
-    return {contexts_.size(), pds_.size(), mrs_.size(), mws_.size(), channels_.size(), cqs_.size(),
+    return {contexts_.size(), pds_.size(), mrs_.size(), mws_.size(),   channels_.size(),  cqs_.size(),
             srqs_.size(),     qps_.size(), ahs_.size(), xrcds_.size(), tgt_opens_.size(), mcast_groups_.size()};
   }
 
@@ -50,7 +50,8 @@ struct ObjectTables {
     return o;
   }
   template <class T>
-  T* insert_object(std::map<uint32_t, std::unique_ptr<T>>& table, std::vector<uint32_t>& handles, std::unique_ptr<T> o) {
+  T* insert_object(std::map<uint32_t, std::unique_ptr<T>>& table, std::vector<uint32_t>& handles,
+                   std::unique_ptr<T> o) {
     T* raw = o.get();
     handles.push_back(raw->handle);
     table[raw->handle] = std::move(o);
@@ -76,9 +77,9 @@ struct ObjectTables {
   std::map<uint32_t, Qp*> qp_by_qpn_;
   std::map<uint32_t, std::unique_ptr<Ah>> ahs_;
   std::map<GidBytes, McastGroup> mcast_groups_;  // groups with a member here, by MGID
-  uint32_t mcast_attachments_ = 0;                // (QP, group) pairs, all groups
+  uint32_t mcast_attachments_ = 0;               // (QP, group) pairs, all groups
   std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
-  std::map<uint32_t, Srq*> srq_by_srqn_;  // XRC SRQs by the number an XRCETH carries
+  std::map<uint32_t, Srq*> srq_by_srqn_;                    // XRC SRQs by the number an XRCETH carries
   std::map<uint32_t, std::pair<Context*, Qp*>> tgt_opens_;  // ibv_open_qp handles on TGT QPs
 };
 

@@ -38,7 +38,8 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
     if (!x && !(oflags & O_CREAT))
       return refuse(EAGAIN, "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
     if (x && (oflags & O_EXCL))
-      return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " + std::to_string(x->handle) + ")");
+      return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " +
+                                std::to_string(x->handle) + ")");
   }
   // As many as PDs: opens per program, and (new domains) per NIC.
   if (ctx->xrcds.size() >= DeviceLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
@@ -54,7 +55,11 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
   ++x->opens[ctx];
   ctx->xrcds.push_back(x->handle);
   *handle = x->handle;
-  tracer_.event(TraceKind::kXrcdOpen).u("ctx", ctx->id).u("xrcd", x->handle).b("shared", has_file).u("opens", x->opens.size());
+  tracer_.event(TraceKind::kXrcdOpen)
+      .u("ctx", ctx->id)
+      .u("xrcd", x->handle)
+      .b("shared", has_file)
+      .u("opens", x->opens.size());
   return 0;
 }
 
@@ -109,8 +114,13 @@ int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq
   ++x->users;
   ++cq->users;
   srq_by_srqn_[srq.srqn] = &srq;
-  tracer_.event(TraceKind::kXrcSrqCreate).u("ctx", ctx->id).u("srq", srq.handle).u("srqn", srq.srqn).u("xrcd", x->handle)
-      .u("cq", cq->handle).u("max_wr", srq.attr.max_wr);
+  tracer_.event(TraceKind::kXrcSrqCreate)
+      .u("ctx", ctx->id)
+      .u("srq", srq.handle)
+      .u("srqn", srq.srqn)
+      .u("xrcd", x->handle)
+      .u("cq", cq->handle)
+      .u("max_wr", srq.attr.max_wr);
   return 0;
 }
 
@@ -262,8 +272,7 @@ bool Device::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
   auto it = srq_by_srqn_.find(srqn);
   Srq* srq = it == srq_by_srqn_.end() ? nullptr : it->second;
   std::string rule;
-  if (!srq)
-    rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", and no XRC SRQ has that number on this NIC";
+  if (!srq) rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", and no XRC SRQ has that number on this NIC";
   else if (srq->xrcd != tgt.xrcd)
     rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", which belongs to another XRC domain than TGT QP " +
            hex(tgt.qpn) + "'s (Annex A14: a TGT QP delivers only to SRQs of its own domain)";

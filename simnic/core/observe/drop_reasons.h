@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "simnic/core/observe/counters.h"
 #include "simnic/core/env.h"
+#include "simnic/core/observe/counters.h"
 #include "simnic/core/observe/trace.h"
 
 namespace simnic::core {
@@ -37,8 +37,8 @@ struct DropReason {
   const char* name;                   // pkt_drop's `drop`, and the log budget's category
   bool logged;                        // written to the log (rate-limited) as well as traced
   LogLevel level;
-  const char* explanation;            // pkt_drop's `reason`
-  const char* rule;                   // the IBA rule broken; "" when none applies
+  const char* explanation;  // pkt_drop's `reason`
+  const char* rule;         // the IBA rule broken; "" when none applies
 };
 
 const DropReason& drop_reason(Drop d);

@@ -46,7 +46,6 @@ class LogLimiter {
   std::unordered_map<std::string, Entry> entries_;
 };
 
-
 // A global budget for complaints about what other hosts send (issue 29 point 4). LogLimiter
 // above keys by category and QP and forgets past kMaxKeys, so a sweep of QPNs, or CM REQs
 // from many sources, gets a line per packet (191 MB of log in 10 s). LogBudget caps lines

@@ -29,8 +29,8 @@ std::string json_escape(const std::string& s) {
 TraceEvent::TraceEvent(Tracer* t, TraceKind kind) : t_(t) {
   if (!t_) return;
   line_.reserve(256);
-  line_ = "{\"seq\":" + std::to_string(++t_->seq_) + ",\"t_ns\":" + std::to_string(t_->t_ns_) +
-          ",\"nic\":\"" + json_escape(t_->nic_) + "\",\"kind\":\"" + trace_kind_name(kind) + "\"";
+  line_ = "{\"seq\":" + std::to_string(++t_->seq_) + ",\"t_ns\":" + std::to_string(t_->t_ns_) + ",\"nic\":\"" +
+          json_escape(t_->nic_) + "\",\"kind\":\"" + trace_kind_name(kind) + "\"";
 }
 
 TraceEvent::~TraceEvent() {

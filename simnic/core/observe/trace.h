@@ -32,7 +32,7 @@ class TraceEvent {
   TraceEvent& i(const char* key, int64_t v);
   TraceEvent& b(const char* key, bool v);
   TraceEvent& s(const char* key, const std::string& v);
-  TraceEvent& hex(const char* key, uint64_t v);  // "0x..." string (addresses)
+  TraceEvent& hex(const char* key, uint64_t v);               // "0x..." string (addresses)
   TraceEvent& raw(const char* key, const std::string& json);  // a pre-built object
   bool on() const { return t_ != nullptr; }
 

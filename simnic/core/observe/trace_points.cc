@@ -34,17 +34,30 @@ std::string bit_names(uint32_t v, const BitName (&names)[N]) {
 }
 
 std::string send_flags_string(uint32_t f) {
-  static constexpr BitName kNames[] = {{IBV_SEND_SIGNALED, "SIGNALED"}, {IBV_SEND_INLINE, "INLINE"},
-                                       {IBV_SEND_FENCE, "FENCE"}, {IBV_SEND_SOLICITED, "SOLICITED"}};
+  static constexpr BitName kNames[] = {{IBV_SEND_SIGNALED, "SIGNALED"},
+                                       {IBV_SEND_INLINE, "INLINE"},
+                                       {IBV_SEND_FENCE, "FENCE"},
+                                       {IBV_SEND_SOLICITED, "SOLICITED"}};
   return bit_names(f, kNames);
 }
 
 std::string kinds_of(uint32_t mask) {
-  static constexpr BitName kKindBits[] = {
-      {kIsRequest, "REQUEST"}, {kIsResponse, "RESPONSE"},   {kIsFirst, "FIRST"},          {kIsMiddle, "MIDDLE"},
-      {kIsLast, "LAST"},       {kIsSend, "SEND"},           {kIsWrite, "WRITE"},          {kIsReadReq, "READ_REQ"},
-      {kIsReadResp, "READ_RESP"}, {kIsAtomic, "ATOMIC"},    {kIsAtomicWrite, "ATOMIC_WRITE"}, {kIsAck, "ACK"},
-      {kIsRc, "RC"},           {kIsUc, "UC"},               {kIsUd, "UD"},                {kIsXrc, "XRC"}};
+  static constexpr BitName kKindBits[] = {{kIsRequest, "REQUEST"},
+                                          {kIsResponse, "RESPONSE"},
+                                          {kIsFirst, "FIRST"},
+                                          {kIsMiddle, "MIDDLE"},
+                                          {kIsLast, "LAST"},
+                                          {kIsSend, "SEND"},
+                                          {kIsWrite, "WRITE"},
+                                          {kIsReadReq, "READ_REQ"},
+                                          {kIsReadResp, "READ_RESP"},
+                                          {kIsAtomic, "ATOMIC"},
+                                          {kIsAtomicWrite, "ATOMIC_WRITE"},
+                                          {kIsAck, "ACK"},
+                                          {kIsRc, "RC"},
+                                          {kIsUc, "UC"},
+                                          {kIsUd, "UD"},
+                                          {kIsXrc, "XRC"}};
   return bit_names(mask, kKindBits);
 }
 
@@ -63,9 +76,12 @@ const std::string& op_flags_of(uint8_t opcode) {
 }
 
 std::string access_string(uint32_t access) {
-  static constexpr BitName kNames[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"}, {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
-                                       {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"}, {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
-                                       {IBV_ACCESS_MW_BIND, "MW_BIND"}, {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
+  static constexpr BitName kNames[] = {{IBV_ACCESS_LOCAL_WRITE, "LOCAL_WRITE"},
+                                       {IBV_ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
+                                       {IBV_ACCESS_REMOTE_READ, "REMOTE_READ"},
+                                       {IBV_ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
+                                       {IBV_ACCESS_MW_BIND, "MW_BIND"},
+                                       {IBV_ACCESS_ZERO_BASED, "ZERO_BASED"},
                                        {IBV_ACCESS_ON_DEMAND, "ON_DEMAND"}};
   return bit_names(access, kNames);
 }
@@ -96,8 +112,14 @@ void Device::trace_new_wqes(Qp& qp) {
     uint64_t len = w.opcode == IBV_WR_BIND_MW ? w.bind_length : w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
     if (!(w.send_flags & IBV_SEND_INLINE) && w.opcode != IBV_WR_BIND_MW)
       for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event(TraceKind::kWqePosted).u("qp", qp.qpn).s("queue", "sq").u("index", qp.req.sq_seen).u("wr_id", w.wr_id)
-        .s("opcode", wr_opcode_name(w.opcode)).u("length", len).s("flags", send_flags_string(w.send_flags));
+    tracer_.event(TraceKind::kWqePosted)
+        .u("qp", qp.qpn)
+        .s("queue", "sq")
+        .u("index", qp.req.sq_seen)
+        .u("wr_id", w.wr_id)
+        .s("opcode", wr_opcode_name(w.opcode))
+        .u("length", len)
+        .s("flags", send_flags_string(w.send_flags));
   }
   qp.req.sq_seen = prod;
   if (!qp.rq_entries) return;
@@ -106,29 +128,40 @@ void Device::trace_new_wqes(Qp& qp) {
     const abi::RecvWqe& w = qp.rq[qp.resp.rq_seen & (qp.rq_entries - 1)];
     uint64_t len = 0;
     for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
-    tracer_.event(TraceKind::kWqePosted).u("qp", qp.qpn).s("queue", "rq").u("index", qp.resp.rq_seen).u("wr_id", w.wr_id)
-        .s("opcode", "RECV").u("length", len).s("flags", "");
+    tracer_.event(TraceKind::kWqePosted)
+        .u("qp", qp.qpn)
+        .s("queue", "rq")
+        .u("index", qp.resp.rq_seen)
+        .u("wr_id", w.wr_id)
+        .s("opcode", "RECV")
+        .u("length", len)
+        .s("flags", "");
   }
   qp.resp.rq_seen = prod;
 }
 
-void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst,
-                          const PacketHeaders& h, uint32_t mask, size_t payload, const char* fault) {
+void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const PacketHeaders& h,
+                          uint32_t mask, size_t payload, const char* fault) {
   auto e = tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
-  e.s("src", ip_string(src)).s("dst", ip_string(dst)).s("opcode", opcode_info(h.bth.opcode).name)
-      .u("opcode_num", h.bth.opcode).s("op_flags", op_flags_of(h.bth.opcode))
-      .u("psn", h.bth.psn).u("dest_qp", h.bth.dest_qp).b("ack_req", h.bth.ack_req)
-      .b("se", h.bth.solicited).u("payload", payload);
+  e.s("src", ip_string(src))
+      .s("dst", ip_string(dst))
+      .s("opcode", opcode_info(h.bth.opcode).name)
+      .u("opcode_num", h.bth.opcode)
+      .s("op_flags", op_flags_of(h.bth.opcode))
+      .u("psn", h.bth.psn)
+      .u("dest_qp", h.bth.dest_qp)
+      .b("ack_req", h.bth.ack_req)
+      .b("se", h.bth.solicited)
+      .u("payload", payload);
   if (mask & kHasReth)
     e.raw("reth", "{\"va\":" + hex_json(h.reth.va) + ",\"rkey\":" + std::to_string(h.reth.rkey) +
                       ",\"len\":" + std::to_string(h.reth.dma_len) + "}");
   if (mask & kHasAeth) {
     uint32_t cls = aeth_class(h.aeth.syndrome);
     const char* name = aeth_class_name(cls);
-    e.raw("aeth", "{\"syndrome\":" + std::to_string(h.aeth.syndrome) + ",\"class\":\"" + name +
-                      "\",\"value\":" + std::to_string(aeth_value(h.aeth.syndrome)) +
-                      ",\"msn\":" + std::to_string(h.aeth.msn) + "}");
+    e.raw("aeth", "{\"syndrome\":" + std::to_string(h.aeth.syndrome) + ",\"class\":\"" + name + "\",\"value\":" +
+                      std::to_string(aeth_value(h.aeth.syndrome)) + ",\"msn\":" + std::to_string(h.aeth.msn) + "}");
   }
   if (mask & kHasImm) e.u("imm", ntohl(h.imm_be));
   if (mask & kHasAtomicEth)
@@ -144,12 +177,23 @@ void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t d
 }
 
 void Device::trace_mr_create(const Mr& mr) {
-  tracer_.event(TraceKind::kMrCreate).u("ctx", mr.ctx->id).u("pd", mr.pd->handle).u("mr", mr.handle).u("lkey", mr.lkey)
-      .u("rkey", mr.rkey).hex("addr", mr.iova).u("length", mr.length).s("access", access_string(mr.access));
+  tracer_.event(TraceKind::kMrCreate)
+      .u("ctx", mr.ctx->id)
+      .u("pd", mr.pd->handle)
+      .u("mr", mr.handle)
+      .u("lkey", mr.lkey)
+      .u("rkey", mr.rkey)
+      .hex("addr", mr.iova)
+      .u("length", mr.length)
+      .s("access", access_string(mr.access));
 }
 
 void Device::trace_mw_create(const Mw& mw) {
-  tracer_.event(TraceKind::kMwCreate).u("ctx", mw.ctx->id).u("pd", mw.pd->handle).u("mw", mw.handle).u("rkey", mw.rkey)
+  tracer_.event(TraceKind::kMwCreate)
+      .u("ctx", mw.ctx->id)
+      .u("pd", mw.pd->handle)
+      .u("mw", mw.handle)
+      .u("rkey", mw.rkey)
       .u("type", mw.type == IBV_MW_TYPE_2 ? 2 : 1);
 }
 
@@ -159,9 +203,9 @@ std::string Device::qp_attr_json(const Qp& qp) const {
   const ibv_qp_attr& a = qp.attr;
   const uint32_t mtu = qp.type == IBV_QPT_UD ? qp.mtu_bytes : mtu_to_bytes(a.path_mtu);
   return "{\"dest_qp\":" + std::to_string(a.dest_qp_num) + ",\"sq_psn\":" + std::to_string(a.sq_psn) +
-         ",\"rq_psn\":" + std::to_string(a.rq_psn) + ",\"mtu\":" + std::to_string(mtu) +
-         ",\"dgid\":\"" + ip_string(qp.remote_ip) + "\",\"qkey\":" + std::to_string(a.qkey) +
-         ",\"access\":\"" + access_string(a.qp_access_flags) + "\",\"timeout\":" + std::to_string(a.timeout) +
+         ",\"rq_psn\":" + std::to_string(a.rq_psn) + ",\"mtu\":" + std::to_string(mtu) + ",\"dgid\":\"" +
+         ip_string(qp.remote_ip) + "\",\"qkey\":" + std::to_string(a.qkey) + ",\"access\":\"" +
+         access_string(a.qp_access_flags) + "\",\"timeout\":" + std::to_string(a.timeout) +
          ",\"retry_cnt\":" + std::to_string(a.retry_cnt) + ",\"rnr_retry\":" + std::to_string(a.rnr_retry) +
          ",\"min_rnr_timer\":" + std::to_string(a.min_rnr_timer) +
          ",\"max_rd_atomic\":" + std::to_string(a.max_rd_atomic) +
@@ -169,33 +213,52 @@ std::string Device::qp_attr_json(const Qp& qp) const {
 }
 
 void Device::trace_qp_lifecycle(TraceKind kind, const Qp& qp) {
-  tracer_.event(kind).u("ctx", qp.ctx->id).u("qp", qp.qpn)
+  tracer_.event(kind)
+      .u("ctx", qp.ctx->id)
+      .u("qp", qp.qpn)
       .s("type", qp_type_name(qp.type))
-      .u("sq_entries", qp.sq_entries).u("rq_entries", qp.rq_entries)
+      .u("sq_entries", qp.sq_entries)
+      .u("rq_entries", qp.rq_entries)
       .u("send_cq", qp.send_cq ? qp.send_cq->handle : 0)   // an XRC TGT QP has no CQs,
       .u("recv_cq", qp.recv_cq ? qp.recv_cq->handle : 0);  // an XRC INI QP no receive CQ
 }
 
 void Device::trace_snapshot() {
   if (!tracer_.on()) return;
-  tracer_.event(TraceKind::kNicUp).s("addr", ip_string(config_.ipv4)).u("port", config_.udp_port).u("mtu", config_.mtu_bytes)
+  tracer_.event(TraceKind::kNicUp)
+      .s("addr", ip_string(config_.ipv4))
+      .u("port", config_.udp_port)
+      .u("mtu", config_.mtu_bytes)
       .u("wall_ns", tracer_.wall_ns());
   for (auto& [id, ctx] : contexts_) tracer_.event(TraceKind::kCtxOpen).u("ctx", id).u("pid", uint64_t(ctx->pid));
   for (auto& [h, mr] : mrs_) trace_mr_create(*mr);
   for (auto& [h, mw] : mws_) trace_mw_create(*mw);
   for (auto& [h, cq] : cqs_)
-    tracer_.event(TraceKind::kCqCreate).u("ctx", cq->ctx->id).u("cq", h).u("cqe", uint64_t(cq->cqe)).u("entries", cq->entries);
+    tracer_.event(TraceKind::kCqCreate)
+        .u("ctx", cq->ctx->id)
+        .u("cq", h)
+        .u("cqe", uint64_t(cq->cqe))
+        .u("entries", cq->entries);
   for (auto& [h, qp] : qps_) {
     trace_qp_lifecycle(TraceKind::kQpCreate, *qp);
     if (qp->state != IBV_QPS_RESET)
-      tracer_.event(TraceKind::kQpState).u("qp", qp->qpn).s("from", "RESET").s("to", qp_state_name(qp->state))
-          .s("mask", "").s("cause", "snapshot").raw("attr", qp_attr_json(*qp));
+      tracer_.event(TraceKind::kQpState)
+          .u("qp", qp->qpn)
+          .s("from", "RESET")
+          .s("to", qp_state_name(qp->state))
+          .s("mask", "")
+          .s("cause", "snapshot")
+          .raw("attr", qp_attr_json(*qp));
   }
   for (const auto& [key, group] : mcast_groups_) {
     uint64_t members = 0;
     for (const Qp* qp : group.qps)
-      tracer_.event(TraceKind::kMcastAttach).u("ctx", qp->ctx->id).u("qp", qp->qpn).s("mgid", gid_string(group.gid))
-          .s("group", ip_string(group.ip)).u("members", ++members);
+      tracer_.event(TraceKind::kMcastAttach)
+          .u("ctx", qp->ctx->id)
+          .u("qp", qp->qpn)
+          .s("mgid", gid_string(group.gid))
+          .s("group", ip_string(group.ip))
+          .u("members", ++members);
   }
 }
 

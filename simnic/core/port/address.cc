@@ -63,7 +63,8 @@ std::string Device::gid_index_refusal(uint32_t index) const {
                     std::to_string(gids_.length) + "), which has " + std::to_string(n) +
                     (n == 1 ? " entry (" : " entries (") + listed_entries(gids_) + ")";
   const int usable = usable_gid_index(gids_);
-  if (usable >= 0) why += "; use index " + std::to_string(usable) + " (ibv_rc_pingpong -g " + std::to_string(usable) + ")";
+  if (usable >= 0)
+    why += "; use index " + std::to_string(usable) + " (ibv_rc_pingpong -g " + std::to_string(usable) + ")";
   if (!config_.infiniband) why += ", or " + tables_to_try(index, config_.ipv4, config_.gid_table);
   return why + "; see docs/link-layer.md, GID tables";
 }
@@ -83,9 +84,11 @@ int Device::check_sgid_index(uint8_t index, std::string* why) const {
                                            gid_string(gids_.entries[usable].gid) + ", " +
                                            gid_type_name(gids_.entries[usable].type) + ")";
   if (index >= gids_.entries.size()) {
-    if (gids_.entries.size() == 1) *why = "sgid_index " + std::to_string(index) + " is beyond the GID table (index 0 only)";
-    else *why = "sgid_index " + std::to_string(index) + " is an empty entry of the GID table (entries 0 to " +
-                std::to_string(gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
+    if (gids_.entries.size() == 1)
+      *why = "sgid_index " + std::to_string(index) + " is beyond the GID table (index 0 only)";
+    else
+      *why = "sgid_index " + std::to_string(index) + " is an empty entry of the GID table (entries 0 to " +
+             std::to_string(gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
     return EINVAL;
   }
   const std::string bad = gid_entry_unusable(gids_.entries[index]);
@@ -98,13 +101,14 @@ int Device::resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) 
   if (is_ipv4_mapped(dgid, ipv4)) return 0;
   if (config_.infiniband && is_simnic_ib_gid(dgid, ipv4)) return 0;
   if (config_.infiniband)
-    *why = "dgid " + gid_string(dgid) + " is neither a simnic port's GID (fe80::253:4eXX:XXXX:XX01, GID 0 of "
+    *why = "dgid " + gid_string(dgid) +
+           " is neither a simnic port's GID (fe80::253:4eXX:XXXX:XX01, GID 0 of "
            "each NIC) nor an IPv4-mapped address";
   else if (dgid.raw[0] == 0xfe && (dgid.raw[1] & 0xc0) == 0x80)
-    *why = "dgid " + gid_string(dgid) + " is an IPv6 link-local GID, which simnic cannot reach (its NICs are IPv4); "
+    *why = "dgid " + gid_string(dgid) +
+           " is an IPv6 link-local GID, which simnic cannot reach (its NICs are IPv4); "
            "use the peer's IPv4-mapped GID (::ffff:a.b.c.d, RoCE v2)";
-  else
-    *why = "dgid " + gid_string(dgid) + " is not an IPv4-mapped address (::ffff:a.b.c.d); simnic peers are IPv4";
+  else *why = "dgid " + gid_string(dgid) + " is not an IPv4-mapped address (::ffff:a.b.c.d); simnic peers are IPv4";
   return EINVAL;
 }
 
@@ -118,7 +122,8 @@ int Device::resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why) {
     return 0;
   }
   if (lids_ && lids_->address_of(dlid, ipv4)) return 0;
-  *why = "dlid " + hex(dlid) + " names no port of the fabric: no NIC has that LID in the LID registry "
+  *why = "dlid " + hex(dlid) +
+         " names no port of the fabric: no NIC has that LID in the LID registry "
          "(`simnic status` shows each NIC's LID; across machines, list them with `simnic up --lid-map FILE`)";
   return EINVAL;
 }
@@ -128,8 +133,9 @@ int Device::resolve_av(const ibv_ah_attr& av, uint32_t* ipv4, std::string* why) 
     if (config_.infiniband) return resolve_dlid(av.dlid, ipv4, why);
     // Every RoCE packet carries the GRH (RoCE v2: its IP header); the kernel's
     // rdma_check_ah_attr refuses a RoCE address vector without one with EINVAL.
-    *why = "the address vector has no GRH (ah_attr.is_global = 0): on RoCE the GID is the address, set is_global "
-           "and grh.dgid";
+    *why =
+        "the address vector has no GRH (ah_attr.is_global = 0): on RoCE the GID is the address, set is_global "
+        "and grh.dgid";
     return EINVAL;
   }
   if (int e = check_sgid_index(av.grh.sgid_index, why)) return e;

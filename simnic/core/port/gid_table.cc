@@ -119,9 +119,7 @@ GidTable build_gid_table(GidTableKind kind, bool infiniband, uint32_t ipv4, uint
   simnic_mac(ipv4, mac);
   const ibv_gid local = link_local_from_mac(mac), mapped = ipv4_mapped_gid(ipv4);
   switch (kind) {
-    case GidTableKind::kSimple:
-      t.entries = {{mapped, IBV_GID_TYPE_ROCE_V2}};
-      break;
+    case GidTableKind::kSimple: t.entries = {{mapped, IBV_GID_TYPE_ROCE_V2}}; break;
     case GidTableKind::kRxe:  // RoCE v2 only: the default GID, then the address
       t.entries = {{local, IBV_GID_TYPE_ROCE_V2}, {mapped, IBV_GID_TYPE_ROCE_V2}};
       break;

@@ -49,7 +49,7 @@ ibv_gid ipv4_mapped_gid(uint32_t ipv4);
 bool is_ipv4_mapped(const ibv_gid& gid, uint32_t* ipv4 = nullptr);
 // A GID of simnic's IB mode, fe80::02:53:4e:<IPv4>:01 (the port GUID carries the address).
 bool is_simnic_ib_gid(const ibv_gid& gid, uint32_t* ipv4 = nullptr);
-std::string gid_string(const ibv_gid& gid);  // as inet_ntop prints an IPv6 address
+std::string gid_string(const ibv_gid& gid);    // as inet_ntop prints an IPv6 address
 const char* gid_type_name(ibv_gid_type type);  // "RoCE v2", "RoCE v1", "IB"
 
 // Why simnic cannot send packets from `e`, or "" when it can: its packets are RoCE v2 over

@@ -54,11 +54,17 @@ bool FaultInjector::apply_spec(const std::string& spec, std::string* error) {
       *dst = v;
       return true;
     };
-    if (key == "loss") { if (!prob(&c.loss)) return false; }
-    else if (key == "dup") { if (!prob(&c.dup)) return false; }
-    else if (key == "reorder") { if (!prob(&c.reorder)) return false; }
-    else if (key == "delay_us" || key == "delay") {
-      if (v < 0 || v > 10'000'000) { *error = "delay_us must be 0..10000000"; return false; }
+    if (key == "loss") {
+      if (!prob(&c.loss)) return false;
+    } else if (key == "dup") {
+      if (!prob(&c.dup)) return false;
+    } else if (key == "reorder") {
+      if (!prob(&c.reorder)) return false;
+    } else if (key == "delay_us" || key == "delay") {
+      if (v < 0 || v > 10'000'000) {
+        *error = "delay_us must be 0..10000000";
+        return false;
+      }
       c.delay_us = uint32_t(v);
     } else if (key == "seed") {
       c.seed = uint64_t(v);

@@ -9,17 +9,17 @@
 namespace simnic::core {
 
 struct FaultConfig {
-  double loss = 0;         // probability a packet is dropped
-  double dup = 0;          // probability a packet is sent twice
-  double reorder = 0;      // probability a packet is held back behind later ones
-  uint32_t delay_us = 0;   // added to every packet
+  double loss = 0;        // probability a packet is dropped
+  double dup = 0;         // probability a packet is sent twice
+  double reorder = 0;     // probability a packet is held back behind later ones
+  uint32_t delay_us = 0;  // added to every packet
   uint64_t seed = 1;
 };
 
 struct FaultDecision {
   bool drop = false;
-  uint32_t copies = 1;     // 2 when duplicated
-  uint64_t delay_ns = 0;   // 0 = send now
+  uint32_t copies = 1;    // 2 when duplicated
+  uint64_t delay_ns = 0;  // 0 = send now
 };
 
 class FaultInjector {
@@ -28,9 +28,7 @@ class FaultInjector {
 
   const FaultConfig& config() const { return config_; }
   void configure(const FaultConfig& c);
-  bool active() const {
-    return config_.loss > 0 || config_.dup > 0 || config_.reorder > 0 || config_.delay_us > 0;
-  }
+  bool active() const { return config_.loss > 0 || config_.dup > 0 || config_.reorder > 0 || config_.delay_us > 0; }
   FaultDecision decide();
 
   // "loss=0.05 dup=0.01 reorder=0.05 delay_us=100 seed=7"; unknown keys or bad values fail.

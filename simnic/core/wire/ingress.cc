@@ -27,12 +27,11 @@ void Device::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8
 bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
   const bool transport_ok = (qp.type == IBV_QPT_RC && (pkt.mask & kIsRc)) ||
                             (qp.type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
-                            (qp.type == IBV_QPT_UD && (pkt.mask & kIsUd)) ||
-                            (qp.is_xrc() && (pkt.mask & kIsXrc));
+                            (qp.type == IBV_QPT_UD && (pkt.mask & kIsUd)) || (qp.is_xrc() && (pkt.mask & kIsXrc));
   if (!transport_ok) {
     drop(Drop::kWrongTransport, qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + " (" + qp_type_name(qp.type) + ") dropped " +
-             opcode_info(pkt.h.bth.opcode).name + " from " + ip_string(src_ip) +
+      return "QP " + hex(qp.qpn) + " (" + qp_type_name(qp.type) + ") dropped " + opcode_info(pkt.h.bth.opcode).name +
+             " from " + ip_string(src_ip) +
              ": an opcode of another transport (both QPs of a connection must have the same type)";
     });
     return false;
@@ -43,7 +42,8 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
   if (qp.type != IBV_QPT_UD && connected && src_ip != qp.remote_ip) {
     drop(Drop::kWrongPeer, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
-             ip_string(qp.remote_ip) + (qp.attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
+             ip_string(qp.remote_ip) +
+             (qp.attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
              ", and hears only that peer";
     });
     return false;
@@ -63,9 +63,9 @@ bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t sr
   if ((config_.ipv4 >> 24) != 127 || src_port == config_.udp_port) return true;
   drop(Drop::kWrongPort, pkt.h.bth.dest_qp, [&] {
     return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " for QP " + hex(pkt.h.bth.dest_qp) +
-           " from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": on loopback a simnic NIC sends only from " +
-           "its own address and UDP port " + std::to_string(config_.udp_port) +
-           ", so another program on this host sent it (a forged packet?)";
+           " from " + ip_string(src_ip) + ":" + std::to_string(src_port) +
+           ": on loopback a simnic NIC sends only from " + "its own address and UDP port " +
+           std::to_string(config_.udp_port) + ", so another program on this host sent it (a forged packet?)";
   });
   return false;
 }
@@ -76,9 +76,12 @@ void Device::ud_missed(uint32_t qpn, uint64_t now) {
   if (!ud_guard_.miss(now)) return;
   log_limited(LogLevel::kWarn, "ud_probe", 0, [&] {
     return "UD datagrams from senders that have not delivered one are dropped for the next " +
-           std::to_string(UdProbeGuard::kClosedNs / 1'000'000) + " ms: " +
-           std::to_string(UdProbeGuard::kMaxMissesPerWindow) + " in a second named no QP here or the wrong Q_Key "
-           "(the last for QP " + hex(qpn) + "), as a sweep for a UD QP's QPN and Q_Key does; peers that already "
+           std::to_string(UdProbeGuard::kClosedNs / 1'000'000) +
+           " ms: " + std::to_string(UdProbeGuard::kMaxMissesPerWindow) +
+           " in a second named no QP here or the wrong Q_Key "
+           "(the last for QP " +
+           hex(qpn) +
+           "), as a sweep for a UD QP's QPN and Q_Key does; peers that already "
            "delivered a datagram are not affected (counted in rx_drop_ud_throttled)";
   });
 }
@@ -112,19 +115,22 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   }
   if (!from_nic_port(pkt, src_ip, src_port)) return;
   if (pkt.h.bth.dest_qp == kMulticastQpn || is_multicast_ipv4(dst_ip)) {
-    if (tracer_.on()) trace_packet(TraceKind::kPktRx, nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+    if (tracer_.on())
+      trace_packet(TraceKind::kPktRx, nullptr, src_ip, dst_ip, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
     receive_multicast(pkt, src_ip, dst_ip, bytes.size());
     return;
   }
   Qp* qp = find_qp_by_qpn(pkt.h.bth.dest_qp);
-  if (tracer_.on()) trace_packet(TraceKind::kPktRx, qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+  if (tracer_.on())
+    trace_packet(TraceKind::kPktRx, qp, src_ip, config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
   if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return cm_->on_mad(src_ip, src_port, pkt, now);  // QP1: the CM's
   if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
     if (pkt.mask & kIsUd) ud_missed(pkt.h.bth.dest_qp, now);  // before the drop's own line, as the guard closes
     drop(Drop::kNoQp, pkt.h.bth.dest_qp, [&] {
-      return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) +
-             " for QP " + hex(pkt.h.bth.dest_qp) + ": no such QP on this NIC (the sender's dest_qp_num, set at RTR, "
+      return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) + " for QP " +
+             hex(pkt.h.bth.dest_qp) +
+             ": no such QP on this NIC (the sender's dest_qp_num, set at RTR, "
              "must be the QPN this NIC gave the receiving QP; was it destroyed?)";
     });
     return;

@@ -39,7 +39,8 @@ SendOutcome Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, 
                         : out == SendOutcome::kDuplicated ? "dup"
                         : out == SendOutcome::kDelayed    ? "delay"
                                                           : nullptr;
-    trace_packet(TraceKind::kPktTx, &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(), fault);
+    trace_packet(TraceKind::kPktTx, &qp, config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload.size(),
+                 fault);
   }
   return out;
 }

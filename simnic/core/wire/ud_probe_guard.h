@@ -1,7 +1,8 @@
 // Slows down guessing a UD QP's QPN and Q_Key (issue 29 point 6). A UD QP takes a datagram
 // from anyone who names its QPN (24 random bits) and Q_Key (IBA 10.2.5: the Q_Key is what
 // authorizes a datagram, and one with another Q_Key is silently dropped, as rxe's check_keys
-// does). Nothing tells the sender it missed, but nothing stops it from trying again either: a local sweep of QPNs with a well-known Q_Key hit a UD QP in about 9 s.
+// does). Nothing tells the sender it missed, but nothing stops it from trying again either: a local sweep of QPNs with
+// a well-known Q_Key hit a UD QP in about 9 s.
 //
 // A NIC sees such a sweep as a stream of UD datagrams that miss: no QP with that number, or
 // the wrong Q_Key. Past kMaxMissesPerWindow misses in a window, the guard closes for

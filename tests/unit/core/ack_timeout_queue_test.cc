@@ -46,7 +46,8 @@ class AckTimeoutQueue : public QpPair {
   }
   // B reads the oldest packet A sent; its ACK comes back at once.
   void peer_reads_one() {
-    auto from_a = std::find_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; });
+    auto from_a =
+        std::find_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; });
     ASSERT_NE(from_a, fabric.queue.end());
     WirePacket p = std::move(*from_a);
     fabric.queue.erase(from_a);
@@ -73,7 +74,8 @@ class AckTimeoutQueue : public QpPair {
     run_pending();
   }
   size_t packets_from_a() const {
-    return size_t(std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
+    return size_t(
+        std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
   }
   std::vector<core::Qp*> qa, qb;
 };

@@ -128,9 +128,9 @@ TEST_F(AnswerOrder, AnRnrWaitDoesNotStopTheAnswersOwed) {
   post_sends(*a, {rdma(*a, *b, IBV_WR_RDMA_READ, 1, 8192, 8192, 0), wqe(*a, IBV_WR_SEND, 2, 16384, 64)});
   post_send(*b, wqe(*b, IBV_WR_SEND, 3, 40960, 16));  // A has no receive posted: RNR NAK
   ASSERT_EQ(fabric.queue.size(), 3u);
-  deliver_at(2);                // B's SEND reaches A, which answers with an RNR NAK
-  deliver_two_in_one_batch();   // A's READ and SEND reach B: 2 responses sent, 6 and an ACK owed
-  deliver_at(0);                // the RNR NAK reaches B: its requester waits
+  deliver_at(2);               // B's SEND reaches A, which answers with an RNR NAK
+  deliver_two_in_one_batch();  // A's READ and SEND reach B: 2 responses sent, 6 and an ACK owed
+  deliver_at(0);               // the RNR NAK reaches B: its requester waits
   let_b_send_everything();
   int last_read = 0, ack = 0;
   const std::vector<proto::ParsedPacket> from_b = queued_from_b();

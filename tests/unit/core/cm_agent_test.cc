@@ -295,9 +295,13 @@ TEST_F(CmAgentTest, MalformedRequestsAreDroppedBeforeTheProgramSeesThem) {
       {"MTU code 7", [](cm::Message& m) { m.path_mtu = 7; }},
       {"transport UC", [](cm::Message& m) { m.transport_type = 1; }},
       {"IP header from another address",
-       [](cm::Message& m) { cm::encode_cma_hdr(cm::CmaHdr{4, 40000, kIpB, kIpA}, m.private_data); }},
+       [](cm::Message& m) {
+         cm::encode_cma_hdr(cm::CmaHdr{4, 40000, kIpB, kIpA}, m.private_data);
+       }},
       {"IP header to another NIC",
-       [](cm::Message& m) { cm::encode_cma_hdr(cm::CmaHdr{4, 40000, kIpC, kIpB}, m.private_data); }},
+       [](cm::Message& m) {
+         cm::encode_cma_hdr(cm::CmaHdr{4, 40000, kIpC, kIpB}, m.private_data);
+       }},
   };
   uint32_t comm = 100;
   for (const Case& c : cases) {
@@ -393,7 +397,8 @@ TEST_F(CmAgentTest, AFullListenerEvictsFromTheSourceHoldingTheMost) {
     proto::ParsedPacket pp;
     proto::IpUdpInfo ip{p.src_ip, p.dst_ip, 4791, 4791};
     cm::Message m;
-    if (proto::parse_packet(p.bytes, ip, pp) == proto::ParseError::kOk && cm::decode(pp.payload, &m) == cm::DecodeError::kOk)
+    if (proto::parse_packet(p.bytes, ip, pp) == proto::ParseError::kOk &&
+        cm::decode(pp.payload, &m) == cm::DecodeError::kOk)
       rej_sent |= m.attr_id == cm::kRej && m.reason == cm::kRejConsumerDefined;
   }
   EXPECT_TRUE(rej_sent);

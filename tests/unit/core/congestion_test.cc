@@ -103,7 +103,8 @@ TEST(CongestionControl, HalvesOncePerWindowOnLossAndGrowsBackWithAcks) {
   EXPECT_LE(grown, 592u << 10);
   cc.on_loss(kPeer);  // a new loss, a window later: cut again
   EXPECT_EQ(cc.window(kPeer), grown / 2);
-  for (int i = 0; i < 10; ++i) cc.on_loss(kPeer), cc.set_charge(1, kPeer, 1 << 20, false), cc.set_charge(1, kPeer, 0, false);
+  for (int i = 0; i < 10; ++i)
+    cc.on_loss(kPeer), cc.set_charge(1, kPeer, 1 << 20, false), cc.set_charge(1, kPeer, 0, false);
   EXPECT_GE(cc.window(kPeer), 64u << 10);  // never below the floor
 }
 
@@ -152,8 +153,8 @@ class PeerWindow : public QpPair {
   uint64_t in_flight() const { return a->dev.congestion().in_flight(kIpB); }
   // Data packets from A on the wire now: what B's socket buffer would hold.
   size_t a_packets_on_wire() const {
-    return size_t(std::count_if(fabric.queue.begin(), fabric.queue.end(),
-                                [](const WirePacket& p) { return p.src_ip == kIpA; }));
+    return size_t(
+        std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
   }
   // Delivers everything, one packet at a time, checking the window after each.
   void deliver_checking(const std::function<bool(const WirePacket&)>& keep = {}) {
@@ -214,7 +215,7 @@ TEST_F(PeerWindow, ManyQpsNeverExceedTheWindowAllCompleteAndTakeTurns) {
     ASSERT_LE(a_packets_on_wire() * kMtu, kWindow);
     deliver_one();
     for (const ibv_wc& wc : poll(*a)) {
-        wcs.push_back(wc);
+      wcs.push_back(wc);
       if (++done[wc.qp_num] == kPerQp)  // the first QP to finish: had every QP had a turn?
         for (core::Qp* q : qa)
           if (q->req.next_psn == 0) every_qp_started_before_one_finished = false;

@@ -222,24 +222,31 @@ TEST(ControlDispatch, EveryOpRefusesABodyOfTheWrongSizeWithEinvalAndCreatesNothi
 // commands' EINVAL (uverbs_cmd.c).
 TEST(ControlDispatch, GarbageOfTheRightSizeIsRefusedWithTheExactErrno) {
   const std::map<Op, int> expected = {
-      {Op::Hello, EPROTO},            // abi_version 0xa5a5a5a5 (checked before "already greeted")
-      {Op::QueryPort, EINVAL},        {Op::QueryGid, EINVAL},     {Op::DeallocPd, ENOENT},
-      {Op::RegMr, EINVAL},            {Op::DeregMr, ENOENT},      {Op::DestroyCompChannel, EINVAL},
-      {Op::CreateCq, EINVAL},         {Op::DestroyCq, ENOENT},    {Op::CreateQp, EOPNOTSUPP},  // qp_type
-      {Op::ModifyQp, EINVAL},         {Op::QueryQp, EINVAL},      {Op::DestroyQp, ENOENT},
-      {Op::CreateSrq, EINVAL},        {Op::ModifySrq, EINVAL},    {Op::QuerySrq, EINVAL},
-      {Op::DestroySrq, ENOENT},       {Op::CreateAh, EINVAL},     {Op::DestroyAh, ENOENT},
-      {Op::AllocMw, EINVAL},          {Op::DeallocMw, ENOENT},    {Op::ExplainQp, EINVAL},
-      {Op::AttachMcast, EINVAL},      {Op::DetachMcast, EINVAL},
+      {Op::Hello, EPROTO},  // abi_version 0xa5a5a5a5 (checked before "already greeted")
+      {Op::QueryPort, EINVAL},    {Op::QueryGid, EINVAL},
+      {Op::DeallocPd, ENOENT},    {Op::RegMr, EINVAL},
+      {Op::DeregMr, ENOENT},      {Op::DestroyCompChannel, EINVAL},
+      {Op::CreateCq, EINVAL},     {Op::DestroyCq, ENOENT},
+      {Op::CreateQp, EOPNOTSUPP},  // qp_type
+      {Op::ModifyQp, EINVAL},     {Op::QueryQp, EINVAL},
+      {Op::DestroyQp, ENOENT},    {Op::CreateSrq, EINVAL},
+      {Op::ModifySrq, EINVAL},    {Op::QuerySrq, EINVAL},
+      {Op::DestroySrq, ENOENT},   {Op::CreateAh, EINVAL},
+      {Op::DestroyAh, ENOENT},    {Op::AllocMw, EINVAL},
+      {Op::DeallocMw, ENOENT},    {Op::ExplainQp, EINVAL},
+      {Op::AttachMcast, EINVAL},  {Op::DetachMcast, EINVAL},
       {Op::OpenXrcd, EAGAIN},  // has_file, no O_CREAT, a file with no domain yet (ib_uverbs_open_xrcd)
-      {Op::CloseXrcd, ENOENT},        {Op::CreateXrcSrq, EINVAL}, {Op::CreateXrcQp, EINVAL},
-      {Op::OpenXrcQp, EINVAL},        {Op::ResizeCq, EINVAL},     {Op::CmCreateId, EINVAL},
-      {Op::CmDestroyId, EINVAL},      {Op::CmMigrateId, EINVAL},  {Op::CmBind, EINVAL},
-      {Op::CmListen, EINVAL},         {Op::CmConnect, EINVAL},    {Op::CmAccept, EINVAL},
-      {Op::CmReject, EINVAL},         {Op::CmDisconnect, EINVAL}, {Op::CmInitQpAttr, EINVAL},
-      {Op::ReregMr, EINVAL},          {Op::AllocDm, EINVAL},      {Op::FreeDm, EINVAL},  // AllocDm: comp_mask
-      {Op::RegDmMr, EINVAL},          {Op::ImportPd, EINVAL},     {Op::ImportMr, EINVAL},
-      {Op::AdviseMr, EINVAL},  // no such PD
+      {Op::CloseXrcd, ENOENT},    {Op::CreateXrcSrq, EINVAL},
+      {Op::CreateXrcQp, EINVAL},  {Op::OpenXrcQp, EINVAL},
+      {Op::ResizeCq, EINVAL},     {Op::CmCreateId, EINVAL},
+      {Op::CmDestroyId, EINVAL},  {Op::CmMigrateId, EINVAL},
+      {Op::CmBind, EINVAL},       {Op::CmListen, EINVAL},
+      {Op::CmConnect, EINVAL},    {Op::CmAccept, EINVAL},
+      {Op::CmReject, EINVAL},     {Op::CmDisconnect, EINVAL},
+      {Op::CmInitQpAttr, EINVAL}, {Op::ReregMr, EINVAL},
+      {Op::AllocDm, EINVAL},      {Op::FreeDm, EINVAL},  // AllocDm: comp_mask
+      {Op::RegDmMr, EINVAL},      {Op::ImportPd, EINVAL},
+      {Op::ImportMr, EINVAL},     {Op::AdviseMr, EINVAL},  // no such PD
   };
   Nic nic;
   service::ControlSession s = nic.connect(4001, true);
@@ -437,8 +444,8 @@ TEST(ControlDispatch, AnotherContextsHandlesNameNothingAndTouchNothing) {
       {Op::CreateXrcQp, bytes_of(abi::CreateXrcQpReq{{o.pd, o.cq, 0, 0, IBV_QPT_XRC_SEND, 0, {8, 0, 1, 0, 0}}, 0, 0})},
       {Op::OpenXrcQp, bytes_of(abi::OpenXrcQpReq{o.xrcd, o.tgt_qpn})},
   };
-  const std::set<Op> destroys = {Op::DeallocPd, Op::DeregMr, Op::DeallocMw, Op::DestroyCq,
-                                  Op::DestroyQp, Op::DestroySrq, Op::DestroyAh, Op::CloseXrcd};
+  const std::set<Op> destroys = {Op::DeallocPd, Op::DeregMr,    Op::DeallocMw, Op::DestroyCq,
+                                 Op::DestroyQp, Op::DestroySrq, Op::DestroyAh, Op::CloseXrcd};
   for (const auto& [op, body] : requests) {
     service::ControlReply r = nic.call(b, op, body);
     EXPECT_EQ(r.status, destroys.count(op) ? ENOENT : EINVAL) << op_rule(op).name;

@@ -21,7 +21,9 @@ class DmaBatching : public QpPair {
     mem.defer = true;     // as ProcessMemory: writes into pinned MRs wait for a flush
     fabric.batch = true;  // as recvmmsg: what is on the wire arrives together
     // Nothing the writes must not overtake: no CQE, no packet from the receiver.
-    fabric.on_send = [this](const WirePacket&) { EXPECT_FALSE(mem.queued()) << "a packet left before the bytes landed"; };
+    fabric.on_send = [this](const WirePacket&) {
+      EXPECT_FALSE(mem.queued()) << "a packet left before the bytes landed";
+    };
   }
   void reset_counts() {
     mem.read_calls.clear();
@@ -43,8 +45,8 @@ TEST_F(DmaBatching, A64KiBWriteIsReadOnceAndWrittenOnce) {
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 262144));
   a->dev.tracer().set_sink(nullptr);
   EXPECT_EQ(trace.count("\"kind\":\"dma\""), 16);  // the trace still shows each packet's bytes
-  EXPECT_EQ(queued_opcodes(kIpA).size(), 16u);  // 16 packets at MTU 4096...
-  EXPECT_EQ(mem.read_calls[kPidA], 1);          // ...from one read
+  EXPECT_EQ(queued_opcodes(kIpA).size(), 16u);     // 16 packets at MTU 4096...
+  EXPECT_EQ(mem.read_calls[kPidA], 1);             // ...from one read
   fabric.deliver_all(now);
   EXPECT_EQ(one_completion(*a).status, IBV_WC_SUCCESS);
   EXPECT_TRUE(same(*a, 0, *b, 262144, k64K));
@@ -111,9 +113,9 @@ TEST_F(DmaBatching, AChunkReadThatFaultsFailsThePacketThatNeedsTheBytesAsBefore)
   // The trace is as it was: one DMA read per packet, the 6th failing; the chunk left none.
   EXPECT_EQ(trace.count("\"kind\":\"dma\""), 6);
   // The chunk read failed; the packets before the bad one went out, gathered one by one.
-  EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcWriteFirst, proto::kRcWriteMiddle,
-                                                        proto::kRcWriteMiddle, proto::kRcWriteMiddle,
-                                                        proto::kRcWriteMiddle}));
+  EXPECT_EQ(queued_opcodes(kIpA),
+            (std::vector<uint8_t>{proto::kRcWriteFirst, proto::kRcWriteMiddle, proto::kRcWriteMiddle,
+                                  proto::kRcWriteMiddle, proto::kRcWriteMiddle}));
   EXPECT_EQ(a->dev.counters().dma_errors, 1u);  // the 6th packet's read, not the chunk's
   fabric.deliver_all(now);
   EXPECT_EQ(one_completion(*a).status, IBV_WC_LOC_PROT_ERR);

@@ -55,7 +55,9 @@ TEST_F(Explanations, ARequestToAQpInInitSaysMoveItToRtr) {
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now), 0);
+  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at,
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+            0);
   post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 64));
   fabric.deliver_all(now);
   EXPECT_TRUE(b->logger.contains("it is in INIT, and a QP receives only from RTR on"));

@@ -25,7 +25,10 @@ class FakeMemory : public core::HostMemory {
     if (v.empty()) v.resize(1 << 22);
     return v;
   }
-  uint64_t addr(pid_t pid, size_t offset) { space(pid); return kBase + offset; }
+  uint64_t addr(pid_t pid, size_t offset) {
+    space(pid);
+    return kBase + offset;
+  }
   uint8_t* ptr(pid_t pid, size_t offset) { return space(pid).data() + offset; }
   int read(pid_t pid, uint64_t addr, void* dst, size_t len) override {
     ++read_calls[pid];
@@ -53,7 +56,8 @@ class FakeMemory : public core::HostMemory {
     std::set<pid_t> pids;
     for (auto& q : queue_) {
       pids.insert(q.pid);
-      if (int e = store(q.pid, q.addr, q.bytes.data(), q.bytes.size())) failed->push_back({q.pid, q.addr, q.bytes.size(), e});
+      if (int e = store(q.pid, q.addr, q.bytes.data(), q.bytes.size()))
+        failed->push_back({q.pid, q.addr, q.bytes.size(), e});
     }
     for (pid_t p : pids) ++flush_calls[p];
     queue_.clear();
@@ -62,8 +66,8 @@ class FakeMemory : public core::HostMemory {
   std::map<pid_t, int> read_calls, write_calls, flush_calls;  // DMA system calls simnicd would make
   bool defer = false;
   std::function<void()> on_flush;  // runs as a flush starts, before any queued byte lands
-  uint64_t poisoned = 0;  // an address whose writes fail, as if unmapped after registration
-  uint64_t fail_reads_at = 0;  // an address whose reads fail
+  uint64_t poisoned = 0;           // an address whose writes fail, as if unmapped after registration
+  uint64_t fail_reads_at = 0;      // an address whose reads fail
 
  private:
   uint8_t* locate(pid_t pid, uint64_t addr, size_t len) {
@@ -195,7 +199,8 @@ class Fabric {
       if ((p.dst_ip >> 28) == 0xe) {  // 224.0.0.0/4: every member, the sender's NIC included
         auto g = groups.find(p.dst_ip);
         if (g != groups.end())
-          for (uint32_t member : std::set<uint32_t>(g->second)) devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip, p.tos);
+          for (uint32_t member : std::set<uint32_t>(g->second))
+            devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip, p.tos);
       } else if (auto it = devices.find(p.dst_ip); it != devices.end()) {
         it->second->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
       }

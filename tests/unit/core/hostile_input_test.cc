@@ -13,7 +13,7 @@
 namespace simnic::testing {
 namespace {
 
-constexpr size_t kGuard = 2 << 20;       // [2 MiB, 3 MiB) of B's memory: in no MR
+constexpr size_t kGuard = 2 << 20;  // [2 MiB, 3 MiB) of B's memory: in no MR
 constexpr uint32_t kGuardLen = 1 << 20;
 
 class HostileInput : public QpPair, public ::testing::WithParamInterface<ibv_qp_type> {

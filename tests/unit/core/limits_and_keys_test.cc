@@ -14,7 +14,8 @@ namespace simnic::testing {
 namespace {
 
 struct Nic {
-  explicit Nic(uint32_t ip, uint64_t key_seed = 0) : port(fabric, ip), dev(config(ip, key_seed), mem, port, shm, notifier, logger) {}
+  explicit Nic(uint32_t ip, uint64_t key_seed = 0)
+      : port(fabric, ip), dev(config(ip, key_seed), mem, port, shm, notifier, logger) {}
   static core::DeviceConfig config(uint32_t ip, uint64_t key_seed) {
     core::DeviceConfig c;
     c.ipv4 = ip;
@@ -302,12 +303,15 @@ TEST(UserShares, MrsAndAddressHandlesToo) {
   core::Mr* mr = nullptr;
   size_t mrs = 0;
   int err = 0;
-  while ((err = x.dev.reg_mr(a, pd, x.mem.addr(a->pid, 0), 4096, x.mem.addr(a->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr)) == 0)
+  while ((err = x.dev.reg_mr(a, pd, x.mem.addr(a->pid, 0), 4096, x.mem.addr(a->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr)) ==
+         0)
     ++mrs;
   EXPECT_EQ(err, ENOMEM);
   EXPECT_EQ(mrs, core::UserShares::share_of(attr.max_mr));
   EXPECT_NE(x.dev.take_refusal().find("MRs (max_mr)"), std::string::npos);
-  EXPECT_EQ(x.dev.reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
+  EXPECT_EQ(x.dev.reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0), IBV_ACCESS_LOCAL_WRITE,
+                         &mr),
+            0);
 }
 
 // Memory windows and SRQs too.

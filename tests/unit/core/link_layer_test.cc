@@ -167,7 +167,9 @@ class Addressing : public QpPair {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now), 0);
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+              0);
   }
   // INIT -> RTR with `av`: the modify's result.
   int rtr(Host& h, Host& peer, const ibv_ah_attr& av) {

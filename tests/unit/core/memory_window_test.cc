@@ -19,7 +19,8 @@ class MemoryWindow : public QpPair {
     return reg_mr(*b, kWinMr, kWinMrLen, access);
   }
   // A's RDMA op at `remote_va` through `rkey`.
-  abi::SendWqe via(ibv_wr_opcode op, uint64_t wr_id, size_t local_off, uint32_t len, uint64_t remote_va, uint32_t rkey) {
+  abi::SendWqe via(ibv_wr_opcode op, uint64_t wr_id, size_t local_off, uint32_t len, uint64_t remote_va,
+                   uint32_t rkey) {
     abi::SendWqe w = wqe(*a, op, wr_id, local_off, len);
     w.remote_addr = remote_va;
     w.rkey = rkey;

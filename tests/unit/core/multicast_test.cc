@@ -42,7 +42,8 @@ class Multicast : public QpPair {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qkey = kQkey;
-    EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now), 0);
+    EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now),
+              0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
     EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE, now), 0);
@@ -50,8 +51,12 @@ class Multicast : public QpPair {
     EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
     return qp;
   }
-  int attach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) { return h.dev.attach_mcast(h.ctx, qp->handle, g, 0xc001); }
-  int detach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) { return h.dev.detach_mcast(h.ctx, qp->handle, g, 0xc001); }
+  int attach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) {
+    return h.dev.attach_mcast(h.ctx, qp->handle, g, 0xc001);
+  }
+  int detach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) {
+    return h.dev.detach_mcast(h.ctx, qp->handle, g, 0xc001);
+  }
   void recv_on(Host& h, core::Qp* qp, uint64_t wr_id, size_t off, uint32_t len) {
     auto& ring = qp->shm->rq;
     uint32_t p = ring.producer.value.load();
@@ -123,8 +128,8 @@ TEST_F(Multicast, EveryAttachedQpOnEveryMemberNicGetsEachDatagramButTheUnattache
 
   auto at_b = poll_by_qp(*b);
   auto at_a = poll_by_qp(*a);
-  for (auto [h, qp, wcs, buf] : {std::tuple{b.get(), b->qp, at_b, 100000}, {b.get(), b2, at_b, 200000},
-                                 {a.get(), a2, at_a, 300000}}) {
+  for (auto [h, qp, wcs, buf] :
+       {std::tuple{b.get(), b->qp, at_b, 100000}, {b.get(), b2, at_b, 200000}, {a.get(), a2, at_a, 300000}}) {
     const std::vector<ibv_wc>& got = wcs[qp->qpn];
     ASSERT_EQ(got.size(), 2u) << "QP " << qp->qpn;
     expect_datagram(got[0], *h, buf, 0, 1000);
@@ -165,7 +170,7 @@ TEST_F(Multicast, AWrongQkeyIsDroppedAndCountedAndTheNextDatagramStillArrives) {
   ASSERT_EQ(attach(*b, b->qp), 0);
   recv_on(*b, b->qp, 10, 100000, 4096);
   fill(*a, 0, 32, 1);
-  post_send(*a, group_send(*a, 1, 0, 32, kGroup, 0x2222)); // not the receiver's Q_Key (IBA 10.2.5)
+  post_send(*a, group_send(*a, 1, 0, 32, kGroup, 0x2222));  // not the receiver's Q_Key (IBA 10.2.5)
   fabric.deliver_all(now);
   EXPECT_TRUE(poll(*b).empty());
   EXPECT_EQ(counter(*b, "rx_drop_qkey"), 1u);

@@ -13,10 +13,10 @@
 namespace simnic::testing {
 namespace {
 
-constexpr uint32_t kAllAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-constexpr uint64_t kOdpLength = 64ull << 20;     // far more than is mapped
-constexpr size_t kUnmappedOff = 8u << 20;        // an offset with no page behind it
+constexpr uint32_t kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC;
+constexpr uint64_t kOdpLength = 64ull << 20;         // far more than is mapped
+constexpr size_t kUnmappedOff = 8u << 20;            // an offset with no page behind it
 constexpr size_t kMappedFarOff = (4u << 20) - 4096;  // the last mapped page
 
 class Odp : public QpPair {
@@ -252,7 +252,8 @@ TEST_F(Odp, AdviseMrChecksAdviceFlagsAndEverySge) {
   uint32_t other_pd = 0;
   ASSERT_EQ(b->dev.alloc_pd(other, &other_pd), 0);
   core::Mr* theirs = nullptr;
-  ASSERT_EQ(b->dev.reg_mr(other, other_pd, mem.addr(2003, 0), 4096, mem.addr(2003, 0), IBV_ACCESS_ON_DEMAND, &theirs), 0);
+  ASSERT_EQ(b->dev.reg_mr(other, other_pd, mem.addr(2003, 0), 4096, mem.addr(2003, 0), IBV_ACCESS_ON_DEMAND, &theirs),
+            0);
   EXPECT_EQ(advise(*b, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, {{mem.addr(2003, 0), 64, theirs->lkey}}), EPERM)
       << "another program's lkey";
   core::Mr* ro = odp_mr(*b, IBV_ACCESS_REMOTE_READ);

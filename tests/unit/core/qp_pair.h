@@ -57,7 +57,7 @@ constexpr uint32_t kQkey = 0x11111111;  // the UD QPs' Q_Key
 
 // How the two QPs are connected (RC and UC).
 struct LinkOptions {
-  uint32_t psn = 0;       // both directions start here
+  uint32_t psn = 0;  // both directions start here
   uint8_t retry = 7;
   uint8_t rnr_retry = 7;
   ibv_mtu mtu = IBV_MTU_1024;
@@ -99,9 +99,7 @@ struct Host {
   }
   int channel_fd() const { return 30 + pid; }  // any number: RecordingNotifier only records it
   // ibv_req_notify_cq(cq, solicited_only), as the shim does it.
-  void arm(bool solicited_only) {
-    cq->shm->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext);
-  }
+  void arm(bool solicited_only) { cq->shm->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext); }
   ibv_qp_attr query() {
     ibv_qp_attr at{};
     core::Qp* q = nullptr;
@@ -184,7 +182,9 @@ class QpPair : public ::testing::Test {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qkey = kQkey;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now), 0);
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
+                              now),
+              0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE, now), 0);
@@ -263,8 +263,8 @@ class QpPair : public ::testing::Test {
     return w;
   }
   // An RDMA WRITE/READ/atomic aimed at `off` in the peer's MR.
-  abi::SendWqe rdma(Host& h, Host& peer, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len,
-                    size_t remote_off, uint32_t flags = IBV_SEND_SIGNALED) {
+  abi::SendWqe rdma(Host& h, Host& peer, ibv_wr_opcode op, uint64_t wr_id, size_t off, uint32_t len, size_t remote_off,
+                    uint32_t flags = IBV_SEND_SIGNALED) {
     abi::SendWqe w = wqe(h, op, wr_id, off, len, flags);
     w.remote_addr = mem.addr(peer.pid, remote_off);
     w.rkey = peer.mr->rkey;

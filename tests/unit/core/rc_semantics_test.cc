@@ -12,7 +12,6 @@ namespace {
 
 class RcSemantics : public QpPair {};
 
-
 // --- IBV_SEND_FENCE: a fenced WR waits until prior READs and atomics have completed ---
 
 TEST_F(RcSemantics, FencedSendIsNotStartedBeforeAnEarlierReadCompletes) {
@@ -21,20 +20,21 @@ TEST_F(RcSemantics, FencedSendIsNotStartedBeforeAnEarlierReadCompletes) {
   fill(*a, 8192, 64, 9);
   fill(*a, 12288, 100, 11);
   post_recv(*b, 70, 65536, 4096);
-  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 0, 4096, 0));                      // 4 responses
-  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 8192, 64, 32768));                 // not fenced
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 0, 4096, 0));        // 4 responses
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 8192, 64, 32768));  // not fenced
   post_send(*a, wqe(*a, IBV_WR_SEND, 3, 12288, 100, IBV_SEND_SIGNALED | IBV_SEND_FENCE));
   // The READ request and the unfenced WRITE go at once; the fenced SEND is held.
   EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcReadRequest, proto::kRcWriteOnly}));
 
   deliver_one();  // READ request -> B answers with 4 response packets
   deliver_one();  // WRITE -> B ACKs it
-  EXPECT_EQ(queued_opcodes(kIpB), (std::vector<uint8_t>{proto::kRcReadResponseFirst, proto::kRcReadResponseMiddle,
-                                                        proto::kRcReadResponseMiddle, proto::kRcReadResponseLast,
-                                                        proto::kRcAcknowledge}));
+  EXPECT_EQ(queued_opcodes(kIpB),
+            (std::vector<uint8_t>{proto::kRcReadResponseFirst, proto::kRcReadResponseMiddle,
+                                  proto::kRcReadResponseMiddle, proto::kRcReadResponseLast, proto::kRcAcknowledge}));
   for (int i = 0; i < 3; ++i) {
     deliver_one();
-    EXPECT_FALSE(queued(kIpA, proto::kRcSendOnly)) << "the fenced SEND left before the READ finished (response " << i << ")";
+    EXPECT_FALSE(queued(kIpA, proto::kRcSendOnly))
+        << "the fenced SEND left before the READ finished (response " << i << ")";
   }
   EXPECT_TRUE(poll(*a).empty());
   deliver_one();  // the last READ response: the READ completes, the fence lifts
@@ -102,10 +102,10 @@ TEST_F(RcSemantics, FenceHoldsWhileALostReadResponseIsRequestedAgain) {
   post_recv(*b, 70, 65536, 4096);
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 0, 1000, 0));
   post_send(*a, wqe(*a, IBV_WR_SEND, 2, 8192, 10, IBV_SEND_SIGNALED | IBV_SEND_FENCE));
-  deliver_one();                      // READ request
+  deliver_one();  // READ request
   ASSERT_EQ(queued_opcodes(kIpB), (std::vector<uint8_t>{proto::kRcReadResponseOnly}));
-  fabric.queue.pop_front();           // the response is lost
-  now += 100 * kMs;                   // past the ACK timeout (4.096 us * 2^14)
+  fabric.queue.pop_front();  // the response is lost
+  now += 100 * kMs;          // past the ACK timeout (4.096 us * 2^14)
   a->dev.on_timer(now);
   EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcReadRequest}))
       << "the READ is asked again and the fenced SEND still waits";
@@ -122,28 +122,29 @@ TEST_F(RcSemantics, SolicitedBitIsOnTheLastPacketOfSendsAndWriteWithImmOnly) {
   start();
   for (int i = 0; i < 4; ++i) post_recv(*b, 70 + i, 65536 + i * 8192, 8192);
   const uint32_t se = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 3000, se));                             // FIRST MIDDLE LAST
-  abi::SendWqe imm = wqe(*a, IBV_WR_SEND_WITH_IMM, 2, 0, 10, se);                  // ONLY_WITH_IMM
+  post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 3000, se));             // FIRST MIDDLE LAST
+  abi::SendWqe imm = wqe(*a, IBV_WR_SEND_WITH_IMM, 2, 0, 10, se);  // ONLY_WITH_IMM
   imm.imm_data = htonl(0x1234);
   post_send(*a, imm);
   abi::SendWqe wimm = rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 0, 2000, 0, se);  // FIRST LAST_WITH_IMM
   wimm.imm_data = htonl(0x5678);
   post_send(*a, wimm);
-  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 4, 0, 10, 4096, se));               // SE means nothing here
-  post_send(*a, wqe(*a, IBV_WR_SEND, 5, 0, 10));                                   // not solicited
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 4, 0, 10, 4096, se));  // SE means nothing here
+  post_send(*a, wqe(*a, IBV_WR_SEND, 5, 0, 10));                       // not solicited
 
-  struct Seen { uint8_t opcode; bool se; };
+  struct Seen {
+    uint8_t opcode;
+    bool se;
+  };
   std::vector<Seen> seen;
   for (const WirePacket& p : fabric.queue) {
     auto pkt = parse(p);
     seen.push_back({pkt.h.bth.opcode, pkt.h.bth.solicited});
   }
   const std::vector<std::pair<uint8_t, bool>> expected = {
-      {proto::kRcSendFirst, false}, {proto::kRcSendMiddle, false}, {proto::kRcSendLast, true},
-      {proto::kRcSendOnlyImm, true},
-      {proto::kRcWriteFirst, false}, {proto::kRcWriteLastImm, true},
-      {proto::kRcWriteOnly, false},
-      {proto::kRcSendOnly, false},
+      {proto::kRcSendFirst, false},  {proto::kRcSendMiddle, false}, {proto::kRcSendLast, true},
+      {proto::kRcSendOnlyImm, true}, {proto::kRcWriteFirst, false}, {proto::kRcWriteLastImm, true},
+      {proto::kRcWriteOnly, false},  {proto::kRcSendOnly, false},
   };
   ASSERT_EQ(seen.size(), expected.size());
   for (size_t i = 0; i < seen.size(); ++i) {
@@ -188,8 +189,7 @@ TEST_F(RcSemantics, SolicitedOnlyArmWakesForSolicitedCompletionsOnly) {
 
   // A solicited WRITE with immediate wakes it too.
   b->arm(true);
-  abi::SendWqe wimm = rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 4, 0, 10, 0,
-                           IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+  abi::SendWqe wimm = rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 4, 0, 10, 0, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
   post_send(*a, wimm);
   fabric.deliver_all(now);
   wcs = poll(*b);
@@ -332,8 +332,8 @@ TEST_F(RcSemantics, SqdFinishesTheStartedWrHoldsTheRestAndReportsTheDrain) {
   fill(*a, 4096, 100, 22);
   fill(*a, 8192, 50, 23);
   for (int i = 0; i < 2; ++i) post_recv(*b, 70 + i, 65536 + i * 8192, 8192);
-  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 3000),                           // 3 packets
-                  rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 4096, 100, 32768)});    // not started yet
+  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 3000),                        // 3 packets
+                  rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 4096, 100, 32768)});  // not started yet
   ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcSendFirst}));
 
   ASSERT_EQ(a->modify_state(IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 1, now), 0);
@@ -414,14 +414,14 @@ TEST_F(RcSemantics, SqdWaitsForAReadResponseAndRetransmitsWhileDraining) {
   fill(*b, 0, 2048, 31);
   post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 1, 0, 2048, 0));
   ASSERT_EQ(a->modify_state(IBV_QPS_SQD, IBV_QP_EN_SQD_ASYNC_NOTIFY, 1, now), 0);
-  deliver_one();                 // READ request -> two response packets
+  deliver_one();  // READ request -> two response packets
   ASSERT_EQ(queued_opcodes(kIpB), (std::vector<uint8_t>{proto::kRcReadResponseFirst, proto::kRcReadResponseLast}));
-  deliver_one();                 // the first response lands
-  fabric.queue.pop_front();      // the last one is lost
+  deliver_one();             // the first response lands
+  fabric.queue.pop_front();  // the last one is lost
   EXPECT_EQ(a->query().sq_draining, 1);
   EXPECT_TRUE(a->notifier.async.empty());
 
-  now += 100 * kMs;              // the ACK timeout still runs in SQD
+  now += 100 * kMs;  // the ACK timeout still runs in SQD
   a->dev.on_timer(now);
   EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcReadRequest}));
   fabric.deliver_all(now);

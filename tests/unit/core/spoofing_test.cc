@@ -15,8 +15,8 @@ namespace simnic::testing {
 namespace {
 
 constexpr uint16_t kRocePort = 4791;
-constexpr uint16_t kOtherPort = 40000;         // where a classmate's socket sends from
-constexpr uint32_t kIpStranger = 0x7f000063;   // 127.0.0.99: an address no NIC of the test has
+constexpr uint16_t kOtherPort = 40000;        // where a classmate's socket sends from
+constexpr uint32_t kIpStranger = 0x7f000063;  // 127.0.0.99: an address no NIC of the test has
 
 class Spoofing : public QpPair {
  protected:
@@ -172,9 +172,9 @@ TEST_F(Spoofing, SweepOfDistinctQpnsWritesABoundedLogAndCountsEveryPacket) {
 TEST(LogBudgetAlone, FloodsOfOneKindOrManyStayBoundedAndCounted) {
   core::LogBudget budget;
   CapturingLogger logger;
-  static const char* kKinds[] = {"cm_req", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o",
-                                 "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "aa", "bb", "cc", "dd", "ee",
-                                 "ff", "gg", "hh", "ii"};
+  static const char* kKinds[] = {"cm_req", "a", "b", "c",  "d",  "e",  "f",  "g",  "h",  "i",  "j",  "k",
+                                 "l",      "m", "n", "o",  "p",  "q",  "r",  "s",  "t",  "u",  "v",  "w",
+                                 "x",      "y", "z", "aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh", "ii"};
   uint64_t now = 1000 * kMs;
   for (uint32_t i = 0; i < 200'000; ++i) {
     const char* kind = i % 2 ? kKinds[i % std::size(kKinds)] : "cm_req";
@@ -190,7 +190,8 @@ TEST(LogBudgetAlone, FloodsOfOneKindOrManyStayBoundedAndCounted) {
   EXPECT_GT(budget.suppressed_total(), 190'000u) << "what was not written was counted";
   now += 1000 * kMs;
   const size_t before = logger.lines.size();
-  core::log_within_budget(logger, budget, core::LogLevel::kError, "legit", now, [] { return std::string("real error"); });
+  core::log_within_budget(logger, budget, core::LogLevel::kError, "legit", now,
+                          [] { return std::string("real error"); });
   EXPECT_TRUE(logger.contains("real error"));
   EXPECT_GT(logger.lines.size(), before);
 }
@@ -210,8 +211,8 @@ TEST_F(Spoofing, UdSweepForQpnAndQkeyIsThrottledAndKnownPeersCarryOn) {
   ASSERT_EQ(poll(*b).size(), 1u);
 
   std::vector<uint8_t> payload(32, 0x66);
-  const uint32_t sweep = 1'000'000;     // 10 s at 100,000 a second
-  const uint32_t hit_at = 500'000;      // where the sweep names B's QPN
+  const uint32_t sweep = 1'000'000;  // 10 s at 100,000 a second
+  const uint32_t hit_at = 500'000;   // where the sweep names B's QPN
   bool a_sent = false;
   uint64_t misses = 0;  // datagrams of the sweep that name no QP of B
   for (uint32_t i = 0; i < sweep; ++i) {

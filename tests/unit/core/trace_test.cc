@@ -84,7 +84,9 @@ class TraceTest : public ::testing::Test {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0), 0);
+    ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
+              0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
     at.path_mtu = IBV_MTU_1024;
@@ -94,7 +96,8 @@ class TraceTest : public ::testing::Test {
     at.ah_attr.grh.dgid = peer.dev.gid0();
     ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, 0),
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                              0),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
@@ -104,7 +107,8 @@ class TraceTest : public ::testing::Test {
     at.max_rd_atomic = 1;
     ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC, 0),
+                                  IBV_QP_MAX_QP_RD_ATOMIC,
+                              0),
               0);
   }
   void post_send(Side& s, ibv_wr_opcode op, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey) {
@@ -153,21 +157,51 @@ TEST_F(TraceTest, SendWriteReadProduceTheExpectedEvents) {
 
   std::vector<std::string> expected = {
       // B posts a receive.
-      "B:doorbell", "B:wqe_posted",
+      "B:doorbell",
+      "B:wqe_posted",
       // SEND: A posts, reads the payload, sends one packet and arms its ACK timer.
-      "A:doorbell", "A:wqe_posted", "A:dma", "A:pkt_tx", "A:timer",
+      "A:doorbell",
+      "A:wqe_posted",
+      "A:dma",
+      "A:pkt_tx",
+      "A:timer",
       // B receives it into its receive WQE, completes, and ACKs.
-      "B:pkt_rx", "B:wqe_done", "B:dma", "B:cqe", "B:pkt_tx",
+      "B:pkt_rx",
+      "B:wqe_done",
+      "B:dma",
+      "B:cqe",
+      "B:pkt_tx",
       // A receives the ACK: the CQE is written, the SQ slot freed, the timer stopped.
-      "A:pkt_rx", "A:cqe", "A:wqe_done", "A:timer",
+      "A:pkt_rx",
+      "A:cqe",
+      "A:wqe_done",
+      "A:timer",
       // RDMA WRITE: same shape, but B writes through the rkey and makes no CQE.
-      "A:doorbell", "A:wqe_posted", "A:dma", "A:pkt_tx", "A:timer",
-      "B:pkt_rx", "B:dma", "B:pkt_tx",
-      "A:pkt_rx", "A:cqe", "A:wqe_done", "A:timer",
+      "A:doorbell",
+      "A:wqe_posted",
+      "A:dma",
+      "A:pkt_tx",
+      "A:timer",
+      "B:pkt_rx",
+      "B:dma",
+      "B:pkt_tx",
+      "A:pkt_rx",
+      "A:cqe",
+      "A:wqe_done",
+      "A:timer",
       // RDMA READ: a request with no payload; B reads and answers; A scatters the response.
-      "A:doorbell", "A:wqe_posted", "A:pkt_tx", "A:timer",
-      "B:pkt_rx", "B:dma", "B:pkt_tx",
-      "A:pkt_rx", "A:dma", "A:cqe", "A:wqe_done", "A:timer",
+      "A:doorbell",
+      "A:wqe_posted",
+      "A:pkt_tx",
+      "A:timer",
+      "B:pkt_rx",
+      "B:dma",
+      "B:pkt_tx",
+      "A:pkt_rx",
+      "A:dma",
+      "A:cqe",
+      "A:wqe_done",
+      "A:timer",
   };
   EXPECT_EQ(sink.kinds(), expected);
 
@@ -263,7 +297,8 @@ TEST_F(TraceTest, ADropIsCountedTracedAndLoggedByItsRow) {
   fabric.deliver_all(now);
   std::string drop;
   for (auto& l : sink.lines)
-    if (l.find("\"nic\":\"simnicB\"") != std::string::npos && l.find("\"kind\":\"pkt_drop\"") != std::string::npos) drop = l;
+    if (l.find("\"nic\":\"simnicB\"") != std::string::npos && l.find("\"kind\":\"pkt_drop\"") != std::string::npos)
+      drop = l;
   ASSERT_FALSE(drop.empty()) << "B, in ERR, drops A's SEND";
   EXPECT_NE(drop.find("\"drop\":\"request_state\""), std::string::npos) << drop;
   EXPECT_NE(drop.find("\"reason\":\"QP cannot receive in this state\""), std::string::npos) << drop;

@@ -255,9 +255,9 @@ TEST_F(Datagram, UcSendAndWriteWithImmArriveWithoutAcks) {
   auto wcs = poll(*a);
   ASSERT_EQ(wr_ids(wcs), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(wcs[1].opcode, IBV_WC_RDMA_WRITE);
-  EXPECT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kUcSendFirst, proto::kUcSendMiddle, proto::kUcSendLast,
-                                                        proto::kUcWriteFirst, proto::kUcWriteMiddle,
-                                                        proto::kUcWriteLastImm}));
+  EXPECT_EQ(queued_opcodes(kIpA),
+            (std::vector<uint8_t>{proto::kUcSendFirst, proto::kUcSendMiddle, proto::kUcSendLast, proto::kUcWriteFirst,
+                                  proto::kUcWriteMiddle, proto::kUcWriteLastImm}));
   deliver_all();
   EXPECT_TRUE(queued_opcodes(kIpB).empty()) << "UC is never acknowledged";
   wcs = poll(*b);

@@ -45,7 +45,7 @@ TEST_F(VerbsExt, ReregRefusesWhatTheKernelRefusesAndLeavesTheMrAsItWas) {
   r = rereg(mr, 1u << 3);
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);  // beyond IBV_REREG_MR_FLAGS_SUPPORTED
   r = rereg(mr, IBV_REREG_MR_CHANGE_ACCESS);
-  r.access = IBV_ACCESS_REMOTE_WRITE;                  // without LOCAL_WRITE (IBA o10-36.2.1)
+  r.access = IBV_ACCESS_REMOTE_WRITE;  // without LOCAL_WRITE (IBA o10-36.2.1)
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);
   r.access = 1u << 30;
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);
@@ -60,7 +60,7 @@ TEST_F(VerbsExt, ReregRefusesWhatTheKernelRefusesAndLeavesTheMrAsItWas) {
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);
   r = rereg(mr, IBV_REREG_MR_CHANGE_ACCESS);
   r.mr = 9999;
-  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);  // no such MR
+  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL);                                      // no such MR
   EXPECT_EQ(b->dev.rereg_mr(a->ctx, rereg(mr, IBV_REREG_MR_CHANGE_ACCESS), &mr), EINVAL);  // another context's
   EXPECT_EQ(mr->addr, before.addr);
   EXPECT_EQ(mr->length, before.length);
@@ -170,10 +170,10 @@ TEST_F(VerbsExt, DmMrIsZeroBasedWithinTheDmAndCarriesRdma) {
   EXPECT_EQ(mr->iova, 0u);
   fill(*a, 0, 300, 41);
   EXPECT_EQ(write_to(100, mr->rkey, 300, 7), IBV_WC_SUCCESS);
-  EXPECT_TRUE(same(*a, 0, *b, 256 * 1024 + 4096 + 100, 300));  // the mapping, at dm_offset + 100
+  EXPECT_TRUE(same(*a, 0, *b, 256 * 1024 + 4096 + 100, 300));          // the mapping, at dm_offset + 100
   EXPECT_EQ(write_to(4000, mr->rkey, 300, 8), IBV_WC_REM_ACCESS_ERR);  // beyond the MR
   EXPECT_EQ(b->dev.rereg_mr(b->ctx, rereg(mr, IBV_REREG_MR_CHANGE_ACCESS), &mr), EINVAL);  // as the kernel
-  EXPECT_EQ(b->dev.free_dm(b->ctx, dm->handle), EBUSY);  // an MR is over it
+  EXPECT_EQ(b->dev.free_dm(b->ctx, dm->handle), EBUSY);                                    // an MR is over it
   EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr->handle), 0);
   EXPECT_EQ(b->dev.free_dm(b->ctx, dm->handle), 0);
 }
@@ -199,14 +199,14 @@ TEST_F(VerbsExt, AnImportedContextSharesPdsAndMrsAndOutlivesItsExporter) {
   b->dev.set_ctl_fd_number(b->ctx, 7);
   core::Context* importer = b->dev.open_context(3003, 0, -1, 78);
   core::Context* stranger = b->dev.open_context(3004, 0, -1, 79);
-  EXPECT_EQ(b->dev.import_pd(importer, b->pd), EINVAL);  // nothing shared yet
+  EXPECT_EQ(b->dev.import_pd(importer, b->pd), EINVAL);                                // nothing shared yet
   EXPECT_EQ(b->dev.join_context(importer, [](pid_t, int) { return false; }), EINVAL);  // no such socket
   ASSERT_EQ(b->dev.join_context(importer, [](pid_t pid, int fd) { return pid == kPidB && fd == 7; }), 0);
   EXPECT_EQ(b->dev.import_pd(importer, b->pd), 0);
   core::Mr* mr = nullptr;
   ASSERT_EQ(b->dev.import_mr(importer, b->mr->handle, &mr), 0);
   EXPECT_EQ(mr, b->mr);
-  EXPECT_EQ(b->dev.import_pd(stranger, b->pd), EINVAL);  // a context that imported nothing
+  EXPECT_EQ(b->dev.import_pd(stranger, b->pd), EINVAL);           // a context that imported nothing
   EXPECT_EQ(b->dev.destroy_qp(importer, b->qp->handle), EINVAL);  // QPs are not shared
   // The importer's own MR on the shared PD: its own memory (pid 3003).
   core::Mr* own = nullptr;

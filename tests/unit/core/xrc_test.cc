@@ -57,7 +57,9 @@ class Xrc : public QpPair {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now), 0);
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+              0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
     at.path_mtu = IBV_MTU_1024;
@@ -70,7 +72,8 @@ class Xrc : public QpPair {
     at.ah_attr.port_num = 1;
     const int responder = tgt ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
     ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | responder, now),
+                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | responder,
+                              now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
@@ -80,7 +83,8 @@ class Xrc : public QpPair {
     at.rnr_retry = 7;
     at.max_rd_atomic = 4;
     const int requester = tgt ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | requester, now), 0);
+    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | requester, now),
+              0);
   }
   void post_srq_recv(Host& h, core::Srq* srq, uint64_t wr_id, size_t off, uint32_t len) {
     auto& ring = srq->shm->ring;
@@ -211,7 +215,8 @@ TEST_F(Xrc, RdmaWriteThroughATgtQpIsCheckedAgainstTheNamedSrqsPd) {
   ASSERT_EQ(b->dev.alloc_pd(b->ctx, &pd2), 0);
   core::Mr* mr2 = nullptr;
   ASSERT_EQ(b->dev.reg_mr(b->ctx, pd2, mem.addr(kPidB, 500000), 4096, mem.addr(kPidB, 500000),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr2), 0);
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr2),
+            0);
   abi::SendWqe w = rdma(*a, *b, IBV_WR_RDMA_WRITE, 8, 0, 16, 500000);
   w.rkey = mr2->rkey;
   post_ini(w, srq1.srq->srqn);
@@ -266,13 +271,15 @@ TEST_F(Xrc, ATgtQpSendsNothingEvenWhenItsRingIsWritten) {
 TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
   std::string why;
   EXPECT_TRUE(core::qp_modify_is_ok(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_XRC_SEND,
-                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN, &why));
+                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                                    &why));
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_XRC_SEND,
                                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                          IBV_QP_MAX_DEST_RD_ATOMIC,
                                      &why));
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_XRC_RECV,
-                                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN, &why));
+                                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                                     &why));
   EXPECT_NE(why.find("IBV_QP_MAX_DEST_RD_ATOMIC"), std::string::npos);
   EXPECT_TRUE(core::qp_modify_is_ok(IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPT_XRC_RECV,
                                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN, &why));
@@ -280,7 +287,8 @@ TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
                                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN, &why));
   EXPECT_FALSE(core::qp_modify_is_ok(IBV_QPS_SQE, IBV_QPS_RTS, IBV_QPT_XRC_SEND, IBV_QP_STATE, &why));
   // What uverbs drops before the check (modify_qp_mask): an RC-minded program's extra bits pass.
-  EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_XRC_SEND, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC),
+  EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_XRC_SEND,
+                                            IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC),
             uint32_t(IBV_QP_STATE));
   EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_XRC_RECV, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                                                   IBV_QP_MAX_QP_RD_ATOMIC),
@@ -288,7 +296,7 @@ TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
   EXPECT_EQ(core::xrc_ignored_attrs_removed(IBV_QPT_RC, IBV_QP_MIN_RNR_TIMER), uint32_t(IBV_QP_MIN_RNR_TIMER));
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_RTS;
-  at.retry_cnt = 7;  // ignored: a TGT QP sends no requests
+  at.retry_cnt = 7;           // ignored: a TGT QP sends no requests
   at.max_dest_rd_atomic = 3;  // ignored: an INI QP answers no requests
   ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, at, IBV_QP_STATE | IBV_QP_RETRY_CNT, now), 0);
   ASSERT_EQ(a->dev.modify_qp(a->ctx, ini->handle, at, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC, now), 0);
@@ -340,8 +348,8 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
     ASSERT_EQ(mem.ptr(kPidB, kGuard)[i], 0xa5) << "byte " << i << " of unregistered memory was written";
   EXPECT_GT(mem.writes, 0);  // some random requests were valid and executed
   // Still serving: both ends reset and connected again, a SEND lands in srq2.
-  for (auto [h, qp, peer, peer_qpn, t] : {std::tuple{a.get(), ini, b.get(), tgt->qpn, false},
-                                          std::tuple{b.get(), tgt, a.get(), ini->qpn, true}}) {
+  for (auto [h, qp, peer, peer_qpn, t] :
+       {std::tuple{a.get(), ini, b.get(), tgt->qpn, false}, std::tuple{b.get(), tgt, a.get(), ini->qpn, true}}) {
     ASSERT_EQ(h->dev.modify_qp(h->ctx, qp->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE, now), 0);
     connect(*h, qp, *peer, peer_qpn, t);
   }
@@ -376,14 +384,16 @@ TEST_F(XrcDomains, ContextsOpeningTheSameFileShareOneDomainAndTheLastCloseFreesI
   EXPECT_EQ(b->dev.open_xrcd(other, true, 8, 77, O_CREAT | O_EXCL, &x3), EINVAL);
   ASSERT_EQ(b->dev.open_xrcd(other, true, 8, 78, O_CREAT, &x3), 0);  // another file, another domain
   EXPECT_NE(x3, x1);
-  ASSERT_EQ(b->dev.open_xrcd(other, false, 0, 0, 0, &priv), 0);      // no file: a domain of its own
+  ASSERT_EQ(b->dev.open_xrcd(other, false, 0, 0, 0, &priv), 0);  // no file: a domain of its own
   EXPECT_NE(priv, x1);
   EXPECT_NE(priv, x3);
   // An SRQ made by one context in the shared domain; the other context's TGT QP can reach it.
   core::Cq* cq = nullptr;
   ASSERT_EQ(b->dev.create_cq(b->ctx, 16, 0, &cq), 0);
   core::Srq* srq = nullptr;
-  ASSERT_EQ(b->dev.create_xrc_srq(b->ctx, b->pd, x1, cq->handle, ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq), 0);
+  ASSERT_EQ(b->dev.create_xrc_srq(b->ctx, b->pd, x1, cq->handle,
+                                  ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq),
+            0);
   // A context cannot use a domain it did not open.
   core::Cq* cq2 = nullptr;
   uint32_t pd2 = 0;
@@ -391,7 +401,9 @@ TEST_F(XrcDomains, ContextsOpeningTheSameFileShareOneDomainAndTheLastCloseFreesI
   ASSERT_EQ(b->dev.create_cq(other, 16, 0, &cq2), 0);
   core::Srq* s2 = nullptr;
   core::Context* third = b->dev.open_context(3004, 0, -1, -1);
-  EXPECT_EQ(b->dev.create_xrc_srq(other, pd2, 999999, cq2->handle, ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &s2), EINVAL);
+  EXPECT_EQ(b->dev.create_xrc_srq(other, pd2, 999999, cq2->handle,
+                                  ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &s2),
+            EINVAL);
   uint32_t unused = 0;
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
@@ -419,7 +431,9 @@ TEST_F(XrcDomains, AClosingContextLetsGoOfItsDomainsAndTheirObjects) {
   ASSERT_EQ(b->dev.alloc_pd(other, &pd), 0);
   ASSERT_EQ(b->dev.create_cq(other, 16, 0, &cq), 0);
   ASSERT_EQ(b->dev.open_xrcd(other, true, 1, 2, O_CREAT, &x), 0);
-  ASSERT_EQ(b->dev.create_xrc_srq(other, pd, x, cq->handle, ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq), 0);
+  ASSERT_EQ(b->dev.create_xrc_srq(other, pd, x, cq->handle, ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0},
+                                  &srq),
+            0);
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
   ASSERT_EQ(b->dev.create_xrc_qp(other, init, 0, 0, x, &q), 0);
@@ -451,7 +465,9 @@ TEST_F(XrcDomains, AnOpenedTgtQpOutlivesItsCreatorsHandleAndDiesWithTheLast) {
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
-  ASSERT_EQ(b->dev.modify_qp(other, opened, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now), 0);
+  ASSERT_EQ(b->dev.modify_qp(other, opened, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+                             now),
+            0);
   EXPECT_EQ(tgt->state, IBV_QPS_INIT);
   // The creator destroys its handle: the QP goes on, now the opener's, under the opener's handle.
   ASSERT_EQ(b->dev.destroy_qp(b->ctx, creator_handle), 0);

@@ -116,8 +116,9 @@ TEST_F(ZeroLength, QpAccessFlagsAreTakenAsGivenAsRxeTakesThem) {
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
   at.qp_access_flags = kRw | IBV_ACCESS_ON_DEMAND;
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-                             now), 0);
+  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at,
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+            0);
   EXPECT_EQ(a->query().qp_access_flags, kRw | IBV_ACCESS_ON_DEMAND);
 }
 

@@ -16,8 +16,12 @@ TEST(CaptureWatch, NoPacketSocketIsNoCapture) {
 
 TEST(CaptureWatch, ASocketOnTheInterfaceOrOnAllOfThemIsACapture) {
   // tcpdump -i lo, then tcpdump -i any.
-  EXPECT_TRUE(packet_sockets_watch(std::string(kHeader) + "ffff8f2a41c0d800 3      3    0003   1     1 0      0      52311\n", 1));
-  EXPECT_TRUE(packet_sockets_watch(std::string(kHeader) + "ffff8f2a41c0d800 3      3    0003   0     1 0      0      52311\n", 1));
+  EXPECT_TRUE(
+      packet_sockets_watch(std::string(kHeader) + "ffff8f2a41c0d800 3      3    0003   1     1 0      0      52311\n",
+                           1));
+  EXPECT_TRUE(
+      packet_sockets_watch(std::string(kHeader) + "ffff8f2a41c0d800 3      3    0003   0     1 0      0      52311\n",
+                           1));
 }
 
 TEST(CaptureWatch, OtherInterfacesAndStoppedSocketsAreNot) {

@@ -24,7 +24,8 @@ TEST(ProcessMemory, QueuedWritesLandAtFlushInOrder) {
   const pid_t self = ::getpid();
   // Three packets' worth, one after the other (merged into one piece), and a later write over
   // the first bytes that must win.
-  for (size_t k = 0; k < 3; ++k) ASSERT_EQ(mem.write_later(self, at(dst.data() + k * 4096), src.data() + k * 4096, 4096), 0);
+  for (size_t k = 0; k < 3; ++k)
+    ASSERT_EQ(mem.write_later(self, at(dst.data() + k * 4096), src.data() + k * 4096, 4096), 0);
   const uint8_t over[4] = {9, 9, 9, 9};
   ASSERT_EQ(mem.write_later(self, at(dst.data()), over, 4), 0);
   EXPECT_TRUE(mem.queued());

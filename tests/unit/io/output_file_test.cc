@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "simnic/io/pcap_writer.h"
-#include "support/output_files.h"
 #include "simnic/io/trace_hub.h"
+#include "support/output_files.h"
 
 namespace simnic::io {
 namespace {
@@ -54,7 +54,9 @@ bool whole_lines(const std::string& text, size_t* count) {
   return text.empty() || text.back() == '\n';
 }
 
-std::span<const uint8_t> as_bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 TEST(OutputFile, AnotherUsersPrecreatedFileIsRefusedAndNeverWrittenInto) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user (nobody) who plants the files";
@@ -75,7 +77,7 @@ TEST(OutputFile, AnotherUsersPrecreatedFileIsRefusedAndNeverWrittenInto) {
   EXPECT_TRUE(test::contains(error, "cannot write trace " + dir + "/simnic0.jsonl: it belongs to uid 65534")) << error;
   // B's files are as B left them: nothing of ours went into them.
   for (const char* name : {"/simnic0.pcap", "/simnic0.jsonl"}) {
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(::stat((dir + name).c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, test::kNobody);
     EXPECT_EQ(test::read_all(dir + name), "B's bait\n");
@@ -103,7 +105,8 @@ TEST(OutputFile, OurOwnOldFileIsReplacedByANewPrivateOne) {
   const std::vector<uint8_t> payload(100, 0xab);
   pcap.write(1, packet_addresses(), payload);
   pcap.close();
-  struct stat now{}, old{};
+  struct stat now {
+  }, old{};
   ASSERT_EQ(::stat(path.c_str(), &now), 0);
   ASSERT_EQ(::fstat(old_reader, &old), 0);
   EXPECT_NE(now.st_ino, old.st_ino) << "the old file was written into, not replaced";
@@ -253,7 +256,8 @@ std::string fill_a_small_disk(const std::string& dir) {
   size_t lines = 0;
   if (!pcap_failed || !trace_failed) bad << "a file did not stop on the full disk; ";
   if (records < 0) bad << "the pcap ends mid-record (" << bytes.size() << " bytes); ";
-  if (records >= 0 && uint64_t(records) + pcap_lost != 400) bad << records << " records + " << pcap_lost << " lost != 400; ";
+  if (records >= 0 && uint64_t(records) + pcap_lost != 400)
+    bad << records << " records + " << pcap_lost << " lost != 400; ";
   if (!whole_lines(text, &lines)) bad << "the trace ends mid-line; ";
   if (lines + trace_lost != 400) bad << lines << " lines + " << trace_lost << " lost != 400; ";
   if (pcap_lost == 0 || trace_lost == 0) bad << "nothing counted as lost; ";

@@ -12,11 +12,14 @@ namespace simnic::io {
 namespace {
 
 const char* kHeader =
-    "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n";
+    "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer "
+    "drops\n";
 // 127.254.99.1:4791, 8448 bytes queued, inode 2838871, 3 drops; 127.254.99.2:4791, empty.
 const char* kTwoNics =
-    " 8728: 0163FE7F:12B7 00000000:0000 07 00000000:00002100 00:00000000 00000000     0        0 2838871 2 000000006af2b6c7 3\n"
-    " 8728: 0263FE7F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2838862 2 000000007ad00fd8 0\n";
+    " 8728: 0163FE7F:12B7 00000000:0000 07 00000000:00002100 00:00000000 00000000     0        0 2838871 2 "
+    "000000006af2b6c7 3\n"
+    " 8728: 0263FE7F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2838862 2 "
+    "000000007ad00fd8 0\n";
 
 TEST(PeerSockets, ALineGivesTheAddressQueueInodeAndDrops) {
   UdpSocketLine s;
@@ -36,9 +39,7 @@ TEST(PeerSockets, ALineGivesTheAddressQueueInodeAndDrops) {
 
 class PeerSocketsFile : public ::testing::Test {
  protected:
-  void write(const std::string& body) {
-    std::ofstream(path_) << kHeader << body;
-  }
+  void write(const std::string& body) { std::ofstream(path_) << kHeader << body; }
   void TearDown() override { std::remove(path_.c_str()); }
   std::string path_ = "/tmp/simnic-peer-sockets-" + std::to_string(::getpid());
 };
@@ -54,8 +55,9 @@ TEST_F(PeerSocketsFile, AFoundSocketIsLocalAndOpenAndAVanishedOneIsGone) {
   EXPECT_TRUE(p.find(0x7FFE6302, 4791).open);
   EXPECT_EQ(p.reads(), 1u);  // one read for every question until forget()
   // The first NIC dies: its socket goes from the table.
-  write(" 8728: 0263FE7F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2838862 2 "
-        "000000007ad00fd8 0\n");
+  write(
+      " 8728: 0263FE7F:12B7 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2838862 2 "
+      "000000007ad00fd8 0\n");
   EXPECT_TRUE(p.find(0x7FFE6301, 4791).open);  // not read again yet
   p.forget();
   e = p.find(0x7FFE6301, 4791);

@@ -4,8 +4,8 @@
 // TOS values (GRO would merge segments under the first's).
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
 #include <unistd.h>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -33,9 +33,11 @@ class UdpPortTos : public ::testing::TestWithParam<UdpPort::GsoMode> {
     std::string err;
     ASSERT_TRUE(a.open(&err)) << err;
     ASSERT_TRUE(b.open(&err)) << err;
-    b.start([this](uint32_t, uint16_t, std::span<const uint8_t> bytes, uint32_t,
-                   uint8_t tos) { got.push_back({bytes.size(), bytes[0], tos}); },
-            [] {});
+    b.start(
+        [this](uint32_t, uint16_t, std::span<const uint8_t> bytes, uint32_t, uint8_t tos) {
+          got.push_back({bytes.size(), bytes[0], tos});
+        },
+        [] {});
   }
   void send(uint8_t tag, uint8_t tos) {
     std::vector<uint8_t> d(256, tag);

@@ -29,28 +29,28 @@ TEST(CmMad, ReqFieldsSitWhereTable106PutsThem) {
   std::array<uint8_t, kMadBytes> mad;
   ASSERT_TRUE(encode(m, mad));
   const uint8_t* d = mad.data() + kMadHeaderBytes;
-  EXPECT_EQ(mad[0], 1);      // base version
-  EXPECT_EQ(mad[1], 0x07);   // CM class
+  EXPECT_EQ(mad[0], 1);     // base version
+  EXPECT_EQ(mad[1], 0x07);  // CM class
   EXPECT_EQ(mad[2], 2);
-  EXPECT_EQ(mad[3], 0x03);   // Send
+  EXPECT_EQ(mad[3], 0x03);  // Send
   EXPECT_EQ(mad[16], 0x00);
   EXPECT_EQ(mad[17], 0x10);  // attribute ID REQ
   EXPECT_EQ(d[0], 0xa1);
-  EXPECT_EQ(d[15], 0x06);    // service ID 0x0000000001061c06: port 7174 = 0x1c06
+  EXPECT_EQ(d[15], 0x06);  // service ID 0x0000000001061c06: port 7174 = 0x1c06
   EXPECT_EQ(d[14], 0x1c);
   EXPECT_EQ(d[13], 0x06);
   EXPECT_EQ(d[12], 0x01);
-  EXPECT_EQ(d[32], 0xab);    // local QPN, 24 bits at 32
+  EXPECT_EQ(d[32], 0xab);  // local QPN, 24 bits at 32
   EXPECT_EQ(d[34], 0xef);
-  EXPECT_EQ(d[35], 4);       // responder resources
-  EXPECT_EQ(d[39], 2);       // initiator depth
-  EXPECT_EQ(d[43] >> 3, 20); // remote CM response timeout, upper 5 bits
-  EXPECT_EQ(d[44], 0x12);    // starting PSN
-  EXPECT_EQ(d[47] & 7, 7);   // retry count
-  EXPECT_EQ(d[50] >> 4, 5);  // path MTU 4096
-  EXPECT_EQ(d[50] & 7, 6);   // RNR retry count
-  EXPECT_EQ(d[51] >> 4, 15); // max CM retries
-  EXPECT_EQ(d[95] >> 3, 17); // local ACK timeout
+  EXPECT_EQ(d[35], 4);        // responder resources
+  EXPECT_EQ(d[39], 2);        // initiator depth
+  EXPECT_EQ(d[43] >> 3, 20);  // remote CM response timeout, upper 5 bits
+  EXPECT_EQ(d[44], 0x12);     // starting PSN
+  EXPECT_EQ(d[47] & 7, 7);    // retry count
+  EXPECT_EQ(d[50] >> 4, 5);   // path MTU 4096
+  EXPECT_EQ(d[50] & 7, 6);    // RNR retry count
+  EXPECT_EQ(d[51] >> 4, 15);  // max CM retries
+  EXPECT_EQ(d[95] >> 3, 17);  // local ACK timeout
   Message back;
   ASSERT_EQ(decode(mad, &back), DecodeError::kOk);
   EXPECT_EQ(back.tid, m.tid);
@@ -70,7 +70,7 @@ TEST(CmMad, RejCarriesReasonAndPrivateData) {
   std::memcpy(m.private_data, "go away", 8);
   std::array<uint8_t, kMadBytes> mad;
   ASSERT_TRUE(encode(m, mad));
-  EXPECT_EQ(mad[kMadHeaderBytes + 11], 28);  // reason at 10..11
+  EXPECT_EQ(mad[kMadHeaderBytes + 11], 28);                                    // reason at 10..11
   EXPECT_EQ(std::memcmp(mad.data() + kMadHeaderBytes + 84, "go away", 8), 0);  // private data at 84
   Message back;
   ASSERT_EQ(decode(mad, &back), DecodeError::kOk);

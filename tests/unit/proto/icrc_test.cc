@@ -2,9 +2,9 @@
 // (the vectors in scapy's test/contrib/roce.uts), then round trips of our own packets.
 #include <gtest/gtest.h>
 
+#include <zlib.h>
 #include <algorithm>
 #include <vector>
-#include <zlib.h>
 
 #include "simnic/proto/icrc.h"
 #include "simnic/proto/opcode_table.h"
@@ -66,8 +66,8 @@ TEST(Icrc, SameAsZlibForEveryLength) {
   std::vector<uint8_t> roce(9000);
   for (size_t i = 0; i < roce.size(); ++i) roce[i] = uint8_t(i * 131 + 7);
   uint8_t ipv4_udp[28];
-  for (size_t len : {12u, 13u, 16u, 28u, 31u, 32u, 33u, 63u, 64u, 65u, 127u, 128u, 129u, 255u, 256u,
-                     257u, 1024u, 1500u, 4095u, 4096u, 4097u, 4124u, 8999u, 9000u}) {
+  for (size_t len : {12u,  13u,  16u,  28u,  31u,   32u,   33u,   63u,   64u,   65u,   127u,  128u,
+                     129u, 255u, 256u, 257u, 1024u, 1500u, 4095u, 4096u, 4097u, 4124u, 8999u, 9000u}) {
     build_ipv4_udp(IpUdpInfo{0x7f000001, 0x7f000002, 49152, 4791}, len + kIcrcBytes, ipv4_udp);
     std::span<const uint8_t> r(roce.data(), len);
     EXPECT_EQ(compute_icrc(ipv4_udp, r), reference_icrc(ipv4_udp, r)) << len;
@@ -78,11 +78,11 @@ TEST(Icrc, SameAsZlibForEveryLength) {
 // hardware and does not match the ConnectX algorithm above, so it is not used here.
 
 TEST(Icrc, MaskedFieldsDoNotChangeIt) {
-  auto frame = hex(
-      "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201"
-      "0000 12b7 0028 0000"
-      "8100 ffff 4000 0118 0000 0000"
-      "0000 0000 0000 0000 0000 0000 0000 0000");
+  auto frame =
+      hex("45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201"
+          "0000 12b7 0028 0000"
+          "8100 ffff 4000 0118 0000 0000"
+          "0000 0000 0000 0000 0000 0000 0000 0000");
   std::span<const uint8_t> roce(frame.data() + 28, frame.size() - 28);
   uint32_t base = compute_icrc(frame.data(), roce);
   auto f = frame;
@@ -117,7 +117,8 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     h.imm_be = 0x0d0c0b0a;
     h.ieth_rkey = 0xabcd1234;
     h.xrc_srqn = 0x5a5a5a;
-    std::span<const uint8_t> pl = (info.mask & kHasPayload) ? std::span<const uint8_t>(payload) : std::span<const uint8_t>();
+    std::span<const uint8_t> pl = (info.mask & kHasPayload) ? std::span<const uint8_t>(payload)
+                                                            : std::span<const uint8_t>();
     std::vector<uint8_t> buf(packet_size(uint8_t(op), pl.size()));
     ASSERT_EQ(build_packet(h, pl, kIp, buf), buf.size()) << info.name;
     ASSERT_EQ(buf.size() % 4, 0u) << info.name;
@@ -156,7 +157,8 @@ TEST(Packet, BuildThenParseEveryValidOpcode) {
     // Every header has its length: the table's header_len is what was written.
     EXPECT_EQ(buf.size(), info.header_len + ((pl.size() + 3) & ~size_t(3)) + 4) << info.name;
   }
-  EXPECT_EQ(valid, 12 + 12 + 12 + 2 + 24);  // RC-only (with ATOMIC WRITE), RC send/write, UC send/write, UD, XRC (RC's twins)
+  EXPECT_EQ(valid,
+            12 + 12 + 12 + 2 + 24);  // RC-only (with ATOMIC WRITE), RC send/write, UC send/write, UD, XRC (RC's twins)
 }
 
 TEST(Packet, AnyFlippedBitFailsTheIcrc) {

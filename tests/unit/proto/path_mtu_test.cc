@@ -13,8 +13,8 @@ TEST(PathMtu, EthernetLoopbackAndJumboLinks) {
   EXPECT_EQ(roce_mtu_for_link_mtu(65536), 4096u);  // loopback
   EXPECT_EQ(roce_mtu_for_link_mtu(9000), 4096u);   // jumbo frames
   EXPECT_EQ(roce_mtu_for_link_mtu(4200), 4096u);
-  EXPECT_EQ(roce_mtu_for_link_mtu(4096), 2048u);   // a 4096-byte link cannot carry 4096 of payload
-  EXPECT_EQ(roce_mtu_for_link_mtu(1280), 1024u);   // the IPv6 minimum, common on tunnels
+  EXPECT_EQ(roce_mtu_for_link_mtu(4096), 2048u);  // a 4096-byte link cannot carry 4096 of payload
+  EXPECT_EQ(roce_mtu_for_link_mtu(1280), 1024u);  // the IPv6 minimum, common on tunnels
   EXPECT_EQ(roce_mtu_for_link_mtu(576), 256u);    // the IPv4 minimum datagram: 512 + 68 does not fit
   EXPECT_EQ(roce_mtu_for_link_mtu(0), 0u);
 }

@@ -123,17 +123,19 @@ TEST(TraceKinds, EveryRowOfTheKindTableIsDocumentedAndEmitted) {
   std::vector<std::string> unreadable;
   const Kinds emitted = emitted_kinds(&unreadable), documented = documented_kinds();
   for (const char* name : simnic::core::kTraceKindNames) {
-    EXPECT_TRUE(documented.count(name)) << "trace_kinds.h has \"" << name << "\": add it to docs/trace-format.md's Kinds table";
+    EXPECT_TRUE(documented.count(name)) << "trace_kinds.h has \"" << name
+                                        << "\": add it to docs/trace-format.md's Kinds table";
     EXPECT_TRUE(emitted.count(name)) << "trace_kinds.h has \"" << name << "\", which no source under simnic/ emits";
   }
   EXPECT_EQ(Kinds(std::begin(simnic::core::kTraceKindNames), std::end(simnic::core::kTraceKindNames)).size(),
-            simnic::core::kTraceKindCount) << "a name appears twice in trace_kinds.h";
+            simnic::core::kTraceKindCount)
+      << "a name appears twice in trace_kinds.h";
 }
 
 TEST(TraceKinds, SimnicVizKnowsEveryDocumentedKindAndOnlyThose) {
   for (const auto& k : documented_kinds())
-    EXPECT_FALSE(explain_kind(k).empty()) << "simnic-viz has no explanation for \"" << k
-                                          << "\" (viz/model/field_help.cc explain_kind)";
+    EXPECT_FALSE(explain_kind(k).empty())
+        << "simnic-viz has no explanation for \"" << k << "\" (viz/model/field_help.cc explain_kind)";
   const Kinds documented = documented_kinds();
   for (const auto& k : kinds_viz_compares())
     EXPECT_TRUE(documented.count(k)) << "viz/model handles \"" << k << "\", which docs/trace-format.md does not list";

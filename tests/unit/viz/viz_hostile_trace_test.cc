@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <streambuf>
 #include <string>
-#include <unistd.h>
 
 #include "viz/model/timeline.h"
 #include "viz/model/timeline_merge.h"
@@ -146,10 +146,12 @@ TEST(VizHostileTrace, LoadTraceFilesSkipsAndCountsALineOverTheLimit) {
   char path[] = "/tmp/simnic-viz-long-XXXXXX";
   int fd = ::mkstemp(path);
   ASSERT_GE(fd, 0);
-  std::string text = R"({"seq":1,"t_ns":1,"nic":"a","kind":"nic_up","addr":"127.0.0.1","mtu":4096})" "\n";
+  std::string text = R"({"seq":1,"t_ns":1,"nic":"a","kind":"nic_up","addr":"127.0.0.1","mtu":4096})"
+                     "\n";
   text += R"({"seq":2,"t_ns":2,"nic":"a","kind":"pd_create","ctx":1,"pd":4,"pad":")" +
           std::string(TraceLineReader::kMaxLineBytes + 10, 'p') + "\"}\n";
-  text += R"({"seq":3,"t_ns":3,"nic":"a","kind":"pd_create","ctx":1,"pd":5})" "\n";
+  text += R"({"seq":3,"t_ns":3,"nic":"a","kind":"pd_create","ctx":1,"pd":5})"
+          "\n";
   ASSERT_EQ(::write(fd, text.data(), text.size()), ssize_t(text.size()));
   ::close(fd);
   Timeline t;

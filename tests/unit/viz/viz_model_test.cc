@@ -8,8 +8,8 @@
 
 #include "viz/model/field_help.h"
 #include "viz/model/moment.h"
-#include "viz/model/panel_layout.h"
 #include "viz/model/packet_class.h"
+#include "viz/model/panel_layout.h"
 #include "viz/model/timeline.h"
 #include "viz/model/timeline_merge.h"
 
@@ -36,8 +36,8 @@ struct TraceBuilder {
   // A packet from `from` (ip a) to `to` (ip b).
   nlohmann::ordered_json pkt(const char* src, const char* dst, const char* opcode, int opnum, uint64_t psn, uint64_t qp,
                              uint64_t dest_qp, const char* fault = nullptr) {
-    nlohmann::ordered_json j{{"qp", qp},        {"src", src},        {"dst", dst}, {"opcode", opcode},
-                             {"opcode_num", opnum}, {"psn", psn},   {"dest_qp", dest_qp}};
+    nlohmann::ordered_json j{{"qp", qp},   {"src", src},        {"dst", dst}, {"opcode", opcode}, {"opcode_num", opnum},
+                             {"psn", psn}, {"dest_qp", dest_qp}};
     if (fault) j["fault"] = fault;
     return j;
   }
@@ -59,8 +59,15 @@ TEST(VizEvent, MalformedLinesAreRejectedNotThrown) {
 TEST(VizNicState, AResizedCqKeepsItsCompletionsInTheNewRing) {
   TraceBuilder tb;
   tb.add("n0", 1, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 7}, {"entries", 8}});
-  tb.add("n0", 2, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 0}, {"wr_id", 100}, {"status", "success"}, {"status_num", 0},
-                          {"opcode", "SEND"}, {"byte_len", 8}});
+  tb.add("n0", 2, "cqe",
+         {{"cq", 3},
+          {"qp", 17},
+          {"index", 0},
+          {"wr_id", 100},
+          {"status", "success"},
+          {"status_num", 0},
+          {"opcode", "SEND"},
+          {"byte_len", 8}});
   tb.add("n0", 3, "cq_resize", {{"ctx", 1}, {"cq", 3}, {"cqe", 63}, {"entries", 64}, {"pending", 1}});
   Timeline tl;
   tl.append(tb.events);
@@ -77,19 +84,36 @@ TEST(VizNicState, RebuildsQpStateRingsAndCq) {
   TraceBuilder tb;
   tb.add("n0", 1, "nic_up", {{"addr", "127.0.0.1"}, {"mtu", 1024}});
   tb.add("n0", 2, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 7}, {"entries", 8}});
-  tb.add("n0", 3, "qp_create", {{"qp", 17}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}, {"send_cq", 3}, {"recv_cq", 3}});
+  tb.add("n0", 3, "qp_create",
+         {{"qp", 17}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}, {"send_cq", 3}, {"recv_cq", 3}});
   tb.add("n0", 4, "qp_state", {{"qp", 17}, {"from", "RESET"}, {"to", "INIT"}});
   tb.add("n0", 5, "qp_state", {{"qp", 17}, {"from", "INIT"}, {"to", "RTR"}});
   tb.add("n0", 6, "qp_state", {{"qp", 17}, {"from", "RTR"}, {"to", "RTS"}});
   for (int i = 0; i < 3; ++i)
-    tb.add("n0", 7, "wqe_posted", {{"qp", 17}, {"queue", "sq"}, {"index", i}, {"wr_id", 100 + i}, {"opcode", "RDMA_WRITE"}, {"length", 64}});
+    tb.add("n0", 7, "wqe_posted",
+           {{"qp", 17}, {"queue", "sq"}, {"index", i}, {"wr_id", 100 + i}, {"opcode", "RDMA_WRITE"}, {"length", 64}});
   tb.add("n0", 8, "wqe_done", {{"qp", 17}, {"queue", "sq"}, {"index", 0}});
-  tb.add("n0", 8, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 0}, {"wr_id", 100}, {"status", "success"}, {"status_num", 0},
-                          {"opcode", "RDMA_WRITE"}, {"byte_len", 64}});
-  tb.add("n0", 9, "error", {{"qp", 17}, {"status", "remote access error"}, {"rule", "rkey 0x99 not valid for REMOTE_WRITE"}});
+  tb.add("n0", 8, "cqe",
+         {{"cq", 3},
+          {"qp", 17},
+          {"index", 0},
+          {"wr_id", 100},
+          {"status", "success"},
+          {"status_num", 0},
+          {"opcode", "RDMA_WRITE"},
+          {"byte_len", 64}});
+  tb.add("n0", 9, "error",
+         {{"qp", 17}, {"status", "remote access error"}, {"rule", "rkey 0x99 not valid for REMOTE_WRITE"}});
   tb.add("n0", 9, "qp_state", {{"qp", 17}, {"from", "RTS"}, {"to", "ERR"}, {"cause", "remote access error"}});
-  tb.add("n0", 9, "cqe", {{"cq", 3}, {"qp", 17}, {"index", 1}, {"wr_id", 101}, {"status", "remote access error"},
-                          {"status_num", 10}, {"opcode", "RDMA_WRITE"}, {"byte_len", 0}});
+  tb.add("n0", 9, "cqe",
+         {{"cq", 3},
+          {"qp", 17},
+          {"index", 1},
+          {"wr_id", 101},
+          {"status", "remote access error"},
+          {"status_num", 10},
+          {"opcode", "RDMA_WRITE"},
+          {"byte_len", 0}});
 
   Timeline tl;
   tl.append(tb.events);
@@ -124,9 +148,11 @@ TEST(VizNicState, RebuildsQpStateRingsAndCq) {
 TEST(VizNicState, MissedWqeDoneEventsDoNotOverfillTheRing) {
   TraceBuilder tb;
   tb.add("n0", 1, "qp_create", {{"qp", 5}, {"type", "RC"}, {"sq_entries", 4}, {"rq_entries", 4}});
-  for (int i = 0; i < 4; ++i) tb.add("n0", 2, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
+  for (int i = 0; i < 4; ++i)
+    tb.add("n0", 2, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
   tb.add("n0", 3, "wqe_done", {{"qp", 5}, {"queue", "rq"}, {"index", 2}});  // the done of 0 and 1 was missed
-  for (int i = 4; i < 7; ++i) tb.add("n0", 4, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
+  for (int i = 4; i < 7; ++i)
+    tb.add("n0", 4, "wqe_posted", {{"qp", 5}, {"queue", "rq"}, {"index", i}, {"opcode", "RECV"}});
   Timeline tl;
   tl.append(tb.events);
   const World end = tl.state_at(tl.end_pos());  // kept: q refers into it
@@ -152,11 +178,24 @@ TEST(VizNicState, ResetEmptiesTheRings) {
 
 TEST(VizNicState, MemoryWindowsAreBoundAndInvalidated) {
   TraceBuilder tb;
-  tb.add("n0", 1, "mr_create", {{"ctx", 1}, {"pd", 2}, {"mr", 3}, {"lkey", 0x301}, {"rkey", 0x301}, {"addr", "0x1000"},
-                                {"length", 8192}, {"access", "LOCAL_WRITE|MW_BIND"}});
+  tb.add("n0", 1, "mr_create",
+         {{"ctx", 1},
+          {"pd", 2},
+          {"mr", 3},
+          {"lkey", 0x301},
+          {"rkey", 0x301},
+          {"addr", "0x1000"},
+          {"length", 8192},
+          {"access", "LOCAL_WRITE|MW_BIND"}});
   tb.add("n0", 2, "mw_create", {{"ctx", 1}, {"pd", 2}, {"mw", 4}, {"rkey", 0x4a0}, {"type", 2}});
-  tb.add("n0", 3, "mw_bind", {{"qp", 17}, {"mw", 4}, {"rkey", 0x4a1}, {"mr", 3}, {"addr", "0x1800"}, {"length", 512},
-                              {"access", "REMOTE_READ"}});
+  tb.add("n0", 3, "mw_bind",
+         {{"qp", 17},
+          {"mw", 4},
+          {"rkey", 0x4a1},
+          {"mr", 3},
+          {"addr", "0x1800"},
+          {"length", 512},
+          {"access", "REMOTE_READ"}});
   tb.add("n0", 4, "mw_invalidate", {{"qp", 17}, {"mw", 4}, {"rkey", 0x4a1}, {"by", "SEND_WITH_INV"}});
   tb.add("n0", 5, "mw_destroy", {{"ctx", 1}, {"mw", 4}, {"rkey", 0x4a1}});
   Timeline tl;
@@ -217,7 +256,7 @@ TEST(VizMerge, WallClockOrdersIndependentEvents) {
   TraceBuilder tb;
   tb.add("a", 0, "nic_up", {{"addr", "127.0.0.1"}, {"wall_ns", 5000}});  // a started later
   tb.add("b", 0, "nic_up", {{"addr", "127.0.0.2"}, {"wall_ns", 1000}});
-  tb.add("a", 100, "doorbell");  // wall 5100
+  tb.add("a", 100, "doorbell");   // wall 5100
   tb.add("b", 3000, "doorbell");  // wall 4000
   TimelineMerge m;
   for (auto& e : tb.events) m.push(e);
@@ -352,7 +391,8 @@ TEST(VizTeaching, PacketsAreClassifiedAndFieldsExplained) {
   nlohmann::ordered_json mad{{"seq", 2}, {"nic", "n"}, {"kind", "pkt_tx"}, {"opcode", "UD_SEND_ONLY"}, {"cm", "REQ"}};
   EXPECT_EQ(packet_label(*parse_event_line(mad.dump())), "CM REQ");
   EXPECT_NE(summarize(*parse_event_line(mad.dump())).find("CM REQ"), std::string::npos);
-  for (const char* f : {"psn", "dest_qp", "ack_req", "se", "opcode", "reth.rkey", "reth.va", "aeth.msn", "aeth.syndrome"})
+  for (const char* f :
+       {"psn", "dest_qp", "ack_req", "se", "opcode", "reth.rkey", "reth.va", "aeth.msn", "aeth.syndrome"})
     EXPECT_FALSE(explain_field("pkt_rx", f).empty()) << f;
   for (const char* f : {"wr_id", "status", "byte_len"}) EXPECT_FALSE(explain_field("cqe", f).empty()) << f;
   EXPECT_NE(explain_syndrome(0x60).find("sequence"), std::string::npos);
@@ -382,8 +422,13 @@ TEST(VizTeaching, PacketsAreClassifiedByTheirOpFlags) {
 
 // The engines' steps, one event per packet, shown in the event log.
 TEST(VizTeaching, EngineStepsAreSummarizedAndExplained) {
-  nlohmann::ordered_json j{{"seq", 3}, {"nic", "n"}, {"kind", "engine_steps"}, {"engine", "completer"}, {"qp", 17},
-                           {"psn", 5}, {"steps", "CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER"}};
+  nlohmann::ordered_json j{{"seq", 3},
+                           {"nic", "n"},
+                           {"kind", "engine_steps"},
+                           {"engine", "completer"},
+                           {"qp", 17},
+                           {"psn", 5},
+                           {"steps", "CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER"}};
   const std::string s = summarize(*parse_event_line(j.dump()));
   EXPECT_NE(s.find("completer qp 0x11"), std::string::npos) << s;
   EXPECT_NE(s.find("CHECK_STATE>CHECK_PSN>CHECK_MSN>ACK>RUN_REQUESTER"), std::string::npos) << s;
@@ -424,32 +469,69 @@ TraceBuilder run_with_teardown(size_t* last_cqe_pos) {
     tb.add(nic, 1, "nic_up", {{"addr", addr[n]}, {"mtu", 1024}});
     tb.add(nic, 2, "ctx_open", {{"ctx", 1}, {"pid", 42}});
     tb.add(nic, 3, "pd_create", {{"ctx", 1}, {"pd", 1}});
-    tb.add(nic, 4, "mr_create", {{"ctx", 1}, {"pd", 1}, {"mr", 1}, {"lkey", 0x100}, {"rkey", 0x100}, {"addr", "0x7f0000"},
-                                 {"length", 4096}, {"access", "LOCAL_WRITE|REMOTE_WRITE"}});
+    tb.add(nic, 4, "mr_create",
+           {{"ctx", 1},
+            {"pd", 1},
+            {"mr", 1},
+            {"lkey", 0x100},
+            {"rkey", 0x100},
+            {"addr", "0x7f0000"},
+            {"length", 4096},
+            {"access", "LOCAL_WRITE|REMOTE_WRITE"}});
     tb.add(nic, 5, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 15}, {"entries", 16}});
-    tb.add(nic, 6, "qp_create", {{"ctx", 1}, {"qp", 17 + n}, {"type", "RC"}, {"sq_entries", 16}, {"rq_entries", 16},
-                                 {"send_cq", 1}, {"recv_cq", 1}});
-    for (const char* to : {"INIT", "RTR", "RTS"}) tb.add(nic, 7, "qp_state", {{"qp", 17 + n}, {"from", "RESET"}, {"to", to}});
+    tb.add(nic, 6, "qp_create",
+           {{"ctx", 1},
+            {"qp", 17 + n},
+            {"type", "RC"},
+            {"sq_entries", 16},
+            {"rq_entries", 16},
+            {"send_cq", 1},
+            {"recv_cq", 1}});
+    for (const char* to : {"INIT", "RTR", "RTS"})
+      tb.add(nic, 7, "qp_state", {{"qp", 17 + n}, {"from", "RESET"}, {"to", to}});
   }
-  tb.add("n1", 8, "wqe_posted", {{"qp", 18}, {"queue", "rq"}, {"index", 0}, {"wr_id", 1}, {"opcode", "RECV"}, {"length", 64}});
-  tb.add("n0", 8, "wqe_posted", {{"qp", 17}, {"queue", "sq"}, {"index", 0}, {"wr_id", 2}, {"opcode", "SEND"}, {"length", 64}});
+  tb.add("n1", 8, "wqe_posted",
+         {{"qp", 18}, {"queue", "rq"}, {"index", 0}, {"wr_id", 1}, {"opcode", "RECV"}, {"length", 64}});
+  tb.add("n0", 8, "wqe_posted",
+         {{"qp", 17}, {"queue", "sq"}, {"index", 0}, {"wr_id", 2}, {"opcode", "SEND"}, {"length", 64}});
   auto send = tb.pkt("127.0.0.1", "127.0.0.2", "RC_SEND_ONLY", 4, 100, 17, 18);
   send["payload"] = 64;
   tb.add("n0", 9, "pkt_tx", send);
   tb.add("n1", 9, "pkt_rx", send);
-  tb.add("n1", 10, "cqe", {{"cq", 1}, {"qp", 18}, {"index", 0}, {"wr_id", 1}, {"status", "success"}, {"status_num", 0},
-                           {"opcode", "RECV"}, {"byte_len", 64}});
+  tb.add("n1", 10, "cqe",
+         {{"cq", 1},
+          {"qp", 18},
+          {"index", 0},
+          {"wr_id", 1},
+          {"status", "success"},
+          {"status_num", 0},
+          {"opcode", "RECV"},
+          {"byte_len", 64}});
   auto ack = tb.pkt("127.0.0.2", "127.0.0.1", "RC_ACK", 17, 100, 18, 17);
   ack["payload"] = 0;
   tb.add("n1", 11, "pkt_tx", ack);
   tb.add("n0", 11, "pkt_rx", ack);
-  tb.add("n0", 12, "cqe", {{"cq", 1}, {"qp", 17}, {"index", 0}, {"wr_id", 2}, {"status", "success"}, {"status_num", 0},
-                           {"opcode", "SEND"}, {"byte_len", 64}});
+  tb.add("n0", 12, "cqe",
+         {{"cq", 1},
+          {"qp", 17},
+          {"index", 0},
+          {"wr_id", 2},
+          {"status", "success"},
+          {"status_num", 0},
+          {"opcode", "SEND"},
+          {"byte_len", 64}});
   *last_cqe_pos = tb.events.size() - 1;
   // A receive left posted, flushed when the QP goes to ERR at the end: no data moved.
   tb.add("n1", 12, "qp_state", {{"qp", 18}, {"from", "RTS"}, {"to", "ERR"}, {"cause", "modify_qp"}});
-  tb.add("n1", 12, "cqe", {{"cq", 1}, {"qp", 18}, {"index", 1}, {"wr_id", 3}, {"status", "Work Request Flushed Error"},
-                           {"status_num", 5}, {"opcode", "RECV"}, {"byte_len", 0}});
+  tb.add("n1", 12, "cqe",
+         {{"cq", 1},
+          {"qp", 18},
+          {"index", 1},
+          {"wr_id", 3},
+          {"status", "Work Request Flushed Error"},
+          {"status_num", 5},
+          {"opcode", "RECV"},
+          {"byte_len", 0}});
   auto mad = tb.pkt("127.0.0.1", "127.0.0.2", "UD_SEND_ONLY", 100, 1, 1, 1);
   mad["payload"] = 256;
   mad["cm"] = "DREQ";  // connection management, not data
@@ -502,8 +584,9 @@ TEST(VizMoment, WithoutDataTheMomentIsBeforeTheTeardown) {
   TraceBuilder tb;
   tb.add("n0", 1, "ctx_open", {{"ctx", 1}, {"pid", 42}});
   tb.add("n0", 2, "cq_create", {{"ctx", 1}, {"cq", 1}, {"cqe", 15}, {"entries", 16}});
-  tb.add("n0", 3, "qp_create", {{"ctx", 1}, {"qp", 17}, {"type", "RC"}, {"sq_entries", 16}, {"rq_entries", 16},
-                                {"send_cq", 1}, {"recv_cq", 1}});
+  tb.add(
+      "n0", 3, "qp_create",
+      {{"ctx", 1}, {"qp", 17}, {"type", "RC"}, {"sq_entries", 16}, {"rq_entries", 16}, {"send_cq", 1}, {"recv_cq", 1}});
   tb.add("n0", 4, "qp_state", {{"qp", 17}, {"from", "RESET"}, {"to", "INIT"}});
   tb.add("n0", 5, "qp_destroy", {{"ctx", 1}, {"qp", 17}});
   tb.add("n0", 6, "cq_destroy", {{"ctx", 1}, {"cq", 1}});

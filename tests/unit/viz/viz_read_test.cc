@@ -23,9 +23,19 @@ Event ev(const std::string& nic, uint64_t seq, const std::string& kind, nlohmann
 }
 
 nlohmann::ordered_json attr(uint32_t dest_qp, uint32_t sq_psn, uint32_t rq_psn) {
-  return {{"dest_qp", dest_qp}, {"sq_psn", sq_psn}, {"rq_psn", rq_psn}, {"mtu", 1024}, {"dgid", "127.0.0.2"},
-          {"qkey", 0}, {"access", "REMOTE_WRITE|REMOTE_READ"}, {"timeout", 14}, {"retry_cnt", 7},
-          {"rnr_retry", 6}, {"min_rnr_timer", 12}, {"max_rd_atomic", 1}, {"max_dest_rd_atomic", 1}};
+  return {{"dest_qp", dest_qp},
+          {"sq_psn", sq_psn},
+          {"rq_psn", rq_psn},
+          {"mtu", 1024},
+          {"dgid", "127.0.0.2"},
+          {"qkey", 0},
+          {"access", "REMOTE_WRITE|REMOTE_READ"},
+          {"timeout", 14},
+          {"retry_cnt", 7},
+          {"rnr_retry", 6},
+          {"min_rnr_timer", 12},
+          {"max_rd_atomic", 1},
+          {"max_dest_rd_atomic", 1}};
 }
 
 std::vector<Event> connected_qp() {
@@ -33,14 +43,29 @@ std::vector<Event> connected_qp() {
   uint64_t s = 0;
   v.push_back(ev("n0", ++s, "nic_up", {{"addr", "127.0.0.1"}, {"mtu", 4096}}));
   v.push_back(ev("n0", ++s, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 15}, {"entries", 16}}));
-  v.push_back(ev("n0", ++s, "qp_create", {{"ctx", 1}, {"qp", 0x1a2b3c}, {"type", "RC"}, {"sq_entries", 8},
-                                          {"rq_entries", 8}, {"send_cq", 3}, {"recv_cq", 3}}));
-  v.push_back(ev("n0", ++s, "qp_state", {{"qp", 0x1a2b3c}, {"from", "RESET"}, {"to", "INIT"}, {"cause", "modify_qp"},
-                                         {"attr", attr(0, 0, 0)}}));
-  v.push_back(ev("n0", ++s, "qp_state", {{"qp", 0x1a2b3c}, {"from", "INIT"}, {"to", "RTR"}, {"cause", "modify_qp"},
-                                         {"attr", attr(0x4d5e6f, 0, 0xabcdef)}}));
-  v.push_back(ev("n0", ++s, "qp_state", {{"qp", 0x1a2b3c}, {"from", "RTR"}, {"to", "RTS"}, {"cause", "modify_qp"},
-                                         {"attr", attr(0x4d5e6f, 0x123456, 0xabcdef)}}));
+  v.push_back(ev("n0", ++s, "qp_create",
+                 {{"ctx", 1},
+                  {"qp", 0x1a2b3c},
+                  {"type", "RC"},
+                  {"sq_entries", 8},
+                  {"rq_entries", 8},
+                  {"send_cq", 3},
+                  {"recv_cq", 3}}));
+  v.push_back(
+      ev("n0", ++s, "qp_state",
+         {{"qp", 0x1a2b3c}, {"from", "RESET"}, {"to", "INIT"}, {"cause", "modify_qp"}, {"attr", attr(0, 0, 0)}}));
+  v.push_back(ev("n0", ++s, "qp_state",
+                 {{"qp", 0x1a2b3c},
+                  {"from", "INIT"},
+                  {"to", "RTR"},
+                  {"cause", "modify_qp"},
+                  {"attr", attr(0x4d5e6f, 0, 0xabcdef)}}));
+  v.push_back(ev("n0", ++s, "qp_state",
+                 {{"qp", 0x1a2b3c},
+                  {"from", "RTR"},
+                  {"to", "RTS"},
+                  {"cause", "modify_qp"},
+                  {"attr", attr(0x4d5e6f, 0x123456, 0xabcdef)}}));
   return v;
 }
 
@@ -67,11 +92,18 @@ TEST(VizQpAttributes, ThePanelShowsWhatModifyQpSetNotTheLastPacket) {
   // A packet moves "last packet sent", never the attributes; an attribute-only modify (from ==
   // to) changes the attributes and keeps the state.
   std::vector<Event> more;
-  more.push_back(ev("n0", 7, "pkt_tx", {{"qp", 0x1a2b3c}, {"src", "127.0.0.1"}, {"dst", "127.0.0.2"},
-                                        {"opcode", "RC_SEND_ONLY"}, {"opcode_num", 4}, {"psn", 0x123456}, {"dest_qp", 0x4d5e6f}}));
+  more.push_back(ev("n0", 7, "pkt_tx",
+                    {{"qp", 0x1a2b3c},
+                     {"src", "127.0.0.1"},
+                     {"dst", "127.0.0.2"},
+                     {"opcode", "RC_SEND_ONLY"},
+                     {"opcode_num", 4},
+                     {"psn", 0x123456},
+                     {"dest_qp", 0x4d5e6f}}));
   auto a = attr(0x4d5e6f, 0x123456, 0xabcdef);
   a["timeout"] = 20;
-  more.push_back(ev("n0", 8, "qp_state", {{"qp", 0x1a2b3c}, {"from", "RTS"}, {"to", "RTS"}, {"cause", "modify_qp"}, {"attr", a}}));
+  more.push_back(
+      ev("n0", 8, "qp_state", {{"qp", 0x1a2b3c}, {"from", "RTS"}, {"to", "RTS"}, {"cause", "modify_qp"}, {"attr", a}}));
   tl.append(more);
   World w2 = tl.state_at(tl.end_pos());
   const QpInfo& q2 = w2.at("n0").qps.at(0x1a2b3c);
@@ -116,7 +148,8 @@ TEST(VizFormat, QpnsPsnsAndKeysReadInHex) {
   EXPECT_EQ(hex_dec(0x292), "0x292 (658)");
   for (const char* k : {"qp", "dest_qp", "psn", "rkey", "lkey", "sq_psn", "rq_psn"}) EXPECT_TRUE(is_hex_field(k)) << k;
   for (const char* k : {"length", "payload", "index", "wr_id", "mtu"}) EXPECT_FALSE(is_hex_field(k)) << k;
-  Event tx = ev("n0", 1, "pkt_tx", {{"qp", 0x11}, {"opcode", "RC_SEND_ONLY"}, {"psn", 0xabcdef}, {"dest_qp", 0x1a2b3c}});
+  Event tx =
+      ev("n0", 1, "pkt_tx", {{"qp", 0x11}, {"opcode", "RC_SEND_ONLY"}, {"psn", 0xabcdef}, {"dest_qp", 0x1a2b3c}});
   EXPECT_EQ(summarize(tx), "pkt_tx RC_SEND_ONLY psn 0xabcdef -> qp 0x1a2b3c");
   Event st = ev("n0", 2, "qp_state", {{"qp", 0x11}, {"from", "INIT"}, {"to", "RTR"}});
   EXPECT_EQ(summarize(st), "qp_state qp 0x11 INIT -> RTR");
@@ -128,17 +161,38 @@ TEST(VizFormat, QpnsPsnsAndKeysReadInHex) {
 TEST(VizLiveHistory, ASnapshotAfterTheHistoryKeepsWhatTheHistoryBuilt) {
   Timeline tl;
   auto v = connected_qp();
-  v.push_back(ev("n0", 7, "wqe_posted", {{"qp", 0x1a2b3c}, {"queue", "rq"}, {"index", 0}, {"wr_id", 5}, {"opcode", "RECV"}, {"length", 64}}));
+  v.push_back(ev("n0", 7, "wqe_posted",
+                 {{"qp", 0x1a2b3c}, {"queue", "rq"}, {"index", 0}, {"wr_id", 5}, {"opcode", "RECV"}, {"length", 64}}));
   // The snapshot: nic_up, the CQ, the QP and its state now.
   v.push_back(ev("n0", 8, "nic_up", {{"addr", "127.0.0.1"}, {"mtu", 4096}, {"snapshot", true}}));
   v.push_back(ev("n0", 9, "cq_create", {{"ctx", 1}, {"cq", 3}, {"cqe", 15}, {"entries", 16}, {"snapshot", true}}));
-  v.push_back(ev("n0", 10, "qp_create", {{"ctx", 1}, {"qp", 0x1a2b3c}, {"type", "RC"}, {"sq_entries", 8}, {"rq_entries", 8},
-                                         {"send_cq", 3}, {"recv_cq", 3}, {"snapshot", true}}));
-  v.push_back(ev("n0", 11, "qp_state", {{"qp", 0x1a2b3c}, {"from", "RESET"}, {"to", "RTS"}, {"cause", "snapshot"},
-                                        {"attr", attr(0x4d5e6f, 0x123456, 0xabcdef)}, {"snapshot", true}}));
+  v.push_back(ev("n0", 10, "qp_create",
+                 {{"ctx", 1},
+                  {"qp", 0x1a2b3c},
+                  {"type", "RC"},
+                  {"sq_entries", 8},
+                  {"rq_entries", 8},
+                  {"send_cq", 3},
+                  {"recv_cq", 3},
+                  {"snapshot", true}}));
+  v.push_back(ev("n0", 11, "qp_state",
+                 {{"qp", 0x1a2b3c},
+                  {"from", "RESET"},
+                  {"to", "RTS"},
+                  {"cause", "snapshot"},
+                  {"attr", attr(0x4d5e6f, 0x123456, 0xabcdef)},
+                  {"snapshot", true}}));
   // An MR the history did not show (registered before the history window): the snapshot adds it.
-  v.push_back(ev("n0", 12, "mr_create", {{"ctx", 1}, {"pd", 1}, {"mr", 4}, {"lkey", 0x381}, {"rkey", 0x381},
-                                         {"addr", "0x1000"}, {"length", 64}, {"access", "LOCAL_WRITE"}, {"snapshot", true}}));
+  v.push_back(ev("n0", 12, "mr_create",
+                 {{"ctx", 1},
+                  {"pd", 1},
+                  {"mr", 4},
+                  {"lkey", 0x381},
+                  {"rkey", 0x381},
+                  {"addr", "0x1000"},
+                  {"length", 64},
+                  {"access", "LOCAL_WRITE"},
+                  {"snapshot", true}}));
   tl.append(v);
   World w = tl.state_at(tl.end_pos());
   const NicState& n = w.at("n0");
@@ -222,7 +276,9 @@ TEST(VizWireLayout, ABurstAggregatesIntoOneCountedBlockAndZoomingSpreadsIt) {
   // At zoom 1 the 10,000 back-to-back WRITEs are one labelled block, nothing dropped.
   ASSERT_EQ(blocks.size(), 1u);
   EXPECT_EQ(blocks[0].members.size(), 10000u);
-  EXPECT_EQ(blocks[0].label, "X R WRITE \xC3\x97" "10000");  // some were dropped, some resent
+  EXPECT_EQ(blocks[0].label,
+            "X R WRITE \xC3\x97"
+            "10000");  // some were dropped, some resent
   EXPECT_EQ(blocks[0].cls, PacketClass::kWrite);
   // Zoomed in far enough, each packet has its own label.
   view.zoom = 20000;
