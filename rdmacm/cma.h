@@ -53,10 +53,9 @@ struct CmaId {
   uint16_t port = 0;                                     // host order, once bound
   uint8_t initiator_depth = 0, responder_resources = 0;  // from CONNECT_REQUEST, for accept
   bool connect_error = false;
-  uint8_t ack_timeout = 0;  // RDMA_OPTION_ID_ACK_TIMEOUT, 0 = the CM's
-  ibv_qp_init_attr* qp_init_attr = nullptr;
-  std::vector<std::pair<uint32_t, bool>> mc_groups;  // joined IPv4 groups, and whether the QP is attached  //
-                                                     // rdma_create_ep on a listener: for rdma_get_request
+  uint8_t ack_timeout = 0;                           // RDMA_OPTION_ID_ACK_TIMEOUT, 0 = the CM's
+  ibv_qp_init_attr* qp_init_attr = nullptr;          // rdma_create_ep on a listener: for rdma_get_request
+  std::vector<std::pair<uint32_t, bool>> mc_groups;  // joined IPv4 groups, and whether the QP is attached
   CmaChannel* channel() { return reinterpret_cast<CmaChannel*>(id.channel); }
 };
 
