@@ -1,10 +1,14 @@
-// Device: protection domains, memory regions and address handles (the verbs on a PD).
+// MemoryVerbs: protection domains, memory regions, memory windows (alloc and dealloc; binding is
+// the requester's: memory_window.cc) and address handles: the verbs on a PD.
 #include "simnic/core/device.h"
 #include "simnic/core/text.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace simnic::core {
+
+MemoryVerbs::MemoryVerbs(Device& dev) : dev_(dev) {}
 
 namespace {
 
@@ -14,45 +18,46 @@ constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
 
 }  // namespace
 
-int Device::alloc_pd(Context* ctx, uint32_t* handle) {
-  if (int e = check_room(ctx, pds_.size(), &Context::pds, DeviceLimits::kMaxPd, "PDs", "max_pd")) return e;
-  auto pd = make_object<Pd>(ctx);
-  tracer_.event(TraceKind::kPdCreate).u("ctx", ctx->id).u("pd", pd->handle);
-  *handle = insert_object(pds_, ctx->pds, std::move(pd))->handle;
+int MemoryVerbs::alloc_pd(Context* ctx, uint32_t* handle) {
+  if (int e = dev_.budgets().check_room(ctx, dev_.pds_.size(), &Context::pds, DeviceLimits::kMaxPd, "PDs", "max_pd"))
+    return e;
+  auto pd = dev_.make_object<Pd>(ctx);
+  dev_.tracer_.event(TraceKind::kPdCreate).u("ctx", ctx->id).u("pd", pd->handle);
+  *handle = dev_.insert_object(dev_.pds_, ctx->pds, std::move(pd))->handle;
   return 0;
 }
 
-int Device::dealloc_pd(Context* ctx, uint32_t handle) {
-  Pd* pd = owned(pds_, ctx, handle);
+int MemoryVerbs::dealloc_pd(Context* ctx, uint32_t handle) {
+  Pd* pd = dev_.owned(dev_.pds_, ctx, handle);
   if (!pd) return EINVAL;
   if (pd->users)
-    return refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
-                             std::to_string(handle) + ": destroy them first");
-  tracer_.event(TraceKind::kPdDestroy).u("ctx", ctx->id).u("pd", handle);
-  erase_object(pds_, ctx->pds, handle);
+    return dev_.refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
+                                  std::to_string(handle) + ": destroy them first");
+  dev_.tracer_.event(TraceKind::kPdDestroy).u("ctx", ctx->id).u("pd", handle);
+  dev_.erase_object(dev_.pds_, ctx->pds, handle);
   return 0;
 }
 
-int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access,
-                   Mr** out) {
-  Pd* pd = owned(pds_, ctx, pd_handle);
+int MemoryVerbs::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, uint64_t iova,
+                        uint32_t access, Mr** out) {
+  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (access & ~kKnownAccess)
-    return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+    return dev_.refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return refuse(
+    return dev_.refuse(
         EINVAL,
         "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   if (covers_no_page(addr, length))
-    return refuse(EINVAL, "a zero-length MR at " + hex(addr) +
-                              ", a page boundary, covers no page (the kernel's "
-                              "ib_umem_get refuses it; at an address inside a page it registers that page)");
+    return dev_.refuse(EINVAL, "a zero-length MR at " + hex(addr) +
+                                   ", a page boundary, covers no page (the kernel's "
+                                   "ib_umem_get refuses it; at an address inside a page it registers that page)");
   // ODP (memory/odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
   } else if (length > DeviceLimits::kMaxMrSize || addr + length < addr) {
-    return refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
+    return dev_.refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
   }
   // The kernel pins the pages at registration: an unmapped range fails here, not later (an
   // ODP MR's pages are looked for at each access instead). A zero-length MR pins addr's page.
@@ -62,20 +67,22 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
 }
 
 // A checked registration becomes an MR with a fresh key (ibv_reg_mr, ibv_reg_dm_mr).
-int Device::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out) {
-  if (int e = check_room(ctx, mrs_.size(), &Context::mrs, DeviceLimits::kMaxMr, "MRs", "max_mr")) return e;
-  auto mr = make_object<Mr>(ctx);
+int MemoryVerbs::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access,
+                        Mr** out) {
+  if (int e = dev_.budgets().check_room(ctx, dev_.mrs_.size(), &Context::mrs, DeviceLimits::kMaxMr, "MRs", "max_mr"))
+    return e;
+  auto mr = dev_.make_object<Mr>(ctx);
   mr->pd = pd;
   mr->addr = addr;
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->length = length;
   mr->access = access;
-  const uint32_t key = new_mr_key();
+  const uint32_t key = dev_.new_mr_key();
   mr->lkey = mr->rkey = key;
   pd->users++;
-  mr_by_key_[key] = mr.get();
-  if (tracer_.on()) trace_mr_create(*mr);
-  *out = insert_object(mrs_, ctx->mrs, std::move(mr));
+  dev_.mr_by_key_[key] = mr.get();
+  if (dev_.tracer_.on()) dev_.trace_mr_create(*mr);
+  *out = dev_.insert_object(dev_.mrs_, ctx->mrs, std::move(mr));
   return 0;
 }
 
@@ -92,17 +99,17 @@ std::string bound_windows_refusal(const Mr& mr) {
 
 }  // namespace
 
-int Device::dereg_mr(Context* ctx, uint32_t handle) {
-  Mr* mr = owned(mrs_, ctx, handle);
+int MemoryVerbs::dereg_mr(Context* ctx, uint32_t handle) {
+  Mr* mr = dev_.owned(dev_.mrs_, ctx, handle);
   if (!mr) return EINVAL;
-  if (mr->bound_mws) return refuse(EINVAL, bound_windows_refusal(*mr));
+  if (mr->bound_mws) return dev_.refuse(EINVAL, bound_windows_refusal(*mr));
   // An engine may still point at this MR mid-message; drop those references.
-  for (auto& [h, qp] : qps_) {
+  for (auto& [h, qp] : dev_.qps_) {
     if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
     for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
-  tracer_.event(TraceKind::kMrDestroy)
+  dev_.tracer_.event(TraceKind::kMrDestroy)
       .u("ctx", ctx->id)
       .u("pd", mr->pd->handle)
       .u("mr", handle)
@@ -112,8 +119,8 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
       .u("length", mr->length)
       .s("access", access_string(mr->access));
   mr->pd->users--;
-  mr_by_key_.erase(mr->lkey);
-  erase_object(mrs_, ctx->mrs, handle);
+  dev_.mr_by_key_.erase(mr->lkey);
+  dev_.erase_object(dev_.mrs_, ctx->mrs, handle);
   return 0;
 }
 
@@ -122,38 +129,73 @@ const Mr* Device::find_mr_by_key(uint32_t key) const {
   return it == mr_by_key_.end() ? nullptr : it->second;
 }
 
-int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
-  Pd* pd = owned(pds_, ctx, pd_handle);
+int MemoryVerbs::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
+  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.port_num != 1)
-    return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+    return dev_.refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
   // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
   // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
   uint32_t dst_ip = 0;
   std::string why;
   if (attr.is_global && is_multicast_gid(attr.grh.dgid)) {
-    if (check_sgid_index(attr.grh.sgid_index, &why)) return refuse(EINVAL, why);
+    if (dev_.addressing().check_sgid_index(attr.grh.sgid_index, &why)) return dev_.refuse(EINVAL, why);
     dst_ip = group_ipv4(attr.grh.dgid);
-  } else if (resolve_av(attr, &dst_ip, &why)) {
-    log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
-    return refuse(EINVAL, why);
+  } else if (dev_.addressing().resolve_av(attr, &dst_ip, &why)) {
+    dev_.log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
+    return dev_.refuse(EINVAL, why);
   }
-  if (int e = check_room(ctx, ahs_.size(), &Context::ahs, DeviceLimits::kMaxAh, "address handles", "max_ah")) return e;
-  auto ah = make_object<Ah>(ctx);
+  if (int e = dev_.budgets().check_room(ctx, dev_.ahs_.size(), &Context::ahs, DeviceLimits::kMaxAh, "address handles",
+                                        "max_ah"))
+    return e;
+  auto ah = dev_.make_object<Ah>(ctx);
   ah->pd = pd;
   ah->attr = attr;
   ah->dst_ip = dst_ip;
   pd->users++;
-  *handle = insert_object(ahs_, ctx->ahs, std::move(ah))->handle;
+  *handle = dev_.insert_object(dev_.ahs_, ctx->ahs, std::move(ah))->handle;
   return 0;
 }
 
-int Device::destroy_ah(Context* ctx, uint32_t handle) {
-  Ah* ah = owned(ahs_, ctx, handle);
+int MemoryVerbs::destroy_ah(Context* ctx, uint32_t handle) {
+  Ah* ah = dev_.owned(dev_.ahs_, ctx, handle);
   if (!ah) return EINVAL;
   ah->pd->users--;
-  erase_object(ahs_, ctx->ahs, handle);
+  dev_.erase_object(dev_.ahs_, ctx->ahs, handle);
   return 0;
 }
 
+int MemoryVerbs::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** out) {
+  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
+  if (!pd) return EINVAL;
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
+    return dev_.refuse(EINVAL,
+                       "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
+  if (int e = dev_.budgets().check_room(ctx, dev_.mws_.size(), &Context::mws, DeviceLimits::kMaxMw, "memory windows",
+                                        "max_mw"))
+    return e;
+  auto mw = std::make_unique<Mw>();
+  mw->handle = dev_.new_mw_index();  // also the rkey's index (rkey >> 8), so random too
+  mw->ctx = ctx;
+  mw->pd = pd;
+  mw->type = type;
+  mw->rkey = (mw->handle << 8) | (dev_.keys_.next() & 0xff);
+  pd->users++;
+  ctx->mws.push_back(mw->handle);
+  dev_.trace_mw_create(*mw);
+  *out = mw.get();
+  dev_.mws_[mw->handle] = std::move(mw);
+  return 0;
+}
+
+int MemoryVerbs::dealloc_mw(Context* ctx, uint32_t handle) {
+  Mw* mw = dev_.owned(dev_.mws_, ctx, handle);
+  if (!mw) return EINVAL;
+  dev_.unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
+  dev_.tracer_.event(TraceKind::kMwDestroy).u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);
+  mw->pd->users--;
+  ctx->mws.erase(std::remove(ctx->mws.begin(), ctx->mws.end(), handle), ctx->mws.end());
+  dev_.mws_.erase(handle);
+  return 0;
+}
 }  // namespace simnic::core

@@ -35,7 +35,7 @@ class CqResize : public QpPair {
   }
   int resize(int cqe, core::Context* ctx = nullptr) {
     core::Cq* out = nullptr;
-    return a->dev.resize_cq(ctx ? ctx : a->ctx, a->cq->handle, cqe, &out);
+    return a->dev.queue_verbs().resize_cq(ctx ? ctx : a->ctx, a->cq->handle, cqe, &out);
   }
 };
 
