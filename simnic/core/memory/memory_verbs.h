@@ -25,7 +25,7 @@ class MemoryVerbs {
  public:
   explicit MemoryVerbs(Device& dev);
 
-  // objects/pd_mr.cc: PDs, MRs, MWs, AHs
+  // pd_mr.cc: PDs, MRs, MWs, AHs
   int alloc_pd(Context* ctx, uint32_t* handle);
   int dealloc_pd(Context* ctx, uint32_t handle);
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
@@ -34,15 +34,15 @@ class MemoryVerbs {
   int dealloc_mw(Context* ctx, uint32_t handle);
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
   int destroy_ah(Context* ctx, uint32_t handle);
-  // memory/rereg.cc: ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
+  // rereg.cc: ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
   int rereg_mr(Context* ctx, const MrRereg& req, Mr** out);
-  // memory/dm.cc: device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
+  // dm.cc: device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
   int alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out);
   int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
   int reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out);
   bool is_dm_mr(uint32_t mr_handle) const;
   void free_dms(Context* ctx);  // a closing context's, after the MRs over them
-  // memory/odp_verbs.cc: ibv_advise_mr: checks the advice, flags and every SGE; with
+  // odp_verbs.cc: ibv_advise_mr: checks the advice, flags and every SGE; with
   // IBV_ADVISE_MR_FLAG_FLUSH a prefetch also checks that every page exists now. Nothing is
   // pinned: there is nothing to fetch. The arguments are ibv_advise_mr(3)'s: sge[0, num_sge),
   // num_sge at most kMaxAdviseSge.
