@@ -369,7 +369,7 @@ int ibv_destroy_cq(struct ibv_cq* ibcq) {
   return 0;
 }
 
-// simnicd builds the new ring and moves the pending CQEs into it (Device::resize_cq). The poll
+// simnicd builds the new ring and moves the pending CQEs into it (QueueVerbs::resize_cq). The poll
 // lock is held from the request until the new ring is mapped, so no poll reads the old ring or
 // moves its consumer index meanwhile (as rdma-core's providers hold the CQ lock); the arm lock,
 // so that an ibv_req_notify_cq meanwhile is not written into the old ring after simnicd copied

@@ -2,11 +2,11 @@
 // path (requester, responder, completer). Pure: every effect on the world goes through the
 // interfaces in env.h, and time comes in as an argument, so tests drive it deterministically.
 //
-// The implementation is split by responsibility, like rxe: device.cc (what is the device:
-// attributes, contexts, queue memory, status), objects/tables.h (the object tables), the
-// verbs by object (objects/pd_mr.cc, objects/cq.cc, objects/srq.cc, objects/qp.cc, xrc.cc,
-// multicast.cc), qp_modify.cc (state machine), requester.cc, responder.cc, completer.cc,
-// ingress.cc (the one receive path), completion.cc (CQEs, flush).
+// The verbs are served by parts of the device, by concern (each ~40 members at most):
+// Addressing (port/), Budgets, ContextVerbs, QueueVerbs, XrcVerbs (objects/), MemoryVerbs
+// (memory/); Device keeps the object tables (objects/tables.h), the helpers the parts and the
+// engines share, and the data path: requester.cc, responder.cc, completer.cc, ingress.cc (the
+// one receive path), completion.cc (CQEs, flush).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,15 +27,21 @@
 #include "simnic/core/env.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/memory/device_memory.h"
+#include "simnic/core/memory/memory_verbs.h"
 #include "simnic/core/memory/mr_verbs.h"
+#include "simnic/core/objects/budgets.h"
+#include "simnic/core/objects/contexts.h"
 #include "simnic/core/objects/key_source.h"
 #include "simnic/core/objects/multicast.h"
 #include "simnic/core/objects/objects.h"
+#include "simnic/core/objects/queue_verbs.h"
 #include "simnic/core/objects/tables.h"
+#include "simnic/core/objects/xrc_verbs.h"
 #include "simnic/core/observe/counters.h"
 #include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/observe/log_limiter.h"
 #include "simnic/core/observe/trace.h"
+#include "simnic/core/port/addressing.h"
 #include "simnic/core/port/gid_table.h"
 #include "simnic/core/wire/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
@@ -93,7 +99,7 @@ struct DeviceLimits {
 // What one context (one ibv_open_device) may hold. Objects: no limit of its own - all the NIC
 // has, as on rxe, whose pools are per device (rxe_pool.c): a program can create what
 // ibv_query_device advertises, and the NIC's totals (DeviceLimits) bound them all
-// (Device::check_room). Queue memory: a quarter of the NIC's, so that one runaway program
+// (Budgets::check_room). Queue memory: a quarter of the NIC's, so that one runaway program
 // cannot take all of simnicd's memory from the others. Past a limit the verb fails with ENOMEM,
 // as a kernel driver's does when its pool or memory runs out.
 struct ContextLimits {
@@ -130,87 +136,20 @@ class Device : private ObjectTables {
   }
   Tracer& tracer() { return tracer_; }
 
-  // --- Attributes ---
-  ibv_device_attr device_attr() const;
-  ibv_port_attr port_attr() const;
-  ibv_gid gid0() const;  // the IPv4-mapped address, RoCE v2
-  // address.cc: the GID table and how address vectors reach a peer.
-  const GidTable& gid_table() const { return gids_; }
-  // GID `index` of port 1: 0, ENODATA for an empty slot (below gid_tbl_len), else EINVAL.
-  int query_gid(uint32_t index, GidEntry* out) const;
-  // Why GID `index` is past the table (a query_gid EINVAL): what the table holds, and which
-  // `simnic up --gid-table` lists a table where the program's index is the usable GID.
-  std::string gid_index_refusal(uint32_t index) const;
-  // IB mode: where LIDs lead (nullptr: only this port's own LID is known).
-  void set_lid_directory(LidDirectory* lids) { lids_ = lids; }
-  // The NIC address an address vector sends to: by its GRH's dgid (RoCE needs one; its
-  // sgid_index must be an entry simnic can send from), or in IB mode by its DLID. 0 or EINVAL
-  // with the reason in *why.
-  int resolve_av(const ibv_ah_attr& av, uint32_t* ipv4, std::string* why);
-  uint16_t lid_of(uint32_t ipv4);  // IB mode: the LID of the NIC at ipv4, 0 if unknown
-  uint64_t node_guid_be() const;
+  // --- The parts that serve the verbs (each reaches the tables through this Device) ---
+  Addressing& addressing() { return addressing_; }  // attributes, GID table, address vectors
+  const Addressing& addressing() const { return addressing_; }
+  ContextVerbs& context_verbs() { return context_verbs_; }  // contexts, handles, import
+  MemoryVerbs& memory_verbs() { return memory_verbs_; }     // PDs, MRs, MWs, DM, AHs
+  QueueVerbs& queue_verbs() { return queue_verbs_; }        // channels, CQs, SRQs, QPs, multicast
+  XrcVerbs& xrc_verbs() { return xrc_verbs_; }              // XRC domains, SRQs, QPs
+  Budgets& budgets() { return budgets_; }                   // queue memory and object shares
+  const Budgets& budgets() const { return budgets_; }
 
-  // --- Contexts (one per control connection) ---
-  Context* open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd);
-  void close_context(Context* ctx);  // destroys everything it created
   size_t context_count() const { return contexts_.size(); }
   ObjectCounts object_counts() const { return counts(); }
-  // device.cc: what uverbs answers for a handle a destroy verb cannot use (rdma_core.c,
-  // rdma_lookup_get_uobject): 0 when `handle` names an object of `kind` that `ctx` may use,
-  // ENOENT when it names none of the context's objects, EINVAL when it names one of another kind.
-  enum class HandleKind { kPd, kMr, kMw, kCq, kSrq, kQp, kAh, kXrcd };
-  int check_handle(Context* ctx, HandleKind kind, uint32_t handle);
   // device.cc: the completion vectors ibv_context.num_comp_vectors offers: one per CPU, as rxe.
   static uint32_t num_comp_vectors();
-
-  // --- Verbs; each returns 0 or a positive errno, as the kernel's uverbs would ---
-  // objects/pd_mr.cc: PDs, MRs, AHs
-  int alloc_pd(Context* ctx, uint32_t* handle);
-  int dealloc_pd(Context* ctx, uint32_t handle);
-  int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
-  int dereg_mr(Context* ctx, uint32_t handle);
-  int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);
-  int destroy_ah(Context* ctx, uint32_t handle);
-  // memory_window.cc
-  int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
-  int dealloc_mw(Context* ctx, uint32_t handle);
-  // objects/cq.cc: completion channels, CQs
-  int create_channel(Context* ctx, int fd, uint32_t* handle);  // takes ownership of fd
-  int destroy_channel(Context* ctx, uint32_t handle);
-  int create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out);
-  int destroy_cq(Context* ctx, uint32_t handle);
-  // ibv_resize_cq: a new ring of at least `cqe` entries takes the CQ's pending completions in
-  // order. The caller (the shim) must not poll the CQ until it has mapped the new ring.
-  int resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out);
-  // objects/srq.cc
-  int create_srq(Context* ctx, uint32_t pd, const ibv_srq_attr& attr, Srq** out);
-  int modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask);
-  int query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr);
-  int destroy_srq(Context* ctx, uint32_t handle);
-  // objects/qp.cc (create, destroy), qp_modify.cc (modify, query)
-  int create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t recv_cq,
-                uint32_t srq, Qp** out);
-  int modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now);
-  int query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** qp);
-  int destroy_qp(Context* ctx, uint32_t handle);
-  // multicast.cc: UD QPs join and leave multicast groups (IBA 10.5), with rdma-core's errnos.
-  int attach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
-  int detach_mcast(Context* ctx, uint32_t qp, const ibv_gid& gid, uint16_t lid);
-
-  // --- XRC (xrc.cc; IBA Annex A14) ---
-  // ibv_open_xrcd: with a file (has_file: the file's device and inode, as simnicd saw them),
-  // the domain every context of this NIC opening that file shares, made if O_CREAT allows;
-  // without a file, a new domain of its own. *handle names it for this context.
-  int open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, int oflags, uint32_t* handle);
-  int close_xrcd(Context* ctx, uint32_t handle);
-  // ibv_create_srq_ex with IBV_SRQT_XRC: receives complete on `cq`; (*out)->srqn is its number.
-  int create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq, const ibv_srq_attr& attr, Srq** out);
-  // ibv_create_qp_ex with IBV_QPT_XRC_SEND (an INI QP: pd and send_cq) or IBV_QPT_XRC_RECV (a
-  // TGT QP: xrcd only).
-  int create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd, uint32_t send_cq, uint32_t xrcd, Qp** out);
-  // ibv_open_qp: another handle on TGT QP `qpn` of XRC domain `xrcd`, which ctx has open. The QP
-  // lives while any handle on it does: its creator's destroy hands it to an opener.
-  int open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out);
 
   // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
   std::string take_refusal() { return std::exchange(refusal_, {}); }
@@ -219,8 +158,6 @@ class Device : private ObjectTables {
     refusal_ = std::move(why);
     return err;
   }
-  // Why QP `qpn` of `ctx` completed work requests in error: 0 and *why, or EINVAL.
-  int explain_qp(Context* ctx, uint32_t qpn, std::string* why);
   // What the NIC noticed about ctx's QPs since the last call, one per line; clears it.
   std::string take_notices(Context* ctx);
 
@@ -263,30 +200,11 @@ class Device : private ObjectTables {
   T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
     auto it = table.find(handle);
     constexpr bool kShared = std::is_same_v<T, Pd> || std::is_same_v<T, Mr>;
-    if (it == table.end() || (it->second->ctx != ctx && !(kShared && shares(it->second->ctx, ctx)))) return nullptr;
+    if (it == table.end() || (it->second->ctx != ctx && !(kShared && context_verbs_.shares(it->second->ctx, ctx))))
+      return nullptr;
     return it->second.get();
   }
   const Mr* find_mr_by_key(uint32_t key) const;
-  bool queue_memory_fits(const Context* ctx, uint64_t bytes) const;  // under the context's and the NIC's limits
-  bool charge_queue_memory(Context* ctx, uint64_t bytes);            // false (nothing charged) past a limit
-  void refund_queue_memory(Context* ctx, uint64_t bytes);
-  // A queue's shared memory: `charged` bytes counted against ctx and the NIC (the rings and the
-  // NIC's own per-WQE state), `bytes` of them mapped. 0, ENOMEM past a limit, or the
-  // allocator's errno; nothing is charged then.
-  int map_queue_memory(Context* ctx, uint64_t charged, size_t bytes, const char* name, ShmRegion* out);
-  void unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem);
-  // objects/qp.cc: what RC, UC, UD and XRC QPs share
-  int check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq);
-  // objects/shares.cc: room for one more object of a kind on the NIC: 0, or ENOMEM with the
-  // reason when the NIC holds all `total` of them (`in_use`), or when ctx's user already holds
-  // its UserShares of them (`held`: that kind's handles in a context) while another user is here.
-  int check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
-                 const char* objects, const char* attr);
-  int check_user_share(const Context* ctx, std::vector<uint32_t> Context::*held, size_t total, const char* objects,
-                       const char* attr);
-  int map_qp_queues(Context* ctx, Qp& qp, const QpLayout& layout);
-  Qp* add_qp(std::unique_ptr<Qp> qp);
-  void remove_qp(Context* ctx, Qp& qp);
   void log(LogLevel level, const std::string& line);
   // A complaint that may repeat in a storm: written the first time, then at most once a second
   // per `what` and QP, with the count held back. `line` is built only when written.
@@ -319,8 +237,6 @@ class Device : private ObjectTables {
   void log_budget_summary();  // ingress.cc: the LogBudget's summary line, when one is due
 
   // qp_modify.cc
-  int check_qp_attr_values(const Qp& qp, const ibv_qp_attr& attr, int mask, std::string* why);
-  void apply_qp_attr(Qp& qp, const ibv_qp_attr& attr, int mask, uint64_t now);
   void set_qp_state(Qp& qp, ibv_qp_state state, const char* cause = "modify_qp", uint32_t mask = 0);
   void reset_qp(Qp& qp);
   void check_sq_drained(Qp& qp);  // SQD: ends the drain and notifies once nothing is in flight
@@ -430,16 +346,8 @@ class Device : private ObjectTables {
   void uc_abandon_message(Qp& qp);
 
   // xrc.cc
-  Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
-  void xrcd_put(Xrcd* xrcd);                         // frees it once nobody opens or uses it
-  void close_xrcds(Context* ctx);                    // a closing context lets go of its XRCDs
   void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
-  void xrc_release_srq(Srq& srq);                           // an XRC SRQ is being destroyed
-  int destroy_xrc_qp(Context* ctx, Qp& qp);
-  Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
-  int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
-  bool hand_over_tgt_qp(Qp& qp);                       // to another context's open, if any
 
   // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
   void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
@@ -448,12 +356,9 @@ class Device : private ObjectTables {
   void ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len);
 
   // multicast.cc (McastGroup: objects/tables.h)
-  int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
   bool group_ip_joined(uint32_t ip) const;
   void receive_multicast(const proto::ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len);
   std::vector<Qp*> mcast_members(uint32_t group_ip);  // attached to any group of that IP, once each
-  void detach_qp_from(Qp& qp, const GidBytes& gid);
-  void detach_all_mcast(Qp& qp);  // a dying context's QP leaves every group
 
   // completer.cc
   bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
@@ -531,14 +436,8 @@ class Device : private ObjectTables {
   const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
                        std::string* why) const;
 
-  // address.cc
-  int check_sgid_index(uint8_t index, std::string* why) const;
-  int resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) const;
-  int resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why);
-
   DeviceConfig config_;
   GidTable gids_;
-  LidDirectory* lids_ = nullptr;
   HostMemory& memory_;
   PacketSink& wire_;
   ShmAllocator& shm_;
@@ -550,8 +449,7 @@ class Device : private ObjectTables {
   uint8_t rx_tos_ = 0;  // the IPv4 TOS of the packet being received (on_packet): a UD GRH shows it
   uint32_t burst_ = 64;
 
-  uint64_t queue_bytes_ = 0;  // charged to all contexts
-  std::string refusal_;       // see take_refusal
+  std::string refusal_;  // see take_refusal
   KeySource keys_;
   LogLimiter log_limiter_;
   LogBudget log_budget_;   // all log_limited lines together (issue 29 point 4)
@@ -563,65 +461,28 @@ class Device : private ObjectTables {
   std::vector<uint8_t> payload_buffer_;
   std::unique_ptr<CmAgent> cm_;
 
- public:
-  // context_page.cc: the page an idle ibv_poll_cq sleeps on (abi::ContextShared). Allocated on
-  // the shim's first request (EALREADY after that); *page's memfd goes to the client.
-  int map_context_page(Context* ctx, ShmRegion** page);
+  // The parts that serve the verbs (their accessors are above).
+  Addressing addressing_{*this};
+  Budgets budgets_{*this};
+  ContextVerbs context_verbs_{*this};
+  MemoryVerbs memory_verbs_{*this};
+  QueueVerbs queue_verbs_{*this};
+  XrcVerbs xrc_verbs_{*this};
 
- private:
-  void release_context_page(Context* ctx);
   // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
   void note_cqe_written(Context* ctx);
 
-  // --- Verbs completeness (issue 17): memory/rereg.cc, memory/dm.cc ---
  public:
-  // ibv_rereg_mr: what req.flags names changes in place; handle and keys stay.
-  int rereg_mr(Context* ctx, const MrRereg& req, Mr** out);
   // The NIC's clock (simulated ns) at the event being handled: CQE timestamps count in it.
   uint64_t now() const { return now_; }
-  // Device memory (device_memory.h): a memfd of at least `length` bytes the caller maps.
-  int alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out);
-  int free_dm(Context* ctx, uint32_t handle);  // EBUSY while MRs over it remain
-  int reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out);
-  bool is_dm_mr(uint32_t mr_handle) const;
-  // ibv_import_device (objects/import.cc): contexts that share PDs and MRs, as processes that
-  // share one uverbs file do. set_ctl_fd_number: what the context's Hello said its socket's
-  // descriptor number is; join_context: `holds(pid, fd)` says whether that descriptor of that
-  // process is the socket the importer passed.
-  void set_ctl_fd_number(Context* ctx, int fd) { ctl_fd_number_[ctx] = fd; }
-  int join_context(Context* ctx, const std::function<bool(pid_t pid, int fd)>& holds);
-  int import_pd(Context* ctx, uint32_t handle);
-  int import_mr(Context* ctx, uint32_t handle, Mr** out);
-  bool shares(const Context* owner, const Context* user) const;
 
  private:
-  void leave_group(Context* ctx);  // a closing context hands what others still use to them
-  int check_mr_access(uint32_t access);
-  int check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
-  int check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access);
-  // A registration that passed its verb's checks becomes an MR with a fresh key.
-  int add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
-  int reg_dm_range(Context* ctx, const DmMrReg& req, Mr** out);  // the MR of reg_dm_mr, length 0 too
-  int check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd);
+  // memory/rereg.cc: what dereg_mr and rereg_mr leave behind in the engines and the trace
   void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
   void trace_mr_destroy(const Mr& mr);
-  void free_dms(Context* ctx);
-  std::map<uint32_t, std::unique_ptr<Dm>> dms_;
-  std::map<uint32_t, uint32_t> dm_mrs_;  // MR handle -> the DM it lies in (entries of dead MRs are stale)
-  uint64_t dm_bytes_ = 0;                // pages of device memory allocated, all contexts
-  std::map<const Context*, int> ctl_fd_number_;
-  std::map<const Context*, uint32_t> group_of_;  // contexts that share PDs and MRs: same group
 
   // --- On-demand paging (issue 17): memory/odp.cc ---
- public:
-  // ibv_advise_mr: checks the advice, flags and every SGE; with IBV_ADVISE_MR_FLAG_FLUSH a
-  // prefetch also checks that every page exists now. Nothing is pinned: there is nothing to fetch.
-  // The arguments are ibv_advise_mr(3)'s: sge[0, num_sge), num_sge at most kMaxAdviseSge.
-  int advise_mr(Context* ctx, uint32_t pd, uint32_t advice, uint32_t flags, const ibv_sge* sge, uint32_t num_sge);
-
  private:
-  // ibv_reg_mr's range rules for an IBV_ACCESS_ON_DEMAND MR (explicit, or implicit: NULL, SIZE_MAX).
-  int check_odp_range(uint64_t addr, uint64_t length, uint64_t iova);
   // A DMA through an ODP MR met a page with no mapping: the odp_fault trace event.
   void note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote);
   // The responder's DMA into or out of `mr` failed with `err`: NAK remote access error for an
@@ -693,6 +554,14 @@ class Device : private ObjectTables {
   void cc_wake();                      // resume QPs that freed credit lets go
   CongestionControl cc_{
       CongestionConfig{config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow}};
+
+  // Parts of the NIC that use its shared helpers (issue 27 point 1; a later step narrows this)
+  friend class Addressing;
+  friend class Budgets;
+  friend class ContextVerbs;
+  friend class MemoryVerbs;
+  friend class QueueVerbs;
+  friend class XrcVerbs;
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

@@ -127,7 +127,7 @@ int NicServer::start(std::string* error) {
   }
   if (opt_.device.infiniband) {
     lids_ = std::make_unique<LidFile>(opt_.lid_map.empty() ? abi::lid_map_path(opt_.dir) : opt_.lid_map, logger_);
-    device_.set_lid_directory(lids_.get());
+    device_.addressing().set_lid_directory(lids_.get());
   }
   socket_path_ = abi::control_socket_path(opt_.dir, opt_.device.name);
   // Another simnicd serving this name? A socket that answers is taken; a dead one is stale.
@@ -304,7 +304,7 @@ void NicServer::stop() {
   pcap_.close();
   if (!sysfs_root_.empty()) {
     unlink_sysfs_class_entry(opt_.dir, opt_.device.name);
-    remove_sysfs_tree(sysfs_root_, device_.port_attr().gid_tbl_len);
+    remove_sysfs_tree(sysfs_root_, device_.addressing().port_attr().gid_tbl_len);
   }
   sysfs_root_.clear();
   io_.stop();

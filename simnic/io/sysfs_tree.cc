@@ -69,7 +69,7 @@ bool write_gids(const std::string& root, const core::Device& dev, uint32_t lengt
   bool ok = true;
   for (uint32_t i = 0; i < length; ++i) {
     core::GidEntry e;
-    const bool filled = dev.query_gid(i, &e) == 0;
+    const bool filled = dev.addressing().query_gid(i, &e) == 0;
     ok &= write_file(index_path(root, "gids", i), gid_text(filled ? e.gid : ibv_gid{}));
     if (!filled) continue;
     ok &= write_file(index_path(root, "gid_attrs/types", i), e.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
@@ -86,8 +86,8 @@ constexpr const char* kFiles[] = {"node_type",   "node_guid",     "sys_image_gui
 
 // What each of kFiles holds, in kFiles' order.
 std::vector<std::string> attribute_texts(const core::Device& dev) {
-  const ibv_device_attr a = dev.device_attr();
-  const ibv_port_attr p = dev.port_attr();
+  const ibv_device_attr a = dev.addressing().device_attr();
+  const ibv_port_attr p = dev.addressing().port_attr();
   const bool ib = p.link_layer == IBV_LINK_LAYER_INFINIBAND;
   return {"1: CA",
           guid_text(a.node_guid),
@@ -111,7 +111,7 @@ std::string write_sysfs_tree(const std::string& root, const core::Device& dev, c
   const std::vector<std::string> texts = attribute_texts(dev);
   bool ok = texts.size() == std::size(kFiles);
   for (size_t i = 0; ok && i < texts.size(); ++i) ok = write_file(root + "/" + kFiles[i], texts[i]);
-  ok &= write_gids(root, dev, dev.port_attr().gid_tbl_len, netdev);
+  ok &= write_gids(root, dev, dev.addressing().port_attr().gid_tbl_len, netdev);
   return ok ? "" : root + ": a file could not be written";
 }
 

@@ -16,7 +16,7 @@ ControlDispatcher::ControlDispatcher(Device& device, pid_t daemon_pid, Hooks hoo
 void ControlDispatcher::close(ControlSession& s) {
   if (s.cm_client) dev_.cm().close_client(s.cm_client, 0);
   s.cm_client = 0;
-  if (s.ctx) dev_.close_context(s.ctx);
+  if (s.ctx) dev_.context_verbs().close_context(s.ctx);
   s.ctx = nullptr;
 }
 

@@ -23,7 +23,7 @@ namespace {
 HelloReply hello_reply(const Device& dev, pid_t daemon_pid) {
   HelloReply rep{};
   std::snprintf(rep.name, sizeof rep.name, "%s", dev.config().name.c_str());
-  rep.node_guid = dev.node_guid_be();
+  rep.node_guid = dev.addressing().node_guid_be();
   const uint32_t ip = dev.config().ipv4;
   const uint8_t b[4] = {uint8_t(ip >> 24), uint8_t(ip >> 16), uint8_t(ip >> 8), uint8_t(ip)};
   std::memcpy(&rep.ipv4, b, 4);
@@ -57,9 +57,9 @@ ControlReply hello(Request& r, const HelloReq& q) {
   }
   s.greeted = true;
   if (context) {
-    s.ctx = r.dev.open_context(s.pid, s.uid, r.fds[0], r.fds[1]);
+    s.ctx = r.dev.context_verbs().open_context(s.pid, s.uid, r.fds[0], r.fds[1]);
     r.fds[0] = r.fds[1] = -1;
-    r.dev.set_ctl_fd_number(s.ctx, int(q.ctl_fd));  // for ibv_import_device (issue 17)
+    r.dev.context_verbs().set_ctl_fd_number(s.ctx, int(q.ctl_fd));  // for ibv_import_device (issue 17)
   }
   return ok(hello_reply(r.dev, r.daemon_pid));
 }
@@ -72,7 +72,7 @@ ControlReply set_fault(Request& r) { return text_command(r.hooks.set_faults, r.b
 
 ControlReply step(Request& r) { return text_command(r.hooks.step, r.body); }
 
-ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.device_attr()}); }
+ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.addressing().device_attr()}); }
 
 namespace {
 // ibv_query_port, ibv_query_gid ...: one port, number 1.
@@ -85,14 +85,14 @@ ControlReply no_such_port(Request& r, uint32_t port_num) {
 
 ControlReply query_port(Request& r, const QueryPortReq& q) {
   if (q.port_num != 1) return no_such_port(r, q.port_num);
-  return ok(QueryPortReply{r.dev.port_attr()});
+  return ok(QueryPortReply{r.dev.addressing().port_attr()});
 }
 
 ControlReply query_gid(Request& r, const QueryGidReq& q) {
   if (q.port_num != 1) return no_such_port(r, q.port_num);
   GidEntry e;
-  if (int st = r.dev.query_gid(q.index, &e)) {  // ENODATA: an empty slot, which needs no reason
-    return fail(st == EINVAL ? r.dev.refuse(st, r.dev.gid_index_refusal(q.index)) : st);
+  if (int st = r.dev.addressing().query_gid(q.index, &e)) {  // ENODATA: an empty slot, which needs no reason
+    return fail(st == EINVAL ? r.dev.refuse(st, r.dev.addressing().gid_index_refusal(q.index)) : st);
   }
   QueryGidReply rep{};
   rep.gid = e.gid;
@@ -107,7 +107,7 @@ ControlReply take_notices(Request& r) { return text(r.dev.take_notices(r.ctx)); 
 
 ControlReply explain_qp(Request& r, const HandleReq& q) {
   std::string why;
-  int e = r.dev.explain_qp(r.ctx, q.handle, &why);
+  int e = r.dev.context_verbs().explain_qp(r.ctx, q.handle, &why);
   return e ? fail(e) : text(why);
 }
 

@@ -69,13 +69,13 @@ uint32_t offset_in(const ShmRegion& mem, const void* p) {
 
 ControlReply alloc_pd(Request& r) {
   HandleReply rep{};
-  if (int e = r.dev.alloc_pd(r.ctx, &rep.handle)) return fail(e);
+  if (int e = r.dev.memory_verbs().alloc_pd(r.ctx, &rep.handle)) return fail(e);
   return ok(rep);
 }
 
 ControlReply reg_mr(Request& r, const RegMrReq& q) {
   Mr* mr = nullptr;
-  if (int e = r.dev.reg_mr(r.ctx, q.pd, q.addr, q.length, q.iova, q.access, &mr)) return fail(e);
+  if (int e = r.dev.memory_verbs().reg_mr(r.ctx, q.pd, q.addr, q.length, q.iova, q.access, &mr)) return fail(e);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 
@@ -83,7 +83,7 @@ ControlReply alloc_mw(Request& r, const AllocMwReq& q) {
   // Checked before the cast: a value outside the enum is undefined behaviour once loaded.
   if (q.type != IBV_MW_TYPE_1 && q.type != IBV_MW_TYPE_2) return fail(EINVAL);
   Mw* mw = nullptr;
-  if (int e = r.dev.alloc_mw(r.ctx, q.pd, ibv_mw_type(q.type), &mw)) return fail(e);
+  if (int e = r.dev.memory_verbs().alloc_mw(r.ctx, q.pd, ibv_mw_type(q.type), &mw)) return fail(e);
   return ok(AllocMwReply{mw->handle, mw->rkey});
 }
 
@@ -91,7 +91,7 @@ ControlReply create_comp_channel(Request& r) {
   if (r.fds.empty() || r.fds[0] < 0) return fail(EINVAL);
   if (int e = r.check_fd(FdRole::kEventSocket, r.fds[0])) return fail(e);
   HandleReply rep{};
-  if (int e = r.dev.create_channel(r.ctx, r.fds[0], &rep.handle)) return fail(e);
+  if (int e = r.dev.queue_verbs().create_channel(r.ctx, r.fds[0], &rep.handle)) return fail(e);
   r.fds[0] = -1;
   return ok(rep);
 }
@@ -104,13 +104,13 @@ ControlReply create_cq(Request& r, const CreateCqReq& q) {
                                          " completion vectors (ibv_context.num_comp_vectors), 0 to " +
                                          std::to_string(Device::num_comp_vectors() - 1)));
   Cq* cq = nullptr;
-  if (int e = r.dev.create_cq(r.ctx, q.cqe, q.channel, &cq)) return fail(e);
+  if (int e = r.dev.queue_verbs().create_cq(r.ctx, q.cqe, q.channel, &cq)) return fail(e);
   return cq_reply(*cq);
 }
 
 ControlReply resize_cq(Request& r, const ResizeCqReq& q) {
   Cq* cq = nullptr;
-  if (int e = r.dev.resize_cq(r.ctx, q.handle, q.cqe, &cq)) return fail(e);
+  if (int e = r.dev.queue_verbs().resize_cq(r.ctx, q.handle, q.cqe, &cq)) return fail(e);
   return cq_reply(*cq);
 }
 
@@ -118,7 +118,7 @@ ControlReply resize_cq(Request& r, const ResizeCqReq& q) {
 // simnicd's read-only "alive" page (abi/daemon_alive.h), which the shim reads on every post.
 ControlReply map_context_page(Request& r) {
   ShmRegion* page = nullptr;
-  if (int e = r.dev.map_context_page(r.ctx, &page)) return fail(e);
+  if (int e = r.dev.context_verbs().map_context_page(r.ctx, &page)) return fail(e);
   const int alive = r.hooks.daemon_alive_fd ? r.hooks.daemon_alive_fd() : -1;
   ControlReply reply =
       ok(MapContextPageReply{uint32_t(page->size), alive >= 0 ? uint32_t(abi::kDaemonAliveBytes) : 0}, *page);
@@ -134,7 +134,7 @@ ControlReply create_qp(Request& r, const CreateQpReq& q) {
   init.sq_sig_all = int(q.sq_sig_all);
   init.cap = q.cap;
   Qp* qp = nullptr;
-  if (int e = r.dev.create_qp(r.ctx, init, q.pd, q.send_cq, q.recv_cq, q.srq, &qp)) return fail(e);
+  if (int e = r.dev.queue_verbs().create_qp(r.ctx, init, q.pd, q.send_cq, q.recv_cq, q.srq, &qp)) return fail(e);
   return ok(qp_reply(*qp), qp->mem);
 }
 
@@ -155,13 +155,13 @@ CreateQpReply qp_reply(const Qp& qp) {
 ControlReply modify_qp(Request& r, const ModifyQpReq&) {
   ModifyQpReq req;
   if (!qp_attr_enums_valid(r.body, &req)) return fail(EINVAL);
-  return fail(r.dev.modify_qp(r.ctx, req.qp, req.attr, req.attr_mask, r.now));
+  return fail(r.dev.queue_verbs().modify_qp(r.ctx, req.qp, req.attr, req.attr_mask, r.now));
 }
 
 ControlReply query_qp(Request& r, const QueryQpReq& q) {
   QueryQpReply rep{};
   Qp* qp = nullptr;
-  if (int e = r.dev.query_qp(r.ctx, q.qp, &rep.attr, &qp)) return fail(e);
+  if (int e = r.dev.queue_verbs().query_qp(r.ctx, q.qp, &rep.attr, &qp)) return fail(e);
   rep.cap = qp->cap;
   rep.qp_type = qp->type;
   rep.sq_sig_all = qp->sq_sig_all;
@@ -170,7 +170,7 @@ ControlReply query_qp(Request& r, const QueryQpReq& q) {
 
 ControlReply create_srq(Request& r, const CreateSrqReq& q) {
   Srq* srq = nullptr;
-  if (int e = r.dev.create_srq(r.ctx, q.pd, q.attr, &srq)) return fail(e);
+  if (int e = r.dev.queue_verbs().create_srq(r.ctx, q.pd, q.attr, &srq)) return fail(e);
   return ok(srq_reply(*srq), srq->mem);
 }
 
@@ -179,23 +179,27 @@ CreateSrqReply srq_reply(const Srq& srq) {
 }
 
 ControlReply modify_srq(Request& r, const ModifySrqReq& q) {
-  return fail(r.dev.modify_srq(r.ctx, q.srq, q.attr, q.attr_mask));
+  return fail(r.dev.queue_verbs().modify_srq(r.ctx, q.srq, q.attr, q.attr_mask));
 }
 
 ControlReply query_srq(Request& r, const HandleReq& q) {
   QuerySrqReply rep{};
-  if (int e = r.dev.query_srq(r.ctx, q.handle, &rep.attr)) return fail(e);
+  if (int e = r.dev.queue_verbs().query_srq(r.ctx, q.handle, &rep.attr)) return fail(e);
   return ok(rep);
 }
 
 ControlReply create_ah(Request& r, const CreateAhReq& q) {
   HandleReply rep{};
-  if (int e = r.dev.create_ah(r.ctx, q.pd, q.attr, &rep.handle)) return fail(e);
+  if (int e = r.dev.memory_verbs().create_ah(r.ctx, q.pd, q.attr, &rep.handle)) return fail(e);
   return ok(rep);
 }
 
-ControlReply attach_mcast(Request& r, const McastReq& q) { return fail(r.dev.attach_mcast(r.ctx, q.qp, q.gid, q.lid)); }
+ControlReply attach_mcast(Request& r, const McastReq& q) {
+  return fail(r.dev.queue_verbs().attach_mcast(r.ctx, q.qp, q.gid, q.lid));
+}
 
-ControlReply detach_mcast(Request& r, const McastReq& q) { return fail(r.dev.detach_mcast(r.ctx, q.qp, q.gid, q.lid)); }
+ControlReply detach_mcast(Request& r, const McastReq& q) {
+  return fail(r.dev.queue_verbs().detach_mcast(r.ctx, q.qp, q.gid, q.lid));
+}
 
 }  // namespace simnic::service::control

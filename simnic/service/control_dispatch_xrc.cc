@@ -21,13 +21,13 @@ ControlReply open_xrcd(Request& r, const OpenXrcdReq& q) {
     if (int e = r.hooks.file_identity(r.fds[0], &dev, &ino)) return fail(e);
   }
   HandleReply rep{};
-  if (int e = r.dev.open_xrcd(r.ctx, q.has_file != 0, dev, ino, q.oflags, &rep.handle)) return fail(e);
+  if (int e = r.dev.xrc_verbs().open_xrcd(r.ctx, q.has_file != 0, dev, ino, q.oflags, &rep.handle)) return fail(e);
   return ok(rep);
 }
 
 ControlReply create_xrc_srq(Request& r, const CreateXrcSrqReq& q) {
   Srq* srq = nullptr;
-  if (int e = r.dev.create_xrc_srq(r.ctx, q.pd, q.xrcd, q.cq, q.attr, &srq)) return fail(e);
+  if (int e = r.dev.xrc_verbs().create_xrc_srq(r.ctx, q.pd, q.xrcd, q.cq, q.attr, &srq)) return fail(e);
   CreateXrcSrqReply rep{};
   rep.srq = srq_reply(*srq);
   rep.srq_num = srq->srqn;
@@ -42,7 +42,7 @@ ControlReply create_xrc_qp(Request& r, const CreateXrcQpReq& q) {
   init.sq_sig_all = int(q.qp.sq_sig_all);
   init.cap = q.qp.cap;
   Qp* qp = nullptr;
-  if (int e = r.dev.create_xrc_qp(r.ctx, init, q.qp.pd, q.qp.send_cq, q.xrcd, &qp)) return fail(e);
+  if (int e = r.dev.xrc_verbs().create_xrc_qp(r.ctx, init, q.qp.pd, q.qp.send_cq, q.xrcd, &qp)) return fail(e);
   CreateQpReply rep = qp_reply(*qp);
   rep.rq_entries = 0;  // no receive queue: an INI QP only sends, a TGT QP receives into SRQs
   return ok(rep, qp->mem);
@@ -51,7 +51,7 @@ ControlReply create_xrc_qp(Request& r, const CreateXrcQpReq& q) {
 ControlReply open_xrc_qp(Request& r, const OpenXrcQpReq& q) {
   Qp* qp = nullptr;
   CreateQpReply rep{};
-  if (int e = r.dev.open_xrc_qp(r.ctx, q.xrcd, q.qp_num, &rep.handle, &qp)) return fail(e);
+  if (int e = r.dev.xrc_verbs().open_xrc_qp(r.ctx, q.xrcd, q.qp_num, &rep.handle, &qp)) return fail(e);
   rep.qp_num = qp->qpn;
   rep.cap = qp->cap;
   return ok(rep);

@@ -8,7 +8,10 @@ namespace simnic::service::control {
 using abi::Op;
 using core::Device;
 using N = Needs;
-using K = Device::HandleKind;
+using K = core::ContextVerbs::HandleKind;
+using core::MemoryVerbs;
+using core::QueueVerbs;
+using core::XrcVerbs;
 
 namespace {
 
@@ -23,13 +26,16 @@ constexpr OpRule kOpTable[] = {
     entry<step>(Op::Step, "Step", N::kHello),
     // Verbs on a context's objects.
     entry<alloc_pd>(Op::AllocPd, "AllocPd", N::kContext),
-    entry<destroy_verb<K::kPd, &Device::dealloc_pd>>(Op::DeallocPd, "DeallocPd", N::kContext),
+    entry<destroy_verb<K::kPd, &Device::memory_verbs, &MemoryVerbs::dealloc_pd>>(Op::DeallocPd, "DeallocPd",
+                                                                                 N::kContext),
     entry<reg_mr>(Op::RegMr, "RegMr", N::kContext),
-    entry<destroy_verb<K::kMr, &Device::dereg_mr>>(Op::DeregMr, "DeregMr", N::kContext),
+    entry<destroy_verb<K::kMr, &Device::memory_verbs, &MemoryVerbs::dereg_mr>>(Op::DeregMr, "DeregMr", N::kContext),
     entry<alloc_mw>(Op::AllocMw, "AllocMw", N::kContext),
-    entry<destroy_verb<K::kMw, &Device::dealloc_mw>>(Op::DeallocMw, "DeallocMw", N::kContext),
+    entry<destroy_verb<K::kMw, &Device::memory_verbs, &MemoryVerbs::dealloc_mw>>(Op::DeallocMw, "DeallocMw",
+                                                                                 N::kContext),
     entry<create_comp_channel>(Op::CreateCompChannel, "CreateCompChannel", N::kContext),
-    entry<handle_verb<&Device::destroy_channel>>(Op::DestroyCompChannel, "DestroyCompChannel", N::kContext),
+    entry<handle_verb<&Device::queue_verbs, &QueueVerbs::destroy_channel>>(Op::DestroyCompChannel, "DestroyCompChannel",
+                                                                           N::kContext),
     entry<create_cq>(Op::CreateCq, "CreateCq", N::kContext),
     entry<resize_cq>(Op::ResizeCq, "ResizeCq", N::kContext),
     entry<map_context_page>(Op::MapContextPage, "MapContextPage", N::kContext),
@@ -37,30 +43,32 @@ constexpr OpRule kOpTable[] = {
     entry<rereg_mr>(Op::ReregMr, "ReregMr", N::kContext),
     entry<query_clock>(Op::QueryClock, "QueryClock", N::kContext),
     entry<alloc_dm>(Op::AllocDm, "AllocDm", N::kContext),
-    entry<handle_verb<&Device::free_dm>>(Op::FreeDm, "FreeDm", N::kContext),
+    entry<handle_verb<&Device::memory_verbs, &MemoryVerbs::free_dm>>(Op::FreeDm, "FreeDm", N::kContext),
     entry<reg_dm_mr>(Op::RegDmMr, "RegDmMr", N::kContext),
     entry<import_pd>(Op::ImportPd, "ImportPd", N::kContext),
     entry<import_mr>(Op::ImportMr, "ImportMr", N::kContext),
     entry<join_context>(Op::JoinContext, "JoinContext", N::kContext),
     entry<advise_mr>(Op::AdviseMr, "AdviseMr", N::kContext),
-    entry<destroy_verb<K::kCq, &Device::destroy_cq>>(Op::DestroyCq, "DestroyCq", N::kContext),
+    entry<destroy_verb<K::kCq, &Device::queue_verbs, &QueueVerbs::destroy_cq>>(Op::DestroyCq, "DestroyCq", N::kContext),
     entry<create_qp>(Op::CreateQp, "CreateQp", N::kContext),
     entry<modify_qp>(Op::ModifyQp, "ModifyQp", N::kContext),
     entry<query_qp>(Op::QueryQp, "QueryQp", N::kContext),
-    entry<destroy_verb<K::kQp, &Device::destroy_qp>>(Op::DestroyQp, "DestroyQp", N::kContext),
+    entry<destroy_verb<K::kQp, &Device::queue_verbs, &QueueVerbs::destroy_qp>>(Op::DestroyQp, "DestroyQp", N::kContext),
     entry<explain_qp>(Op::ExplainQp, "ExplainQp", N::kContext),
     entry<take_notices>(Op::TakeNotices, "TakeNotices", N::kContext),
     entry<create_srq>(Op::CreateSrq, "CreateSrq", N::kContext),
     entry<modify_srq>(Op::ModifySrq, "ModifySrq", N::kContext),
     entry<query_srq>(Op::QuerySrq, "QuerySrq", N::kContext),
-    entry<destroy_verb<K::kSrq, &Device::destroy_srq>>(Op::DestroySrq, "DestroySrq", N::kContext),
+    entry<destroy_verb<K::kSrq, &Device::queue_verbs, &QueueVerbs::destroy_srq>>(Op::DestroySrq, "DestroySrq",
+                                                                                 N::kContext),
     entry<create_ah>(Op::CreateAh, "CreateAh", N::kContext),
-    entry<destroy_verb<K::kAh, &Device::destroy_ah>>(Op::DestroyAh, "DestroyAh", N::kContext),
+    entry<destroy_verb<K::kAh, &Device::memory_verbs, &MemoryVerbs::destroy_ah>>(Op::DestroyAh, "DestroyAh",
+                                                                                 N::kContext),
     entry<attach_mcast>(Op::AttachMcast, "AttachMcast", N::kContext),
     entry<detach_mcast>(Op::DetachMcast, "DetachMcast", N::kContext),
     // XRC (control_dispatch_xrc.cc).
     entry<open_xrcd>(Op::OpenXrcd, "OpenXrcd", N::kContext),
-    entry<destroy_verb<K::kXrcd, &Device::close_xrcd>>(Op::CloseXrcd, "CloseXrcd", N::kContext),
+    entry<destroy_verb<K::kXrcd, &Device::xrc_verbs, &XrcVerbs::close_xrcd>>(Op::CloseXrcd, "CloseXrcd", N::kContext),
     entry<create_xrc_srq>(Op::CreateXrcSrq, "CreateXrcSrq", N::kContext),
     entry<create_xrc_qp>(Op::CreateXrcQp, "CreateXrcQp", N::kContext),
     entry<open_xrc_qp>(Op::OpenXrcQp, "OpenXrcQp", N::kContext),

@@ -90,19 +90,20 @@ constexpr OpRule entry(abi::Op op, const char* name, Needs needs) {
   return OpRule{op, name, needs, HandlerBody<decltype(Fn)>::size, &call<Fn>};
 }
 
-// A verb that takes a handle and answers with an errno only (ibv_dealloc_pd, ibv_destroy_*).
-template <int (core::Device::*Verb)(core::Context*, uint32_t)>
+// A verb that takes a handle and answers with an errno only (ibv_dealloc_pd, ibv_destroy_*):
+// `Verb`, a member of the part of the Device that `Part` returns (Device::queue_verbs, ...).
+template <auto Part, auto Verb>
 ControlReply handle_verb(Request& r, const abi::HandleReq& q) {
-  return fail((r.dev.*Verb)(r.ctx, q.handle));
+  return fail(((r.dev.*Part)().*Verb)(r.ctx, q.handle));
 }
 
 // A destroy verb (ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_*): a handle that names none of the
 // context's objects is ENOENT, one that names an object of another kind EINVAL, as the kernel's
-// uverbs answers (Device::check_handle); then the verb's own errno (EBUSY while in use, ...).
-template <core::Device::HandleKind Kind, int (core::Device::*Verb)(core::Context*, uint32_t)>
+// uverbs answers (ContextVerbs::check_handle); then the verb's own errno (EBUSY while in use, ...).
+template <core::ContextVerbs::HandleKind Kind, auto Part, auto Verb>
 ControlReply destroy_verb(Request& r, const abi::HandleReq& q) {
-  if (int e = r.dev.check_handle(r.ctx, Kind, q.handle)) return fail(e);
-  return fail((r.dev.*Verb)(r.ctx, q.handle));
+  if (int e = r.dev.context_verbs().check_handle(r.ctx, Kind, q.handle)) return fail(e);
+  return fail(((r.dev.*Part)().*Verb)(r.ctx, q.handle));
 }
 
 // --- The handlers, by file ---

@@ -62,10 +62,10 @@ const std::vector<uint8_t>& opcodes_of(uint32_t transport_mask) {
 class World {
  public:
   World() : dev_(config(), mem_, wire_, shm_, notifier_, logger_) {
-    ctx_ = dev_.open_context(kPid, 0, -1, -1);
-    other_ = dev_.open_context(kOtherPid, 0, -1, -1);
-    dev_.alloc_pd(ctx_, &pd_);
-    dev_.alloc_pd(other_, &other_pd_);
+    ctx_ = dev_.context_verbs().open_context(kPid, 0, -1, -1);
+    other_ = dev_.context_verbs().open_context(kOtherPid, 0, -1, -1);
+    dev_.memory_verbs().alloc_pd(ctx_, &pd_);
+    dev_.memory_verbs().alloc_pd(other_, &other_pd_);
     const uint32_t all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                          IBV_ACCESS_REMOTE_ATOMIC;
     data_ = reg(ctx_, pd_, kPid, kDataOff, kDataLen, all);
@@ -81,7 +81,7 @@ class World {
     // rkey checks (and the unit tests) cover. Found by this fuzzer: a UD receive's GRH landed here.
     if (ring_rewrites()) mem_.allow_writes(kPid, local->addr, local->length);
     core::Cq* cq = nullptr;
-    dev_.create_cq(ctx_, 1024, 0, &cq);
+    dev_.queue_verbs().create_cq(ctx_, 1024, 0, &cq);
     cq_ = cq ? cq->handle : 0;
     const ibv_qp_type types[3] = {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD};
     for (int i = 0; i < 3; ++i) qps_[i] = make_qp(types[i], kPeerQpn[i]);
@@ -120,7 +120,7 @@ class World {
   Mr* reg(core::Context* ctx, uint32_t pd, pid_t pid, size_t off, size_t len, uint32_t access) {
     Mr* mr = nullptr;
     uint64_t a = mem_.addr(pid, off);
-    if (dev_.reg_mr(ctx, pd, a, len, a, access, &mr) != 0) std::abort();  // the set-up must work
+    if (dev_.memory_verbs().reg_mr(ctx, pd, a, len, a, access, &mr) != 0) std::abort();  // the set-up must work
     keys_.push_back(mr->rkey);
     keys_.push_back(mr->lkey);
     ranges_.push_back({mr->iova, mr->length});  // copied: an MR may be deregistered mid-input
@@ -134,7 +134,7 @@ class World {
     init.cap.max_send_sge = 4;
     init.cap.max_recv_sge = 4;
     Qp* qp = nullptr;
-    if (dev_.create_qp(ctx_, init, pd_, cq_, cq_, 0, &qp) != 0) std::abort();
+    if (dev_.queue_verbs().create_qp(ctx_, init, pd_, cq_, cq_, 0, &qp) != 0) std::abort();
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
@@ -143,7 +143,7 @@ class World {
     if (type == IBV_QPT_UC) at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                (type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
-    must(dev_.modify_qp(ctx_, qp->handle, at, mask, now_));
+    must(dev_.queue_verbs().modify_qp(ctx_, qp->handle, at, mask, now_));
     at = {};
     at.qp_state = IBV_QPS_RTR;
     mask = IBV_QP_STATE;
@@ -158,7 +158,7 @@ class World {
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
       if (type == IBV_QPT_RC) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     }
-    must(dev_.modify_qp(ctx_, qp->handle, at, mask, now_));
+    must(dev_.queue_verbs().modify_qp(ctx_, qp->handle, at, mask, now_));
     at = {};
     at.qp_state = IBV_QPS_RTS;
     at.timeout = 14;
@@ -167,7 +167,7 @@ class World {
     at.max_rd_atomic = 4;
     mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
     if (type == IBV_QPT_RC) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    must(dev_.modify_qp(ctx_, qp->handle, at, mask, now_));
+    must(dev_.queue_verbs().modify_qp(ctx_, qp->handle, at, mask, now_));
     return qp;
   }
   static void must(int rc) {
@@ -204,7 +204,7 @@ class World {
     a.grh.dgid = gid_of(kIpPeer);
     a.port_num = 1;
     uint32_t h = 0;
-    dev_.create_ah(ctx_, pd_, a, &h);
+    dev_.memory_verbs().create_ah(ctx_, pd_, a, &h);
     return h;
   }
   abi::SendWqe send_wqe(ibv_wr_opcode op, uint64_t id, size_t off, uint32_t len) {
@@ -343,14 +343,14 @@ class World {
       case 2:  // deregister the MR a receive and a READ point into; nothing may land there after
         if (doomed_) {
           mem_.forbid_writes(kPid, doomed_->addr);
-          dev_.dereg_mr(ctx_, doomed_->handle);
+          dev_.memory_verbs().dereg_mr(ctx_, doomed_->handle);
           doomed_ = nullptr;
         }
         break;
       case 3: {
         ibv_qp_attr at{};
         at.qp_state = IBV_QPS_ERR;
-        dev_.modify_qp(ctx_, qp.handle, at, IBV_QP_STATE, now_);
+        dev_.queue_verbs().modify_qp(ctx_, qp.handle, at, IBV_QP_STATE, now_);
         break;
       }
     }

@@ -126,7 +126,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   wc.byte_len = len;
   wc.wc_flags = config_.infiniband ? 0 : IBV_WC_GRH;
   wc.sl = wc_sl(config_.infiniband);
-  wc.slid = lid_of(src_ip);
+  wc.slid = addressing_.lid_of(src_ip);
   if (pkt.mask & kHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = pkt.h.imm_be;

@@ -210,7 +210,7 @@ int Device::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len)
 // pinned pages the program may have unmapped since. An ODP MR's fault must NAK the packet that
 // met it, and device memory is cheap to reach: both are written at once.
 int Device::dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len) {
-  if (is_odp_mr(mr) || is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
+  if (is_odp_mr(mr) || memory_verbs_.is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
   if (int e = memory_.write_later(mr.ctx->pid, addr, src, len)) return e;
   queued_write_bytes_ += len;
   if (queued_write_bytes_ >= kMaxQueuedWrites) flush_dma_writes();

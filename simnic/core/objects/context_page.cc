@@ -5,19 +5,19 @@
 
 namespace simnic::core {
 
-int Device::map_context_page(Context* ctx, ShmRegion** page) {
+int ContextVerbs::map_context_page(Context* ctx, ShmRegion** page) {
   if (ctx->shared) return EALREADY;  // its memfd went to the client the first time
   int err = 0;
-  if (!shm_.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
+  if (!dev_.shm_.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
   ctx->shared = new (ctx->page.addr) abi::ContextShared;
   *page = &ctx->page;
   return 0;
 }
 
-void Device::release_context_page(Context* ctx) {
+void ContextVerbs::release_context_page(Context* ctx) {
   if (!ctx->shared) return;
   ctx->shared = nullptr;
-  shm_.release(ctx->page);
+  dev_.shm_.release(ctx->page);
 }
 
 void Device::note_cqe_written(Context* ctx) {

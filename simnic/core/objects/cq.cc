@@ -5,72 +5,73 @@
 
 namespace simnic::core {
 
-int Device::create_channel(Context* ctx, int fd, uint32_t* handle) {
+int QueueVerbs::create_channel(Context* ctx, int fd, uint32_t* handle) {
   if (ctx->channels.size() >= ContextLimits::kMaxChannel) return ENOMEM;
-  auto ch = make_object<Channel>(ctx);
+  auto ch = dev_.make_object<Channel>(ctx);
   ch->fd = fd;
-  *handle = insert_object(channels_, ctx->channels, std::move(ch))->handle;
+  *handle = dev_.insert_object(dev_.channels_, ctx->channels, std::move(ch))->handle;
   return 0;
 }
 
-int Device::destroy_channel(Context* ctx, uint32_t handle) {
-  Channel* ch = owned(channels_, ctx, handle);
+int QueueVerbs::destroy_channel(Context* ctx, uint32_t handle) {
+  Channel* ch = dev_.owned(dev_.channels_, ctx, handle);
   if (!ch) return EINVAL;
   if (ch->users)
-    return refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " + std::to_string(handle) +
-                             ": ibv_destroy_cq them first");
-  notifier_.release_fd(ch->fd);
-  erase_object(channels_, ctx->channels, handle);
+    return dev_.refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " +
+                                  std::to_string(handle) + ": ibv_destroy_cq them first");
+  dev_.notifier_.release_fd(ch->fd);
+  dev_.erase_object(dev_.channels_, ctx->channels, handle);
   return 0;
 }
 
-int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
+int QueueVerbs::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (cqe < 1 || cqe > DeviceLimits::kMaxCqe)
-    return refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " + std::to_string(DeviceLimits::kMaxCqe) +
-                              " entries (max_cqe of ibv_query_device)");
-  if (int e = check_room(ctx, cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq")) return e;
+    return dev_.refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " +
+                                   std::to_string(DeviceLimits::kMaxCqe) + " entries (max_cqe of ibv_query_device)");
+  if (int e = dev_.budgets().check_room(ctx, dev_.cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq"))
+    return e;
   Channel* ch = nullptr;
   if (channel) {
-    ch = owned(channels_, ctx, channel);
+    ch = dev_.owned(dev_.channels_, ctx, channel);
     if (!ch)
-      return refuse(EINVAL, "channel " + std::to_string(channel) +
-                                " is no completion channel of this program "
-                                "(ibv_create_comp_channel makes one)");
+      return dev_.refuse(EINVAL, "channel " + std::to_string(channel) +
+                                     " is no completion channel of this program "
+                                     "(ibv_create_comp_channel makes one)");
   }
-  auto cq = make_object<Cq>(ctx);
+  auto cq = dev_.make_object<Cq>(ctx);
   cq->channel = ch;
   cq->entries = round_up_pow2(uint32_t(cqe) + 1);
   cq->cqe = int(cq->entries) - 1;
   const size_t bytes = abi::cq_bytes(cq->entries);
-  if (int e = map_queue_memory(ctx, bytes, bytes, "simnic-cq", &cq->mem)) return e;
+  if (int e = dev_.budgets().map_queue_memory(ctx, bytes, bytes, "simnic-cq", &cq->mem)) return e;
   cq->shm = new (cq->mem.addr) abi::CqShared();
   cq->slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_offset());
   cq->timestamps =
       reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(cq->mem.addr) + abi::cqe_timestamp_offset(cq->entries));
   if (ch) ch->users++;
-  tracer_.event(TraceKind::kCqCreate)
+  dev_.tracer_.event(TraceKind::kCqCreate)
       .u("ctx", ctx->id)
       .u("cq", cq->handle)
       .u("cqe", uint64_t(cq->cqe))
       .u("entries", cq->entries);
-  *out = insert_object(cqs_, ctx->cqs, std::move(cq));
+  *out = dev_.insert_object(dev_.cqs_, ctx->cqs, std::move(cq));
   return 0;
 }
 
-int Device::destroy_cq(Context* ctx, uint32_t handle) {
-  Cq* cq = owned(cqs_, ctx, handle);
+int QueueVerbs::destroy_cq(Context* ctx, uint32_t handle) {
+  Cq* cq = dev_.owned(dev_.cqs_, ctx, handle);
   if (!cq) return EINVAL;
   if (cq->users)
-    return refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
-                             " times as send_cq or recv_cq): ibv_destroy_qp them first");
-  tracer_.event(TraceKind::kCqDestroy)
+    return dev_.refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
+                                  " times as send_cq or recv_cq): ibv_destroy_qp them first");
+  dev_.tracer_.event(TraceKind::kCqDestroy)
       .u("ctx", ctx->id)
       .u("cq", handle)
       .u("cqe", uint64_t(cq->cqe))
       .u("entries", cq->entries);
   if (cq->channel) cq->channel->users--;
-  unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);
-  erase_object(cqs_, ctx->cqs, handle);
+  dev_.budgets().unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);
+  dev_.erase_object(dev_.cqs_, ctx->cqs, handle);
   return 0;
 }
 
@@ -78,8 +79,8 @@ int Device::destroy_cq(Context* ctx, uint32_t handle) {
 // completions waiting to be polled, rounded up as at creation. simnicd is single-threaded, so
 // no CQE is written while the pending ones move; the shim holds its poll lock from the request
 // until it has mapped the new ring, so the consumer index cannot move either.
-int Device::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
-  Cq* cq = owned(cqs_, ctx, handle);
+int QueueVerbs::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
+  Cq* cq = dev_.owned(dev_.cqs_, ctx, handle);
   if (!cq || cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
   const uint32_t prod = cq->shm->ring.producer.value.load(std::memory_order_relaxed);
   const uint32_t cons = cq->shm->ring.consumer.value.load(std::memory_order_acquire);
@@ -88,7 +89,7 @@ int Device::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
   const uint32_t entries = round_up_pow2(uint32_t(cqe) + 1);
   const size_t bytes = abi::cq_bytes(entries);
   ShmRegion mem;
-  if (int e = map_queue_memory(ctx, bytes, bytes, "simnic-cq", &mem)) return e;
+  if (int e = dev_.budgets().map_queue_memory(ctx, bytes, bytes, "simnic-cq", &mem)) return e;
   auto* shm = new (mem.addr) abi::CqShared();
   auto* slots = reinterpret_cast<ibv_wc*>(static_cast<uint8_t*>(mem.addr) + abi::cqe_offset());
   auto* stamps = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mem.addr) + abi::cqe_timestamp_offset(entries));
@@ -101,14 +102,14 @@ int Device::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
   shm->ring.producer.value.store(prod, std::memory_order_release);
   shm->arm.store(cq->shm->arm.load(std::memory_order_acquire));
   shm->overrun.store(cq->shm->overrun.load());
-  unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);
+  dev_.budgets().unmap_queue_memory(ctx, abi::cq_bytes(cq->entries), cq->mem);
   cq->mem = mem;
   cq->shm = shm;
   cq->slots = slots;
   cq->timestamps = stamps;
   cq->entries = entries;
   cq->cqe = int(entries) - 1;
-  tracer_.event(TraceKind::kCqResize)
+  dev_.tracer_.event(TraceKind::kCqResize)
       .u("ctx", ctx->id)
       .u("cq", handle)
       .u("cqe", uint64_t(cq->cqe))

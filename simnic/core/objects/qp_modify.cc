@@ -11,7 +11,7 @@
 
 namespace simnic::core {
 
-int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, std::string* why) {
+int QueueVerbs::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, std::string* why) {
   (void)qp;
   auto fail = [&](const std::string& s) {
     *why = s;
@@ -28,7 +28,7 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
   if (mask & IBV_QP_AV) {
     // The GRH's GIDs on RoCE, the DLID in InfiniBand mode (address.cc).
     uint32_t ip = 0;
-    if (resolve_av(a.ah_attr, &ip, why)) return EINVAL;
+    if (dev_.addressing().resolve_av(a.ah_attr, &ip, why)) return EINVAL;
   }
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic)
     return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
@@ -50,10 +50,10 @@ int Device::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mask, s
   return 0;
 }
 
-int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now) {
-  set_time(now);
-  Qp* qp = owned(qps_, ctx, handle);
-  if (!qp) qp = opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
+int QueueVerbs::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now) {
+  dev_.set_time(now);
+  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  if (!qp) qp = dev_.xrc_verbs().opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
   mask = int(xrc_ignored_attrs_removed(qp->type, uint32_t(mask)));
   ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
@@ -62,9 +62,9 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   // Every refusal is logged and traced with the rule that was broken, and the application is
   // told the same (take_refusal).
   auto reject = [&](const std::string&) {
-    refusal_ = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
-    log(LogLevel::kWarn, "modify_qp " + refusal_ + " (EINVAL)");
-    tracer_.event(TraceKind::kError).u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
+    dev_.refusal_ = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
+    dev_.log(LogLevel::kWarn, "modify_qp " + dev_.refusal_ + " (EINVAL)");
+    dev_.tracer_.event(TraceKind::kError).u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
     return EINVAL;
   };
   if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) return reject("");
@@ -82,7 +82,7 @@ int Device::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, in
   return 0;
 }
 
-void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now) {
+void QueueVerbs::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now) {
   (void)now;
   ibv_qp_attr& q = qp.attr;
   if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
@@ -109,29 +109,29 @@ void Device::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t now)
   if (mask & IBV_QP_RQ_PSN) qp.resp.epsn = q.rq_psn;
   if (mask & IBV_QP_AV) {
     std::string unused;  // check_qp_attr_values resolved it a moment ago
-    resolve_av(q.ah_attr, &qp.remote_ip, &unused);
+    dev_.addressing().resolve_av(q.ah_attr, &qp.remote_ip, &unused);
   }
-  if (mask & IBV_QP_PATH_MTU) qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), config_.mtu_bytes);
+  if (mask & IBV_QP_PATH_MTU) qp.mtu_bytes = std::min(mtu_to_bytes(q.path_mtu), dev_.config_.mtu_bytes);
   if (mask & IBV_QP_RETRY_CNT) qp.comp.retry_left = q.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) qp.comp.rnr_retry_left = q.rnr_retry;
 
-  if (!(mask & IBV_QP_STATE) && tracer_.on()) {
+  if (!(mask & IBV_QP_STATE) && dev_.tracer_.on()) {
     // Attributes changed within a state (IBA 11.2.4.2 allows some in RTS and SQD): traced as a
     // move to the same state, so a viewer's attribute panel stays true.
-    tracer_.event(TraceKind::kQpState)
+    dev_.tracer_.event(TraceKind::kQpState)
         .u("qp", qp.qpn)
         .s("from", qp_state_name(qp.state))
         .s("to", qp_state_name(qp.state))
         .s("mask", qp_attr_mask_names(uint32_t(mask)))
         .s("cause", "modify_qp")
-        .raw("attr", qp_attr_json(qp));
+        .raw("attr", dev_.qp_attr_json(qp));
   }
   if (mask & IBV_QP_STATE) {
     ibv_qp_state from = qp.state;
-    set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
+    dev_.set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
     char line[160];
     std::snprintf(line, sizeof line, "QP 0x%x %s->%s", qp.qpn, qp_state_name(from), qp_state_name(a.qp_state));
-    log(LogLevel::kInfo, line);
+    dev_.log(LogLevel::kInfo, line);
   }
 }
 
@@ -234,9 +234,9 @@ void Device::reset_qp(Qp& qp) {
   qp.attr.path_mig_state = IBV_MIG_MIGRATED;
 }
 
-int Device::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out) {
-  Qp* qp = owned(qps_, ctx, handle);
-  if (!qp) qp = opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
+int QueueVerbs::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out) {
+  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  if (!qp) qp = dev_.xrc_verbs().opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
   *attr = qp->attr;
   attr->qp_state = qp->state;

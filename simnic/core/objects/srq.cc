@@ -12,33 +12,35 @@ size_t srq_bytes(uint32_t entries) { return srq_wqe_offset() + size_t(entries) *
 
 }  // namespace
 
-int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& attr, Srq** out) {
-  Pd* pd = owned(pds_, ctx, pd_handle);
+int QueueVerbs::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& attr, Srq** out) {
+  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
-    return refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " + std::to_string(attr.max_sge) +
-                              ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) +
-                              " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
-                              " SGEs (max_srq_sge)");
-  if (int e = check_room(ctx, srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq")) return e;
-  auto srq = make_object<Srq>(ctx);
+    return dev_.refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " + std::to_string(attr.max_sge) +
+                                   ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) +
+                                   " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
+                                   " SGEs (max_srq_sge)");
+  if (int e =
+          dev_.budgets().check_room(ctx, dev_.srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq"))
+    return e;
+  auto srq = dev_.make_object<Srq>(ctx);
   srq->pd = pd;
   srq->entries = round_up_pow2(attr.max_wr);
   srq->attr.max_wr = srq->entries;
   srq->attr.max_sge = abi::kMaxSge;
   srq->attr.srq_limit = attr.srq_limit;
   const size_t off = srq_wqe_offset(), bytes = srq_bytes(srq->entries);
-  if (int e = map_queue_memory(ctx, bytes, bytes, "simnic-srq", &srq->mem)) return e;
+  if (int e = dev_.budgets().map_queue_memory(ctx, bytes, bytes, "simnic-srq", &srq->mem)) return e;
   srq->shm = new (srq->mem.addr) abi::SrqShared();
   srq->shm->limit.store(attr.srq_limit);
   srq->slots = reinterpret_cast<abi::RecvWqe*>(static_cast<uint8_t*>(srq->mem.addr) + off);
   pd->users++;
-  *out = insert_object(srqs_, ctx->srqs, std::move(srq));
+  *out = dev_.insert_object(dev_.srqs_, ctx->srqs, std::move(srq));
   return 0;
 }
 
-int Device::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask) {
-  Srq* srq = owned(srqs_, ctx, handle);
+int QueueVerbs::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask) {
+  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
   if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing: not yet
@@ -50,23 +52,23 @@ int Device::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, 
   return 0;
 }
 
-int Device::query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr) {
-  Srq* srq = owned(srqs_, ctx, handle);
+int QueueVerbs::query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr) {
+  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   *attr = srq->attr;
   return 0;
 }
 
-int Device::destroy_srq(Context* ctx, uint32_t handle) {
-  Srq* srq = owned(srqs_, ctx, handle);
+int QueueVerbs::destroy_srq(Context* ctx, uint32_t handle) {
+  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (srq->users)
-    return refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
-                             ": ibv_destroy_qp them first");
-  if (srq->xrcd) xrc_release_srq(*srq);
+    return dev_.refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
+                                  ": ibv_destroy_qp them first");
+  if (srq->xrcd) dev_.xrc_verbs().xrc_release_srq(*srq);
   srq->pd->users--;
-  unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);
-  erase_object(srqs_, ctx->srqs, handle);
+  dev_.budgets().unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);
+  dev_.erase_object(dev_.srqs_, ctx->srqs, handle);
   return 0;
 }
 

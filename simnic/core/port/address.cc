@@ -17,10 +17,12 @@ namespace {
 constexpr uint32_t kMaxUnicastLid = 0xbfff;  // IBA 4.1.3: 0 reserved, 0xc000.. multicast, 0xffff permissive
 }  // namespace
 
-int Device::query_gid(uint32_t index, GidEntry* out) const {
-  if (index >= gids_.length) return EINVAL;
-  if (index >= gids_.entries.size()) return ENODATA;  // an empty slot, as rdma-core reports it
-  *out = gids_.entries[index];
+const GidTable& Addressing::gid_table() const { return dev_.gids_; }
+
+int Addressing::query_gid(uint32_t index, GidEntry* out) const {
+  if (index >= dev_.gids_.length) return EINVAL;
+  if (index >= dev_.gids_.entries.size()) return ENODATA;  // an empty slot, as rdma-core reports it
+  *out = dev_.gids_.entries[index];
   return 0;
 }
 
@@ -57,50 +59,50 @@ std::string tables_to_try(uint32_t index, uint32_t ipv4, GidTableKind current) {
 
 }  // namespace
 
-std::string Device::gid_index_refusal(uint32_t index) const {
-  const size_t n = gids_.entries.size();
+std::string Addressing::gid_index_refusal(uint32_t index) const {
+  const size_t n = dev_.gids_.entries.size();
   std::string why = "GID index " + std::to_string(index) + " is past the table (gid_tbl_len " +
-                    std::to_string(gids_.length) + "), which has " + std::to_string(n) +
-                    (n == 1 ? " entry (" : " entries (") + listed_entries(gids_) + ")";
-  const int usable = usable_gid_index(gids_);
+                    std::to_string(dev_.gids_.length) + "), which has " + std::to_string(n) +
+                    (n == 1 ? " entry (" : " entries (") + listed_entries(dev_.gids_) + ")";
+  const int usable = usable_gid_index(dev_.gids_);
   if (usable >= 0)
     why += "; use index " + std::to_string(usable) + " (ibv_rc_pingpong -g " + std::to_string(usable) + ")";
-  if (!config_.infiniband) why += ", or " + tables_to_try(index, config_.ipv4, config_.gid_table);
+  if (!dev_.config_.infiniband) why += ", or " + tables_to_try(index, dev_.config_.ipv4, dev_.config_.gid_table);
   return why + "; see docs/link-layer.md, GID tables";
 }
 
-uint16_t Device::lid_of(uint32_t ipv4) {
-  if (!config_.infiniband) return 0;
-  if (ipv4 == config_.ipv4) return config_.lid;
+uint16_t Addressing::lid_of(uint32_t ipv4) {
+  if (!dev_.config_.infiniband) return 0;
+  if (ipv4 == dev_.config_.ipv4) return dev_.config_.lid;
   return lids_ ? lids_->lid_of(ipv4) : 0;
 }
 
 // The local GID a GRH names must be one the NIC has and can send from; the refusal names the
 // index to use instead.
-int Device::check_sgid_index(uint8_t index, std::string* why) const {
-  const int usable = usable_gid_index(gids_);
+int Addressing::check_sgid_index(uint8_t index, std::string* why) const {
+  const int usable = usable_gid_index(dev_.gids_);
   const std::string use = usable < 0 ? std::string()
                                      : "; use sgid_index " + std::to_string(usable) + " (" +
-                                           gid_string(gids_.entries[usable].gid) + ", " +
-                                           gid_type_name(gids_.entries[usable].type) + ")";
-  if (index >= gids_.entries.size()) {
-    if (gids_.entries.size() == 1)
+                                           gid_string(dev_.gids_.entries[usable].gid) + ", " +
+                                           gid_type_name(dev_.gids_.entries[usable].type) + ")";
+  if (index >= dev_.gids_.entries.size()) {
+    if (dev_.gids_.entries.size() == 1)
       *why = "sgid_index " + std::to_string(index) + " is beyond the GID table (index 0 only)";
     else
       *why = "sgid_index " + std::to_string(index) + " is an empty entry of the GID table (entries 0 to " +
-             std::to_string(gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
+             std::to_string(dev_.gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
     return EINVAL;
   }
-  const std::string bad = gid_entry_unusable(gids_.entries[index]);
+  const std::string bad = gid_entry_unusable(dev_.gids_.entries[index]);
   if (bad.empty()) return 0;
   *why = "sgid_index " + std::to_string(index) + " is " + bad + use;
   return EINVAL;
 }
 
-int Device::resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) const {
+int Addressing::resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) const {
   if (is_ipv4_mapped(dgid, ipv4)) return 0;
-  if (config_.infiniband && is_simnic_ib_gid(dgid, ipv4)) return 0;
-  if (config_.infiniband)
+  if (dev_.config_.infiniband && is_simnic_ib_gid(dgid, ipv4)) return 0;
+  if (dev_.config_.infiniband)
     *why = "dgid " + gid_string(dgid) +
            " is neither a simnic port's GID (fe80::253:4eXX:XXXX:XX01, GID 0 of "
            "each NIC) nor an IPv4-mapped address";
@@ -112,13 +114,13 @@ int Device::resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) 
   return EINVAL;
 }
 
-int Device::resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why) {
+int Addressing::resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why) {
   if (dlid == 0 || dlid > kMaxUnicastLid) {
     *why = "dlid " + hex(dlid) + " is not a unicast LID (1 to 0xbfff, IBA 4.1.3)";
     return EINVAL;
   }
-  if (dlid == config_.lid) {  // this very port (a loopback connection)
-    *ipv4 = config_.ipv4;
+  if (dlid == dev_.config_.lid) {  // this very port (a loopback connection)
+    *ipv4 = dev_.config_.ipv4;
     return 0;
   }
   if (lids_ && lids_->address_of(dlid, ipv4)) return 0;
@@ -128,9 +130,9 @@ int Device::resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why) {
   return EINVAL;
 }
 
-int Device::resolve_av(const ibv_ah_attr& av, uint32_t* ipv4, std::string* why) {
+int Addressing::resolve_av(const ibv_ah_attr& av, uint32_t* ipv4, std::string* why) {
   if (!av.is_global) {
-    if (config_.infiniband) return resolve_dlid(av.dlid, ipv4, why);
+    if (dev_.config_.infiniband) return resolve_dlid(av.dlid, ipv4, why);
     // Every RoCE packet carries the GRH (RoCE v2: its IP header); the kernel's
     // rdma_check_ah_attr refuses a RoCE address vector without one with EINVAL.
     *why =

@@ -27,7 +27,7 @@ class AckTimeoutQueue : public QpPair {
       init.cap.max_recv_wr = 16;
       init.cap.max_send_sge = 1;
       init.cap.max_recv_sge = 1;
-      ASSERT_EQ(h->dev.create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &h->qp), 0);
+      ASSERT_EQ(h->dev.queue_verbs().create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &h->qp), 0);
     }
     connect_both(l);
     qa.push_back(a->qp);

@@ -136,7 +136,7 @@ class PeerWindow : public QpPair {
       init.cap.max_recv_wr = 16;
       init.cap.max_send_sge = 1;
       init.cap.max_recv_sge = 1;
-      ASSERT_EQ(h->dev.create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &h->qp), 0);
+      ASSERT_EQ(h->dev.queue_verbs().create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &h->qp), 0);
     }
   }
   // kPerQp WRITEs of kMsg bytes on pair i, each to its own place in B's memory.
@@ -283,7 +283,7 @@ TEST_P(PeerWindowRelease, ALeavingQpGivesItsCreditBack) {
   } else if (how == "reset") {
     ASSERT_EQ(a->modify_state(IBV_QPS_RESET), 0);
   } else {
-    ASSERT_EQ(a->dev.destroy_qp(a->ctx, holder->handle), 0);
+    ASSERT_EQ(a->dev.queue_verbs().destroy_qp(a->ctx, holder->handle), 0);
     qa.erase(qa.begin());
   }
   EXPECT_EQ(a->dev.congestion().charge(holder_qpn), 0u);

@@ -12,7 +12,7 @@ class ContextPage : public QpPair {
  protected:
   abi::ContextShared* map(Host& h) {
     core::ShmRegion* page = nullptr;
-    EXPECT_EQ(h.dev.map_context_page(h.ctx, &page), 0);
+    EXPECT_EQ(h.dev.context_verbs().map_context_page(h.ctx, &page), 0);
     EXPECT_NE(page, nullptr);
     if (!page) return nullptr;
     EXPECT_GE(page->size, sizeof(abi::ContextShared));
@@ -32,7 +32,7 @@ TEST_F(ContextPage, HandedOutOncePerContext) {
   start();
   ASSERT_NE(map(*a), nullptr);
   core::ShmRegion* again = nullptr;
-  EXPECT_EQ(a->dev.map_context_page(a->ctx, &again), EALREADY);
+  EXPECT_EQ(a->dev.context_verbs().map_context_page(a->ctx, &again), EALREADY);
   EXPECT_EQ(again, nullptr);
   ASSERT_NE(map(*b), nullptr);  // each context has its own
 }

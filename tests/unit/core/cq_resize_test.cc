@@ -1,4 +1,4 @@
-// ibv_resize_cq in the NIC (Device::resize_cq): rxe's rules (1..max_cqe entries, never fewer
+// ibv_resize_cq in the NIC (QueueVerbs::resize_cq): rxe's rules (1..max_cqe entries, never fewer
 // than the completions waiting, rounded up as at creation), and the pending completions moved
 // into the new ring in order, at the same indices, with the arming kept.
 #include <gtest/gtest.h>
@@ -35,7 +35,7 @@ class CqResize : public QpPair {
   }
   int resize(int cqe, core::Context* ctx = nullptr) {
     core::Cq* out = nullptr;
-    return a->dev.resize_cq(ctx ? ctx : a->ctx, a->cq->handle, cqe, &out);
+    return a->dev.queue_verbs().resize_cq(ctx ? ctx : a->ctx, a->cq->handle, cqe, &out);
   }
 };
 

@@ -141,7 +141,9 @@ TEST_F(DmaBatching, AnOdpFaultFurtherInTheMessageIsReportedAtItsPacket) {
   // An ODP MR whose last 56 KiB have no pages behind them (the fake space ends at 4 MiB).
   const uint64_t start = mem.addr(kPidA, (4u << 20) - 8192);
   core::Mr* odp = nullptr;
-  ASSERT_EQ(a->dev.reg_mr(a->ctx, a->pd, start, k64K, start, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, &odp), 0);
+  ASSERT_EQ(a->dev.memory_verbs().reg_mr(a->ctx, a->pd, start, k64K, start,
+                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, &odp),
+            0);
   abi::SendWqe w = rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, k64K, 0);
   w.sge[0] = {start, k64K, odp->lkey};
   post_send(*a, w);
@@ -162,7 +164,7 @@ TEST_F(DmaBatching, BytesSentFromAStageAreCheckedAtEachPacket) {
   EXPECT_EQ(mem.read_calls[kPidA], 1);  // the whole message is staged
   // The MR goes away between packets: the 5th packet fails its lkey check, as it did when it
   // read the bytes itself.
-  ASSERT_EQ(a->dev.dereg_mr(a->ctx, a->mr->handle), 0);
+  ASSERT_EQ(a->dev.memory_verbs().dereg_mr(a->ctx, a->mr->handle), 0);
   a->mr = nullptr;
   run_pending();
   EXPECT_EQ(queued_opcodes(kIpA).size(), 4u);
@@ -174,8 +176,8 @@ TEST_F(DmaBatching, BytesSentFromAStageAreCheckedAtEachPacket) {
 TEST_F(DmaBatching, WritesIntoAnOdpMrAreMadeAtOnce) {
   const uint64_t base = mem.addr(kPidB, 0);
   core::Mr* odp = nullptr;
-  ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, base, 1 << 20, base,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND, &odp),
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, b->pd, base, 1 << 20, base,
+                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND, &odp),
             0);
   fill(*a, 0, k64K, 15);
   reset_counts();

@@ -41,7 +41,7 @@ TEST_F(Explanations, AnRnrStormIsExplainedOnBothSidesAndRateLimited) {
 TEST_F(Explanations, APacketForNoQpNamesTheQpn) {
   start();
   const uint32_t gone = b->qp->qpn;
-  ASSERT_EQ(b->dev.destroy_qp(b->ctx, b->qp->handle), 0);
+  ASSERT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, b->qp->handle), 0);
   for (int i = 0; i < 5; ++i) post_send(*a, wqe(*a, IBV_WR_SEND, uint64_t(i), 0, 64));
   fabric.deliver_all(now);
   EXPECT_EQ(b->dev.counters().rx_drop_no_qp, 5u);
@@ -55,8 +55,8 @@ TEST_F(Explanations, ARequestToAQpInInitSaysMoveItToRtr) {
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at,
+                                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
             0);
   post_send(*a, wqe(*a, IBV_WR_SEND, 1, 0, 64));
   fabric.deliver_all(now);

@@ -122,8 +122,8 @@ TEST_P(HostileInput, RandomPacketsNeitherCrashNorTouchUnregisteredMemoryAndServi
     ibv_ah_attr attr{};
     attr.is_global = 1;
     attr.port_num = 1;
-    attr.grh.dgid = b->dev.gid0();
-    ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, attr, &s.ah), 0);
+    attr.grh.dgid = b->dev.addressing().gid0();
+    ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, attr, &s.ah), 0);
     s.remote_qpn = b->qp->qpn;
     s.remote_qkey = kQkey;
   }

@@ -22,15 +22,15 @@ struct Nic {
     c.key_seed = key_seed;
     return c;
   }
-  core::Context* open(pid_t pid, uid_t uid = 0) { return dev.open_context(pid, uid, -1, -1); }
+  core::Context* open(pid_t pid, uid_t uid = 0) { return dev.context_verbs().open_context(pid, uid, -1, -1); }
   uint32_t pd(core::Context* ctx) {
     uint32_t h = 0;
-    EXPECT_EQ(dev.alloc_pd(ctx, &h), 0);
+    EXPECT_EQ(dev.memory_verbs().alloc_pd(ctx, &h), 0);
     return h;
   }
   core::Cq* cq(core::Context* ctx) {
     core::Cq* c = nullptr;
-    EXPECT_EQ(dev.create_cq(ctx, 16, 0, &c), 0);
+    EXPECT_EQ(dev.queue_verbs().create_cq(ctx, 16, 0, &c), 0);
     return c;
   }
   int qp(core::Context* ctx, uint32_t pd, core::Cq* cq, uint32_t wr, core::Qp** out = nullptr) {
@@ -41,13 +41,15 @@ struct Nic {
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     core::Qp* q = nullptr;
-    int e = dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &q);
+    int e = dev.queue_verbs().create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &q);
     if (out) *out = q;
     return e;
   }
   uint32_t mr_key(core::Context* ctx, uint32_t pd) {
     core::Mr* mr = nullptr;
-    EXPECT_EQ(dev.reg_mr(ctx, pd, mem.addr(ctx->pid, 0), 4096, mem.addr(ctx->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr), 0);
+    EXPECT_EQ(dev.memory_verbs().reg_mr(ctx, pd, mem.addr(ctx->pid, 0), 4096, mem.addr(ctx->pid, 0),
+                                        IBV_ACCESS_LOCAL_WRITE, &mr),
+              0);
     return mr ? mr->lkey : 0;
   }
 
@@ -96,7 +98,7 @@ TEST(Keys, MrKeysAndWindowRkeysNeverShareANamespace) {
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(x.mr_key(c, pd) & 0x80000000u, 0u);
     core::Mw* mw = nullptr;
-    ASSERT_EQ(x.dev.alloc_mw(c, pd, IBV_MW_TYPE_2, &mw), 0);
+    ASSERT_EQ(x.dev.memory_verbs().alloc_mw(c, pd, IBV_MW_TYPE_2, &mw), 0);
     EXPECT_NE(mw->rkey & 0x80000000u, 0u);
     EXPECT_EQ(mw->rkey >> 8, mw->handle);
   }
@@ -126,7 +128,7 @@ TEST(ContextLimits, QueueMemoryIsCappedPerContextAndGivenBackOnClose) {
   uint32_t pd2 = x.pd(other);
   EXPECT_EQ(x.qp(other, pd2, x.cq(other), core::DeviceLimits::kMaxQpWr), 0);
 
-  x.dev.close_context(greedy);
+  x.dev.context_verbs().close_context(greedy);
   core::Context* again = x.open(102);
   uint32_t pd3 = x.pd(again);
   core::Cq* cq3 = x.cq(again);
@@ -140,20 +142,20 @@ TEST(ContextLimits, QueueMemoryIsCappedPerContextAndGivenBackOnClose) {
 // (Until issue 28 a context held at most half of each kind.)
 TEST(ContextLimits, OneContextReachesWhatTheNicAdvertisesAndTheNicsTotalStaysBounded) {
   Nic x(0x7f000001, 7);
-  const ibv_device_attr attr = x.dev.device_attr();
+  const ibv_device_attr attr = x.dev.addressing().device_attr();
   core::Context* c = x.open(100);
   core::Cq* cq = nullptr;
-  auto new_cq = [&](core::Context* ctx) { return x.dev.create_cq(ctx, 1, 0, &cq); };
+  auto new_cq = [&](core::Context* ctx) { return x.dev.queue_verbs().create_cq(ctx, 1, 0, &cq); };
   uint32_t h = 0;
-  for (int i = 0; i < attr.max_pd; ++i) ASSERT_EQ(x.dev.alloc_pd(c, &h), 0) << i;
-  EXPECT_EQ(x.dev.alloc_pd(c, &h), ENOMEM);
+  for (int i = 0; i < attr.max_pd; ++i) ASSERT_EQ(x.dev.memory_verbs().alloc_pd(c, &h), 0) << i;
+  EXPECT_EQ(x.dev.memory_verbs().alloc_pd(c, &h), ENOMEM);
   core::Context* other = x.open(101);
-  EXPECT_EQ(x.dev.alloc_pd(other, &h), ENOMEM) << "the NIC's max_pd are all in use";
+  EXPECT_EQ(x.dev.memory_verbs().alloc_pd(other, &h), ENOMEM) << "the NIC's max_pd are all in use";
   for (int i = 0; i < attr.max_cq; ++i) ASSERT_EQ(new_cq(c), 0) << i;
   EXPECT_EQ(new_cq(c), ENOMEM);
   EXPECT_EQ(new_cq(other), ENOMEM);
-  x.dev.close_context(c);
-  EXPECT_EQ(x.dev.alloc_pd(other, &h), 0);
+  x.dev.context_verbs().close_context(c);
+  EXPECT_EQ(x.dev.memory_verbs().alloc_pd(other, &h), 0);
   EXPECT_EQ(new_cq(other), 0);
 }
 
@@ -187,40 +189,40 @@ TEST(ContextLimits, TheLargestCqsFitAndTheQueueMemoryBudgetBoundsThem) {
   RecordingNotifier notifier;
   CapturingLogger logger;
   core::Device dev(Nic::config(0x7f000001, 7), mem, port, shm, notifier, logger);
-  EXPECT_EQ(dev.device_attr().max_cqe, (1 << 22) - 1);
-  core::Context* c = dev.open_context(100, 0, -1, -1);
+  EXPECT_EQ(dev.addressing().device_attr().max_cqe, (1 << 22) - 1);
+  core::Context* c = dev.context_verbs().open_context(100, 0, -1, -1);
   core::Cq* cq = nullptr;
-  EXPECT_EQ(dev.create_cq(c, (1 << 22), 0, &cq), EINVAL);
+  EXPECT_EQ(dev.queue_verbs().create_cq(c, (1 << 22), 0, &cq), EINVAL);
   for (int i = 0; i < 4; ++i) {
-    ASSERT_EQ(dev.create_cq(c, (1 << 22) - 1, 0, &cq), 0) << i;
+    ASSERT_EQ(dev.queue_verbs().create_cq(c, (1 << 22) - 1, 0, &cq), 0) << i;
     EXPECT_EQ(cq->entries, 1u << 22);
   }
-  EXPECT_EQ(dev.create_cq(c, (1 << 22) - 1, 0, &cq), ENOMEM) << "past the context's queue memory";
-  EXPECT_EQ(dev.create_cq(c, 262144, 0, &cq), 0) << "what is left of it still holds rxm's CQ";
+  EXPECT_EQ(dev.queue_verbs().create_cq(c, (1 << 22) - 1, 0, &cq), ENOMEM) << "past the context's queue memory";
+  EXPECT_EQ(dev.queue_verbs().create_cq(c, 262144, 0, &cq), 0) << "what is left of it still holds rxm's CQ";
   EXPECT_LE(c->queue_bytes, core::ContextLimits::kMaxQueueBytes);
-  core::Context* other = dev.open_context(101, 0, -1, -1);
-  EXPECT_EQ(dev.create_cq(other, 262144, 0, &cq), 0);
-  dev.close_context(c);
-  dev.close_context(other);
+  core::Context* other = dev.context_verbs().open_context(101, 0, -1, -1);
+  EXPECT_EQ(dev.queue_verbs().create_cq(other, 262144, 0, &cq), 0);
+  dev.context_verbs().close_context(c);
+  dev.context_verbs().close_context(other);
 }
 
 // max_ah is rxe's RXE_MAX_AH (32767): a program that keeps 16384 address handles (one per peer
 // of a large UD job) fits, and one context reaches the whole of it.
 TEST(ContextLimits, OneContextHoldsRxesMaxAhAddressHandles) {
   Nic x(0x7f000001, 7);
-  const ibv_device_attr attr = x.dev.device_attr();
+  const ibv_device_attr attr = x.dev.addressing().device_attr();
   EXPECT_EQ(attr.max_ah, 32767);
   core::Context* c = x.open(100);
   const uint32_t pd = x.pd(c);
   ibv_ah_attr av{};
   av.is_global = 1;
   av.port_num = 1;
-  av.grh.dgid = x.dev.gid0();
+  av.grh.dgid = x.dev.addressing().gid0();
   uint32_t h = 0;
-  for (int i = 0; i < attr.max_ah; ++i) ASSERT_EQ(x.dev.create_ah(c, pd, av, &h), 0) << i;
-  EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), ENOMEM);
-  EXPECT_EQ(x.dev.destroy_ah(c, h), 0);
-  EXPECT_EQ(x.dev.create_ah(c, pd, av, &h), 0);
+  for (int i = 0; i < attr.max_ah; ++i) ASSERT_EQ(x.dev.memory_verbs().create_ah(c, pd, av, &h), 0) << i;
+  EXPECT_EQ(x.dev.memory_verbs().create_ah(c, pd, av, &h), ENOMEM);
+  EXPECT_EQ(x.dev.memory_verbs().destroy_ah(c, h), 0);
+  EXPECT_EQ(x.dev.memory_verbs().create_ah(c, pd, av, &h), 0);
 }
 
 // Per-user shares (issue 29 point 7): one program with two contexts used to take every CQ and
@@ -229,14 +231,14 @@ TEST(ContextLimits, OneContextHoldsRxesMaxAhAddressHandles) {
 // other user reaches the last quarter, and once alone again the first reaches everything.
 TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsHere) {
   Nic x(0x7f000001, 7);
-  const ibv_device_attr attr = x.dev.device_attr();
+  const ibv_device_attr attr = x.dev.addressing().device_attr();
   core::Context* a1 = x.open(100, 1000);
   core::Context* a2 = x.open(101, 1000);  // the same user's second context
   core::Context* b = x.open(200, 1001);   // a classmate
   const size_t pd_share = size_t(attr.max_pd) * 3 / 4, cq_share = size_t(attr.max_cq) * 3 / 4;
   uint32_t h = 0;
   size_t pds = 0;
-  for (core::Context* c = a1; x.dev.alloc_pd(c, &h) == 0; c = c == a1 ? a2 : a1) ++pds;
+  for (core::Context* c = a1; x.dev.memory_verbs().alloc_pd(c, &h) == 0; c = c == a1 ? a2 : a1) ++pds;
   EXPECT_EQ(pds, pd_share);
   std::string why = x.dev.take_refusal();
   EXPECT_NE(why.find("uid 1000 already holds 3072 of the NIC's 4096 PDs (max_pd)"), std::string::npos) << why;
@@ -247,7 +249,7 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
   core::Cq* cq_a1 = x.cq(a1);  // each context's first CQ, for its QPs below
   core::Cq* cq_a2 = x.cq(a2);
   size_t cqs = 2;
-  for (core::Context* c = a1; x.dev.create_cq(c, 1, 0, &cq) == 0; c = c == a1 ? a2 : a1) ++cqs;
+  for (core::Context* c = a1; x.dev.queue_verbs().create_cq(c, 1, 0, &cq) == 0; c = c == a1 ? a2 : a1) ++cqs;
   EXPECT_EQ(cqs, cq_share);
   EXPECT_NE(x.dev.take_refusal().find("CQs (max_cq)"), std::string::npos);
 
@@ -263,10 +265,10 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
 
   // The classmate gets the quarter that was kept: every remaining PD, CQ and QP of the NIC.
   size_t b_pds = 0, b_cqs = 1;
-  while (x.dev.alloc_pd(b, &h) == 0) ++b_pds;
+  while (x.dev.memory_verbs().alloc_pd(b, &h) == 0) ++b_pds;
   EXPECT_EQ(b_pds, size_t(attr.max_pd) - pd_share);
   core::Cq* cq_b = x.cq(b);
-  while (x.dev.create_cq(b, 1, 0, &cq) == 0) ++b_cqs;
+  while (x.dev.queue_verbs().create_cq(b, 1, 0, &cq) == 0) ++b_cqs;
   EXPECT_EQ(b_cqs, size_t(attr.max_cq) - cq_share);
   size_t b_qps = 0;
   while (x.qp(b, b->pds.front(), cq_b, 1) == 0) ++b_qps;
@@ -274,9 +276,9 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
   EXPECT_EQ(x.dev.object_counts().qps, size_t(attr.max_qp));
 
   // The classmate leaves: alone again, the first user reaches everything the NIC advertises.
-  x.dev.close_context(b);
+  x.dev.context_verbs().close_context(b);
   size_t more = 0;
-  while (x.dev.alloc_pd(a1, &h) == 0) ++more;
+  while (x.dev.memory_verbs().alloc_pd(a1, &h) == 0) ++more;
   EXPECT_EQ(pds + more, size_t(attr.max_pd));
   EXPECT_EQ(x.dev.object_counts().pds, size_t(attr.max_pd));
 }
@@ -285,58 +287,58 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
 // tests above: a single context reaches max_pd, max_cq, max_ah).
 TEST(UserShares, MrsAndAddressHandlesToo) {
   Nic x(0x7f000001, 7);
-  const ibv_device_attr attr = x.dev.device_attr();
+  const ibv_device_attr attr = x.dev.addressing().device_attr();
   core::Context* a = x.open(100, 1000);
   core::Context* b = x.open(200, 0);  // root's program on a user's NIC counts as another user
   const uint32_t pd = x.pd(a);
   ibv_ah_attr av{};
   av.is_global = 1;
   av.port_num = 1;
-  av.grh.dgid = x.dev.gid0();
+  av.grh.dgid = x.dev.addressing().gid0();
   uint32_t h = 0;
   size_t ahs = 0;
-  while (x.dev.create_ah(a, pd, av, &h) == 0) ++ahs;
+  while (x.dev.memory_verbs().create_ah(a, pd, av, &h) == 0) ++ahs;
   EXPECT_EQ(ahs, core::UserShares::share_of(attr.max_ah));
   EXPECT_NE(x.dev.take_refusal().find("address handles (max_ah)"), std::string::npos);
-  EXPECT_EQ(x.dev.create_ah(b, x.pd(b), av, &h), 0);
+  EXPECT_EQ(x.dev.memory_verbs().create_ah(b, x.pd(b), av, &h), 0);
 
   core::Mr* mr = nullptr;
   size_t mrs = 0;
   int err = 0;
-  while ((err = x.dev.reg_mr(a, pd, x.mem.addr(a->pid, 0), 4096, x.mem.addr(a->pid, 0), IBV_ACCESS_LOCAL_WRITE, &mr)) ==
-         0)
+  while ((err = x.dev.memory_verbs().reg_mr(a, pd, x.mem.addr(a->pid, 0), 4096, x.mem.addr(a->pid, 0),
+                                            IBV_ACCESS_LOCAL_WRITE, &mr)) == 0)
     ++mrs;
   EXPECT_EQ(err, ENOMEM);
   EXPECT_EQ(mrs, core::UserShares::share_of(attr.max_mr));
   EXPECT_NE(x.dev.take_refusal().find("MRs (max_mr)"), std::string::npos);
-  EXPECT_EQ(x.dev.reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0), IBV_ACCESS_LOCAL_WRITE,
-                         &mr),
+  EXPECT_EQ(x.dev.memory_verbs().reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0),
+                                        IBV_ACCESS_LOCAL_WRITE, &mr),
             0);
 }
 
 // Memory windows and SRQs too.
 TEST(UserShares, MemoryWindowsAndSrqsToo) {
   Nic x(0x7f000001, 7);
-  const ibv_device_attr attr = x.dev.device_attr();
+  const ibv_device_attr attr = x.dev.addressing().device_attr();
   core::Context* a = x.open(100, 1000);
   core::Context* b = x.open(200, 1001);
   const uint32_t pd = x.pd(a);
   core::Mw* mw = nullptr;
   size_t mws = 0;
-  while (x.dev.alloc_mw(a, pd, IBV_MW_TYPE_2, &mw) == 0) ++mws;
+  while (x.dev.memory_verbs().alloc_mw(a, pd, IBV_MW_TYPE_2, &mw) == 0) ++mws;
   EXPECT_EQ(mws, core::UserShares::share_of(attr.max_mw));
   EXPECT_NE(x.dev.take_refusal().find("memory windows (max_mw)"), std::string::npos);
-  EXPECT_EQ(x.dev.alloc_mw(b, x.pd(b), IBV_MW_TYPE_2, &mw), 0);
+  EXPECT_EQ(x.dev.memory_verbs().alloc_mw(b, x.pd(b), IBV_MW_TYPE_2, &mw), 0);
 
   ibv_srq_attr sa{};
   sa.max_wr = 1;
   sa.max_sge = 1;
   core::Srq* srq = nullptr;
   size_t srqs = 0;
-  while (x.dev.create_srq(a, pd, sa, &srq) == 0) ++srqs;
+  while (x.dev.queue_verbs().create_srq(a, pd, sa, &srq) == 0) ++srqs;
   EXPECT_EQ(srqs, core::UserShares::share_of(attr.max_srq));
   EXPECT_NE(x.dev.take_refusal().find("SRQs (max_srq)"), std::string::npos);
-  EXPECT_EQ(x.dev.create_srq(b, x.pd(b), sa, &srq), 0);
+  EXPECT_EQ(x.dev.queue_verbs().create_srq(b, x.pd(b), sa, &srq), 0);
 }
 
 }  // namespace

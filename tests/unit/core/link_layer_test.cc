@@ -144,8 +144,8 @@ class Addressing : public QpPair {
 
   void make(HostOptions o) {
     make_hosts(o);
-    a->dev.set_lid_directory(&lids);
-    b->dev.set_lid_directory(&lids);
+    a->dev.addressing().set_lid_directory(&lids);
+    b->dev.addressing().set_lid_directory(&lids);
   }
   static ibv_ah_attr lid_av(uint16_t dlid) {
     ibv_ah_attr av{};
@@ -167,8 +167,8 @@ class Addressing : public QpPair {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
               0);
   }
   // INIT -> RTR with `av`: the modify's result.
@@ -180,10 +180,10 @@ class Addressing : public QpPair {
     at.max_dest_rd_atomic = 1;
     at.min_rnr_timer = 1;
     at.ah_attr = av;
-    return h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                           now);
+    return h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                                         now);
   }
   int to_rtr(Host& h, Host& peer, const ibv_ah_attr& av) {
     to_init(h);
@@ -196,10 +196,10 @@ class Addressing : public QpPair {
     at.retry_cnt = 7;
     at.rnr_retry = 7;
     at.max_rd_atomic = 1;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC,
-                              now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                                IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                                            now),
               0);
   }
   void connect(const ibv_ah_attr& a_to_b, const ibv_ah_attr& b_to_a) {
@@ -230,7 +230,7 @@ class Addressing : public QpPair {
 
 TEST_F(Addressing, AnInfiniBandPortReportsItsLidTheSmLidAndOneGid) {
   make({.infiniband = true});
-  ibv_port_attr p = b->dev.port_attr();
+  ibv_port_attr p = b->dev.addressing().port_attr();
   EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_INFINIBAND);
   EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
   EXPECT_EQ(p.lid, 2);
@@ -239,22 +239,22 @@ TEST_F(Addressing, AnInfiniBandPortReportsItsLidTheSmLidAndOneGid) {
   EXPECT_EQ(p.gid_tbl_len, 1);
   EXPECT_FALSE(p.port_cap_flags & IBV_PORT_IP_BASED_GIDS);
   core::GidEntry e;
-  ASSERT_EQ(b->dev.query_gid(0, &e), 0);
+  ASSERT_EQ(b->dev.addressing().query_gid(0, &e), 0);
   EXPECT_EQ(e.type, IBV_GID_TYPE_IB);
-  EXPECT_EQ(b->dev.query_gid(1, &e), EINVAL);
+  EXPECT_EQ(b->dev.addressing().query_gid(1, &e), EINVAL);
 }
 
 TEST_F(Addressing, AnEmptySlotOfTheGidTableIsEnodataAndBeyondItEinval) {
   make({.gid_table = GidTableKind::kMlx5});
   core::GidEntry e;
-  ASSERT_EQ(a->dev.query_gid(3, &e), 0);
+  ASSERT_EQ(a->dev.addressing().query_gid(3, &e), 0);
   EXPECT_EQ(core::gid_string(e.gid), "::ffff:127.0.0.1");
   EXPECT_EQ(e.type, IBV_GID_TYPE_ROCE_V2);
-  EXPECT_EQ(a->dev.query_gid(4, &e), ENODATA);
-  EXPECT_EQ(a->dev.query_gid(255, &e), ENODATA);
-  EXPECT_EQ(a->dev.query_gid(256, &e), EINVAL);
-  EXPECT_EQ(a->dev.port_attr().gid_tbl_len, 256);
-  EXPECT_EQ(a->dev.port_attr().link_layer, IBV_LINK_LAYER_ETHERNET);
+  EXPECT_EQ(a->dev.addressing().query_gid(4, &e), ENODATA);
+  EXPECT_EQ(a->dev.addressing().query_gid(255, &e), ENODATA);
+  EXPECT_EQ(a->dev.addressing().query_gid(256, &e), EINVAL);
+  EXPECT_EQ(a->dev.addressing().port_attr().gid_tbl_len, 256);
+  EXPECT_EQ(a->dev.addressing().port_attr().link_layer, IBV_LINK_LAYER_ETHERNET);
 }
 
 // IB mode: no GRH, the DLID names the peer; the LID registry says where it is.
@@ -269,7 +269,7 @@ TEST_F(Addressing, RcConnectsByDlidAloneInInfiniBandMode) {
 // A GRH still works in IB mode, with the port's IB GID (or an IPv4-mapped one) as dgid.
 TEST_F(Addressing, RcConnectsByTheIbGidWithAGrhInInfiniBandMode) {
   make({.infiniband = true});
-  connect(grh_av(b->dev.gid_table().entries[0].gid, 0), grh_av(core::ipv4_mapped_gid(kIpA), 0));
+  connect(grh_av(b->dev.addressing().gid_table().entries[0].gid, 0), grh_av(core::ipv4_mapped_gid(kIpA), 0));
   EXPECT_EQ(a->qp->remote_ip, kIpB);
   exchange(1500);
 }
@@ -314,9 +314,9 @@ TEST_F(Addressing, OnTheMlx5TableGidIndex3WorksAndTheOthersAreRefusedNamingIt) {
 TEST_F(Addressing, AnAhFromAnUncarriableGidIsRefusedNamingTheUsableIndex) {
   make({.type = IBV_QPT_UD, .gid_table = GidTableKind::kRxe});
   uint32_t ah = 0;
-  EXPECT_EQ(a->dev.create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 0), &ah), EINVAL);
+  EXPECT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 0), &ah), EINVAL);
   EXPECT_NE(a->dev.take_refusal().find("use sgid_index 1"), std::string::npos);
-  EXPECT_EQ(a->dev.create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 1), &ah), 0);
+  EXPECT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 1), &ah), 0);
 }
 
 // IB mode UD: an AH by DLID; the receiver sees the sender's LID in wc.slid and no GRH.
@@ -325,7 +325,7 @@ TEST_F(Addressing, UdDatagramsGoByDlidAndArriveWithTheSendersLidAndNoGrh) {
   connect_ud(*a);
   connect_ud(*b);
   uint32_t ah = 0;
-  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
+  ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
   fill(*a, 0, 200, 5);
   std::memset(mem.ptr(b->pid, 65536), 0xab, 40);
   post_recv(*b, 70, 65536, 40 + 200);
@@ -343,7 +343,7 @@ TEST_F(Addressing, UdDatagramsGoByDlidAndArriveWithTheSendersLidAndNoGrh) {
   EXPECT_FALSE(wcs[0].wc_flags & IBV_WC_GRH);
   EXPECT_TRUE(same(*a, 0, *b, 65536 + 40, 200));
   for (int i = 0; i < 40; ++i) ASSERT_EQ(mem.ptr(b->pid, 65536)[i], 0xab) << "no GRH written at " << i;
-  EXPECT_EQ(a->dev.create_ah(a->ctx, a->pd, lid_av(77), &ah), EINVAL);
+  EXPECT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, lid_av(77), &ah), EINVAL);
 }
 
 // InfiniBand mode has no GRH and so no RoCE L3 type: wc.sl stays 0 (simnic carries no SL).
@@ -352,7 +352,7 @@ TEST_F(Addressing, UdReceiveInInfiniBandModeReportsSlZero) {
   connect_ud(*a);
   connect_ud(*b);
   uint32_t ah = 0;
-  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
+  ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
   fill(*a, 0, 16, 6);
   post_recv(*b, 70, 65536, 40 + 16);
   abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 16);

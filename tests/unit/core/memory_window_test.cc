@@ -47,7 +47,7 @@ class MemoryWindow : public QpPair {
       init.qp_type = IBV_QPT_RC;
       init.cap = {64, 64, 4, 4, 0};
       core::Qp*& other = h == a.get() ? a_qp2 : b_qp2;
-      ASSERT_EQ(h->dev.create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &other), 0);
+      ASSERT_EQ(h->dev.queue_verbs().create_qp(h->ctx, init, h->pd, h->cq->handle, h->cq->handle, 0, &other), 0);
     }
     swap_pairs();
     connect_both();
@@ -413,10 +413,10 @@ TEST_F(MemoryWindow, BindOfAWindowOfAnotherPdCompletesWithMwBindErr) {
   make_second_pair();
   core::Mr* mr = window_mr();
   uint32_t pd2 = 0;
-  ASSERT_EQ(b->dev.alloc_pd(b->ctx, &pd2), 0);
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(b->ctx, &pd2), 0);
   for (ibv_mw_type type : {IBV_MW_TYPE_2, IBV_MW_TYPE_1}) {
     core::Mw* mw = nullptr;
-    ASSERT_EQ(b->dev.alloc_mw(b->ctx, pd2, type, &mw), 0);
+    ASSERT_EQ(b->dev.memory_verbs().alloc_mw(b->ctx, pd2, type, &mw), 0);
     const uint32_t rkey = mw->rkey;
     ibv_wc wc = b_local(bind_wqe(*b, mw, mr, kWinMr, 4096, kRW, 500));
     EXPECT_EQ(wc.status, IBV_WC_MW_BIND_ERR);
@@ -459,12 +459,12 @@ TEST_F(MemoryWindow, DeregOfAnMrWithABoundType1WindowIsEinvalWithTheReason) {
   const uint32_t mr_handle = mr->handle;
   b->dev.take_refusal();
   // rxe_dereg_mr's EINVAL, which uverbs and rdma-core pass through (not EBUSY).
-  EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().dereg_mr(b->ctx, mr_handle), EINVAL);
   const std::string why = b->dev.take_refusal();
   EXPECT_NE(why.find("has 1 memory window(s) bound to it"), std::string::npos) << why;
   EXPECT_NE(why.find("IBA 10.6.7.2.6"), std::string::npos) << why;
   bound(mw, nullptr, 0, 0, 0);  // unbind: a type 1 bind of length 0
-  EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), 0);
+  EXPECT_EQ(b->dev.memory_verbs().dereg_mr(b->ctx, mr_handle), 0);
 }
 
 TEST_F(MemoryWindow, Type1WindowIsUnboundByAZeroLengthBindNotByLocalInvalidate) {
@@ -510,9 +510,9 @@ TEST_F(MemoryWindow, AnMrWithABoundWindowCannotBeDeregistered) {
   core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_2);
   bound(mw, mr, kWinMr, 4096, kRW);
   const uint32_t mr_handle = mr->handle;
-  EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), EINVAL);
-  EXPECT_EQ(b->dev.dealloc_mw(b->ctx, mw->handle), 0);  // deallocating unbinds
-  EXPECT_EQ(b->dev.dereg_mr(b->ctx, mr_handle), 0);
+  EXPECT_EQ(b->dev.memory_verbs().dereg_mr(b->ctx, mr_handle), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().dealloc_mw(b->ctx, mw->handle), 0);  // deallocating unbinds
+  EXPECT_EQ(b->dev.memory_verbs().dereg_mr(b->ctx, mr_handle), 0);
   // LOCAL_INV of an ordinary MR's key is refused: only windows are invalidated here.
   post_send(*b, local_inv_wqe(b->mr->rkey, 600));
   auto wcs = poll(*b);
@@ -527,7 +527,7 @@ TEST_F(MemoryWindow, ADyingApplicationsBoundWindowsAreCleanedUp) {
   core::Mr* mr = window_mr();
   bound(alloc_mw(*b, IBV_MW_TYPE_2), mr, kWinMr, 4096, kRW);
   bound(alloc_mw(*b, IBV_MW_TYPE_1), mr, kWinMr, 8192, kRW);
-  b->dev.close_context(b->ctx);  // what simnicd does when the process dies
+  b->dev.context_verbs().close_context(b->ctx);  // what simnicd does when the process dies
   const std::string st = b->dev.status_text();
   EXPECT_NE(st.find("mws 0\n"), std::string::npos) << st;
   EXPECT_NE(st.find("mrs 0\n"), std::string::npos) << st;
@@ -537,9 +537,9 @@ TEST_F(MemoryWindow, ADyingApplicationsBoundWindowsAreCleanedUp) {
 TEST_F(MemoryWindow, AllocRejectsUnknownTypesAndPds) {
   start();
   core::Mw* mw = nullptr;
-  EXPECT_EQ(b->dev.alloc_mw(b->ctx, b->pd, ibv_mw_type(3), &mw), EINVAL);
-  EXPECT_EQ(b->dev.alloc_mw(b->ctx, 9999, IBV_MW_TYPE_2, &mw), EINVAL);
-  EXPECT_EQ(b->dev.dealloc_mw(b->ctx, 9999), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().alloc_mw(b->ctx, b->pd, ibv_mw_type(3), &mw), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().alloc_mw(b->ctx, 9999, IBV_MW_TYPE_2, &mw), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().dealloc_mw(b->ctx, 9999), EINVAL);
 }
 
 }  // namespace

@@ -36,26 +36,27 @@ class Multicast : public QpPair {
     init.cap.max_recv_wr = 16;
     init.cap.max_send_sge = init.cap.max_recv_sge = 1;
     core::Qp* qp = nullptr;
-    EXPECT_EQ(h.dev.create_qp(h.ctx, init, h.pd, h.cq->handle, h.cq->handle, 0, &qp), 0);
+    EXPECT_EQ(h.dev.queue_verbs().create_qp(h.ctx, init, h.pd, h.cq->handle, h.cq->handle, 0, &qp), 0);
     if (type != IBV_QPT_UD) return qp;
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qkey = kQkey;
-    EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now),
+    EXPECT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
-    EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE, now), 0);
+    EXPECT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE, now), 0);
     at.qp_state = IBV_QPS_RTS;
-    EXPECT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
+    EXPECT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
     return qp;
   }
   int attach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) {
-    return h.dev.attach_mcast(h.ctx, qp->handle, g, 0xc001);
+    return h.dev.queue_verbs().attach_mcast(h.ctx, qp->handle, g, 0xc001);
   }
   int detach(Host& h, core::Qp* qp, const ibv_gid& g = kGroup) {
-    return h.dev.detach_mcast(h.ctx, qp->handle, g, 0xc001);
+    return h.dev.queue_verbs().detach_mcast(h.ctx, qp->handle, g, 0xc001);
   }
   void recv_on(Host& h, core::Qp* qp, uint64_t wr_id, size_t off, uint32_t len) {
     auto& ring = qp->shm->rq;
@@ -76,7 +77,7 @@ class Multicast : public QpPair {
     attr.dlid = 0xc001;
     attr.grh.dgid = g;
     uint32_t ah = 0;
-    EXPECT_EQ(h.dev.create_ah(h.ctx, h.pd, attr, &ah), 0);
+    EXPECT_EQ(h.dev.memory_verbs().create_ah(h.ctx, h.pd, attr, &ah), 0);
     abi::SendWqe w = wqe(h, IBV_WR_SEND, wr_id, off, len);
     w.ah = ah;
     w.remote_qpn = core::kMulticastQpn;
@@ -235,19 +236,20 @@ TEST_F(Multicast, AnIpv6MulticastGidTravelsToIts239GroupAndIsDelivered) {
 TEST_F(Multicast, AttachAndDetachFailWithTheKernelsErrnos) {
   core::Qp* rc = extra_qp(*b, IBV_QPT_RC);
   EXPECT_EQ(attach(*b, rc), EINVAL) << "only UD QPs join groups";
-  EXPECT_EQ(attach(*b, b->qp, a->dev.gid0()), EINVAL) << "a unicast GID";
+  EXPECT_EQ(attach(*b, b->qp, a->dev.addressing().gid0()), EINVAL) << "a unicast GID";
   EXPECT_EQ(attach(*b, b->qp, v4_gid(0x0a000001)), EINVAL) << "::ffff:10.0.0.1 is not multicast";
   EXPECT_EQ(detach(*b, b->qp), EINVAL) << "never attached";
-  EXPECT_EQ(b->dev.attach_mcast(b->ctx, 999999, kGroup, 0), EINVAL) << "no such QP";
+  EXPECT_EQ(b->dev.queue_verbs().attach_mcast(b->ctx, 999999, kGroup, 0), EINVAL) << "no such QP";
   ASSERT_EQ(attach(*b, b->qp), 0);
   EXPECT_EQ(attach(*b, b->qp), 0) << "attaching twice is no error (uverbs)";
-  EXPECT_EQ(b->dev.destroy_qp(b->ctx, b->qp->handle), EBUSY) << "attached QPs cannot be destroyed (uverbs)";
+  EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, b->qp->handle), EBUSY)
+      << "attached QPs cannot be destroyed (uverbs)";
   EXPECT_NE(b->dev.take_refusal().find("ibv_detach_mcast"), std::string::npos);
   EXPECT_EQ(detach(*b, b->qp), 0);
   EXPECT_EQ(detach(*b, b->qp), EINVAL) << "the second attach added nothing to detach";
-  EXPECT_EQ(b->dev.destroy_qp(b->ctx, b->qp->handle), 0);
+  EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, b->qp->handle), 0);
   b->qp = nullptr;
-  ibv_device_attr attr = b->dev.device_attr();
+  ibv_device_attr attr = b->dev.addressing().device_attr();
   EXPECT_EQ(attr.max_mcast_grp, int(core::DeviceLimits::kMaxMcastGrp));
   EXPECT_EQ(attr.max_mcast_qp_attach, int(core::DeviceLimits::kMaxMcastQpAttach));
   EXPECT_EQ(attr.max_total_mcast_qp_attach, int(core::DeviceLimits::kMaxTotalMcastQpAttach));
@@ -271,7 +273,7 @@ TEST_F(Multicast, AProgramThatDiesAttachedLeavesItsGroups) {
   core::Qp* b2 = extra_qp(*b);
   ASSERT_EQ(attach(*b, b->qp), 0);
   ASSERT_EQ(attach(*b, b2), 0);
-  b->dev.close_context(b->ctx);
+  b->dev.context_verbs().close_context(b->ctx);
   b->ctx = nullptr;
   EXPECT_EQ(b->dev.qps().size(), 0u);
   EXPECT_EQ(fabric.groups.count(kGroupIp), 0u);

@@ -32,7 +32,7 @@ class Odp : public QpPair {
   }
   int reg(Host& h, uint64_t addr, uint64_t len, uint64_t iova, uint32_t access, core::Mr** out = nullptr) {
     core::Mr* mr = nullptr;
-    int e = h.dev.reg_mr(h.ctx, h.pd, addr, len, iova, access, &mr);
+    int e = h.dev.memory_verbs().reg_mr(h.ctx, h.pd, addr, len, iova, access, &mr);
     if (out) *out = mr;
     return e;
   }
@@ -56,7 +56,7 @@ class Odp : public QpPair {
     return wcs.empty() ? ibv_wc{} : wcs[0];
   }
   int advise(Host& h, uint32_t advice, uint32_t flags, std::vector<ibv_sge> sges, uint32_t pd = 0) {
-    return h.dev.advise_mr(h.ctx, pd ? pd : h.pd, advice, flags, sges.data(), uint32_t(sges.size()));
+    return h.dev.memory_verbs().advise_mr(h.ctx, pd ? pd : h.pd, advice, flags, sges.data(), uint32_t(sges.size()));
   }
   TraceLines trace;
 };
@@ -218,13 +218,13 @@ TEST_F(Odp, ReregKeepsOdpAndRefusesToAddOrRemoveIt) {
   core::Mr* mr = odp_mr(*b);
   core::Mr* pinned = b->mr;
   core::MrRereg r{mr->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE, 0, 0};
-  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), EINVAL) << "dropping ON_DEMAND";
+  EXPECT_EQ(b->dev.memory_verbs().rereg_mr(b->ctx, r, &mr), EINVAL) << "dropping ON_DEMAND";
   r = {pinned->handle, IBV_REREG_MR_CHANGE_ACCESS, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, 0, 0};
-  EXPECT_EQ(b->dev.rereg_mr(b->ctx, r, &pinned), EINVAL) << "adding ON_DEMAND";
+  EXPECT_EQ(b->dev.memory_verbs().rereg_mr(b->ctx, r, &pinned), EINVAL) << "adding ON_DEMAND";
   // A new translation over unmapped memory is fine for an ODP MR, and faults as before.
   const uint64_t at = mem.addr(b->pid, kUnmappedOff);
   r = {mr->handle, IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, at, 1 << 20};
-  ASSERT_EQ(b->dev.rereg_mr(b->ctx, r, &mr), 0);
+  ASSERT_EQ(b->dev.memory_verbs().rereg_mr(b->ctx, r, &mr), 0);
   EXPECT_TRUE(core::is_odp_mr(*mr));
   post_send(*a, to_b(IBV_WR_RDMA_WRITE, 1, 0, 64, mr, 0));
   fabric.deliver_all(now);
@@ -248,11 +248,12 @@ TEST_F(Odp, AdviseMrChecksAdviceFlagsAndEverySge) {
   EXPECT_EQ(advise(*b, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, {{base + kOdpLength - 64, 128, mr->lkey}}), EFAULT)
       << "past the MR's end";
   // Another program on the same NIC, with an ODP MR of its own.
-  core::Context* other = b->dev.open_context(2003, 0, -1, 43);
+  core::Context* other = b->dev.context_verbs().open_context(2003, 0, -1, 43);
   uint32_t other_pd = 0;
-  ASSERT_EQ(b->dev.alloc_pd(other, &other_pd), 0);
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(other, &other_pd), 0);
   core::Mr* theirs = nullptr;
-  ASSERT_EQ(b->dev.reg_mr(other, other_pd, mem.addr(2003, 0), 4096, mem.addr(2003, 0), IBV_ACCESS_ON_DEMAND, &theirs),
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(other, other_pd, mem.addr(2003, 0), 4096, mem.addr(2003, 0),
+                                         IBV_ACCESS_ON_DEMAND, &theirs),
             0);
   EXPECT_EQ(advise(*b, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, {{mem.addr(2003, 0), 64, theirs->lkey}}), EPERM)
       << "another program's lkey";

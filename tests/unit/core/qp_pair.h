@@ -68,15 +68,15 @@ struct Host {
   Host(uint32_t ip, pid_t pid, FakeMemory& mem, Fabric& fabric, HostOptions o)
       : pid(pid), port(fabric, ip), dev(config(ip, o), mem, port, shm, notifier, logger) {
     fabric.attach(ip, &dev);
-    ctx = dev.open_context(pid, 0, -1, /*async_fd=*/40 + pid);
-    EXPECT_EQ(dev.alloc_pd(ctx, &pd), 0);
-    EXPECT_EQ(dev.reg_mr(ctx, pd, mem.addr(pid, 0), 1 << 20, mem.addr(pid, 0),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                             IBV_ACCESS_REMOTE_ATOMIC,
-                         &mr),
+    ctx = dev.context_verbs().open_context(pid, 0, -1, /*async_fd=*/40 + pid);
+    EXPECT_EQ(dev.memory_verbs().alloc_pd(ctx, &pd), 0);
+    EXPECT_EQ(dev.memory_verbs().reg_mr(ctx, pd, mem.addr(pid, 0), 1 << 20, mem.addr(pid, 0),
+                                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                            IBV_ACCESS_REMOTE_ATOMIC,
+                                        &mr),
               0);
-    EXPECT_EQ(dev.create_channel(ctx, channel_fd(), &channel), 0);
-    EXPECT_EQ(dev.create_cq(ctx, 256, channel, &cq), 0);
+    EXPECT_EQ(dev.queue_verbs().create_channel(ctx, channel_fd(), &channel), 0);
+    EXPECT_EQ(dev.queue_verbs().create_cq(ctx, 256, channel, &cq), 0);
     ibv_qp_init_attr init{};
     init.qp_type = o.type;
     init.sq_sig_all = o.sq_sig_all;
@@ -84,7 +84,7 @@ struct Host {
     init.cap.max_recv_wr = 64;
     init.cap.max_send_sge = 4;
     init.cap.max_recv_sge = 4;
-    EXPECT_EQ(dev.create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &qp), 0);
+    EXPECT_EQ(dev.queue_verbs().create_qp(ctx, init, pd, cq->handle, cq->handle, 0, &qp), 0);
   }
   static core::DeviceConfig config(uint32_t ip, const HostOptions& o = {}) {
     core::DeviceConfig c;
@@ -103,14 +103,14 @@ struct Host {
   ibv_qp_attr query() {
     ibv_qp_attr at{};
     core::Qp* q = nullptr;
-    EXPECT_EQ(dev.query_qp(ctx, qp->handle, &at, &q), 0);
+    EXPECT_EQ(dev.queue_verbs().query_qp(ctx, qp->handle, &at, &q), 0);
     return at;
   }
   int modify_state(ibv_qp_state s, int extra_mask = 0, uint8_t sqd_notify = 0, uint64_t now = 0) {
     ibv_qp_attr at{};
     at.qp_state = s;
     at.en_sqd_async_notify = sqd_notify;
-    return dev.modify_qp(ctx, qp->handle, at, IBV_QP_STATE | extra_mask, now);
+    return dev.queue_verbs().modify_qp(ctx, qp->handle, at, IBV_QP_STATE | extra_mask, now);
   }
 
   pid_t pid;
@@ -148,8 +148,8 @@ class QpPair : public ::testing::Test {
     at.port_num = 1;
     at.qp_access_flags = rc ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
                             : IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
@@ -159,13 +159,14 @@ class QpPair : public ::testing::Test {
     at.max_dest_rd_atomic = 4;
     at.min_rnr_timer = 1;
     at.ah_attr.is_global = 1;
-    at.ah_attr.grh.dgid = peer.dev.gid0();
+    at.ah_attr.grh.dgid = peer.dev.addressing().gid0();
     at.ah_attr.grh.traffic_class = l.traffic_class;
     at.ah_attr.port_num = 1;
     int rc_only = rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | rc_only,
-                              now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                                IBV_QP_RQ_PSN | rc_only,
+                                            now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
@@ -175,21 +176,21 @@ class QpPair : public ::testing::Test {
     at.rnr_retry = l.rnr_retry;
     at.max_rd_atomic = 4;
     rc_only = rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN | rc_only, now), 0);
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN | rc_only, now), 0);
   }
   void connect_ud(Host& h) {
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qkey = kQkey;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
-                              now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE, now), 0);
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE, now), 0);
     at.qp_state = IBV_QPS_RTS;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, h.qp->handle, at, IBV_QP_STATE | IBV_QP_SQ_PSN, now), 0);
   }
 
   // The shim's post_send and post_recv, minus validation.
@@ -231,12 +232,13 @@ class QpPair : public ::testing::Test {
   // the BIND_MW / LOCAL_INV work requests (the key byte advanced as ibv_inc_rkey would).
   core::Mr* reg_mr(Host& h, size_t off, uint32_t len, uint32_t access) {
     core::Mr* mr = nullptr;
-    EXPECT_EQ(h.dev.reg_mr(h.ctx, h.pd, mem.addr(h.pid, off), len, mem.addr(h.pid, off), access, &mr), 0);
+    EXPECT_EQ(h.dev.memory_verbs().reg_mr(h.ctx, h.pd, mem.addr(h.pid, off), len, mem.addr(h.pid, off), access, &mr),
+              0);
     return mr;
   }
   core::Mw* alloc_mw(Host& h, ibv_mw_type type) {
     core::Mw* mw = nullptr;
-    EXPECT_EQ(h.dev.alloc_mw(h.ctx, h.pd, type, &mw), 0);
+    EXPECT_EQ(h.dev.memory_verbs().alloc_mw(h.ctx, h.pd, type, &mw), 0);
     return mw;
   }
   abi::SendWqe bind_wqe(Host& h, const core::Mw* mw, const core::Mr* mr, size_t off, uint64_t len, uint32_t access,

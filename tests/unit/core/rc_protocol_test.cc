@@ -433,7 +433,7 @@ TEST_F(RcProtocol, ErrorStateFlushesPostedReceives) {
   post_recv(*b, 81, 64, 64);
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE, now), 0);
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE, now), 0);
   auto wc = poll(*b);
   ASSERT_EQ(wc.size(), 2u);
   EXPECT_EQ(wc[0].wr_id, 80u);
@@ -461,7 +461,8 @@ TEST_F(RcProtocol, ResetForgetsTransportStateSoTheQpConnectsAgain) {
   // returns the QP to the state it had when created).
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_RESET;
-  for (Host* h : {a.get(), b.get()}) ASSERT_EQ(h->dev.modify_qp(h->ctx, h->qp->handle, at, IBV_QP_STATE, now), 0);
+  for (Host* h : {a.get(), b.get()})
+    ASSERT_EQ(h->dev.queue_verbs().modify_qp(h->ctx, h->qp->handle, at, IBV_QP_STATE, now), 0);
   EXPECT_EQ(a->qp->req.msn_started, 0u);
   EXPECT_EQ(b->qp->resp.msn, 0u);
   connect(500);
@@ -509,20 +510,22 @@ TEST_F(RcProtocol, ModifyQpRejectsMissingAttributesAndAvWithoutGrh) {
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
   // RESET->INIT without IBV_QP_ACCESS_FLAGS: EINVAL, like the kernel.
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT, now), EINVAL);
+  EXPECT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT,
+                                           now),
+            EINVAL);
   EXPECT_EQ(a->qp->state, IBV_QPS_RESET);
-  ASSERT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+  ASSERT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at,
+                                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
             0);
   at = {};
   at.qp_state = IBV_QPS_RTR;
   at.path_mtu = IBV_MTU_1024;
   at.dest_qp_num = b->qp->qpn;
   at.ah_attr.is_global = 0;  // no GRH: not routable on RoCE
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                             now),
+  EXPECT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at,
+                                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                                           now),
             EINVAL);
   EXPECT_TRUE(a->logger.contains("GRH"));
   EXPECT_EQ(a->qp->state, IBV_QPS_INIT);
@@ -530,7 +533,7 @@ TEST_F(RcProtocol, ModifyQpRejectsMissingAttributesAndAvWithoutGrh) {
 
 TEST_F(RcProtocol, ClosingAContextFreesEverything) {
   connect();
-  a->dev.close_context(a->ctx);
+  a->dev.context_verbs().close_context(a->ctx);
   EXPECT_EQ(a->dev.qps().size(), 0u);
   EXPECT_EQ(a->dev.context_count(), 0u);
   // The peer keeps working for others: a packet to the dead QP is counted and dropped.

@@ -388,13 +388,13 @@ TEST_F(RcSemantics, WhileDrainingSqdRefusesResumeAndAttributeChangesButNotError)
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_SQD;
   at.timeout = 20;
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), EINVAL);
+  EXPECT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), EINVAL);
   EXPECT_EQ(a->query().timeout, 14);
   EXPECT_EQ(a->query().qp_state, IBV_QPS_SQD);
 
   fabric.deliver_all(now);  // the drain ends
   ASSERT_EQ(a->query().sq_draining, 0);
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), 0);
+  EXPECT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT, now), 0);
   EXPECT_EQ(a->query().timeout, 20);
   EXPECT_EQ(a->modify_state(IBV_QPS_RTS, 0, 0, now), 0);
 

@@ -27,20 +27,21 @@ class ResponderConformance : public QpPair {
   // QP's PD, `srq_mr` is in the SRQ's.
   void start_with_srq_of_another_pd(ibv_qp_type type = IBV_QPT_RC) {
     make_hosts({.type = type});
-    ASSERT_EQ(b->dev.alloc_pd(b->ctx, &srq_pd), 0);
-    ASSERT_EQ(b->dev.reg_mr(b->ctx, srq_pd, mem.addr(b->pid, 1 << 21), 1 << 16, mem.addr(b->pid, 1 << 21),
-                            IBV_ACCESS_LOCAL_WRITE, &srq_mr),
+    ASSERT_EQ(b->dev.memory_verbs().alloc_pd(b->ctx, &srq_pd), 0);
+    ASSERT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, srq_pd, mem.addr(b->pid, 1 << 21), 1 << 16,
+                                           mem.addr(b->pid, 1 << 21), IBV_ACCESS_LOCAL_WRITE, &srq_mr),
               0);
     ibv_srq_attr attr{};
     attr.max_wr = 16;
     attr.max_sge = 1;
-    ASSERT_EQ(b->dev.create_srq(b->ctx, srq_pd, attr, &srq), 0);
+    ASSERT_EQ(b->dev.queue_verbs().create_srq(b->ctx, srq_pd, attr, &srq), 0);
     ibv_qp_init_attr init{};
     init.qp_type = type;
     init.cap.max_send_wr = 16;
     init.cap.max_send_sge = 4;
     init.cap.max_recv_sge = 4;
-    ASSERT_EQ(b->dev.create_qp(b->ctx, init, b->pd, b->cq->handle, b->cq->handle, srq->handle, &b->qp), 0);
+    ASSERT_EQ(b->dev.queue_verbs().create_qp(b->ctx, init, b->pd, b->cq->handle, b->cq->handle, srq->handle, &b->qp),
+              0);
     connect_both();
   }
   bool has_async(Host& h, ibv_event_type type) {
@@ -171,9 +172,9 @@ TEST_F(ResponderConformance, UdDatagramTooLongForAnSrqWqeCompletesItAndTheQpGoes
   ibv_ah_attr attr{};
   attr.is_global = 1;
   attr.port_num = 1;
-  attr.grh.dgid = b->dev.gid0();
+  attr.grh.dgid = b->dev.addressing().gid0();
   uint32_t ah = 0;
-  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, attr, &ah), 0);
+  ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, attr, &ah), 0);
   auto ud_send = [&](uint64_t wr_id, uint32_t len) {
     abi::SendWqe w = wqe(*a, IBV_WR_SEND, wr_id, 0, len);
     w.ah = ah;
@@ -326,9 +327,9 @@ TEST_F(ResponderConformance, UdReceiveFromAnSrqReportsTheIpv4L3TypeInSl) {
   ibv_ah_attr attr{};
   attr.is_global = 1;
   attr.port_num = 1;
-  attr.grh.dgid = b->dev.gid0();
+  attr.grh.dgid = b->dev.addressing().gid0();
   uint32_t ah = 0;
-  ASSERT_EQ(a->dev.create_ah(a->ctx, a->pd, attr, &ah), 0);
+  ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, attr, &ah), 0);
   fill(*a, 0, 64, 5);
   abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 64);
   w.ah = ah;

@@ -16,7 +16,7 @@ class RnrTimer : public QpPair {
     ibv_qp_attr at{};
     at.qp_state = IBV_QPS_RTS;
     at.min_rnr_timer = field;
-    ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, now), 0);
+    ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, now), 0);
   }
   // A sends 8 bytes to B, which has no receive WQE: B RNR-NAKs, A takes the NAK.
   void send_into_empty_receive_queue() {

@@ -65,9 +65,9 @@ class Spoofing : public QpPair {
     ibv_ah_attr attr{};
     attr.is_global = 1;
     attr.port_num = 1;
-    attr.grh.dgid = peer.dev.gid0();
+    attr.grh.dgid = peer.dev.addressing().gid0();
     uint32_t handle = 0;
-    EXPECT_EQ(h.dev.create_ah(h.ctx, h.pd, attr, &handle), 0);
+    EXPECT_EQ(h.dev.memory_verbs().create_ah(h.ctx, h.pd, attr, &handle), 0);
     return handle;
   }
   abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len) {

@@ -63,18 +63,19 @@ class TraceTest : public ::testing::Test {
     a->dev.tracer().set_sink(&sink);
     b->dev.tracer().set_sink(&sink);
     for (Side* s : {a.get(), b.get()}) {
-      s->ctx = s->dev.open_context(s->pid, 0, -1, -1);
+      s->ctx = s->dev.context_verbs().open_context(s->pid, 0, -1, -1);
       uint32_t pd;
-      ASSERT_EQ(s->dev.alloc_pd(s->ctx, &pd), 0);
-      ASSERT_EQ(s->dev.reg_mr(s->ctx, pd, mem.addr(s->pid, 0), 1 << 20, mem.addr(s->pid, 0),
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, &s->mr),
+      ASSERT_EQ(s->dev.memory_verbs().alloc_pd(s->ctx, &pd), 0);
+      ASSERT_EQ(s->dev.memory_verbs().reg_mr(s->ctx, pd, mem.addr(s->pid, 0), 1 << 20, mem.addr(s->pid, 0),
+                                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                                             &s->mr),
                 0);
-      ASSERT_EQ(s->dev.create_cq(s->ctx, 16, 0, &s->cq), 0);
+      ASSERT_EQ(s->dev.queue_verbs().create_cq(s->ctx, 16, 0, &s->cq), 0);
       ibv_qp_init_attr init{};
       init.qp_type = IBV_QPT_RC;
       init.cap.max_send_wr = 8;
       init.cap.max_recv_wr = 8;
-      ASSERT_EQ(s->dev.create_qp(s->ctx, init, pd, s->cq->handle, s->cq->handle, 0, &s->qp), 0);
+      ASSERT_EQ(s->dev.queue_verbs().create_qp(s->ctx, init, pd, s->cq->handle, s->cq->handle, 0, &s->qp), 0);
     }
     connect(*a, *b);
     connect(*b, *a);
@@ -84,8 +85,8 @@ class TraceTest : public ::testing::Test {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
+    ASSERT_EQ(s.dev.queue_verbs().modify_qp(s.ctx, s.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
@@ -93,11 +94,11 @@ class TraceTest : public ::testing::Test {
     at.dest_qp_num = peer.qp->qpn;
     at.max_dest_rd_atomic = 1;
     at.ah_attr.is_global = 1;
-    at.ah_attr.grh.dgid = peer.dev.gid0();
-    ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                              0),
+    at.ah_attr.grh.dgid = peer.dev.addressing().gid0();
+    ASSERT_EQ(s.dev.queue_verbs().modify_qp(s.ctx, s.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                                            0),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
@@ -105,10 +106,10 @@ class TraceTest : public ::testing::Test {
     at.retry_cnt = 7;
     at.rnr_retry = 7;
     at.max_rd_atomic = 1;
-    ASSERT_EQ(s.dev.modify_qp(s.ctx, s.qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC,
-                              0),
+    ASSERT_EQ(s.dev.queue_verbs().modify_qp(s.ctx, s.qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                                IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                                            0),
               0);
   }
   void post_send(Side& s, ibv_wr_opcode op, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey) {
@@ -227,7 +228,7 @@ TEST_F(TraceTest, StateChangesAndErrorsSayWhy) {
   sink.lines.clear();
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE, now), 0);
+  ASSERT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at, IBV_QP_STATE, now), 0);
   ASSERT_FALSE(sink.lines.empty());
   const std::string& l = sink.lines.front();
   EXPECT_NE(l.find("\"kind\":\"qp_state\""), std::string::npos) << l;
@@ -249,7 +250,7 @@ TEST_F(TraceTest, StateChangesCarryTheAttributesModifyQpSet) {
   sink.lines.clear();
   ibv_qp_attr at{};
   at.min_rnr_timer = 5;  // one of the attributes RTS->RTS may change (IBA 11.2.4.2)
-  ASSERT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at, IBV_QP_MIN_RNR_TIMER, now), 0);
+  ASSERT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at, IBV_QP_MIN_RNR_TIMER, now), 0);
   ASSERT_EQ(sink.lines.size(), 1u);
   const std::string& l = sink.lines.front();
   EXPECT_NE(l.find("\"from\":\"RTS\",\"to\":\"RTS\""), std::string::npos) << l;
@@ -291,7 +292,7 @@ TEST_F(TraceTest, NothingIsBuiltWithoutASink) {
 TEST_F(TraceTest, ADropIsCountedTracedAndLoggedByItsRow) {
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE, now), 0);
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE, now), 0);
   sink.lines.clear();
   post_send(*a, IBV_WR_SEND, 0, 100, 0, 0);
   fabric.deliver_all(now);

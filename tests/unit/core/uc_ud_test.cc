@@ -19,10 +19,10 @@ class Datagram : public QpPair {
     ibv_ah_attr attr{};
     attr.is_global = 1;
     attr.port_num = 1;
-    attr.grh.dgid = peer.dev.gid0();
+    attr.grh.dgid = peer.dev.addressing().gid0();
     attr.grh.traffic_class = traffic_class;
     uint32_t handle = 0;
-    EXPECT_EQ(h.dev.create_ah(h.ctx, h.pd, attr, &handle), 0);
+    EXPECT_EQ(h.dev.memory_verbs().create_ah(h.ctx, h.pd, attr, &handle), 0);
     return handle;
   }
   abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len, uint32_t qkey = kQkey) {
@@ -100,9 +100,9 @@ TEST_F(Datagram, UdReceiveOnRoceReportsTheIpv4L3TypeInSlAndTheDestinationAtGrh36
   back.is_global = 1;
   back.port_num = 1;
   back.sl = wcs[0].sl;
-  back.grh.dgid = a->dev.gid0();
+  back.grh.dgid = a->dev.addressing().gid0();
   uint32_t ah = 0;
-  EXPECT_EQ(b->dev.create_ah(b->ctx, b->pd, back, &ah), 0) << b->dev.take_refusal();
+  EXPECT_EQ(b->dev.memory_verbs().create_ah(b->ctx, b->pd, back, &ah), 0) << b->dev.take_refusal();
 }
 
 // RoCEv2 carries the GRH's traffic class as the IPv4 TOS byte (IBA Annex A17; rxe's

@@ -20,11 +20,11 @@ class WqeIsolation : public QpPair {
   void SetUp() override {
     start();
     // A second process on NIC A, with its own PD and a secret in its own MR.
-    victim_ctx = a->dev.open_context(kPidVictim, 0, -1, 45);
+    victim_ctx = a->dev.context_verbs().open_context(kPidVictim, 0, -1, 45);
     uint32_t pd = 0;
-    ASSERT_EQ(a->dev.alloc_pd(victim_ctx, &pd), 0);
-    ASSERT_EQ(a->dev.reg_mr(victim_ctx, pd, mem.addr(kPidVictim, 0), 1 << 16, mem.addr(kPidVictim, 0),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &victim_mr),
+    ASSERT_EQ(a->dev.memory_verbs().alloc_pd(victim_ctx, &pd), 0);
+    ASSERT_EQ(a->dev.memory_verbs().reg_mr(victim_ctx, pd, mem.addr(kPidVictim, 0), 1 << 16, mem.addr(kPidVictim, 0),
+                                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &victim_mr),
               0);
     for (uint32_t i = 0; i < kLen; ++i) mem.ptr(kPidVictim, 0)[i] = 0x5e;  // the secret
   }
@@ -146,12 +146,12 @@ TEST_F(WqeIsolation, AnotherProcesssLkeyIsALocalProtectionError) {
 // Expect: a receive WQE naming another process's MR completes in error; nothing is written.
 TEST_F(WqeIsolation, AReceiveIntoAnotherProcesssMrIsRefused) {
   // B's receive names a victim on B's NIC.
-  core::Context* vctx = b->dev.open_context(kPidVictim, 0, -1, 46);
+  core::Context* vctx = b->dev.context_verbs().open_context(kPidVictim, 0, -1, 46);
   uint32_t pd = 0;
   core::Mr* vmr = nullptr;
-  ASSERT_EQ(b->dev.alloc_pd(vctx, &pd), 0);
-  ASSERT_EQ(b->dev.reg_mr(vctx, pd, mem.addr(kPidVictim, 0x8000), 4096, mem.addr(kPidVictim, 0x8000),
-                          IBV_ACCESS_LOCAL_WRITE, &vmr),
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(vctx, &pd), 0);
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(vctx, pd, mem.addr(kPidVictim, 0x8000), 4096, mem.addr(kPidVictim, 0x8000),
+                                         IBV_ACCESS_LOCAL_WRITE, &vmr),
             0);
   std::memset(mem.ptr(kPidVictim, 0x8000), 0x33, 4096);
   post_recv(*b, 7, 0, kLen);

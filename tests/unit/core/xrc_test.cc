@@ -28,26 +28,26 @@ class Xrc : public QpPair {
  protected:
   void SetUp() override {
     make_hosts();
-    ASSERT_EQ(b->dev.open_xrcd(b->ctx, false, 0, 0, 0, &xrcd), 0);
+    ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, false, 0, 0, 0, &xrcd), 0);
     srq1 = make_srq(*b, xrcd);
     srq2 = make_srq(*b, xrcd);
     ibv_qp_init_attr init{};
     init.qp_type = IBV_QPT_XRC_SEND;
     init.cap.max_send_wr = 16;
-    ASSERT_EQ(a->dev.create_xrc_qp(a->ctx, init, a->pd, a->cq->handle, 0, &ini), 0);
+    ASSERT_EQ(a->dev.xrc_verbs().create_xrc_qp(a->ctx, init, a->pd, a->cq->handle, 0, &ini), 0);
     init = {};
     init.qp_type = IBV_QPT_XRC_RECV;
-    ASSERT_EQ(b->dev.create_xrc_qp(b->ctx, init, 0, 0, xrcd, &tgt), 0);
+    ASSERT_EQ(b->dev.xrc_verbs().create_xrc_qp(b->ctx, init, 0, 0, xrcd, &tgt), 0);
     connect(*a, ini, *b, tgt->qpn, false);
     connect(*b, tgt, *a, ini->qpn, true);
   }
   XrcSrq make_srq(Host& h, uint32_t domain) {
     XrcSrq s;
-    EXPECT_EQ(h.dev.create_cq(h.ctx, 64, 0, &s.cq), 0);
+    EXPECT_EQ(h.dev.queue_verbs().create_cq(h.ctx, 64, 0, &s.cq), 0);
     ibv_srq_attr attr{};
     attr.max_wr = 8;
     attr.max_sge = 1;
-    EXPECT_EQ(h.dev.create_xrc_srq(h.ctx, h.pd, domain, s.cq->handle, attr, &s.srq), 0);
+    EXPECT_EQ(h.dev.xrc_verbs().create_xrc_srq(h.ctx, h.pd, domain, s.cq->handle, attr, &s.srq), 0);
     return s;
   }
   // The XRC columns of the QP state table: an INI QP takes no responder attributes, a TGT QP
@@ -57,8 +57,8 @@ class Xrc : public QpPair {
     at.qp_state = IBV_QPS_INIT;
     at.port_num = 1;
     at.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTR;
@@ -68,12 +68,13 @@ class Xrc : public QpPair {
     at.max_dest_rd_atomic = 4;
     at.min_rnr_timer = 1;
     at.ah_attr.is_global = 1;
-    at.ah_attr.grh.dgid = peer.dev.gid0();
+    at.ah_attr.grh.dgid = peer.dev.addressing().gid0();
     at.ah_attr.port_num = 1;
     const int responder = tgt ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at,
-                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | responder,
-                              now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                                IBV_QP_RQ_PSN | responder,
+                                            now),
               0);
     at = {};
     at.qp_state = IBV_QPS_RTS;
@@ -83,7 +84,8 @@ class Xrc : public QpPair {
     at.rnr_retry = 7;
     at.max_rd_atomic = 4;
     const int requester = tgt ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    ASSERT_EQ(h.dev.modify_qp(h.ctx, qp->handle, at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | requester, now),
+    ASSERT_EQ(h.dev.queue_verbs().modify_qp(h.ctx, qp->handle, at,
+                                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | requester, now),
               0);
   }
   void post_srq_recv(Host& h, core::Srq* srq, uint64_t wr_id, size_t off, uint32_t len) {
@@ -170,7 +172,7 @@ TEST_F(Xrc, RequestsCarryTheXrcethRightAfterTheBthAndResponsesAreXrcOpcodesWitho
 
 TEST_F(Xrc, AnSrqOfAnotherXrcDomainIsRefusedWithNakInvalidRequest) {
   uint32_t other = 0;
-  ASSERT_EQ(b->dev.open_xrcd(b->ctx, false, 0, 0, 0, &other), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, false, 0, 0, 0, &other), 0);
   ASSERT_NE(other, xrcd);
   XrcSrq foreign = make_srq(*b, other);
   post_srq_recv(*b, foreign.srq, 80, 300000, 64);
@@ -212,10 +214,10 @@ TEST_F(Xrc, RdmaWriteThroughATgtQpIsCheckedAgainstTheNamedSrqsPd) {
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
   // An rkey of another PD than the SRQ's is a remote access error.
   uint32_t pd2 = 0;
-  ASSERT_EQ(b->dev.alloc_pd(b->ctx, &pd2), 0);
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(b->ctx, &pd2), 0);
   core::Mr* mr2 = nullptr;
-  ASSERT_EQ(b->dev.reg_mr(b->ctx, pd2, mem.addr(kPidB, 500000), 4096, mem.addr(kPidB, 500000),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr2),
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, pd2, mem.addr(kPidB, 500000), 4096, mem.addr(kPidB, 500000),
+                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &mr2),
             0);
   abi::SendWqe w = rdma(*a, *b, IBV_WR_RDMA_WRITE, 8, 0, 16, 500000);
   w.rkey = mr2->rkey;
@@ -248,7 +250,7 @@ TEST_F(Xrc, DestroyingTheSrqOfAMessageInProgressLosesItAndTheNextPacketIsRefused
   fill(*a, 0, 3000, 1);
   post_ini(wqe(*a, IBV_WR_SEND, 5, 0, 3000), srq1.srq->srqn);
   deliver_one();  // SEND FIRST: the TGT QP now delivers into srq1
-  ASSERT_EQ(b->dev.destroy_srq(b->ctx, srq1.srq->handle), 0);
+  ASSERT_EQ(b->dev.queue_verbs().destroy_srq(b->ctx, srq1.srq->handle), 0);
   fabric.deliver_all(now);
   auto wcs = poll(*a);
   ASSERT_EQ(wcs.size(), 1u);
@@ -263,7 +265,9 @@ TEST_F(Xrc, ATgtQpSendsNothingEvenWhenItsRingIsWritten) {
   tgt->shm->sq.producer.value.store(1);
   b->dev.on_doorbell(b->ctx, now);
   EXPECT_TRUE(queued_opcodes(kIpB).empty());
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, ibv_qp_attr{.qp_state = IBV_QPS_ERR}, IBV_QP_STATE, now), 0);
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, tgt->handle, ibv_qp_attr{.qp_state = IBV_QPS_ERR}, IBV_QP_STATE,
+                                           now),
+            0);
   b->dev.on_doorbell(b->ctx, now);  // flushes without a send CQ to write to
   EXPECT_EQ(tgt->state, IBV_QPS_ERR);
 }
@@ -298,8 +302,8 @@ TEST_F(Xrc, XrcStateTableTakesTheInitiatorAndTargetColumns) {
   at.qp_state = IBV_QPS_RTS;
   at.retry_cnt = 7;           // ignored: a TGT QP sends no requests
   at.max_dest_rd_atomic = 3;  // ignored: an INI QP answers no requests
-  ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, at, IBV_QP_STATE | IBV_QP_RETRY_CNT, now), 0);
-  ASSERT_EQ(a->dev.modify_qp(a->ctx, ini->handle, at, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC, now), 0);
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, tgt->handle, at, IBV_QP_STATE | IBV_QP_RETRY_CNT, now), 0);
+  ASSERT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, ini->handle, at, IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC, now), 0);
   EXPECT_EQ(ini->attr.max_dest_rd_atomic, 0);
 }
 
@@ -311,7 +315,7 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
   constexpr uint32_t kGuardLen = 1 << 20;
   std::memset(mem.ptr(kPidB, kGuard), 0xa5, kGuardLen);
   uint32_t other = 0;
-  ASSERT_EQ(b->dev.open_xrcd(b->ctx, false, 0, 0, 0, &other), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, false, 0, 0, 0, &other), 0);
   XrcSrq foreign = make_srq(*b, other);
   std::mt19937 rng(4242);
   auto pick = [&](uint64_t n) { return uint64_t(rng()) % n; };
@@ -334,7 +338,9 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
     b->dev.on_packet(kIpA, 4791, out, now);
     if (i % 32 == 31) {
       if (tgt->state == IBV_QPS_ERR) {
-        ASSERT_EQ(b->dev.modify_qp(b->ctx, tgt->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE, now), 0);
+        ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, tgt->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET},
+                                                 IBV_QP_STATE, now),
+                  0);
         connect(*b, tgt, *a, ini->qpn, true);
       }
       for (core::Srq* q : {srq1.srq, srq2.srq, foreign.srq})
@@ -350,7 +356,9 @@ TEST_F(Xrc, RandomXrcPacketsNeitherCrashNorTouchUnregisteredMemory) {
   // Still serving: both ends reset and connected again, a SEND lands in srq2.
   for (auto [h, qp, peer, peer_qpn, t] :
        {std::tuple{a.get(), ini, b.get(), tgt->qpn, false}, std::tuple{b.get(), tgt, a.get(), ini->qpn, true}}) {
-    ASSERT_EQ(h->dev.modify_qp(h->ctx, qp->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE, now), 0);
+    ASSERT_EQ(h->dev.queue_verbs().modify_qp(h->ctx, qp->handle, ibv_qp_attr{.qp_state = IBV_QPS_RESET}, IBV_QP_STATE,
+                                             now),
+              0);
     connect(*h, qp, *peer, peer_qpn, t);
   }
   poll(*a);
@@ -374,129 +382,129 @@ class XrcDomains : public QpPair {
 };
 
 TEST_F(XrcDomains, ContextsOpeningTheSameFileShareOneDomainAndTheLastCloseFreesIt) {
-  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  core::Context* other = b->dev.context_verbs().open_context(3003, 0, -1, -1);
   uint32_t x1 = 0, x2 = 0, x3 = 0, priv = 0;
   // No domain on the file yet and no O_CREAT: EAGAIN (ib_uverbs_open_xrcd).
-  EXPECT_EQ(b->dev.open_xrcd(b->ctx, true, 8, 77, 0, &x1), EAGAIN);
-  ASSERT_EQ(b->dev.open_xrcd(b->ctx, true, 8, 77, O_CREAT, &x1), 0);
-  ASSERT_EQ(b->dev.open_xrcd(other, true, 8, 77, O_CREAT, &x2), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 8, 77, 0, &x1), EAGAIN);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 8, 77, O_CREAT, &x1), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 8, 77, O_CREAT, &x2), 0);
   EXPECT_EQ(x1, x2);
-  EXPECT_EQ(b->dev.open_xrcd(other, true, 8, 77, O_CREAT | O_EXCL, &x3), EINVAL);
-  ASSERT_EQ(b->dev.open_xrcd(other, true, 8, 78, O_CREAT, &x3), 0);  // another file, another domain
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 8, 77, O_CREAT | O_EXCL, &x3), EINVAL);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 8, 78, O_CREAT, &x3), 0);  // another file, another domain
   EXPECT_NE(x3, x1);
-  ASSERT_EQ(b->dev.open_xrcd(other, false, 0, 0, 0, &priv), 0);  // no file: a domain of its own
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, false, 0, 0, 0, &priv), 0);  // no file: a domain of its own
   EXPECT_NE(priv, x1);
   EXPECT_NE(priv, x3);
   // An SRQ made by one context in the shared domain; the other context's TGT QP can reach it.
   core::Cq* cq = nullptr;
-  ASSERT_EQ(b->dev.create_cq(b->ctx, 16, 0, &cq), 0);
+  ASSERT_EQ(b->dev.queue_verbs().create_cq(b->ctx, 16, 0, &cq), 0);
   core::Srq* srq = nullptr;
-  ASSERT_EQ(b->dev.create_xrc_srq(b->ctx, b->pd, x1, cq->handle,
-                                  ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq),
+  ASSERT_EQ(b->dev.xrc_verbs().create_xrc_srq(b->ctx, b->pd, x1, cq->handle,
+                                              ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq),
             0);
   // A context cannot use a domain it did not open.
   core::Cq* cq2 = nullptr;
   uint32_t pd2 = 0;
-  ASSERT_EQ(b->dev.alloc_pd(other, &pd2), 0);
-  ASSERT_EQ(b->dev.create_cq(other, 16, 0, &cq2), 0);
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(other, &pd2), 0);
+  ASSERT_EQ(b->dev.queue_verbs().create_cq(other, 16, 0, &cq2), 0);
   core::Srq* s2 = nullptr;
-  core::Context* third = b->dev.open_context(3004, 0, -1, -1);
-  EXPECT_EQ(b->dev.create_xrc_srq(other, pd2, 999999, cq2->handle,
-                                  ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &s2),
+  core::Context* third = b->dev.context_verbs().open_context(3004, 0, -1, -1);
+  EXPECT_EQ(b->dev.xrc_verbs().create_xrc_srq(other, pd2, 999999, cq2->handle,
+                                              ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &s2),
             EINVAL);
   uint32_t unused = 0;
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
   core::Qp* q = nullptr;
-  EXPECT_EQ(b->dev.create_xrc_qp(third, init, 0, 0, x1, &q), EINVAL);
+  EXPECT_EQ(b->dev.xrc_verbs().create_xrc_qp(third, init, 0, 0, x1, &q), EINVAL);
   (void)unused;
   // Closing: the other context's close leaves the domain; the last close while it holds an SRQ is EBUSY.
-  EXPECT_EQ(b->dev.close_xrcd(other, x1), 0);
-  EXPECT_EQ(b->dev.close_xrcd(other, x1), EINVAL);  // it has no open left
-  EXPECT_EQ(b->dev.close_xrcd(b->ctx, x1), EBUSY);
-  ASSERT_EQ(b->dev.destroy_srq(b->ctx, srq->handle), 0);
-  EXPECT_EQ(b->dev.close_xrcd(b->ctx, x1), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(other, x1), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(other, x1), EINVAL);  // it has no open left
+  EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(b->ctx, x1), EBUSY);
+  ASSERT_EQ(b->dev.queue_verbs().destroy_srq(b->ctx, srq->handle), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(b->ctx, x1), 0);
   // Gone: opening the file again without O_CREAT finds nothing.
-  EXPECT_EQ(b->dev.open_xrcd(b->ctx, true, 8, 77, 0, &x1), EAGAIN);
-  b->dev.close_context(third);
-  b->dev.close_context(other);
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 8, 77, 0, &x1), EAGAIN);
+  b->dev.context_verbs().close_context(third);
+  b->dev.context_verbs().close_context(other);
 }
 
 TEST_F(XrcDomains, AClosingContextLetsGoOfItsDomainsAndTheirObjects) {
-  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  core::Context* other = b->dev.context_verbs().open_context(3003, 0, -1, -1);
   uint32_t pd = 0, x = 0;
   core::Cq* cq = nullptr;
   core::Srq* srq = nullptr;
   core::Qp* q = nullptr;
-  ASSERT_EQ(b->dev.alloc_pd(other, &pd), 0);
-  ASSERT_EQ(b->dev.create_cq(other, 16, 0, &cq), 0);
-  ASSERT_EQ(b->dev.open_xrcd(other, true, 1, 2, O_CREAT, &x), 0);
-  ASSERT_EQ(b->dev.create_xrc_srq(other, pd, x, cq->handle, ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0},
-                                  &srq),
+  ASSERT_EQ(b->dev.memory_verbs().alloc_pd(other, &pd), 0);
+  ASSERT_EQ(b->dev.queue_verbs().create_cq(other, 16, 0, &cq), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 1, 2, O_CREAT, &x), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().create_xrc_srq(other, pd, x, cq->handle,
+                                              ibv_srq_attr{.max_wr = 4, .max_sge = 1, .srq_limit = 0}, &srq),
             0);
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
-  ASSERT_EQ(b->dev.create_xrc_qp(other, init, 0, 0, x, &q), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().create_xrc_qp(other, init, 0, 0, x, &q), 0);
   const size_t qps = b->dev.qps().size();
-  b->dev.close_context(other);
+  b->dev.context_verbs().close_context(other);
   EXPECT_EQ(b->dev.qps().size(), qps - 1);
   uint32_t again = 0;
-  EXPECT_EQ(b->dev.open_xrcd(b->ctx, true, 1, 2, 0, &again), EAGAIN);  // the domain went with it
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 1, 2, 0, &again), EAGAIN);  // the domain went with it
 }
 
 // ibv_open_qp: a TGT QP is shared by the contexts of its domain, and lives while a handle does.
 TEST_F(XrcDomains, AnOpenedTgtQpOutlivesItsCreatorsHandleAndDiesWithTheLast) {
-  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  core::Context* other = b->dev.context_verbs().open_context(3003, 0, -1, -1);
   uint32_t x1 = 0, x2 = 0, opened = 0, wrong = 0;
-  ASSERT_EQ(b->dev.open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
-  ASSERT_EQ(b->dev.open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
-  ASSERT_EQ(b->dev.open_xrcd(other, false, 0, 0, 0, &wrong), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, false, 0, 0, 0, &wrong), 0);
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
   core::Qp* tgt = nullptr;
-  ASSERT_EQ(b->dev.create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
   const uint32_t qpn = tgt->qpn, creator_handle = tgt->handle;
   core::Qp* q = nullptr;
-  EXPECT_EQ(b->dev.open_xrc_qp(other, wrong, qpn, &opened, &q), EINVAL);  // not through another domain
-  EXPECT_EQ(b->dev.open_xrc_qp(other, x2, a->qp->qpn ^ 1, &opened, &q), EINVAL);
-  ASSERT_EQ(b->dev.open_xrc_qp(other, x2, qpn, &opened, &q), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrc_qp(other, wrong, qpn, &opened, &q), EINVAL);  // not through another domain
+  EXPECT_EQ(b->dev.xrc_verbs().open_xrc_qp(other, x2, a->qp->qpn ^ 1, &opened, &q), EINVAL);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrc_qp(other, x2, qpn, &opened, &q), 0);
   EXPECT_EQ(q, tgt);
   // The opener may drive it: RESET -> INIT through its own handle.
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
-  ASSERT_EQ(b->dev.modify_qp(other, opened, at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-                             now),
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(other, opened, at,
+                                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
             0);
   EXPECT_EQ(tgt->state, IBV_QPS_INIT);
   // The creator destroys its handle: the QP goes on, now the opener's, under the opener's handle.
-  ASSERT_EQ(b->dev.destroy_qp(b->ctx, creator_handle), 0);
+  ASSERT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, creator_handle), 0);
   core::Qp* still = b->dev.find_qp_by_qpn(qpn);
   ASSERT_NE(still, nullptr);
   EXPECT_EQ(still->ctx, other);
   EXPECT_EQ(still->handle, opened);
-  EXPECT_EQ(b->dev.destroy_qp(b->ctx, creator_handle), EINVAL);
+  EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, creator_handle), EINVAL);
   // The last handle goes with its context: the QP too, then the domain.
-  b->dev.close_context(other);
+  b->dev.context_verbs().close_context(other);
   EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
-  EXPECT_EQ(b->dev.close_xrcd(b->ctx, x1), 0);
+  EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(b->ctx, x1), 0);
 }
 
 TEST_F(XrcDomains, AnOpenerThatGoesAwayLeavesTheQpToItsCreator) {
-  core::Context* other = b->dev.open_context(3003, 0, -1, -1);
+  core::Context* other = b->dev.context_verbs().open_context(3003, 0, -1, -1);
   uint32_t x1 = 0, x2 = 0, opened = 0;
-  ASSERT_EQ(b->dev.open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
-  ASSERT_EQ(b->dev.open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(b->ctx, true, 5, 6, O_CREAT, &x1), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrcd(other, true, 5, 6, O_CREAT, &x2), 0);
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_XRC_RECV;
   core::Qp* tgt = nullptr;
   core::Qp* q = nullptr;
-  ASSERT_EQ(b->dev.create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
-  ASSERT_EQ(b->dev.open_xrc_qp(other, x2, tgt->qpn, &opened, &q), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().create_xrc_qp(b->ctx, init, 0, 0, x1, &tgt), 0);
+  ASSERT_EQ(b->dev.xrc_verbs().open_xrc_qp(other, x2, tgt->qpn, &opened, &q), 0);
   const uint32_t qpn = tgt->qpn;
-  b->dev.close_context(other);
+  b->dev.context_verbs().close_context(other);
   ASSERT_NE(b->dev.find_qp_by_qpn(qpn), nullptr);
-  EXPECT_EQ(b->dev.destroy_qp(b->ctx, tgt->handle), 0);  // no opener left to hand it to
+  EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, tgt->handle), 0);  // no opener left to hand it to
   EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
 }
 

@@ -18,7 +18,7 @@ class ZeroLength : public QpPair {
   // A zero-length MR of `h` at byte `off` of its memory (not at a page boundary).
   core::Mr* zero_mr(Host& h, size_t off, uint32_t access = kRw) {
     core::Mr* mr = nullptr;
-    EXPECT_EQ(h.dev.reg_mr(h.ctx, h.pd, mem.addr(h.pid, off), 0, mem.addr(h.pid, off), access, &mr), 0);
+    EXPECT_EQ(h.dev.memory_verbs().reg_mr(h.ctx, h.pd, mem.addr(h.pid, off), 0, mem.addr(h.pid, off), access, &mr), 0);
     return mr;
   }
   // A receive WQE of one SGE: `len` bytes at `off` under `lkey`.
@@ -47,12 +47,12 @@ TEST_F(ZeroLength, AZeroLengthMrIsRefusedAtAPageBoundaryAndRegisteredInsideAPage
   start();
   core::Mr* mr = nullptr;
   const uint64_t page = mem.addr(kPidB, 16 * kPage);
-  EXPECT_EQ(b->dev.reg_mr(b->ctx, b->pd, page, 0, page, kRw, &mr), EINVAL);
-  EXPECT_EQ(b->dev.reg_mr(b->ctx, b->pd, page, 0, page, kRw | IBV_ACCESS_ON_DEMAND, &mr), EINVAL);
-  ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, page + 100, 0, page + 100, kRw, &mr), 0);
+  EXPECT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, b->pd, page, 0, page, kRw, &mr), EINVAL);
+  EXPECT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, b->pd, page, 0, page, kRw | IBV_ACCESS_ON_DEMAND, &mr), EINVAL);
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, b->pd, page + 100, 0, page + 100, kRw, &mr), 0);
   EXPECT_EQ(mr->length, 0u);
   EXPECT_EQ(mr->iova, page + 100);
-  ASSERT_EQ(b->dev.reg_mr(b->ctx, b->pd, page + 100, 0, page + 100, kRw | IBV_ACCESS_ON_DEMAND, &mr), 0);
+  ASSERT_EQ(b->dev.memory_verbs().reg_mr(b->ctx, b->pd, page + 100, 0, page + 100, kRw | IBV_ACCESS_ON_DEMAND, &mr), 0);
   EXPECT_EQ(mr->length, 0u);
 }
 
@@ -61,19 +61,19 @@ TEST_F(ZeroLength, AZeroLengthMrIsRefusedAtAPageBoundaryAndRegisteredInsideAPage
 TEST_F(ZeroLength, AZeroLengthDeviceMemoryMrIsRegisteredWithinTheDm) {
   start();
   core::Dm* dm = nullptr;
-  ASSERT_EQ(b->dev.alloc_dm(b->ctx, 8192, 0, &dm), 0);
+  ASSERT_EQ(b->dev.memory_verbs().alloc_dm(b->ctx, 8192, 0, &dm), 0);
   core::DmMrReg req{b->pd, dm->handle, 0, 0, kRw | IBV_ACCESS_ZERO_BASED, mem.addr(kPidB, 256 * 1024)};
   core::Mr* mr = nullptr;
-  ASSERT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), 0);  // at the DM's start, a page boundary
+  ASSERT_EQ(b->dev.memory_verbs().reg_dm_mr(b->ctx, req, &mr), 0);  // at the DM's start, a page boundary
   EXPECT_EQ(mr->length, 0u);
   EXPECT_EQ(mr->iova, 0u);
   req.dm_offset = 8192;
-  EXPECT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), 0);  // at its end
+  EXPECT_EQ(b->dev.memory_verbs().reg_dm_mr(b->ctx, req, &mr), 0);  // at its end
   req.dm_offset = 8193;
-  EXPECT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), EINVAL);  // beyond it
+  EXPECT_EQ(b->dev.memory_verbs().reg_dm_mr(b->ctx, req, &mr), EINVAL);  // beyond it
   req.dm_offset = 0;
   req.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED;
-  EXPECT_EQ(b->dev.reg_dm_mr(b->ctx, req, &mr), EINVAL);  // REMOTE_WRITE without LOCAL_WRITE
+  EXPECT_EQ(b->dev.memory_verbs().reg_dm_mr(b->ctx, req, &mr), EINVAL);  // REMOTE_WRITE without LOCAL_WRITE
 }
 
 TEST_F(ZeroLength, ZeroByteSendWriteAndReadThroughZeroLengthMrsSucceedInsideAndOutsideThem) {
@@ -116,8 +116,8 @@ TEST_F(ZeroLength, QpAccessFlagsAreTakenAsGivenAsRxeTakesThem) {
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
   at.qp_access_flags = kRw | IBV_ACCESS_ON_DEMAND;
-  EXPECT_EQ(a->dev.modify_qp(a->ctx, a->qp->handle, at,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
+  EXPECT_EQ(a->dev.queue_verbs().modify_qp(a->ctx, a->qp->handle, at,
+                                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, now),
             0);
   EXPECT_EQ(a->query().qp_access_flags, kRw | IBV_ACCESS_ON_DEMAND);
 }
