@@ -34,13 +34,14 @@ ibv_mtu bytes_to_mtu(uint32_t bytes) {
 
 Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
                Logger& logger)
-    : config_(std::move(config)),
+    : ObjectTables(config.key_seed),
+      config_(std::move(config)),
       memory_(memory),
       wire_(wire),
       shm_(shm),
       notifier_(notifier),
-      logger_(logger),
-      keys_(config_.key_seed) {
+      logger_(logger) {
+  shares_objects = [this](const Context* owner, const Context* user) { return shares(owner, user); };
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
   gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, node_guid_be());
   tx_buffer_.resize(8192);
@@ -52,8 +53,6 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
 Device::~Device() {
   while (!contexts_.empty()) close_context(contexts_.begin()->second.get());
 }
-
-void Device::log(LogLevel level, const std::string& line) { logger_.log(level, line); }
 
 // ---------------------------------------------------------------- attributes
 
@@ -148,33 +147,6 @@ ibv_gid Device::gid0() const {
   return g;
 }
 
-// ---------------------------------------------------------------- names others must not guess
-
-// A QPN nobody uses, drawn at random from the 24-bit space: not QP0/QP1 (the special QPs) and
-// not 0xffffff (the multicast QPN, IBA 10.5.2.1).
-uint32_t Device::new_qpn() {
-  for (;;) {
-    const uint32_t qpn = keys_.next() & 0xffffff;
-    if (qpn > 1 && qpn != 0xffffff && !qp_by_qpn_.count(qpn)) return qpn;
-  }
-}
-
-// MR keys have the top bit clear and memory-window rkeys have it set (their index is at least
-// 0x800000), so a key names at most one of the two.
-uint32_t Device::new_mr_key() {
-  for (;;) {
-    const uint32_t key = keys_.next() & 0x7fffffff;
-    if (key && !mr_by_key_.count(key)) return key;
-  }
-}
-
-uint32_t Device::new_mw_index() {
-  for (;;) {
-    const uint32_t index = 0x800000 | (keys_.next() & 0x7fffff);
-    if (!mws_.count(index)) return index;
-  }
-}
-
 // ---------------------------------------------------------------- contexts
 
 Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_fd) {
@@ -183,7 +155,7 @@ Context* Device::open_context(pid_t pid, uid_t uid, int doorbell_fd, int async_f
                       Context{.id = id, .pid = pid, .uid = uid, .doorbell_fd = doorbell_fd, .async_fd = async_fd}))
                      .get();
   tracer_.event(TraceKind::kCtxOpen).u("ctx", raw->id).u("pid", uint64_t(pid));
-  log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
+  journal_.log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
   return raw;
 }
 
@@ -204,7 +176,8 @@ void Device::close_context(Context* ctx) {
   free_dms(ctx);     // after the MRs over them
   leave_group(ctx);  // its PDs go to a context that imported it (ibv_import_device)
   for (auto h : std::vector<uint32_t>(ctx->pds)) dealloc_pd(ctx, h);
-  log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
+  journal_.log(LogLevel::kInfo,
+               "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
   tracer_.event(TraceKind::kCtxClose).u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));
   contexts_.erase(ctx->id);
 }
@@ -234,9 +207,11 @@ int Device::check_handle(Context* ctx, HandleKind kind, uint32_t handle) {
     other_kind |= named;
   }
   if (other_kind)
-    return refuse(EINVAL, "handle " + std::to_string(handle) + " names an object of another kind (uverbs: EINVAL)");
-  return refuse(ENOENT, "handle " + std::to_string(handle) +
-                            " names no object of this program: destroyed already, or never created (uverbs: ENOENT)");
+    return journal_.refuse(EINVAL,
+                           "handle " + std::to_string(handle) + " names an object of another kind (uverbs: EINVAL)");
+  return journal_.refuse(ENOENT,
+                         "handle " + std::to_string(handle) +
+                             " names no object of this program: destroyed already, or never created (uverbs: ENOENT)");
 }
 
 // rxe offers num_possible_cpus() vectors (rxe_register_device); the CPUs the host has
@@ -278,26 +253,6 @@ int Device::map_queue_memory(Context* ctx, uint64_t charged, size_t bytes, const
 void Device::unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem) {
   refund_queue_memory(ctx, charged);
   shm_.release(mem);
-}
-
-void Device::notice(uint32_t qpn, const std::string& text) {
-  Qp* qp = find_qp_by_qpn(qpn);
-  if (!qp) return;
-  auto& q = qp->ctx->notices;
-  if (q.size() >= 32) q.pop_front();  // a program that never asks keeps the newest only
-  q.push_back(text);
-}
-
-std::string Device::take_notices(Context* ctx) {
-  std::string out;
-  for (const auto& n : ctx->notices) out += n + "\n";
-  ctx->notices.clear();
-  return out;
-}
-
-Qp* Device::find_qp_by_qpn(uint32_t qpn) {
-  auto it = qp_by_qpn_.find(qpn);
-  return it == qp_by_qpn_.end() ? nullptr : it->second;
 }
 
 // ---------------------------------------------------------------- status

@@ -9,15 +9,16 @@ namespace simnic::core {
 
 int Device::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out) {
   if (length == 0 || length > DmLimits::kMaxDmSize)
-    return refuse(EINVAL, "device memory of " + std::to_string(length) + " bytes: 0, or more than max_dm_size (" +
-                              std::to_string(DmLimits::kMaxDmSize) + ")");
+    return journal_.refuse(EINVAL, "device memory of " + std::to_string(length) +
+                                       " bytes: 0, or more than max_dm_size (" + std::to_string(DmLimits::kMaxDmSize) +
+                                       ")");
   if (log_align > DmLimits::kMaxLogAlign)
-    return refuse(EINVAL,
-                  "log_align_req " + std::to_string(log_align) + ": simnic aligns device memory to a page (12)");
+    return journal_.refuse(EINVAL, "log_align_req " + std::to_string(log_align) +
+                                       ": simnic aligns device memory to a page (12)");
   const uint64_t size = (length + 4095) / 4096 * 4096;
   if (dm_bytes_ + size > DmLimits::kMaxDmSize)
-    return refuse(ENOMEM, "the NIC's device memory is used up (" + std::to_string(dm_bytes_) + " of " +
-                              std::to_string(DmLimits::kMaxDmSize) + " bytes allocated)");
+    return journal_.refuse(ENOMEM, "the NIC's device memory is used up (" + std::to_string(dm_bytes_) + " of " +
+                                       std::to_string(DmLimits::kMaxDmSize) + " bytes allocated)");
   auto dm = std::make_unique<Dm>();
   int err = 0;
   if (!shm_.allocate(size, "simnic-dm", &dm->mem, &err)) return err ? err : ENOMEM;
@@ -36,7 +37,7 @@ int Device::free_dm(Context* ctx, uint32_t handle) {
   if (!dm) return EINVAL;
   for (auto& [mr, of] : dm_mrs_)
     if (of == handle && mrs_.count(mr))
-      return refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
+      return journal_.refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
   tracer_.event(TraceKind::kDmDestroy).u("ctx", ctx->id).u("dm", handle);
   dm_bytes_ -= dm->mem.size;
   shm_.release(dm->mem);
@@ -47,14 +48,15 @@ int Device::free_dm(Context* ctx, uint32_t handle) {
 // The caller's mapping of the DM is a region of its own memory, registered zero-based.
 int Device::reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out) {
   Dm* dm = owned(dms_, ctx, req.dm);
-  if (!dm) return refuse(EINVAL, "no such device memory");
+  if (!dm) return journal_.refuse(EINVAL, "no such device memory");
   if (!(req.access & IBV_ACCESS_ZERO_BASED))
-    return refuse(EINVAL, "ibv_reg_dm_mr needs IBV_ACCESS_ZERO_BASED (an MR over device memory is zero-based)");
+    return journal_.refuse(EINVAL,
+                           "ibv_reg_dm_mr needs IBV_ACCESS_ZERO_BASED (an MR over device memory is zero-based)");
   if (req.access & ~DmLimits::kAccess)
-    return refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
+    return journal_.refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
   if (req.dm_offset > dm->length || req.length > dm->length - req.dm_offset)
-    return refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
-                              ") is not within the device memory's " + std::to_string(dm->length) + " bytes");
+    return journal_.refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
+                                       ") is not within the device memory's " + std::to_string(dm->length) + " bytes");
   if (int e = reg_dm_range(ctx, req, out)) return e;
   dm_mrs_[(*out)->handle] = dm->handle;
   return 0;

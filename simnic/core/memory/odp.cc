@@ -49,17 +49,21 @@ int Device::check_odp_range(uint64_t addr, uint64_t length, uint64_t iova) {
   // Implicit ODP: NULL and SIZE_MAX name the whole address space; its iova must be 0
   // (mlx5_ib_reg_user_mr refuses any other with EINVAL).
   if (addr == 0 && length == UINT64_MAX) {
-    if (iova != 0) return refuse(EINVAL, "implicit ODP (addr NULL, length SIZE_MAX) needs iova 0, not " + hex(iova));
+    if (iova != 0)
+      return journal_.refuse(EINVAL, "implicit ODP (addr NULL, length SIZE_MAX) needs iova 0, not " + hex(iova));
     return 0;
   }
   if (covers_no_page(addr, length) || length > DeviceLimits::kMaxMrSize || addr + length < addr)
-    return refuse(EINVAL, "length " + std::to_string(length) + " at " + hex(addr) +
-                              " covers no page (0 at a page boundary), wraps around, or is more than max_mr_size");
+    return journal_.refuse(EINVAL,
+                           "length " + std::to_string(length) + " at " + hex(addr) +
+                               " covers no page (0 at a page boundary), wraps around, or is more than max_mr_size");
   // ib_uverbs_reg_mr: the address and the iova must lie at the same offset in their pages.
   if ((addr ^ iova) & (kPage - 1))
-    return refuse(EINVAL, "addr " + hex(addr) + " and iova " + hex(iova) + " are at different offsets in a page");
+    return journal_.refuse(EINVAL,
+                           "addr " + hex(addr) + " and iova " + hex(iova) + " are at different offsets in a page");
   if (addr + length > kUserSpaceEnd)
-    return refuse(EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) + ") reaches beyond the user address space");
+    return journal_.refuse(EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) +
+                                       ") reaches beyond the user address space");
   return 0;  // nothing need be mapped now: pages are looked for at each access
 }
 
@@ -71,7 +75,7 @@ void Device::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t le
       .hex("addr", va)
       .u("length", len)
       .s("side", remote ? "remote" : "local");
-  log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +
            std::to_string(len) + ") of ODP MR " + hex(mr.lkey) + " met a page with no mapping in the program";
   });
@@ -96,29 +100,31 @@ void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, 
 int Device::advise_mr(Context* ctx, uint32_t pd_handle, uint32_t advice, uint32_t flags, const ibv_sge* sge,
                       uint32_t num_sge) {
   Pd* pd = owned(pds_, ctx, pd_handle);
-  if (!pd) return refuse(EINVAL, "ibv_advise_mr: no such PD");
+  if (!pd) return journal_.refuse(EINVAL, "ibv_advise_mr: no such PD");
   if (advice > IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
-    return refuse(EOPNOTSUPP, "ibv_advise_mr: advice " + std::to_string(advice) + " is not a prefetch");
+    return journal_.refuse(EOPNOTSUPP, "ibv_advise_mr: advice " + std::to_string(advice) + " is not a prefetch");
   if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH))
-    return refuse(EINVAL, "ibv_advise_mr: flags " + hex(flags) + " include bits other than IBV_ADVISE_MR_FLAG_FLUSH");
-  if (num_sge == 0 || num_sge > kMaxAdviseSge) return refuse(EINVAL, "ibv_advise_mr: num_sge is 0");
+    return journal_.refuse(EINVAL,
+                           "ibv_advise_mr: flags " + hex(flags) + " include bits other than IBV_ADVISE_MR_FLAG_FLUSH");
+  if (num_sge == 0 || num_sge > kMaxAdviseSge) return journal_.refuse(EINVAL, "ibv_advise_mr: num_sge is 0");
   uint64_t budget = kMaxProbedPages;
   for (uint32_t i = 0; i < num_sge; ++i) {
     const ibv_sge& s = sge[i];
     const Mr* mr = find_mr_by_key(s.lkey);
     const std::string where = "ibv_advise_mr: sge " + std::to_string(i) + ": lkey " + hex(s.lkey);
-    if (mr && mr->ctx != ctx && !shares(mr->ctx, ctx)) return refuse(EPERM, where + " is another program's");
-    if (!mr || mr->pd != pd) return refuse(EFAULT, where + " names no MR of this PD");
-    if (!is_odp_mr(*mr)) return refuse(EFAULT, where + " is not an IBV_ACCESS_ON_DEMAND MR");
+    if (mr && mr->ctx != ctx && !shares(mr->ctx, ctx)) return journal_.refuse(EPERM, where + " is another program's");
+    if (!mr || mr->pd != pd) return journal_.refuse(EFAULT, where + " names no MR of this PD");
+    if (!is_odp_mr(*mr)) return journal_.refuse(EFAULT, where + " is not an IBV_ACCESS_ON_DEMAND MR");
     if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
-      return refuse(EFAULT, where + ": PREFETCH_WRITE on an MR without IBV_ACCESS_LOCAL_WRITE");
+      return journal_.refuse(EFAULT, where + ": PREFETCH_WRITE on an MR without IBV_ACCESS_LOCAL_WRITE");
     if (s.addr + s.length < s.addr || !in_mr(*mr, s.addr, s.length))
-      return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") is outside the MR");
+      return journal_.refuse(EFAULT,
+                             where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) + ") is outside the MR");
     // PREFETCH_NO_FAULT maps only what is present: it never fails on a missing page.
     const bool must_exist = (flags & IBV_ADVISE_MR_FLAG_FLUSH) && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
     if (must_exist && s.length && probe_pages(memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
-      return refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
-                                ") has pages the program has not mapped");
+      return journal_.refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
+                                         ") has pages the program has not mapped");
   }
   return 0;
 }

@@ -19,10 +19,11 @@ int Device::check_mr_access(uint32_t access) {
   constexpr uint32_t kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                               IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
-  if (access & ~kKnown) return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+  if (access & ~kKnown)
+    return journal_.refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return refuse(
+    return journal_.refuse(
         EINVAL,
         "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   return 0;
@@ -31,7 +32,8 @@ int Device::check_mr_access(uint32_t access) {
 // [addr, addr + length) must be a valid range, mapped in the program (the kernel pins it).
 int Device::check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
   if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
-    return refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+    return journal_.refuse(EINVAL,
+                           "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
   return check_pinnable(ctx, addr, length, access);
 }
 
@@ -43,27 +45,29 @@ int Device::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_
       access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
   const int e = memory_.check_mapped(ctx->pid, addr, length, writable);
   if (e == 0) return 0;
-  return refuse(e == EPERM ? EPERM : EFAULT, "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
-                                                 (writable ? "readable and writable" : "readable") + " in the program");
+  return journal_.refuse(e == EPERM ? EPERM : EFAULT,
+                         "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
+                             (writable ? "readable and writable" : "readable") + " in the program");
 }
 
 // Everything is checked before anything changes: a refused rereg leaves the MR as it was.
 int Device::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd) {
-  if (is_dm_mr(mr.handle)) return refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
+  if (is_dm_mr(mr.handle))
+    return journal_.refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
   if (mr.bound_mws)
-    return refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " + hex(mr.lkey) +
-                             ": invalidate or unbind them before ibv_rereg_mr");
+    return journal_.refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " + hex(mr.lkey) +
+                                      ": invalidate or unbind them before ibv_rereg_mr");
   *new_pd = mr.pd;
   if (req.flags & IBV_REREG_MR_CHANGE_PD) {
     *new_pd = owned(pds_, ctx, req.pd);
-    if (!*new_pd) return refuse(EINVAL, "IBV_REREG_MR_CHANGE_PD: no such PD");
+    if (!*new_pd) return journal_.refuse(EINVAL, "IBV_REREG_MR_CHANGE_PD: no such PD");
   }
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
     if (int e = check_mr_access(req.access)) return e;
   // An MR stays pinned or on-demand (memory/odp.cc): that is how it was registered.
   const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access;
   const bool odp = access & IBV_ACCESS_ON_DEMAND;
-  if (odp != is_odp_mr(mr)) return refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
+  if (odp != is_odp_mr(mr)) return journal_.refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
     if (int e = odp ? check_odp_range(req.addr, req.length, req.addr)
                     : check_mr_range(ctx, req.addr, req.length, access))
@@ -73,8 +77,8 @@ int Device::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new
 
 int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (!req.flags || (req.flags & ~kReregFlags))
-    return refuse(EINVAL,
-                  "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
+    return journal_.refuse(EINVAL, "ibv_rereg_mr flags " + hex(req.flags) +
+                                       ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
   Mr* mr = owned(mrs_, ctx, req.mr);
   if (!mr) return EINVAL;
   Pd* pd = nullptr;
@@ -82,7 +86,7 @@ int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   // What an engine is doing with the old registration ends as after ibv_dereg_mr: the rest of
   // a message in flight finds no MR (IBA 11.2.8.3: rereg is a deregister then a register).
   forget_mr_in_engines(mr);
-  trace_mr_destroy(*mr);
+  trace_points_.trace_mr_destroy(*mr);
   mr->pd->users--;
   mr->pd = pd;
   pd->users++;
@@ -92,7 +96,7 @@ int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   // The iova: zero-based, or the new address (rdma-core's providers send hca_va = addr).
   if (mr->access & IBV_ACCESS_ZERO_BASED) mr->iova = 0;
   else if ((req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || was_zero_based) mr->iova = mr->addr;
-  if (tracer_.on()) trace_mr_create(*mr);
+  if (tracer_.on()) trace_points_.trace_mr_create(*mr);
   *out = mr;
   return 0;
 }
@@ -103,18 +107,6 @@ void Device::forget_mr_in_engines(const Mr* mr) {
     for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
-}
-
-void Device::trace_mr_destroy(const Mr& mr) {
-  tracer_.event(TraceKind::kMrDestroy)
-      .u("ctx", mr.ctx->id)
-      .u("pd", mr.pd->handle)
-      .u("mr", mr.handle)
-      .u("lkey", mr.lkey)
-      .u("rkey", mr.rkey)
-      .hex("addr", mr.iova)
-      .u("length", mr.length)
-      .s("access", access_string(mr.access));
 }
 
 }  // namespace simnic::core

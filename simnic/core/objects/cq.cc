@@ -17,8 +17,8 @@ int Device::destroy_channel(Context* ctx, uint32_t handle) {
   Channel* ch = owned(channels_, ctx, handle);
   if (!ch) return EINVAL;
   if (ch->users)
-    return refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " + std::to_string(handle) +
-                             ": ibv_destroy_cq them first");
+    return journal_.refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " +
+                                      std::to_string(handle) + ": ibv_destroy_cq them first");
   notifier_.release_fd(ch->fd);
   erase_object(channels_, ctx->channels, handle);
   return 0;
@@ -26,16 +26,17 @@ int Device::destroy_channel(Context* ctx, uint32_t handle) {
 
 int Device::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (cqe < 1 || cqe > DeviceLimits::kMaxCqe)
-    return refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " + std::to_string(DeviceLimits::kMaxCqe) +
-                              " entries (max_cqe of ibv_query_device)");
+    return journal_.refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " +
+                                       std::to_string(DeviceLimits::kMaxCqe) +
+                                       " entries (max_cqe of ibv_query_device)");
   if (int e = check_room(ctx, cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq")) return e;
   Channel* ch = nullptr;
   if (channel) {
     ch = owned(channels_, ctx, channel);
     if (!ch)
-      return refuse(EINVAL, "channel " + std::to_string(channel) +
-                                " is no completion channel of this program "
-                                "(ibv_create_comp_channel makes one)");
+      return journal_.refuse(EINVAL, "channel " + std::to_string(channel) +
+                                         " is no completion channel of this program "
+                                         "(ibv_create_comp_channel makes one)");
   }
   auto cq = make_object<Cq>(ctx);
   cq->channel = ch;
@@ -61,8 +62,8 @@ int Device::destroy_cq(Context* ctx, uint32_t handle) {
   Cq* cq = owned(cqs_, ctx, handle);
   if (!cq) return EINVAL;
   if (cq->users)
-    return refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
-                             " times as send_cq or recv_cq): ibv_destroy_qp them first");
+    return journal_.refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
+                                      " times as send_cq or recv_cq): ibv_destroy_qp them first");
   tracer_.event(TraceKind::kCqDestroy)
       .u("ctx", ctx->id)
       .u("cq", handle)

@@ -21,23 +21,25 @@ int Device::join_context(Context* ctx, const std::function<bool(pid_t pid, int f
     if (other.get() == ctx) continue;
     auto n = ctl_fd_number_.find(other.get());
     if (n == ctl_fd_number_.end() || n->second <= 0 || !holds(other->pid, n->second)) continue;
-    if (group_of_.count(ctx)) return refuse(EINVAL, "this context already imported one");
+    if (group_of_.count(ctx)) return journal_.refuse(EINVAL, "this context already imported one");
     const uint32_t group = group_of_.emplace(other.get(), other->id).first->second;
     group_of_[ctx] = group;
-    log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) +
-                             " imports context " + std::to_string(other->id) + " of pid " + std::to_string(other->pid));
+    journal_.log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) +
+                                      " imports context " + std::to_string(other->id) + " of pid " +
+                                      std::to_string(other->pid));
     return 0;
   }
-  return refuse(EINVAL, "the descriptor passed is no context's command socket on this NIC");
+  return journal_.refuse(EINVAL, "the descriptor passed is no context's command socket on this NIC");
 }
 
 int Device::import_pd(Context* ctx, uint32_t handle) {
-  return owned(pds_, ctx, handle) ? 0 : refuse(EINVAL, "no PD " + std::to_string(handle) + " this context shares");
+  return owned(pds_, ctx, handle) ? 0
+                                  : journal_.refuse(EINVAL, "no PD " + std::to_string(handle) + " this context shares");
 }
 
 int Device::import_mr(Context* ctx, uint32_t handle, Mr** out) {
   *out = owned(mrs_, ctx, handle);
-  return *out ? 0 : refuse(EINVAL, "no MR " + std::to_string(handle) + " this context shares");
+  return *out ? 0 : journal_.refuse(EINVAL, "no MR " + std::to_string(handle) + " this context shares");
 }
 
 // A closing context of a group leaves its PDs to another member, as a uverbs file shared by

@@ -25,7 +25,8 @@ int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** ou
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
-    return refuse(EINVAL, "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
+    return journal_.refuse(EINVAL,
+                           "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
   if (int e = check_room(ctx, mws_.size(), &Context::mws, DeviceLimits::kMaxMw, "memory windows", "max_mw")) return e;
   auto mw = std::make_unique<Mw>();
   mw->handle = new_mw_index();  // also the rkey's index (rkey >> 8), so random too
@@ -35,7 +36,7 @@ int Device::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** ou
   mw->rkey = (mw->handle << 8) | (keys_.next() & 0xff);
   pd->users++;
   ctx->mws.push_back(mw->handle);
-  trace_mw_create(*mw);
+  trace_points_.trace_mw_create(*mw);
   *out = mw.get();
   mws_[mw->handle] = std::move(mw);
   return 0;
@@ -63,11 +64,6 @@ void Device::unbind_mw(Mw& mw) {
 void Device::unbind_mws_of_qp(const Qp& qp) {
   for (auto& [h, mw] : mws_)
     if (mw->qp == &qp) unbind_mw(*mw);
-}
-
-Mw* Device::find_mw_by_rkey_index(uint32_t rkey) const {
-  auto it = mws_.find(rkey >> 8);
-  return it == mws_.end() ? nullptr : it->second.get();
 }
 
 const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,

@@ -26,21 +26,21 @@ bool Device::group_ip_joined(uint32_t ip) const {
 // their errnos: EINVAL, and ENOMEM past a limit ibv_query_device reports.
 int Device::check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group) {
   if (!is_multicast_gid(gid))
-    return refuse(EINVAL, gid_string(gid) +
-                              " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
-                              "or ff00::/8): ibv_attach_mcast needs a group's MGID");
+    return journal_.refuse(EINVAL, gid_string(gid) +
+                                       " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
+                                       "or ff00::/8): ibv_attach_mcast needs a group's MGID");
   if (qp.type != IBV_QPT_UD)
-    return refuse(EINVAL, "QP " + hex(qp.qpn) + " is " + qp_type_name(qp.type) +
-                              ": only UD QPs can be attached to a multicast group (IBA 10.5)");
+    return journal_.refuse(EINVAL, "QP " + hex(qp.qpn) + " is " + qp_type_name(qp.type) +
+                                       ": only UD QPs can be attached to a multicast group (IBA 10.5)");
   if (!group && mcast_groups_.size() >= DeviceLimits::kMaxMcastGrp)
-    return refuse(ENOMEM, "this NIC already has members in " + std::to_string(mcast_groups_.size()) +
-                              " multicast groups (max_mcast_grp)");
+    return journal_.refuse(ENOMEM, "this NIC already has members in " + std::to_string(mcast_groups_.size()) +
+                                       " multicast groups (max_mcast_grp)");
   if (group && group->qps.size() >= DeviceLimits::kMaxMcastQpAttach)
-    return refuse(ENOMEM, "group " + gid_string(gid) + " already has " + std::to_string(group->qps.size()) +
-                              " QPs attached on this NIC (max_mcast_qp_attach)");
+    return journal_.refuse(ENOMEM, "group " + gid_string(gid) + " already has " + std::to_string(group->qps.size()) +
+                                       " QPs attached on this NIC (max_mcast_qp_attach)");
   if (mcast_attachments_ >= DeviceLimits::kMaxTotalMcastQpAttach)
-    return refuse(ENOMEM, "this NIC already has " + std::to_string(mcast_attachments_) +
-                              " multicast attachments (max_total_mcast_qp_attach)");
+    return journal_.refuse(ENOMEM, "this NIC already has " + std::to_string(mcast_attachments_) +
+                                       " multicast attachments (max_total_mcast_qp_attach)");
   return 0;
 }
 
@@ -59,7 +59,7 @@ int Device::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint
     const uint32_t ip = group_ipv4(gid);
     if (!group_ip_joined(ip))
       if (int e = wire_.join_group(ip))
-        return refuse(e, "the port could not join IP group " + ip_string(ip) + " for " + gid_string(gid));
+        return journal_.refuse(e, "the port could not join IP group " + ip_string(ip) + " for " + gid_string(gid));
     group = &mcast_groups_[key];
     group->gid = gid;
     group->ip = ip;
@@ -73,8 +73,8 @@ int Device::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint
       .s("mgid", gid_string(gid))
       .s("group", ip_string(group->ip))
       .u("members", group->qps.size());
-  log(LogLevel::kInfo,
-      "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " + ip_string(group->ip) + ")");
+  journal_.log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " +
+                                    ip_string(group->ip) + ")");
   return 0;
 }
 
@@ -83,8 +83,8 @@ int Device::detach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint
   if (!qp) return EINVAL;
   const GidBytes key = gid_bytes(gid);
   if (std::find(qp->mcast_gids.begin(), qp->mcast_gids.end(), key) == qp->mcast_gids.end())
-    return refuse(EINVAL, "QP " + hex(qp->qpn) + " is not attached to " + gid_string(gid) +
-                              " (ibv_detach_mcast of a group it never joined, or left already)");
+    return journal_.refuse(EINVAL, "QP " + hex(qp->qpn) + " is not attached to " + gid_string(gid) +
+                                       " (ibv_detach_mcast of a group it never joined, or left already)");
   detach_qp_from(*qp, key);
   return 0;
 }
@@ -141,15 +141,14 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
   std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
   if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    drop(Drop::kMulticast, 0, [&] {
-      return "dropped a datagram from " + ip_string(src_ip) + ": " + why;
-    }).s("group", ip_string(group_ip));
+    journal_.drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+        .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
     ++counters_.mcast_deliveries;
-    if (tracer_.on()) trace_new_wqes(*qp);
+    if (tracer_.on()) trace_points_.trace_new_wqes(*qp);
     tracer_.event(TraceKind::kMcastDeliver)
         .u("qp", qp->qpn)
         .s("group", ip_string(group_ip))

@@ -26,8 +26,8 @@ int Device::dealloc_pd(Context* ctx, uint32_t handle) {
   Pd* pd = owned(pds_, ctx, handle);
   if (!pd) return EINVAL;
   if (pd->users)
-    return refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
-                             std::to_string(handle) + ": destroy them first");
+    return journal_.refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
+                                      std::to_string(handle) + ": destroy them first");
   tracer_.event(TraceKind::kPdDestroy).u("ctx", ctx->id).u("pd", handle);
   erase_object(pds_, ctx->pds, handle);
   return 0;
@@ -38,21 +38,21 @@ int Device::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t len
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (access & ~kKnownAccess)
-    return refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+    return journal_.refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return refuse(
+    return journal_.refuse(
         EINVAL,
         "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   if (covers_no_page(addr, length))
-    return refuse(EINVAL, "a zero-length MR at " + hex(addr) +
-                              ", a page boundary, covers no page (the kernel's "
-                              "ib_umem_get refuses it; at an address inside a page it registers that page)");
+    return journal_.refuse(EINVAL, "a zero-length MR at " + hex(addr) +
+                                       ", a page boundary, covers no page (the kernel's "
+                                       "ib_umem_get refuses it; at an address inside a page it registers that page)");
   // ODP (memory/odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
   } else if (length > DeviceLimits::kMaxMrSize || addr + length < addr) {
-    return refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
+    return journal_.refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
   }
   // The kernel pins the pages at registration: an unmapped range fails here, not later (an
   // ODP MR's pages are looked for at each access instead). A zero-length MR pins addr's page.
@@ -74,7 +74,7 @@ int Device::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_
   mr->lkey = mr->rkey = key;
   pd->users++;
   mr_by_key_[key] = mr.get();
-  if (tracer_.on()) trace_mr_create(*mr);
+  if (tracer_.on()) trace_points_.trace_mr_create(*mr);
   *out = insert_object(mrs_, ctx->mrs, std::move(mr));
   return 0;
 }
@@ -95,7 +95,7 @@ std::string bound_windows_refusal(const Mr& mr) {
 int Device::dereg_mr(Context* ctx, uint32_t handle) {
   Mr* mr = owned(mrs_, ctx, handle);
   if (!mr) return EINVAL;
-  if (mr->bound_mws) return refuse(EINVAL, bound_windows_refusal(*mr));
+  if (mr->bound_mws) return journal_.refuse(EINVAL, bound_windows_refusal(*mr));
   // An engine may still point at this MR mid-message; drop those references.
   for (auto& [h, qp] : qps_) {
     if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
@@ -117,26 +117,22 @@ int Device::dereg_mr(Context* ctx, uint32_t handle) {
   return 0;
 }
 
-const Mr* Device::find_mr_by_key(uint32_t key) const {
-  auto it = mr_by_key_.find(key);
-  return it == mr_by_key_.end() ? nullptr : it->second;
-}
-
 int Device::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.port_num != 1)
-    return refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+    return journal_.refuse(EINVAL,
+                           "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
   // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
   // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
   uint32_t dst_ip = 0;
   std::string why;
   if (attr.is_global && is_multicast_gid(attr.grh.dgid)) {
-    if (check_sgid_index(attr.grh.sgid_index, &why)) return refuse(EINVAL, why);
+    if (check_sgid_index(attr.grh.sgid_index, &why)) return journal_.refuse(EINVAL, why);
     dst_ip = group_ipv4(attr.grh.dgid);
   } else if (resolve_av(attr, &dst_ip, &why)) {
-    log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
-    return refuse(EINVAL, why);
+    journal_.log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
+    return journal_.refuse(EINVAL, why);
   }
   if (int e = check_room(ctx, ahs_.size(), &Context::ahs, DeviceLimits::kMaxAh, "address handles", "max_ah")) return e;
   auto ah = make_object<Ah>(ctx);

@@ -13,16 +13,17 @@ namespace simnic::core {
 // limits): 0 or the errno, with the reason.
 int Device::check_qp_request(Context* ctx, const ibv_qp_init_attr& init, bool has_srq) {
   if (init.qp_type != IBV_QPT_RC && init.qp_type != IBV_QPT_UC && init.qp_type != IBV_QPT_UD)
-    return refuse(EOPNOTSUPP, "QP type " + std::to_string(init.qp_type) + ": simnic has RC, UC and UD QPs");
+    return journal_.refuse(EOPNOTSUPP, "QP type " + std::to_string(init.qp_type) + ": simnic has RC, UC and UD QPs");
   const ibv_qp_cap& c = init.cap;
   if (c.max_send_wr > DeviceLimits::kMaxQpWr || c.max_send_sge > abi::kMaxSge ||
       c.max_inline_data > abi::kMaxInlineData ||
       (!has_srq && (c.max_recv_wr > DeviceLimits::kMaxQpWr || c.max_recv_sge > abi::kMaxSge)))
-    return refuse(EINVAL,
-                  "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
-                  "at most " +
-                      std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
-                      std::to_string(abi::kMaxSge) + ", max_inline_data " + std::to_string(abi::kMaxInlineData));
+    return journal_.refuse(EINVAL,
+                           "cap asks for more than the device has (ibv_query_device): max_send_wr and max_recv_wr "
+                           "at most " +
+                               std::to_string(DeviceLimits::kMaxQpWr) + ", max_send_sge and max_recv_sge " +
+                               std::to_string(abi::kMaxSge) + ", max_inline_data " +
+                               std::to_string(abi::kMaxInlineData));
   return check_room(ctx, qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp");
 }
 
@@ -53,14 +54,14 @@ void set_qp_identity(Qp& qp, const ibv_qp_init_attr& init, Pd* pd, Cq* send_cq) 
 // Puts a new QP in the tables (its users already counted).
 Qp* Device::add_qp(std::unique_ptr<Qp> qp) {
   qp_by_qpn_[qp->qpn] = qp.get();
-  trace_qp_lifecycle(TraceKind::kQpCreate, *qp);
+  trace_points_.trace_qp_lifecycle(TraceKind::kQpCreate, *qp);
   std::vector<uint32_t>& handles = qp->ctx->qps;  // before qp is moved from
   return insert_object(qps_, handles, std::move(qp));
 }
 
 // Takes a QP out of the tables and frees its rings (its users already let go).
 void Device::remove_qp(Context* ctx, Qp& qp) {
-  trace_qp_lifecycle(TraceKind::kQpDestroy, qp);
+  trace_points_.trace_qp_lifecycle(TraceKind::kQpDestroy, qp);
   unbind_mws_of_qp(qp);
   busy_qps_.erase(qp.qpn);
   cc_forget(qp);  // its credit goes back to the peer's window, and it leaves the queue
@@ -89,19 +90,20 @@ int Device::create_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_ha
   qp->cap = {qp->sq_entries, qp->rq_entries, abi::kMaxSge, srq ? 0 : abi::kMaxSge, abi::kMaxInlineData};
   const QpLayout layout = qp_layout(qp->sq_entries, qp->rq_entries);
   if (!queue_memory_fits(ctx, layout.charged))
-    return refuse(ENOMEM, "out of queue memory: this program's queues already take " +
-                              std::to_string(ctx->queue_bytes >> 20) + " MiB (at most " +
-                              std::to_string(ContextLimits::kMaxQueueBytes >> 20) +
-                              " MiB per program); smaller "
-                              "max_send_wr/max_recv_wr, or fewer QPs");
+    return journal_.refuse(ENOMEM, "out of queue memory: this program's queues already take " +
+                                       std::to_string(ctx->queue_bytes >> 20) + " MiB (at most " +
+                                       std::to_string(ContextLimits::kMaxQueueBytes >> 20) +
+                                       " MiB per program); smaller "
+                                       "max_send_wr/max_recv_wr, or fewer QPs");
   if (int e = map_qp_queues(ctx, *qp, layout)) return e;
   pd->users++;
   scq->users++;
   rcq->users++;
   if (srq) srq->users++;
   *out = add_qp(std::move(qp));
-  log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ", sq " +
-                           std::to_string((*out)->sq_entries) + ", rq " + std::to_string((*out)->rq_entries) + ")");
+  journal_.log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ", sq " +
+                                    std::to_string((*out)->sq_entries) + ", rq " + std::to_string((*out)->rq_entries) +
+                                    ")");
   return 0;
 }
 
@@ -111,8 +113,9 @@ int Device::destroy_qp(Context* ctx, uint32_t handle) {
   // As uverbs: a QP still attached to a multicast group cannot be destroyed (a dying process's
   // are detached first, in close_context).
   if (!qp->mcast_gids.empty())
-    return refuse(EBUSY, "QP " + hex(qp->qpn) + " is still attached to " + std::to_string(qp->mcast_gids.size()) +
-                             " multicast group(s): ibv_detach_mcast them before ibv_destroy_qp");
+    return journal_.refuse(EBUSY, "QP " + hex(qp->qpn) + " is still attached to " +
+                                      std::to_string(qp->mcast_gids.size()) +
+                                      " multicast group(s): ibv_detach_mcast them before ibv_destroy_qp");
   if (qp->is_xrc()) return destroy_xrc_qp(ctx, *qp);
   qp->pd->users--;
   qp->send_cq->users--;

@@ -11,8 +11,9 @@ namespace simnic::core {
 int Device::check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
                        const char* objects, const char* attr) {
   if (in_use >= total)
-    return refuse(ENOMEM, "the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
-                              " of ibv_query_device) are all in use; destroy some, in this program or another");
+    return journal_.refuse(ENOMEM,
+                           "the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
+                               " of ibv_query_device) are all in use; destroy some, in this program or another");
   return check_user_share(ctx, held, total, objects, attr);
 }
 
@@ -27,14 +28,15 @@ int Device::check_user_share(const Context* ctx, std::vector<uint32_t> Context::
   }
   const size_t share = UserShares::share_of(total);
   if (!other || mine < share) return 0;
-  return refuse(ENOMEM, "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) +
-                            " of the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
-                            "): while another user (uid " + std::to_string(*other) +
-                            ") also has a context on this NIC, one user may hold at most 3/4 of "
-                            "each total (" +
-                            std::to_string(share) +
-                            "), so that the others keep a quarter "
-                            "(simnic's per-user share, docs/security.md); destroy some, or use a NIC of your own");
+  return journal_.refuse(ENOMEM,
+                         "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) +
+                             " of the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
+                             "): while another user (uid " + std::to_string(*other) +
+                             ") also has a context on this NIC, one user may hold at most 3/4 of "
+                             "each total (" +
+                             std::to_string(share) +
+                             "), so that the others keep a quarter "
+                             "(simnic's per-user share, docs/security.md); destroy some, or use a NIC of your own");
 }
 
 }  // namespace simnic::core

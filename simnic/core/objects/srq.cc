@@ -16,10 +16,11 @@ int Device::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& att
   Pd* pd = owned(pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
-    return refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " + std::to_string(attr.max_sge) +
-                              ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) +
-                              " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
-                              " SGEs (max_srq_sge)");
+    return journal_.refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " +
+                                       std::to_string(attr.max_sge) + ": an SRQ takes 1 to " +
+                                       std::to_string(DeviceLimits::kMaxSrqWr) +
+                                       " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
+                                       " SGEs (max_srq_sge)");
   if (int e = check_room(ctx, srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq")) return e;
   auto srq = make_object<Srq>(ctx);
   srq->pd = pd;
@@ -61,8 +62,8 @@ int Device::destroy_srq(Context* ctx, uint32_t handle) {
   Srq* srq = owned(srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (srq->users)
-    return refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
-                             ": ibv_destroy_qp them first");
+    return journal_.refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
+                                      ": ibv_destroy_qp them first");
   if (srq->xrcd) xrc_release_srq(*srq);
   srq->pd->users--;
   unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);

@@ -36,10 +36,10 @@ int Device::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino, i
     for (auto& [h, d] : xrcds_)
       if (d->has_file && d->file_dev == dev && d->file_ino == ino) x = d.get();
     if (!x && !(oflags & O_CREAT))
-      return refuse(EAGAIN, "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
+      return journal_.refuse(EAGAIN, "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
     if (x && (oflags & O_EXCL))
-      return refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " +
-                                std::to_string(x->handle) + ")");
+      return journal_.refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " +
+                                         std::to_string(x->handle) + ")");
   }
   // As many as PDs: opens per program, and (new domains) per NIC.
   if (ctx->xrcds.size() >= DeviceLimits::kMaxPd || (!x && xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
@@ -68,8 +68,8 @@ int Device::close_xrcd(Context* ctx, uint32_t handle) {
   if (!x) return EINVAL;
   const bool last = x->opens.size() == 1 && x->opens.begin()->second == 1;
   if (last && x->users)
-    return refuse(EBUSY, "XRC domain " + std::to_string(handle) + " still holds " + std::to_string(x->users) +
-                             " XRC SRQs and TGT QPs: destroy them first");
+    return journal_.refuse(EBUSY, "XRC domain " + std::to_string(handle) + " still holds " + std::to_string(x->users) +
+                                      " XRC SRQs and TGT QPs: destroy them first");
   if (--x->opens[ctx] == 0) x->opens.erase(ctx);
   auto it = std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle);
   if (it != ctx->xrcds.end()) ctx->xrcds.erase(it);
@@ -102,7 +102,8 @@ int Device::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq
                            Srq** out) {
   Xrcd* x = opened_xrcd(ctx, xrcd);
   Cq* cq = owned(cqs_, ctx, cq_handle);
-  if (!x || !cq) return refuse(EINVAL, "an XRC SRQ needs an XRC domain this program opened and one of its CQs");
+  if (!x || !cq)
+    return journal_.refuse(EINVAL, "an XRC SRQ needs an XRC domain this program opened and one of its CQs");
   if (int e = create_srq(ctx, pd, attr, out)) return e;
   Srq& srq = **out;
   for (;;) {  // a 24-bit number no other XRC SRQ has (0 is left out: it reads as "unset")
@@ -152,11 +153,11 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
   Cq* scq = tgt ? nullptr : owned(cqs_, ctx, send_cq);
   Xrcd* x = tgt ? opened_xrcd(ctx, xrcd) : nullptr;
   if (tgt ? !x : (!pd || !scq))
-    return refuse(EINVAL, tgt ? "an XRC TGT QP (IBV_QPT_XRC_RECV) needs an XRC domain this program opened"
-                              : "an XRC INI QP (IBV_QPT_XRC_SEND) needs a PD and a send CQ");
+    return journal_.refuse(EINVAL, tgt ? "an XRC TGT QP (IBV_QPT_XRC_RECV) needs an XRC domain this program opened"
+                                       : "an XRC INI QP (IBV_QPT_XRC_SEND) needs a PD and a send CQ");
   if (init.cap.max_send_wr > DeviceLimits::kMaxQpWr || init.cap.max_send_sge > abi::kMaxSge ||
       init.cap.max_inline_data > abi::kMaxInlineData)
-    return refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
+    return journal_.refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
   if (int e = check_room(ctx, qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp")) return e;
   auto qp = std::make_unique<Qp>();
   qp->sq_entries = tgt ? 1 : round_up_pow2(std::max(1u, init.cap.max_send_wr));
@@ -173,7 +174,7 @@ int Device::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t p
   if (scq) ++scq->users;
   if (x) ++x->users;
   *out = add_qp(std::move(qp));
-  log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ")");
+  journal_.log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ")");
   return 0;
 }
 
@@ -199,7 +200,8 @@ int Device::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* han
   Xrcd* x = opened_xrcd(ctx, xrcd);
   Qp* qp = find_qp_by_qpn(qpn);
   if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
-    return refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
+    return journal_.refuse(EINVAL,
+                           "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
   if (tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;  // this program's opens are among them
   *handle = new_handle();
   tgt_opens_[*handle] = {ctx, qp};
@@ -259,8 +261,8 @@ void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
     return responder_receive(qp, pkt, now);
   }
-  drop(Drop::kXrcDirection, qp.qpn,
-       [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
+  journal_.drop(Drop::kXrcDirection, qp.qpn,
+                [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
 }
 
 // The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),
