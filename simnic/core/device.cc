@@ -35,13 +35,14 @@ ibv_mtu bytes_to_mtu(uint32_t bytes) {
 
 Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
                Logger& logger)
-    : config_(std::move(config)),
+    : ObjectTables(config.key_seed),
+      config_(std::move(config)),
       memory_(memory),
       wire_(wire),
       shm_(shm),
       notifier_(notifier),
-      logger_(logger),
-      keys_(config_.key_seed) {
+      logger_(logger) {
+  shares_objects = [this](const Context* owner, const Context* user) { return context_verbs_.shares(owner, user); };
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
   gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, addressing_.node_guid_be());
   tx_buffer_.resize(8192);
@@ -55,35 +56,6 @@ Device::~Device() {
   while (!contexts_.empty()) context_verbs_.close_context(contexts_.begin()->second.get());
 }
 
-void Device::log(LogLevel level, const std::string& line) { logger_.log(level, line); }
-
-// ---------------------------------------------------------------- names others must not guess
-
-// A QPN nobody uses, drawn at random from the 24-bit space: not QP0/QP1 (the special QPs) and
-// not 0xffffff (the multicast QPN, IBA 10.5.2.1).
-uint32_t Device::new_qpn() {
-  for (;;) {
-    const uint32_t qpn = keys_.next() & 0xffffff;
-    if (qpn > 1 && qpn != 0xffffff && !qp_by_qpn_.count(qpn)) return qpn;
-  }
-}
-
-// MR keys have the top bit clear and memory-window rkeys have it set (their index is at least
-// 0x800000), so a key names at most one of the two.
-uint32_t Device::new_mr_key() {
-  for (;;) {
-    const uint32_t key = keys_.next() & 0x7fffffff;
-    if (key && !mr_by_key_.count(key)) return key;
-  }
-}
-
-uint32_t Device::new_mw_index() {
-  for (;;) {
-    const uint32_t index = 0x800000 | (keys_.next() & 0x7fffff);
-    if (!mws_.count(index)) return index;
-  }
-}
-
 // ---------------------------------------------------------------- completion vectors
 
 // rxe offers num_possible_cpus() vectors (rxe_register_device); the CPUs the host has
@@ -95,26 +67,6 @@ uint32_t Device::num_comp_vectors() {
     return cpus > 0 ? uint32_t(cpus) : 1u;
   }();
   return n;
-}
-
-void Device::notice(uint32_t qpn, const std::string& text) {
-  Qp* qp = find_qp_by_qpn(qpn);
-  if (!qp) return;
-  auto& q = qp->ctx->notices;
-  if (q.size() >= 32) q.pop_front();  // a program that never asks keeps the newest only
-  q.push_back(text);
-}
-
-std::string Device::take_notices(Context* ctx) {
-  std::string out;
-  for (const auto& n : ctx->notices) out += n + "\n";
-  ctx->notices.clear();
-  return out;
-}
-
-Qp* Device::find_qp_by_qpn(uint32_t qpn) {
-  auto it = qp_by_qpn_.find(qpn);
-  return it == qp_by_qpn_.end() ? nullptr : it->second;
 }
 
 // ---------------------------------------------------------------- status

@@ -21,6 +21,7 @@
 #include <infiniband/verbs.h>
 
 #include "simnic/core/cm/agent.h"
+#include "simnic/core/engines/completions.h"
 #include "simnic/core/engines/congestion.h"
 #include "simnic/core/engines/engine_steps.h"
 #include "simnic/core/engines/peer_progress.h"
@@ -34,13 +35,15 @@
 #include "simnic/core/objects/key_source.h"
 #include "simnic/core/objects/multicast.h"
 #include "simnic/core/objects/objects.h"
+#include "simnic/core/objects/qp_states.h"
 #include "simnic/core/objects/queue_verbs.h"
 #include "simnic/core/objects/tables.h"
 #include "simnic/core/objects/xrc_verbs.h"
 #include "simnic/core/observe/counters.h"
 #include "simnic/core/observe/drop_reasons.h"
-#include "simnic/core/observe/log_limiter.h"
+#include "simnic/core/observe/journal.h"
 #include "simnic/core/observe/trace.h"
+#include "simnic/core/observe/trace_points.h"
 #include "simnic/core/port/addressing.h"
 #include "simnic/core/port/gid_table.h"
 #include "simnic/core/wire/ud_probe_guard.h"
@@ -118,7 +121,7 @@ struct UserShares {
 };
 
 // The object tables are a private base: the verbs and the engines name them directly
-// (qps_, mrs_, ...), and outside Device only object_counts() shows them.
+// (qps_, mrs_, ...); outside Device, tables() shows them with their lookups.
 class Device : private ObjectTables {
  public:
   Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
@@ -145,21 +148,19 @@ class Device : private ObjectTables {
   XrcVerbs& xrc_verbs() { return xrc_verbs_; }              // XRC domains, SRQs, QPs
   Budgets& budgets() { return budgets_; }                   // queue memory and object shares
   const Budgets& budgets() const { return budgets_; }
+  // --- The parts every engine and verb shares, one accessor each ---
+  // The object tables, with the lookups and the keys of new objects (objects/tables.h).
+  ObjectTables& tables() { return *this; }
+  const ObjectTables& tables() const { return *this; }
+  Journal& journal() { return journal_; }                // log, drops, notices, refusals (observe/journal.h)
+  TracePoints& trace_points() { return trace_points_; }  // objects in trace events (observe/trace_points.h)
+  Completions& completions() { return completions_; }    // CQEs, flushes, async events (engines/completions.h)
+  QpStates& qp_states() { return qp_states_; }           // state changes (objects/qp_states.h)
 
   size_t context_count() const { return contexts_.size(); }
   ObjectCounts object_counts() const { return counts(); }
   // device.cc: the completion vectors ibv_context.num_comp_vectors offers: one per CPU, as rxe.
   static uint32_t num_comp_vectors();
-
-  // Why the last refused verb was refused ("" if it gave no reason); taking it clears it.
-  std::string take_refusal() { return std::exchange(refusal_, {}); }
-  // Refuses a verb with `err`, keeping `why` for the application (take_refusal).
-  int refuse(int err, std::string why) {
-    refusal_ = std::move(why);
-    return err;
-  }
-  // What the NIC noticed about ctx's QPs since the last call, one per line; clears it.
-  std::string take_notices(Context* ctx);
 
   // --- Data path ---
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
@@ -185,61 +186,10 @@ class Device : private ObjectTables {
 
   // For `simnic status` and tests.
   std::string status_text() const;
-  Qp* find_qp_by_qpn(uint32_t qpn);
   const std::map<uint32_t, std::unique_ptr<Qp>>& qps() const { return qps_; }
 
  private:
   // device.cc
-  uint32_t new_qpn();
-  uint32_t new_mr_key();
-  uint32_t new_mw_index();
-  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
-  // PDs and MRs are also reachable from the contexts that imported their creator's
-  // (ibv_import_device; shares()).
-  template <class T>
-  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
-    auto it = table.find(handle);
-    constexpr bool kShared = std::is_same_v<T, Pd> || std::is_same_v<T, Mr>;
-    if (it == table.end() || (it->second->ctx != ctx && !(kShared && context_verbs_.shares(it->second->ctx, ctx))))
-      return nullptr;
-    return it->second.get();
-  }
-  const Mr* find_mr_by_key(uint32_t key) const;
-  void log(LogLevel level, const std::string& line);
-  // A complaint that may repeat in a storm: written the first time, then at most once a second
-  // per `what` and QP, with the count held back. `line` is built only when written.
-  // Past that, all such lines share a budget per `what` and one for all (LogBudget), so a
-  // sweep of QPNs cannot fill the disk; a summary says how many were suppressed.
-  template <class MakeLine>
-  void log_limited(LogLevel level, const char* what, uint32_t qpn, MakeLine&& line) {
-    log_budget_summary();
-    if (!log_budget_.has_room(what, now_)) return log_budget_.suppressed(what);
-    uint64_t held = 0;
-    if (!log_limiter_.allow(std::string(what) + ":" + std::to_string(qpn), now_, &held)) return;
-    log_budget_.spend(what);
-    std::string text = line();
-    notice(qpn, text);
-    if (held) text += " (" + std::to_string(held) + " more like this since the last report)";
-    log(level, text);
-  }
-  // Counts, logs (if its row says so) and traces one dropped packet by its row of the drop
-  // table (drop_reasons.h); `line` says what was wrong with this packet, built only when it is
-  // logged or traced. Returns the pkt_drop event, for the caller to add fields to.
-  template <class MakeLine>
-  TraceEvent drop(Drop why, uint32_t qpn, MakeLine&& line) {
-    const DropReason& r = drop_reason(why);
-    if (r.counter) ++(counters_.*r.counter);
-    if (r.logged) log_limited(r.level, r.name, qpn, line);
-    return trace_drop(tracer_, why, qpn, tracer_.on() ? line() : std::string());
-  }
-  // The program that owns QP `qpn` is told too, when it next asks (a bounded queue).
-  void notice(uint32_t qpn, const std::string& text);
-  void log_budget_summary();  // ingress.cc: the LogBudget's summary line, when one is due
-
-  // qp_modify.cc
-  void set_qp_state(Qp& qp, ibv_qp_state state, const char* cause = "modify_qp", uint32_t mask = 0);
-  void reset_qp(Qp& qp);
-  void check_sq_drained(Qp& qp);  // SQD: ends the drain and notifies once nothing is in flight
 
   // memory_window.cc
   // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
@@ -247,7 +197,6 @@ class Device : private ObjectTables {
   void bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr);  // checked: binds it
   // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
   bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
-  Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
   const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                             uint64_t* mr_va, std::string* why) const;
   void unbind_mw(Mw& mw);
@@ -383,31 +332,10 @@ class Device : private ObjectTables {
   void complete_send_wqe(Qp& qp, ibv_wc_status status);     // the oldest SQ WQE
   void requester_error(Qp& qp, Error e, const std::string& detail);
 
-  // completion.cc
-  void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
-  void flush_qp(Qp& qp);  // ERR state: complete everything posted with WR_FLUSH_ERR
-  void flush_sq(Qp& qp);  // SQE state: the send queue only
-  void send_async_event(Context* ctx, ibv_event_type type, uint32_t handle);
-
   // trace.cc helpers
-  void trace_new_wqes(Qp& qp);
   void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const proto::PacketHeaders& h,
                     uint32_t mask, size_t payload, const char* fault);
-  void trace_qp_lifecycle(TraceKind kind, const Qp& qp);
-  std::string qp_attr_json(const Qp& qp) const;
-  void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
-  void trace_mw_create(const Mw& mw);
 
- public:
-  // Emits the NIC's current objects as events, for a trace that starts now.
-  void trace_snapshot();
-  // Reports the WQEs posted since the NIC last looked (receives ring no doorbell): for a viewer.
-  void trace_posted_wqes() {
-    if (!tracer_.on()) return;
-    for (auto& [h, qp] : qps_) trace_new_wqes(*qp);
-  }
-
- private:
   // ingress.cc helpers
   void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
     emit_to(qp, qp.remote_ip, h, payload);
@@ -449,10 +377,6 @@ class Device : private ObjectTables {
   uint8_t rx_tos_ = 0;  // the IPv4 TOS of the packet being received (on_packet): a UD GRH shows it
   uint32_t burst_ = 64;
 
-  std::string refusal_;  // see take_refusal
-  KeySource keys_;
-  LogLimiter log_limiter_;
-  LogBudget log_budget_;   // all log_limited lines together (issue 29 point 4)
   UdProbeGuard ud_guard_;  // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
 
   // The object tables: ObjectTables (objects/tables.h).
@@ -469,8 +393,23 @@ class Device : private ObjectTables {
   QueueVerbs queue_verbs_{*this};
   XrcVerbs xrc_verbs_{*this};
 
-  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
-  void note_cqe_written(Context* ctx);
+  // The shared parts (declared after what they reach; the hooks reach the engines' state).
+  Journal journal_{logger_, counters_, tracer_, now_, *this};
+  TracePoints trace_points_{tracer_, config_, *this};
+  Completions completions_{notifier_,
+                           counters_,
+                           tracer_,
+                           journal_,
+                           now_,
+                           Completions::EngineHooks{[this] { flush_dma_writes(); },
+                                                    [this](Qp& qp, ibv_wc_status status) {
+                                                      complete_send_wqe(qp, status);
+                                                    }}};
+  QpStates qp_states_{tracer_, journal_, trace_points_, completions_,
+                      QpStates::EngineHooks{[this](Qp& qp) { busy_qps_[qp.qpn] = &qp; },
+                                            [this](Qp& qp) { busy_qps_.erase(qp.qpn); },
+                                            [this](Qp& qp) { requester_idle(qp); },
+                                            [this](Qp& qp) { cc_sync(qp, true); }}};
 
  public:
   // The NIC's clock (simulated ns) at the event being handled: CQE timestamps count in it.
@@ -479,7 +418,6 @@ class Device : private ObjectTables {
  private:
   // memory/rereg.cc: what dereg_mr and rereg_mr leave behind in the engines and the trace
   void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
-  void trace_mr_destroy(const Mr& mr);
 
   // --- On-demand paging (issue 17): memory/odp.cc ---
  private:

@@ -241,14 +241,14 @@ int NicServer::open_outputs(std::string* error) {
         device_.tracer().set_sink(&trace_);
         device_.tracer().set_time(now());
         device_.tracer().set_wall_ns(realtime_ns());
-        device_.trace_snapshot();
+        device_.trace_points().trace_snapshot();
         watch_for_viewer_wqes();
       }))
     return 1;
   update_tracing();
   device_.tracer().set_time(now());
   device_.tracer().set_wall_ns(realtime_ns());
-  device_.trace_snapshot();  // the file starts with the NIC itself
+  device_.trace_points().trace_snapshot();  // the file starts with the NIC itself
   return 0;
 }
 
@@ -334,7 +334,7 @@ void NicServer::watch_for_viewer_wqes() {
     viewer_watch_armed_ = false;
     if (ec || trace_.subscribers() == 0) return;
     // A NIC held in step mode changes nothing, its trace included, until it is stepped.
-    if (!step_.paused()) device_.trace_posted_wqes();
+    if (!step_.paused()) device_.trace_points().trace_posted_wqes();
     watch_for_viewer_wqes();
   });
 }

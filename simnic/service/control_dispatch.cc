@@ -23,9 +23,9 @@ void ControlDispatcher::close(ControlSession& s) {
 // Every refusal carries the reason the Device gave for it, if any, as its body (control.h).
 ControlReply ControlDispatcher::handle(ControlSession& s, Op op, std::span<const uint8_t> body, std::vector<int>& fds,
                                        uint64_t now) {
-  dev_.take_refusal();  // none left over from an earlier request
+  dev_.journal().take_refusal();  // none left over from an earlier request
   ControlReply r = handle_op(s, op, body, fds, now);
-  std::string why = dev_.take_refusal();
+  std::string why = dev_.journal().take_refusal();
   if (r.status != 0 && r.body.empty()) r.body.assign(why.begin(), why.end());
   return r;
 }

@@ -77,9 +77,9 @@ ControlReply query_device(Request& r) { return ok(QueryDeviceReply{r.dev.address
 namespace {
 // ibv_query_port, ibv_query_gid ...: one port, number 1.
 ControlReply no_such_port(Request& r, uint32_t port_num) {
-  return fail(r.dev.refuse(EINVAL, "port " + std::to_string(port_num) +
-                                       " does not exist: a simnic NIC has one port, "
-                                       "port 1 (phys_port_cnt 1)"));
+  return fail(r.dev.journal().refuse(EINVAL, "port " + std::to_string(port_num) +
+                                                 " does not exist: a simnic NIC has one port, "
+                                                 "port 1 (phys_port_cnt 1)"));
 }
 }  // namespace
 
@@ -92,7 +92,7 @@ ControlReply query_gid(Request& r, const QueryGidReq& q) {
   if (q.port_num != 1) return no_such_port(r, q.port_num);
   GidEntry e;
   if (int st = r.dev.addressing().query_gid(q.index, &e)) {  // ENODATA: an empty slot, which needs no reason
-    return fail(st == EINVAL ? r.dev.refuse(st, r.dev.addressing().gid_index_refusal(q.index)) : st);
+    return fail(st == EINVAL ? r.dev.journal().refuse(st, r.dev.addressing().gid_index_refusal(q.index)) : st);
   }
   QueryGidReply rep{};
   rep.gid = e.gid;
@@ -103,7 +103,7 @@ ControlReply query_gid(Request& r, const QueryGidReq& q) {
   return ok(rep);
 }
 
-ControlReply take_notices(Request& r) { return text(r.dev.take_notices(r.ctx)); }
+ControlReply take_notices(Request& r) { return text(r.dev.journal().take_notices(r.ctx)); }
 
 ControlReply explain_qp(Request& r, const HandleReq& q) {
   std::string why;

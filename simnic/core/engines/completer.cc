@@ -61,9 +61,9 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   // Free the slot before the CQE is visible: an application that polls the completion may post
   // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.comp.sq_consumer, std::memory_order_release);
-  if (signaled && qp.send_cq) push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
+  if (signaled && qp.send_cq) completions_.push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
   tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "sq").u("index", index);
-  check_sq_drained(qp);
+  qp_states_.check_sq_drained(qp);
 }
 
 // A send WQE failed (IBA 9.9.2): it completes with the error's status, even unsignaled.
@@ -74,13 +74,13 @@ void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
   char line[96];
   std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, status);
   qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
-  log(LogLevel::kWarn, line + rule);
+  journal_.log(LogLevel::kWarn, line + rule);
   tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
   if (qp.comp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
     complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
   // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
-  set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
+  qp_states_.set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
 }
 
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
@@ -177,7 +177,7 @@ CompStep Device::completer_step(CompletionWork& c, CompStep step) {
 CompStep Device::comp_check_state(CompletionWork& c) {
   Qp& qp = c.qp;
   if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE) return CompStep::kCheckPsn;
-  drop(Drop::kResponseState, qp.qpn, [&] {
+  journal_.drop(Drop::kResponseState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
   });
   return CompStep::kDone;
@@ -283,7 +283,7 @@ CompStep Device::comp_check_msn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
   const uint8_t syndrome = c.pkt.h.aeth.syndrome;
   if (!ack_msn_plausible(qp, psn, c.pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
-    drop(Drop::kBadMsn, qp.qpn, [&] {
+    journal_.drop(Drop::kBadMsn, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(c.pkt.h.aeth.msn) +
              ": it counts messages this QP never sent (forged, or from an old connection)";
     });
@@ -317,7 +317,7 @@ CompStep Device::comp_rnr_nak(CompletionWork& c) {
     --qp.comp.rnr_retry_left;
   }
   arm_rnr_timer(qp, psn, timer, c.now);
-  log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
            std::to_string(rnr_timer_ns(timer) / 1000) + " us" +
            (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")

@@ -107,7 +107,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
         .u("due_ns", qp.comp.timer_deadline_ns);
     return;
   }
-  log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) +

@@ -60,7 +60,7 @@ std::string ud_too_long_why(const abi::RecvWqe& wqe, uint32_t len, size_t payloa
 // head of the RQ) drop it silently; the WQE is not consumed and the QP stays in RTS.
 void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
   const std::string why = ud_too_long_why(wqe, len, len - kGrhBytes);
-  drop(Drop::kUdTooLong, qp.qpn, [&] {
+  journal_.drop(Drop::kUdTooLong, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a UD datagram: " + why +
            ". A UD datagram that does not fit the receive WQE is discarded and the WQE stays posted "
            "(IBA 9.9.3, class D; as rxe): post receive buffers of 40 bytes + the largest message";
@@ -71,15 +71,17 @@ void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
 void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
   if (!can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
-    drop(Drop::kQkey, qp.qpn,
-         [&] { return "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)"; });
+    journal_.drop(Drop::kQkey, qp.qpn, [&] {
+      return "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)";
+    });
     ud_missed(qp.qpn, now_);  // a guess of the Q_Key: UdProbeGuard counts it
     return;
   }
   ud_guard_.delivered(src_ip);  // the sender knows the QPN and Q_Key: let it through a sweep
   RecvInProgress rip;
   if (!peek_recv_wqe(qp, &rip)) {
-    drop(Drop::kUdNoWqe, qp.qpn, [&] { return "a datagram from " + ip_string(src_ip) + ", no receive posted"; });
+    journal_.drop(Drop::kUdNoWqe, qp.qpn,
+                  [&] { return "a datagram from " + ip_string(src_ip) + ", no receive posted"; });
     return;
   }
   const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
@@ -96,15 +98,16 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   auto fail = [&](Error e, const std::string& why, bool keep_qp = false) {
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
-    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
+    journal_.log(LogLevel::kWarn,
+                 "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
     tracer_.event(TraceKind::kError)
         .u("qp", qp.qpn)
         .s("status", wc_status_name(err.status))
         .s("error", err.name)
         .s("rule", rule);
     wc.status = err.status;
-    push_cqe(*qp.recv_cq, wc, false);
-    if (!keep_qp) set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
+    completions_.push_cqe(*qp.recv_cq, wc, false);
+    if (!keep_qp) qp_states_.set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
   };
   std::string why;
   if (rip.wqe.num_sge > abi::kMaxSge)
@@ -131,7 +134,7 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = pkt.h.imm_be;
   }
-  push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+  completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
 }  // namespace simnic::core

@@ -33,9 +33,9 @@ void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
     auto it = qps_.find(h);
     if (it == qps_.end()) continue;
     Qp& qp = *it->second;
-    if (tracer_.on()) trace_new_wqes(qp);
-    if (qp.state == IBV_QPS_ERR) flush_qp(qp);
-    else if (qp.state == IBV_QPS_SQE) flush_sq(qp);
+    if (tracer_.on()) trace_points_.trace_new_wqes(qp);
+    if (qp.state == IBV_QPS_ERR) completions_.flush_qp(qp);
+    else if (qp.state == IBV_QPS_SQE) completions_.flush_sq(qp);
     else if (qp.state == IBV_QPS_RTS) schedule(qp, kWorkRequester);
   }
   run_scheduled(now);

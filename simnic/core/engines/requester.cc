@@ -73,7 +73,7 @@ void Device::requester_run(Qp& qp, uint64_t now) {
   }
   // The engine may find WQEs before their doorbell is handled (it reads the ring): report them
   // as posted before acting on them.
-  if (tracer_.on()) trace_new_wqes(qp);
+  if (tracer_.on()) trace_points_.trace_new_wqes(qp);
   uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
   bool more = true;
   while (budget && (more = requester_send_packet(qp, now))) --budget;

@@ -114,14 +114,14 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
         .s("error", err.name)
         .s("rule", rule);
   }
-  log(LogLevel::kWarn, line + rule);
+  journal_.log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
                     (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
   const bool wqe_reports_it = qp.resp.recv && err.completes_recv;
   if (wqe_reports_it) complete_recv_in_error(qp, err.status);
   send_ack(qp, aeth_nak(uint32_t(err.nak)), psn);
   // Class A and C errors take the responder's QP to ERROR too (IBA 9.9.3.1).
-  set_qp_state(qp, IBV_QPS_ERR, "responder error");
+  qp_states_.set_qp_state(qp, IBV_QPS_ERR, "responder error");
   if (!wqe_reports_it) raise_responder_async_error(qp, err);
 }
 
@@ -133,10 +133,10 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
 // it in its receive WQE instead. UC sends no NAK and raises nothing, as rxe.
 void Device::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
   if (!qp.acked() || err.nak != kNakRemoteAccessError) return;
-  log(LogLevel::kWarn, "QP " + hex(qp.qpn) +
-                           ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
-                           "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
-  send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
+  journal_.log(LogLevel::kWarn, "QP " + hex(qp.qpn) +
+                                    ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
+                                    "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
+  completions_.send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
 }
 
 void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
@@ -146,7 +146,7 @@ void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;
-  push_cqe(*qp.recv_cq, wc, false);
+  completions_.push_cqe(*qp.recv_cq, wc, false);
   qp.resp.recv.reset();
 }
 
@@ -180,7 +180,7 @@ void Device::consume_recv_wqe(Qp& qp) {
     uint32_t limit = qp.srq->shm->limit.load();
     if (limit && prod - (cons + 1) < limit && qp.srq->shm->limit.compare_exchange_strong(limit, 0)) {
       qp.srq->attr.srq_limit = 0;
-      send_async_event(qp.srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, qp.srq->handle);
+      completions_.send_async_event(qp.srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, qp.srq->handle);
     }
   }
 }
@@ -214,9 +214,10 @@ Error Device::recv_scatter_error(int e) {
 
 void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    drop(Drop::kUcMessage, qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why;
-    }).u("psn", psn);
+    journal_
+        .drop(Drop::kUcMessage, qp.qpn,
+              [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; })
+        .u("psn", psn);
   }
   qp.resp.uc_dropping = true;
   uc_abandon_message(qp);
@@ -249,7 +250,7 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
 
 bool Device::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
-  drop(Drop::kRequestState, qp.qpn, [&] {
+  journal_.drop(Drop::kRequestState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
            (qp.state == IBV_QPS_ERR
                 ? " (after an error; see the line that moved it there), and receives nothing until reset"
@@ -294,7 +295,7 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
   // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
   ++counters_.rx_drop_out_of_sequence;
-  log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.resp.epsn) + ", got " + hex(psn) +
            ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
            "requester goes back";
@@ -385,7 +386,7 @@ void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
       .u("psn", psn)
       .s("code", "RNR")
       .s("rule", std::string(what) + " arrived and no receive WQE was posted (receiver not ready, IBA 9.7.5.2.8)");
-  log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + what +
            " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
            "will retry (post receives with ibv_post_recv before the peer sends)";
@@ -443,7 +444,7 @@ void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
   }
   qp.resp.recv.reset();
   ++qp.resp.msn;
-  push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+  completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
 // A WRITE's first packet checks its RETH's rkey (a zero-length WRITE needs none); every packet
@@ -564,7 +565,7 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       wc.src_qp = qp.attr.dest_qp_num;
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = pkt.h.imm_be;
-      push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+      completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
     }
   }
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);

@@ -9,15 +9,16 @@ namespace simnic::core {
 
 int MemoryVerbs::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm** out) {
   if (length == 0 || length > DmLimits::kMaxDmSize)
-    return dev_.refuse(EINVAL, "device memory of " + std::to_string(length) + " bytes: 0, or more than max_dm_size (" +
-                                   std::to_string(DmLimits::kMaxDmSize) + ")");
+    return dev_.journal().refuse(EINVAL, "device memory of " + std::to_string(length) +
+                                             " bytes: 0, or more than max_dm_size (" +
+                                             std::to_string(DmLimits::kMaxDmSize) + ")");
   if (log_align > DmLimits::kMaxLogAlign)
-    return dev_.refuse(EINVAL,
-                       "log_align_req " + std::to_string(log_align) + ": simnic aligns device memory to a page (12)");
+    return dev_.journal().refuse(EINVAL, "log_align_req " + std::to_string(log_align) +
+                                             ": simnic aligns device memory to a page (12)");
   const uint64_t size = (length + 4095) / 4096 * 4096;
   if (dm_bytes_ + size > DmLimits::kMaxDmSize)
-    return dev_.refuse(ENOMEM, "the NIC's device memory is used up (" + std::to_string(dm_bytes_) + " of " +
-                                   std::to_string(DmLimits::kMaxDmSize) + " bytes allocated)");
+    return dev_.journal().refuse(ENOMEM, "the NIC's device memory is used up (" + std::to_string(dm_bytes_) + " of " +
+                                             std::to_string(DmLimits::kMaxDmSize) + " bytes allocated)");
   auto dm = std::make_unique<Dm>();
   int err = 0;
   if (!dev_.shm_.allocate(size, "simnic-dm", &dm->mem, &err)) return err ? err : ENOMEM;
@@ -32,11 +33,11 @@ int MemoryVerbs::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm*
 }
 
 int MemoryVerbs::free_dm(Context* ctx, uint32_t handle) {
-  Dm* dm = dev_.owned(dms_, ctx, handle);
+  Dm* dm = dev_.tables().owned(dms_, ctx, handle);
   if (!dm) return EINVAL;
   for (auto& [mr, of] : dm_mrs_)
     if (of == handle && dev_.mrs_.count(mr))
-      return dev_.refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
+      return dev_.journal().refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
   dev_.tracer_.event(TraceKind::kDmDestroy).u("ctx", ctx->id).u("dm", handle);
   dm_bytes_ -= dm->mem.size;
   dev_.shm_.release(dm->mem);
@@ -46,15 +47,17 @@ int MemoryVerbs::free_dm(Context* ctx, uint32_t handle) {
 
 // The caller's mapping of the DM is a region of its own memory, registered zero-based.
 int MemoryVerbs::reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out) {
-  Dm* dm = dev_.owned(dms_, ctx, req.dm);
-  if (!dm) return dev_.refuse(EINVAL, "no such device memory");
+  Dm* dm = dev_.tables().owned(dms_, ctx, req.dm);
+  if (!dm) return dev_.journal().refuse(EINVAL, "no such device memory");
   if (!(req.access & IBV_ACCESS_ZERO_BASED))
-    return dev_.refuse(EINVAL, "ibv_reg_dm_mr needs IBV_ACCESS_ZERO_BASED (an MR over device memory is zero-based)");
+    return dev_.journal().refuse(EINVAL,
+                                 "ibv_reg_dm_mr needs IBV_ACCESS_ZERO_BASED (an MR over device memory is zero-based)");
   if (req.access & ~DmLimits::kAccess)
-    return dev_.refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
+    return dev_.journal().refuse(EINVAL, "access " + access_string(req.access) + " on device memory");
   if (req.dm_offset > dm->length || req.length > dm->length - req.dm_offset)
-    return dev_.refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
-                                   ") is not within the device memory's " + std::to_string(dm->length) + " bytes");
+    return dev_.journal().refuse(EINVAL, "[" + std::to_string(req.dm_offset) + ", +" + std::to_string(req.length) +
+                                             ") is not within the device memory's " + std::to_string(dm->length) +
+                                             " bytes");
   if (int e = reg_dm_range(ctx, req, out)) return e;
   dm_mrs_[(*out)->handle] = dm->handle;
   return 0;
@@ -68,7 +71,7 @@ int MemoryVerbs::reg_dm_mr(Context* ctx, const DmMrReg& req, Mr** out) {
 int MemoryVerbs::reg_dm_range(Context* ctx, const DmMrReg& req, Mr** out) {
   const uint64_t addr = req.mapped_at + req.dm_offset;
   if (req.length) return reg_mr(ctx, req.pd, addr, req.length, 0, req.access, out);
-  Pd* pd = dev_.owned(dev_.pds_, ctx, req.pd);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, req.pd);
   if (!pd) return EINVAL;
   if (int e = check_mr_access(req.access)) return e;
   return add_mr(ctx, pd, addr, 0, 0, req.access, out);

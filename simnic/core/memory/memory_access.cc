@@ -224,7 +224,7 @@ void Device::flush_dma_writes() {
   memory_.flush(&failed_writes_);
   for (const HostMemory::FailedWrite& f : failed_writes_) {
     ++counters_.dma_errors;
-    log_limited(LogLevel::kError, "deferred_write", 0, [&] {
+    journal_.log_limited(LogLevel::kError, "deferred_write", 0, [&] {
       return "DMA write of " + std::to_string(f.len) + " bytes at " + hex(f.addr) + " into pid " +
              std::to_string(f.pid) + "'s registered memory failed: " + std::strerror(f.err) +
              ". The packet had been accepted, so the bytes are lost, as when a program unmaps memory "

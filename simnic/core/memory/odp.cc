@@ -26,7 +26,7 @@ void Device::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t le
       .hex("addr", va)
       .u("length", len)
       .s("side", remote ? "remote" : "local");
-  log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
+  journal_.log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +
            std::to_string(len) + ") of ODP MR " + hex(mr.lkey) + " met a page with no mapping in the program";
   });

@@ -28,11 +28,11 @@ int MemoryVerbs::alloc_pd(Context* ctx, uint32_t* handle) {
 }
 
 int MemoryVerbs::dealloc_pd(Context* ctx, uint32_t handle) {
-  Pd* pd = dev_.owned(dev_.pds_, ctx, handle);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, handle);
   if (!pd) return EINVAL;
   if (pd->users)
-    return dev_.refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
-                                  std::to_string(handle) + ": destroy them first");
+    return dev_.journal().refuse(EBUSY, std::to_string(pd->users) + " object(s) (MRs, QPs, SRQs, AHs) still use PD " +
+                                            std::to_string(handle) + ": destroy them first");
   dev_.tracer_.event(TraceKind::kPdDestroy).u("ctx", ctx->id).u("pd", handle);
   dev_.erase_object(dev_.pds_, ctx->pds, handle);
   return 0;
@@ -40,24 +40,26 @@ int MemoryVerbs::dealloc_pd(Context* ctx, uint32_t handle) {
 
 int MemoryVerbs::reg_mr(Context* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, uint64_t iova,
                         uint32_t access, Mr** out) {
-  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (access & ~kKnownAccess)
-    return dev_.refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+    return dev_.journal().refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return dev_.refuse(
+    return dev_.journal().refuse(
         EINVAL,
         "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   if (covers_no_page(addr, length))
-    return dev_.refuse(EINVAL, "a zero-length MR at " + hex(addr) +
-                                   ", a page boundary, covers no page (the kernel's "
-                                   "ib_umem_get refuses it; at an address inside a page it registers that page)");
+    return dev_.journal().refuse(EINVAL,
+                                 "a zero-length MR at " + hex(addr) +
+                                     ", a page boundary, covers no page (the kernel's "
+                                     "ib_umem_get refuses it; at an address inside a page it registers that page)");
   // ODP (memory/odp.cc): the range is checked, its pages are not.
   if (access & IBV_ACCESS_ON_DEMAND) {
     if (int e = check_odp_range(addr, length, iova)) return e;
   } else if (length > DeviceLimits::kMaxMrSize || addr + length < addr) {
-    return dev_.refuse(EINVAL, "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
+    return dev_.journal().refuse(EINVAL,
+                                 "length " + std::to_string(length) + " wraps around, or is more than max_mr_size");
   }
   // The kernel pins the pages at registration: an unmapped range fails here, not later (an
   // ODP MR's pages are looked for at each access instead). A zero-length MR pins addr's page.
@@ -77,11 +79,11 @@ int MemoryVerbs::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, ui
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->length = length;
   mr->access = access;
-  const uint32_t key = dev_.new_mr_key();
+  const uint32_t key = dev_.tables().new_mr_key();
   mr->lkey = mr->rkey = key;
   pd->users++;
   dev_.mr_by_key_[key] = mr.get();
-  if (dev_.tracer_.on()) dev_.trace_mr_create(*mr);
+  if (dev_.tracer_.on()) dev_.trace_points().trace_mr_create(*mr);
   *out = dev_.insert_object(dev_.mrs_, ctx->mrs, std::move(mr));
   return 0;
 }
@@ -100,9 +102,9 @@ std::string bound_windows_refusal(const Mr& mr) {
 }  // namespace
 
 int MemoryVerbs::dereg_mr(Context* ctx, uint32_t handle) {
-  Mr* mr = dev_.owned(dev_.mrs_, ctx, handle);
+  Mr* mr = dev_.tables().owned(dev_.mrs_, ctx, handle);
   if (!mr) return EINVAL;
-  if (mr->bound_mws) return dev_.refuse(EINVAL, bound_windows_refusal(*mr));
+  if (mr->bound_mws) return dev_.journal().refuse(EINVAL, bound_windows_refusal(*mr));
   // An engine may still point at this MR mid-message; drop those references.
   for (auto& [h, qp] : dev_.qps_) {
     if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
@@ -124,26 +126,22 @@ int MemoryVerbs::dereg_mr(Context* ctx, uint32_t handle) {
   return 0;
 }
 
-const Mr* Device::find_mr_by_key(uint32_t key) const {
-  auto it = mr_by_key_.find(key);
-  return it == mr_by_key_.end() ? nullptr : it->second;
-}
-
 int MemoryVerbs::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t* handle) {
-  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.port_num != 1)
-    return dev_.refuse(EINVAL, "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
+    return dev_.journal().refuse(EINVAL,
+                                 "port_num " + std::to_string(attr.port_num) + " does not exist (the NIC has port 1)");
   // On RoCE an AH without a GRH has nowhere to go; in IB mode its DLID names the peer. A
   // multicast GID is sent to the IPv4 group group_ipv4 maps it to.
   uint32_t dst_ip = 0;
   std::string why;
   if (attr.is_global && is_multicast_gid(attr.grh.dgid)) {
-    if (dev_.addressing().check_sgid_index(attr.grh.sgid_index, &why)) return dev_.refuse(EINVAL, why);
+    if (dev_.addressing().check_sgid_index(attr.grh.sgid_index, &why)) return dev_.journal().refuse(EINVAL, why);
     dst_ip = group_ipv4(attr.grh.dgid);
   } else if (dev_.addressing().resolve_av(attr, &dst_ip, &why)) {
-    dev_.log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
-    return dev_.refuse(EINVAL, why);
+    dev_.journal().log(LogLevel::kWarn, "create_ah refused (EINVAL): " + why);
+    return dev_.journal().refuse(EINVAL, why);
   }
   if (int e = dev_.budgets().check_room(ctx, dev_.ahs_.size(), &Context::ahs, DeviceLimits::kMaxAh, "address handles",
                                         "max_ah"))
@@ -158,7 +156,7 @@ int MemoryVerbs::create_ah(Context* ctx, uint32_t pd_handle, const ibv_ah_attr& 
 }
 
 int MemoryVerbs::destroy_ah(Context* ctx, uint32_t handle) {
-  Ah* ah = dev_.owned(dev_.ahs_, ctx, handle);
+  Ah* ah = dev_.tables().owned(dev_.ahs_, ctx, handle);
   if (!ah) return EINVAL;
   ah->pd->users--;
   dev_.erase_object(dev_.ahs_, ctx->ahs, handle);
@@ -166,30 +164,30 @@ int MemoryVerbs::destroy_ah(Context* ctx, uint32_t handle) {
 }
 
 int MemoryVerbs::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw** out) {
-  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
-    return dev_.refuse(EINVAL,
-                       "type " + std::to_string(int(type)) + ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
+    return dev_.journal().refuse(EINVAL, "type " + std::to_string(int(type)) +
+                                             ": a memory window is IBV_MW_TYPE_1 or IBV_MW_TYPE_2");
   if (int e = dev_.budgets().check_room(ctx, dev_.mws_.size(), &Context::mws, DeviceLimits::kMaxMw, "memory windows",
                                         "max_mw"))
     return e;
   auto mw = std::make_unique<Mw>();
-  mw->handle = dev_.new_mw_index();  // also the rkey's index (rkey >> 8), so random too
+  mw->handle = dev_.tables().new_mw_index();  // also the rkey's index (rkey >> 8), so random too
   mw->ctx = ctx;
   mw->pd = pd;
   mw->type = type;
-  mw->rkey = (mw->handle << 8) | (dev_.keys_.next() & 0xff);
+  mw->rkey = (mw->handle << 8) | (dev_.tables().keys_.next() & 0xff);
   pd->users++;
   ctx->mws.push_back(mw->handle);
-  dev_.trace_mw_create(*mw);
+  dev_.trace_points().trace_mw_create(*mw);
   *out = mw.get();
   dev_.mws_[mw->handle] = std::move(mw);
   return 0;
 }
 
 int MemoryVerbs::dealloc_mw(Context* ctx, uint32_t handle) {
-  Mw* mw = dev_.owned(dev_.mws_, ctx, handle);
+  Mw* mw = dev_.tables().owned(dev_.mws_, ctx, handle);
   if (!mw) return EINVAL;
   dev_.unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
   dev_.tracer_.event(TraceKind::kMwDestroy).u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);

@@ -20,10 +20,10 @@ int MemoryVerbs::check_mr_access(uint32_t access) {
                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                               IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
   if (access & ~kKnown)
-    return dev_.refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
+    return dev_.journal().refuse(EINVAL, "access flags " + hex(access) + " include bits simnic does not know");
   // Remote write or atomic access needs local write (IBA o10-36.2.1, ib_check_mr_access).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return dev_.refuse(
+    return dev_.journal().refuse(
         EINVAL,
         "IBV_ACCESS_REMOTE_WRITE and IBV_ACCESS_REMOTE_ATOMIC need IBV_ACCESS_LOCAL_WRITE too (IBA o10-36.2.1)");
   return 0;
@@ -32,7 +32,8 @@ int MemoryVerbs::check_mr_access(uint32_t access) {
 // [addr, addr + length) must be a valid range, mapped in the program (the kernel pins it).
 int MemoryVerbs::check_mr_range(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
   if (length == 0 || length > DeviceLimits::kMaxMrSize || addr + length < addr)
-    return dev_.refuse(EINVAL, "length " + std::to_string(length) + " is 0, wraps around, or is more than max_mr_size");
+    return dev_.journal().refuse(EINVAL, "length " + std::to_string(length) +
+                                             " is 0, wraps around, or is more than max_mr_size");
   return check_pinnable(ctx, addr, length, access);
 }
 
@@ -44,29 +45,30 @@ int MemoryVerbs::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, ui
       access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
   const int e = dev_.memory_.check_mapped(ctx->pid, addr, length, writable);
   if (e == 0) return 0;
-  return dev_.refuse(e == EPERM ? EPERM : EFAULT,
-                     "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
-                         (writable ? "readable and writable" : "readable") + " in the program");
+  return dev_.journal().refuse(e == EPERM ? EPERM : EFAULT,
+                               "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +
+                                   (writable ? "readable and writable" : "readable") + " in the program");
 }
 
 // Everything is checked before anything changes: a refused rereg leaves the MR as it was.
 int MemoryVerbs::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd) {
   if (is_dm_mr(mr.handle))
-    return dev_.refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
+    return dev_.journal().refuse(EINVAL, "an MR over device memory cannot be re-registered (as the kernel's)");
   if (mr.bound_mws)
-    return dev_.refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " + hex(mr.lkey) +
-                                  ": invalidate or unbind them before ibv_rereg_mr");
+    return dev_.journal().refuse(EBUSY, std::to_string(mr.bound_mws) + " memory window(s) are bound to MR " +
+                                            hex(mr.lkey) + ": invalidate or unbind them before ibv_rereg_mr");
   *new_pd = mr.pd;
   if (req.flags & IBV_REREG_MR_CHANGE_PD) {
-    *new_pd = dev_.owned(dev_.pds_, ctx, req.pd);
-    if (!*new_pd) return dev_.refuse(EINVAL, "IBV_REREG_MR_CHANGE_PD: no such PD");
+    *new_pd = dev_.tables().owned(dev_.pds_, ctx, req.pd);
+    if (!*new_pd) return dev_.journal().refuse(EINVAL, "IBV_REREG_MR_CHANGE_PD: no such PD");
   }
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS)
     if (int e = check_mr_access(req.access)) return e;
   // An MR stays pinned or on-demand (memory/odp.cc): that is how it was registered.
   const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access : mr.access;
   const bool odp = access & IBV_ACCESS_ON_DEMAND;
-  if (odp != is_odp_mr(mr)) return dev_.refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
+  if (odp != is_odp_mr(mr))
+    return dev_.journal().refuse(EINVAL, "ibv_rereg_mr cannot add or remove IBV_ACCESS_ON_DEMAND");
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION)
     if (int e = odp ? check_odp_range(req.addr, req.length, req.addr)
                     : check_mr_range(ctx, req.addr, req.length, access))
@@ -76,16 +78,16 @@ int MemoryVerbs::check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd*
 
 int MemoryVerbs::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (!req.flags || (req.flags & ~kReregFlags))
-    return dev_.refuse(EINVAL,
-                       "ibv_rereg_mr flags " + hex(req.flags) + ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
-  Mr* mr = dev_.owned(dev_.mrs_, ctx, req.mr);
+    return dev_.journal().refuse(EINVAL, "ibv_rereg_mr flags " + hex(req.flags) +
+                                             ": none, or bits outside IBV_REREG_MR_FLAGS_SUPPORTED");
+  Mr* mr = dev_.tables().owned(dev_.mrs_, ctx, req.mr);
   if (!mr) return EINVAL;
   Pd* pd = nullptr;
   if (int e = check_rereg(ctx, *mr, req, &pd)) return e;
   // What an engine is doing with the old registration ends as after ibv_dereg_mr: the rest of
   // a message in flight finds no MR (IBA 11.2.8.3: rereg is a deregister then a register).
   dev_.forget_mr_in_engines(mr);
-  dev_.trace_mr_destroy(*mr);
+  dev_.trace_points().trace_mr_destroy(*mr);
   mr->pd->users--;
   mr->pd = pd;
   pd->users++;
@@ -95,7 +97,7 @@ int MemoryVerbs::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   // The iova: zero-based, or the new address (rdma-core's providers send hca_va = addr).
   if (mr->access & IBV_ACCESS_ZERO_BASED) mr->iova = 0;
   else if ((req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || was_zero_based) mr->iova = mr->addr;
-  if (dev_.tracer_.on()) dev_.trace_mr_create(*mr);
+  if (dev_.tracer_.on()) dev_.trace_points().trace_mr_create(*mr);
   *out = mr;
   return 0;
 }
@@ -106,18 +108,6 @@ void Device::forget_mr_in_engines(const Mr* mr) {
     for (auto& rr : qp->resp.read_responses)
       if (rr.mr == mr) rr.mr = nullptr;
   }
-}
-
-void Device::trace_mr_destroy(const Mr& mr) {
-  tracer_.event(TraceKind::kMrDestroy)
-      .u("ctx", mr.ctx->id)
-      .u("pd", mr.pd->handle)
-      .u("mr", mr.handle)
-      .u("lkey", mr.lkey)
-      .u("rkey", mr.rkey)
-      .hex("addr", mr.iova)
-      .u("length", mr.length)
-      .s("access", access_string(mr.access));
 }
 
 }  // namespace simnic::core

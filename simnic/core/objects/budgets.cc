@@ -50,8 +50,9 @@ void Budgets::hand_over_queue_memory(Context* from, Context* to, uint64_t bytes)
 int Budgets::check_room(const Context* ctx, size_t in_use, std::vector<uint32_t> Context::*held, size_t total,
                         const char* objects, const char* attr) {
   if (in_use >= total)
-    return dev_.refuse(ENOMEM, "the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
-                                   " of ibv_query_device) are all in use; destroy some, in this program or another");
+    return dev_.journal().refuse(ENOMEM,
+                                 "the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
+                                     " of ibv_query_device) are all in use; destroy some, in this program or another");
   return check_user_share(ctx, held, total, objects, attr);
 }
 
@@ -66,14 +67,15 @@ int Budgets::check_user_share(const Context* ctx, std::vector<uint32_t> Context:
   }
   const size_t share = UserShares::share_of(total);
   if (!other || mine < share) return 0;
-  return dev_.refuse(ENOMEM, "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) +
-                                 " of the NIC's " + std::to_string(total) + " " + objects + " (" + attr +
-                                 "): while another user (uid " + std::to_string(*other) +
-                                 ") also has a context on this NIC, one user may hold at most 3/4 of "
-                                 "each total (" +
-                                 std::to_string(share) +
-                                 "), so that the others keep a quarter "
-                                 "(simnic's per-user share, docs/security.md); destroy some, or use a NIC of your own");
+  return dev_.journal().refuse(
+      ENOMEM, "uid " + std::to_string(ctx->uid) + " already holds " + std::to_string(mine) + " of the NIC's " +
+                  std::to_string(total) + " " + objects + " (" + attr + "): while another user (uid " +
+                  std::to_string(*other) +
+                  ") also has a context on this NIC, one user may hold at most 3/4 of "
+                  "each total (" +
+                  std::to_string(share) +
+                  "), so that the others keep a quarter "
+                  "(simnic's per-user share, docs/security.md); destroy some, or use a NIC of your own");
 }
 
 }  // namespace simnic::core

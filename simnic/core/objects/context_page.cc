@@ -20,13 +20,4 @@ void ContextVerbs::release_context_page(Context* ctx) {
   dev_.shm_.release(ctx->page);
 }
 
-void Device::note_cqe_written(Context* ctx) {
-  if (!ctx || !ctx->shared) return;
-  // Sequentially consistent on both sides (here: bump, then look for sleepers; the shim: count
-  // itself a sleeper, then compare the sequence), so a poller either sees the new sequence or
-  // is seen asleep and woken: no CQE waits out the shim's sleep timeout.
-  ctx->shared->cqe_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (ctx->shared->sleepers.load(std::memory_order_seq_cst)) notifier_.wake_sleepers(&ctx->shared->cqe_seq);
-}
-
 }  // namespace simnic::core

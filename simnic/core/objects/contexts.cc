@@ -18,14 +18,14 @@ Context* ContextVerbs::open_context(pid_t pid, uid_t uid, int doorbell_fd, int a
                       Context{.id = id, .pid = pid, .uid = uid, .doorbell_fd = doorbell_fd, .async_fd = async_fd}))
                      .get();
   dev_.tracer_.event(TraceKind::kCtxOpen).u("ctx", raw->id).u("pid", uint64_t(pid));
-  dev_.log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
+  dev_.journal().log(LogLevel::kInfo, "context " + std::to_string(raw->id) + " opened by pid " + std::to_string(pid));
   return raw;
 }
 
 void ContextVerbs::close_context(Context* ctx) {
   // Tear down like the kernel does for a dying process: QPs first, PDs last.
   for (auto h : std::vector<uint32_t>(ctx->qps)) {
-    if (Qp* qp = dev_.owned(dev_.qps_, ctx, h)) dev_.queue_verbs().detach_all_mcast(*qp);
+    if (Qp* qp = dev_.tables().owned(dev_.qps_, ctx, h)) dev_.queue_verbs().detach_all_mcast(*qp);
     dev_.queue_verbs().destroy_qp(ctx, h);
   }
   for (auto h : std::vector<uint32_t>(ctx->ahs)) dev_.memory_verbs().destroy_ah(ctx, h);
@@ -39,7 +39,8 @@ void ContextVerbs::close_context(Context* ctx) {
   dev_.memory_verbs().free_dms(ctx);  // after the MRs over them
   leave_group(ctx);                   // its PDs go to a context that imported it (ibv_import_device)
   for (auto h : std::vector<uint32_t>(ctx->pds)) dev_.memory_verbs().dealloc_pd(ctx, h);
-  dev_.log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
+  dev_.journal().log(LogLevel::kInfo,
+                     "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) + " closed");
   dev_.tracer_.event(TraceKind::kCtxClose).u("ctx", ctx->id).u("pid", uint64_t(ctx->pid));
   dev_.contexts_.erase(ctx->id);
 }
@@ -54,13 +55,13 @@ int ContextVerbs::check_handle(Context* ctx, HandleKind kind, uint32_t handle) {
     return it != dev_.tgt_opens_.end() && it->second.first == ctx;
   }();
   const std::pair<HandleKind, bool> names[] = {
-      {HandleKind::kPd, dev_.owned(dev_.pds_, ctx, handle) != nullptr},
-      {HandleKind::kMr, dev_.owned(dev_.mrs_, ctx, handle) != nullptr},
-      {HandleKind::kMw, dev_.owned(dev_.mws_, ctx, handle) != nullptr},
-      {HandleKind::kCq, dev_.owned(dev_.cqs_, ctx, handle) != nullptr},
-      {HandleKind::kSrq, dev_.owned(dev_.srqs_, ctx, handle) != nullptr},
-      {HandleKind::kQp, dev_.owned(dev_.qps_, ctx, handle) != nullptr || opened_qp},
-      {HandleKind::kAh, dev_.owned(dev_.ahs_, ctx, handle) != nullptr},
+      {HandleKind::kPd, dev_.tables().owned(dev_.pds_, ctx, handle) != nullptr},
+      {HandleKind::kMr, dev_.tables().owned(dev_.mrs_, ctx, handle) != nullptr},
+      {HandleKind::kMw, dev_.tables().owned(dev_.mws_, ctx, handle) != nullptr},
+      {HandleKind::kCq, dev_.tables().owned(dev_.cqs_, ctx, handle) != nullptr},
+      {HandleKind::kSrq, dev_.tables().owned(dev_.srqs_, ctx, handle) != nullptr},
+      {HandleKind::kQp, dev_.tables().owned(dev_.qps_, ctx, handle) != nullptr || opened_qp},
+      {HandleKind::kAh, dev_.tables().owned(dev_.ahs_, ctx, handle) != nullptr},
       {HandleKind::kXrcd, std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle) != ctx->xrcds.end()},
   };
   bool other_kind = false;
@@ -69,15 +70,15 @@ int ContextVerbs::check_handle(Context* ctx, HandleKind kind, uint32_t handle) {
     other_kind |= named;
   }
   if (other_kind)
-    return dev_.refuse(EINVAL,
-                       "handle " + std::to_string(handle) + " names an object of another kind (uverbs: EINVAL)");
-  return dev_.refuse(ENOENT,
-                     "handle " + std::to_string(handle) +
-                         " names no object of this program: destroyed already, or never created (uverbs: ENOENT)");
+    return dev_.journal().refuse(EINVAL, "handle " + std::to_string(handle) +
+                                             " names an object of another kind (uverbs: EINVAL)");
+  return dev_.journal().refuse(
+      ENOENT, "handle " + std::to_string(handle) +
+                  " names no object of this program: destroyed already, or never created (uverbs: ENOENT)");
 }
 
 int ContextVerbs::explain_qp(Context* ctx, uint32_t qpn, std::string* why) {
-  Qp* qp = dev_.find_qp_by_qpn(qpn);
+  Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
   if (!qp || qp->ctx != ctx) return EINVAL;
   if (qp->error_reason.empty()) {
     *why = "";

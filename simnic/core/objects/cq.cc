@@ -14,11 +14,11 @@ int QueueVerbs::create_channel(Context* ctx, int fd, uint32_t* handle) {
 }
 
 int QueueVerbs::destroy_channel(Context* ctx, uint32_t handle) {
-  Channel* ch = dev_.owned(dev_.channels_, ctx, handle);
+  Channel* ch = dev_.tables().owned(dev_.channels_, ctx, handle);
   if (!ch) return EINVAL;
   if (ch->users)
-    return dev_.refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " +
-                                  std::to_string(handle) + ": ibv_destroy_cq them first");
+    return dev_.journal().refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " +
+                                            std::to_string(handle) + ": ibv_destroy_cq them first");
   dev_.notifier_.release_fd(ch->fd);
   dev_.erase_object(dev_.channels_, ctx->channels, handle);
   return 0;
@@ -26,17 +26,18 @@ int QueueVerbs::destroy_channel(Context* ctx, uint32_t handle) {
 
 int QueueVerbs::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
   if (cqe < 1 || cqe > DeviceLimits::kMaxCqe)
-    return dev_.refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " +
-                                   std::to_string(DeviceLimits::kMaxCqe) + " entries (max_cqe of ibv_query_device)");
+    return dev_.journal().refuse(EINVAL, "cqe " + std::to_string(cqe) + ": a CQ holds 1 to " +
+                                             std::to_string(DeviceLimits::kMaxCqe) +
+                                             " entries (max_cqe of ibv_query_device)");
   if (int e = dev_.budgets().check_room(ctx, dev_.cqs_.size(), &Context::cqs, DeviceLimits::kMaxCq, "CQs", "max_cq"))
     return e;
   Channel* ch = nullptr;
   if (channel) {
-    ch = dev_.owned(dev_.channels_, ctx, channel);
+    ch = dev_.tables().owned(dev_.channels_, ctx, channel);
     if (!ch)
-      return dev_.refuse(EINVAL, "channel " + std::to_string(channel) +
-                                     " is no completion channel of this program "
-                                     "(ibv_create_comp_channel makes one)");
+      return dev_.journal().refuse(EINVAL, "channel " + std::to_string(channel) +
+                                               " is no completion channel of this program "
+                                               "(ibv_create_comp_channel makes one)");
   }
   auto cq = dev_.make_object<Cq>(ctx);
   cq->channel = ch;
@@ -59,11 +60,12 @@ int QueueVerbs::create_cq(Context* ctx, int cqe, uint32_t channel, Cq** out) {
 }
 
 int QueueVerbs::destroy_cq(Context* ctx, uint32_t handle) {
-  Cq* cq = dev_.owned(dev_.cqs_, ctx, handle);
+  Cq* cq = dev_.tables().owned(dev_.cqs_, ctx, handle);
   if (!cq) return EINVAL;
   if (cq->users)
-    return dev_.refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" + std::to_string(cq->users) +
-                                  " times as send_cq or recv_cq): ibv_destroy_qp them first");
+    return dev_.journal().refuse(EBUSY, "QPs still use CQ " + std::to_string(handle) + " (" +
+                                            std::to_string(cq->users) +
+                                            " times as send_cq or recv_cq): ibv_destroy_qp them first");
   dev_.tracer_.event(TraceKind::kCqDestroy)
       .u("ctx", ctx->id)
       .u("cq", handle)
@@ -80,7 +82,7 @@ int QueueVerbs::destroy_cq(Context* ctx, uint32_t handle) {
 // no CQE is written while the pending ones move; the shim holds its poll lock from the request
 // until it has mapped the new ring, so the consumer index cannot move either.
 int QueueVerbs::resize_cq(Context* ctx, uint32_t handle, int cqe, Cq** out) {
-  Cq* cq = dev_.owned(dev_.cqs_, ctx, handle);
+  Cq* cq = dev_.tables().owned(dev_.cqs_, ctx, handle);
   if (!cq || cqe < 1 || cqe > DeviceLimits::kMaxCqe) return EINVAL;
   const uint32_t prod = cq->shm->ring.producer.value.load(std::memory_order_relaxed);
   const uint32_t cons = cq->shm->ring.consumer.value.load(std::memory_order_acquire);

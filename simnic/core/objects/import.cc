@@ -21,26 +21,26 @@ int ContextVerbs::join_context(Context* ctx, const std::function<bool(pid_t pid,
     if (other.get() == ctx) continue;
     auto n = ctl_fd_number_.find(other.get());
     if (n == ctl_fd_number_.end() || n->second <= 0 || !holds(other->pid, n->second)) continue;
-    if (group_of_.count(ctx)) return dev_.refuse(EINVAL, "this context already imported one");
+    if (group_of_.count(ctx)) return dev_.journal().refuse(EINVAL, "this context already imported one");
     const uint32_t group = group_of_.emplace(other.get(), other->id).first->second;
     group_of_[ctx] = group;
-    dev_.log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) +
-                                  " imports context " + std::to_string(other->id) + " of pid " +
-                                  std::to_string(other->pid));
+    dev_.journal().log(LogLevel::kInfo, "context " + std::to_string(ctx->id) + " of pid " + std::to_string(ctx->pid) +
+                                            " imports context " + std::to_string(other->id) + " of pid " +
+                                            std::to_string(other->pid));
     return 0;
   }
-  return dev_.refuse(EINVAL, "the descriptor passed is no context's command socket on this NIC");
+  return dev_.journal().refuse(EINVAL, "the descriptor passed is no context's command socket on this NIC");
 }
 
 int ContextVerbs::import_pd(Context* ctx, uint32_t handle) {
-  return dev_.owned(dev_.pds_, ctx, handle)
+  return dev_.tables().owned(dev_.pds_, ctx, handle)
              ? 0
-             : dev_.refuse(EINVAL, "no PD " + std::to_string(handle) + " this context shares");
+             : dev_.journal().refuse(EINVAL, "no PD " + std::to_string(handle) + " this context shares");
 }
 
 int ContextVerbs::import_mr(Context* ctx, uint32_t handle, Mr** out) {
-  *out = dev_.owned(dev_.mrs_, ctx, handle);
-  return *out ? 0 : dev_.refuse(EINVAL, "no MR " + std::to_string(handle) + " this context shares");
+  *out = dev_.tables().owned(dev_.mrs_, ctx, handle);
+  return *out ? 0 : dev_.journal().refuse(EINVAL, "no MR " + std::to_string(handle) + " this context shares");
 }
 
 // A closing context of a group leaves its PDs to another member, as a uverbs file shared by

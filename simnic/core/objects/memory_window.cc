@@ -34,11 +34,6 @@ void Device::unbind_mws_of_qp(const Qp& qp) {
     if (mw->qp == &qp) unbind_mw(*mw);
 }
 
-Mw* Device::find_mw_by_rkey_index(uint32_t rkey) const {
-  auto it = mws_.find(rkey >> 8);
-  return it == mws_.end() ? nullptr : it->second.get();
-}
-
 const Mr* Device::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                                   uint64_t* mr_va, std::string* why) const {
   const std::string name = "rkey " + hex(rkey);

@@ -49,15 +49,14 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
   std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
   if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    drop(Drop::kMulticast, 0, [&] {
-      return "dropped a datagram from " + ip_string(src_ip) + ": " + why;
-    }).s("group", ip_string(group_ip));
+    journal_.drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+        .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
     ++counters_.mcast_deliveries;
-    if (tracer_.on()) trace_new_wqes(*qp);
+    if (tracer_.on()) trace_points_.trace_new_wqes(*qp);
     tracer_.event(TraceKind::kMcastDeliver)
         .u("qp", qp->qpn)
         .s("group", ip_string(group_ip))

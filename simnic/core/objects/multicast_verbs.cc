@@ -17,28 +17,30 @@ using namespace simnic::proto;
 // their errnos: EINVAL, and ENOMEM past a limit ibv_query_device reports.
 int QueueVerbs::check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group) {
   if (!is_multicast_gid(gid))
-    return dev_.refuse(EINVAL, gid_string(gid) +
-                                   " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
-                                   "or ff00::/8): ibv_attach_mcast needs a group's MGID");
+    return dev_.journal().refuse(EINVAL, gid_string(gid) +
+                                             " is not a multicast GID (an IPv4-mapped ::ffff:224.0.0.0/4 address, "
+                                             "or ff00::/8): ibv_attach_mcast needs a group's MGID");
   if (qp.type != IBV_QPT_UD)
-    return dev_.refuse(EINVAL, "QP " + hex(qp.qpn) + " is " + qp_type_name(qp.type) +
-                                   ": only UD QPs can be attached to a multicast group (IBA 10.5)");
+    return dev_.journal().refuse(EINVAL, "QP " + hex(qp.qpn) + " is " + qp_type_name(qp.type) +
+                                             ": only UD QPs can be attached to a multicast group (IBA 10.5)");
   if (!group && dev_.mcast_groups_.size() >= DeviceLimits::kMaxMcastGrp)
-    return dev_.refuse(ENOMEM, "this NIC already has members in " + std::to_string(dev_.mcast_groups_.size()) +
-                                   " multicast groups (max_mcast_grp)");
+    return dev_.journal().refuse(ENOMEM, "this NIC already has members in " +
+                                             std::to_string(dev_.mcast_groups_.size()) +
+                                             " multicast groups (max_mcast_grp)");
   if (group && group->qps.size() >= DeviceLimits::kMaxMcastQpAttach)
-    return dev_.refuse(ENOMEM, "group " + gid_string(gid) + " already has " + std::to_string(group->qps.size()) +
-                                   " QPs attached on this NIC (max_mcast_qp_attach)");
+    return dev_.journal().refuse(ENOMEM, "group " + gid_string(gid) + " already has " +
+                                             std::to_string(group->qps.size()) +
+                                             " QPs attached on this NIC (max_mcast_qp_attach)");
   if (dev_.mcast_attachments_ >= DeviceLimits::kMaxTotalMcastQpAttach)
-    return dev_.refuse(ENOMEM, "this NIC already has " + std::to_string(dev_.mcast_attachments_) +
-                                   " multicast attachments (max_total_mcast_qp_attach)");
+    return dev_.journal().refuse(ENOMEM, "this NIC already has " + std::to_string(dev_.mcast_attachments_) +
+                                             " multicast attachments (max_total_mcast_qp_attach)");
   return 0;
 }
 
 // The MLID is not checked: on an Ethernet port the RoCE annex says to ignore it, and the
 // kernel's ib_attach_mcast does (is_valid_mcast_lid).
 int QueueVerbs::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint16_t /*lid*/) {
-  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  Qp* qp = dev_.tables().owned(dev_.qps_, ctx, handle);
   if (!qp) return EINVAL;
   const GidBytes key = gid_bytes(gid);
   if (std::find(qp->mcast_gids.begin(), qp->mcast_gids.end(), key) != qp->mcast_gids.end())
@@ -50,7 +52,8 @@ int QueueVerbs::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, 
     const uint32_t ip = group_ipv4(gid);
     if (!dev_.group_ip_joined(ip))
       if (int e = dev_.wire_.join_group(ip))
-        return dev_.refuse(e, "the port could not join IP group " + ip_string(ip) + " for " + gid_string(gid));
+        return dev_.journal().refuse(e,
+                                     "the port could not join IP group " + ip_string(ip) + " for " + gid_string(gid));
     group = &dev_.mcast_groups_[key];
     group->gid = gid;
     group->ip = ip;
@@ -64,18 +67,18 @@ int QueueVerbs::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, 
       .s("mgid", gid_string(gid))
       .s("group", ip_string(group->ip))
       .u("members", group->qps.size());
-  dev_.log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) + " (IP " +
-                                ip_string(group->ip) + ")");
+  dev_.journal().log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) +
+                                          " (IP " + ip_string(group->ip) + ")");
   return 0;
 }
 
 int QueueVerbs::detach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, uint16_t /*lid*/) {
-  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  Qp* qp = dev_.tables().owned(dev_.qps_, ctx, handle);
   if (!qp) return EINVAL;
   const GidBytes key = gid_bytes(gid);
   if (std::find(qp->mcast_gids.begin(), qp->mcast_gids.end(), key) == qp->mcast_gids.end())
-    return dev_.refuse(EINVAL, "QP " + hex(qp->qpn) + " is not attached to " + gid_string(gid) +
-                                   " (ibv_detach_mcast of a group it never joined, or left already)");
+    return dev_.journal().refuse(EINVAL, "QP " + hex(qp->qpn) + " is not attached to " + gid_string(gid) +
+                                             " (ibv_detach_mcast of a group it never joined, or left already)");
   detach_qp_from(*qp, key);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "simnic/abi/rings.h"
 #include "simnic/core/env.h"
 #include "simnic/proto/headers.h"
+#include "simnic/proto/packet.h"
 
 namespace simnic::core {
 

@@ -52,7 +52,7 @@ int QueueVerbs::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mas
 
 int QueueVerbs::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr, int mask, uint64_t now) {
   dev_.set_time(now);
-  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  Qp* qp = dev_.tables().owned(dev_.qps_, ctx, handle);
   if (!qp) qp = dev_.xrc_verbs().opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
   mask = int(xrc_ignored_attrs_removed(qp->type, uint32_t(mask)));
@@ -62,10 +62,10 @@ int QueueVerbs::modify_qp(Context* ctx, uint32_t handle, const ibv_qp_attr& attr
   // Every refusal is logged and traced with the rule that was broken, and the application is
   // told the same (take_refusal).
   auto reject = [&](const std::string&) {
-    dev_.refusal_ = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
-    dev_.log(LogLevel::kWarn, "modify_qp " + dev_.refusal_ + " (EINVAL)");
+    std::string refusal = "QP " + hex(qp->qpn) + " " + qp_state_name(cur) + "->" + qp_state_name(next) + ": " + why;
+    dev_.journal().log(LogLevel::kWarn, "modify_qp " + refusal + " (EINVAL)");
     dev_.tracer_.event(TraceKind::kError).u("qp", qp->qpn).s("status", "EINVAL").s("rule", why);
-    return EINVAL;
+    return dev_.journal().refuse(EINVAL, std::move(refusal));
   };
   if (!qp_modify_is_ok(cur, next, qp->type, uint32_t(mask), &why)) return reject("");
   // While an SQD QP is still draining, it may only go to ERR or RESET: resuming (rxe refuses
@@ -124,118 +124,19 @@ void QueueVerbs::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t 
         .s("to", qp_state_name(qp.state))
         .s("mask", qp_attr_mask_names(uint32_t(mask)))
         .s("cause", "modify_qp")
-        .raw("attr", dev_.qp_attr_json(qp));
+        .raw("attr", dev_.trace_points().qp_attr_json(qp));
   }
   if (mask & IBV_QP_STATE) {
     ibv_qp_state from = qp.state;
-    dev_.set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
+    dev_.qp_states().set_qp_state(qp, a.qp_state, "modify_qp", uint32_t(mask));
     char line[160];
     std::snprintf(line, sizeof line, "QP 0x%x %s->%s", qp.qpn, qp_state_name(from), qp_state_name(a.qp_state));
-    dev_.log(LogLevel::kInfo, line);
+    dev_.journal().log(LogLevel::kInfo, line);
   }
-}
-
-void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
-  ibv_qp_state from = qp.state;
-  if (tracer_.on())
-    tracer_.event(TraceKind::kQpState)
-        .u("qp", qp.qpn)
-        .s("from", qp_state_name(from))
-        .s("to", qp_state_name(state))
-        .s("mask", mask ? qp_attr_mask_names(mask) : "")
-        .s("cause", cause)
-        .raw("attr", qp_attr_json(qp));
-  if (state == IBV_QPS_RESET) qp.error_reason.clear();
-  if ((state == IBV_QPS_ERR || state == IBV_QPS_SQE) && qp.error_reason.empty())
-    qp.error_reason = std::string_view(cause) == "modify_qp"
-                          ? "the application moved it to " + std::string(qp_state_name(state)) + " with ibv_modify_qp"
-                          : std::string(cause);
-  if (state == IBV_QPS_ERR && from != IBV_QPS_ERR && std::string_view(cause) != "modify_qp")
-    log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " " + qp_state_name(from) + "->ERR (" + cause +
-                             "): its work requests, posted and still to come, complete with IBV_WC_WR_FLUSH_ERR "
-                             "until it is reset (IBA 10.3.1.1)");
-  qp.state = state;
-  qp.attr.qp_state = state;
-  qp.shm->state.store(state, std::memory_order_release);
-  if (state != IBV_QPS_SQD) qp.sq_draining = false;
-  switch (state) {
-    case IBV_QPS_RESET: reset_qp(qp); break;
-    case IBV_QPS_RTR:
-      if (from == IBV_QPS_INIT) {
-        qp.resp.msn = 0;
-        qp.resp.nak_sent = false;
-        qp.resp.recv.reset();
-      }
-      break;
-    case IBV_QPS_RTS:
-      if (from == IBV_QPS_RTR) {
-        qp.comp.una_psn = qp.req.next_psn = qp.comp.rd_psn = qp.attr.sq_psn;
-        qp.req.msn_started = qp.comp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
-        qp.comp.retry_left = qp.attr.retry_cnt;
-        qp.comp.rnr_retry_left = qp.attr.rnr_retry;
-      }
-      busy_qps_[qp.qpn] = &qp;  // WQEs may have been posted before RTS
-      break;
-    case IBV_QPS_SQD:
-      if (from == IBV_QPS_RTS) {
-        qp.sq_draining = true;
-        check_sq_drained(qp);  // nothing in flight: drained at once
-      }
-      break;
-    case IBV_QPS_ERR:
-      qp.comp.timer_deadline_ns = 0;
-      busy_qps_.erase(qp.qpn);
-      flush_qp(qp);
-      break;
-    case IBV_QPS_SQE:
-      requester_idle(qp);
-      flush_sq(qp);
-      break;
-    default: break;
-  }
-  // Out of RTS/SQD (ERR, SQE, RESET) a QP holds no credit towards its peer (congestion.h).
-  cc_sync(qp, true);
-}
-
-// SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained
-// affiliated event goes out if the RTS->SQD modify asked for it (IBV_QP_EN_SQD_ASYNC_NOTIFY).
-void Device::check_sq_drained(Qp& qp) {
-  if (qp.state != IBV_QPS_SQD || !qp.sq_draining || qp.comp.sq_consumer != qp.req.sq_started) return;
-  qp.sq_draining = false;
-  char line[96];
-  std::snprintf(line, sizeof line, "QP 0x%x SQ drained%s", qp.qpn,
-                qp.attr.en_sqd_async_notify ? " (IBV_EVENT_SQ_DRAINED sent)" : "");
-  log(LogLevel::kInfo, line);
-  if (qp.attr.en_sqd_async_notify) send_async_event(qp.ctx, IBV_EVENT_SQ_DRAINED, qp.handle);
-}
-
-// RESET discards every WQE without a completion and forgets all transport state.
-void Device::reset_qp(Qp& qp) {
-  uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
-  qp.shm->sq.consumer.value.store(sq_prod, std::memory_order_release);
-  if (qp.rq_entries) {
-    uint32_t rq_prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
-    qp.shm->rq.consumer.value.store(rq_prod, std::memory_order_release);
-  }
-  for (auto& s : qp.sq_state) s = SendWqeState{};
-  // Every engine starts over; RTR and RTS set the PSNs and retry counts again.
-  qp.req = QpRequester{};
-  qp.comp = QpCompleter{};
-  qp.resp = QpResponder{};
-  qp.comp.sq_consumer = qp.req.sq_next = sq_prod;
-  qp.req.sq_started = qp.req.sq_fetched = qp.req.sq_seen = sq_prod;
-  qp.resp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
-  busy_qps_.erase(qp.qpn);
-  ibv_qp_cap cap = qp.cap;
-  qp.attr = ibv_qp_attr{};
-  qp.attr.cap = cap;
-  qp.attr.qp_state = IBV_QPS_RESET;
-  qp.attr.path_mtu = IBV_MTU_1024;
-  qp.attr.path_mig_state = IBV_MIG_MIGRATED;
 }
 
 int QueueVerbs::query_qp(Context* ctx, uint32_t handle, ibv_qp_attr* attr, Qp** out) {
-  Qp* qp = dev_.owned(dev_.qps_, ctx, handle);
+  Qp* qp = dev_.tables().owned(dev_.qps_, ctx, handle);
   if (!qp) qp = dev_.xrc_verbs().opened_qp(ctx, handle);  // an XRC TGT QP opened with ibv_open_qp
   if (!qp) return EINVAL;
   *attr = qp->attr;

@@ -13,13 +13,14 @@ size_t srq_bytes(uint32_t entries) { return srq_wqe_offset() + size_t(entries) *
 }  // namespace
 
 int QueueVerbs::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr& attr, Srq** out) {
-  Pd* pd = dev_.owned(dev_.pds_, ctx, pd_handle);
+  Pd* pd = dev_.tables().owned(dev_.pds_, ctx, pd_handle);
   if (!pd) return EINVAL;
   if (attr.max_wr < 1 || attr.max_wr > DeviceLimits::kMaxSrqWr || attr.max_sge > abi::kMaxSge)
-    return dev_.refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " + std::to_string(attr.max_sge) +
-                                   ": an SRQ takes 1 to " + std::to_string(DeviceLimits::kMaxSrqWr) +
-                                   " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
-                                   " SGEs (max_srq_sge)");
+    return dev_.journal().refuse(EINVAL, "max_wr " + std::to_string(attr.max_wr) + ", max_sge " +
+                                             std::to_string(attr.max_sge) + ": an SRQ takes 1 to " +
+                                             std::to_string(DeviceLimits::kMaxSrqWr) +
+                                             " work requests (max_srq_wr) of at most " + std::to_string(abi::kMaxSge) +
+                                             " SGEs (max_srq_sge)");
   if (int e =
           dev_.budgets().check_room(ctx, dev_.srqs_.size(), &Context::srqs, DeviceLimits::kMaxSrq, "SRQs", "max_srq"))
     return e;
@@ -40,7 +41,7 @@ int QueueVerbs::create_srq(Context* ctx, uint32_t pd_handle, const ibv_srq_attr&
 }
 
 int QueueVerbs::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& attr, int mask) {
-  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
+  Srq* srq = dev_.tables().owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
   if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing: not yet
@@ -53,18 +54,18 @@ int QueueVerbs::modify_srq(Context* ctx, uint32_t handle, const ibv_srq_attr& at
 }
 
 int QueueVerbs::query_srq(Context* ctx, uint32_t handle, ibv_srq_attr* attr) {
-  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
+  Srq* srq = dev_.tables().owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   *attr = srq->attr;
   return 0;
 }
 
 int QueueVerbs::destroy_srq(Context* ctx, uint32_t handle) {
-  Srq* srq = dev_.owned(dev_.srqs_, ctx, handle);
+  Srq* srq = dev_.tables().owned(dev_.srqs_, ctx, handle);
   if (!srq) return EINVAL;
   if (srq->users)
-    return dev_.refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
-                                  ": ibv_destroy_qp them first");
+    return dev_.journal().refuse(EBUSY, std::to_string(srq->users) + " QP(s) still use SRQ " + std::to_string(handle) +
+                                            ": ibv_destroy_qp them first");
   if (srq->xrcd) dev_.xrc_verbs().xrc_release_srq(*srq);
   srq->pd->users--;
   dev_.budgets().unmap_queue_memory(ctx, srq_bytes(srq->entries), srq->mem);

@@ -7,14 +7,17 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <infiniband/verbs.h>
 
 #include "simnic/abi/rings.h"
+#include "simnic/core/objects/key_source.h"
 #include "simnic/core/objects/multicast.h"
 #include "simnic/core/objects/objects.h"
 
@@ -34,6 +37,9 @@ struct ObjectCounts {
 };
 
 struct ObjectTables {
+  // seed: KeySource's (0: keys and QPNs from getrandom).
+  explicit ObjectTables(uint64_t key_seed) : keys_(key_seed) {}
+
   ObjectCounts counts() const {
     return {contexts_.size(), pds_.size(), mrs_.size(), mws_.size(),   channels_.size(),  cqs_.size(),
             srqs_.size(),     qps_.size(), ahs_.size(), xrcds_.size(), tgt_opens_.size(), mcast_groups_.size()};
@@ -62,6 +68,31 @@ struct ObjectTables {
     handles.erase(std::remove(handles.begin(), handles.end(), handle), handles.end());
     table.erase(handle);
   }
+
+  // The questions every part of the NIC asks the tables (tables.cc).
+  // The object `handle` names, if it belongs to `ctx` (a context never reaches another's).
+  // PDs and MRs are also reachable from the contexts that imported their creator's
+  // (ibv_import_device; shares_objects).
+  template <class T>
+  T* owned(std::map<uint32_t, std::unique_ptr<T>>& table, Context* ctx, uint32_t handle) {
+    auto it = table.find(handle);
+    constexpr bool kShared = std::is_same_v<T, Pd> || std::is_same_v<T, Mr>;
+    if (it == table.end()) return nullptr;
+    const Context* owner = it->second->ctx;
+    if (owner != ctx && !(kShared && shares_objects && shares_objects(owner, ctx))) return nullptr;
+    return it->second.get();
+  }
+  Qp* find_qp_by_qpn(uint32_t qpn);
+  const Mr* find_mr_by_key(uint32_t key) const;
+  Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
+  // Names others must not guess (key_source.h), each unused in its table.
+  uint32_t new_qpn();
+  uint32_t new_mr_key();
+  uint32_t new_mw_index();
+
+  // Whether `user` may use the PDs and MRs `owner` created (the import groups: Device sets it).
+  std::function<bool(const Context* owner, const Context* user)> shares_objects;
+  KeySource keys_;
 
   uint32_t next_handle_ = 1;
   uint32_t next_context_id_ = 1;

@@ -33,8 +33,8 @@ void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
     if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
     return responder_receive(qp, pkt, now);
   }
-  drop(Drop::kXrcDirection, qp.qpn,
-       [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
+  journal_.drop(Drop::kXrcDirection, qp.qpn,
+                [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
 }
 
 // The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),

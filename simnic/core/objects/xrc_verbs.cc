@@ -38,10 +38,11 @@ int XrcVerbs::open_xrcd(Context* ctx, bool has_file, uint64_t dev, uint64_t ino,
     for (auto& [h, d] : dev_.xrcds_)
       if (d->has_file && d->file_dev == dev && d->file_ino == ino) x = d.get();
     if (!x && !(oflags & O_CREAT))
-      return dev_.refuse(EAGAIN, "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
+      return dev_.journal().refuse(EAGAIN,
+                                   "no XRC domain is open on this file yet, and oflags lacks O_CREAT to make one");
     if (x && (oflags & O_EXCL))
-      return dev_.refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " +
-                                     std::to_string(x->handle) + ")");
+      return dev_.journal().refuse(EINVAL, "O_EXCL: an XRC domain is already open on this file (XRC domain " +
+                                               std::to_string(x->handle) + ")");
   }
   // As many as PDs: opens per program, and (new domains) per NIC.
   if (ctx->xrcds.size() >= DeviceLimits::kMaxPd || (!x && dev_.xrcds_.size() >= DeviceLimits::kMaxPd)) return ENOMEM;
@@ -70,8 +71,8 @@ int XrcVerbs::close_xrcd(Context* ctx, uint32_t handle) {
   if (!x) return EINVAL;
   const bool last = x->opens.size() == 1 && x->opens.begin()->second == 1;
   if (last && x->users)
-    return dev_.refuse(EBUSY, "XRC domain " + std::to_string(handle) + " still holds " + std::to_string(x->users) +
-                                  " XRC SRQs and TGT QPs: destroy them first");
+    return dev_.journal().refuse(EBUSY, "XRC domain " + std::to_string(handle) + " still holds " +
+                                            std::to_string(x->users) + " XRC SRQs and TGT QPs: destroy them first");
   if (--x->opens[ctx] == 0) x->opens.erase(ctx);
   auto it = std::find(ctx->xrcds.begin(), ctx->xrcds.end(), handle);
   if (it != ctx->xrcds.end()) ctx->xrcds.erase(it);
@@ -103,12 +104,13 @@ void XrcVerbs::close_xrcds(Context* ctx) {
 int XrcVerbs::create_xrc_srq(Context* ctx, uint32_t pd, uint32_t xrcd, uint32_t cq_handle, const ibv_srq_attr& attr,
                              Srq** out) {
   Xrcd* x = opened_xrcd(ctx, xrcd);
-  Cq* cq = dev_.owned(dev_.cqs_, ctx, cq_handle);
-  if (!x || !cq) return dev_.refuse(EINVAL, "an XRC SRQ needs an XRC domain this program opened and one of its CQs");
+  Cq* cq = dev_.tables().owned(dev_.cqs_, ctx, cq_handle);
+  if (!x || !cq)
+    return dev_.journal().refuse(EINVAL, "an XRC SRQ needs an XRC domain this program opened and one of its CQs");
   if (int e = dev_.queue_verbs().create_srq(ctx, pd, attr, out)) return e;
   Srq& srq = **out;
   for (;;) {  // a 24-bit number no other XRC SRQ has (0 is left out: it reads as "unset")
-    srq.srqn = dev_.keys_.next() & 0xffffff;
+    srq.srqn = dev_.tables().keys_.next() & 0xffffff;
     if (srq.srqn && !dev_.srq_by_srqn_.count(srq.srqn)) break;
   }
   srq.xrcd = x;
@@ -150,15 +152,16 @@ void XrcVerbs::xrc_release_srq(Srq& srq) {
 int XrcVerbs::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t pd_handle, uint32_t send_cq,
                             uint32_t xrcd, Qp** out) {
   const bool tgt = init.qp_type == IBV_QPT_XRC_RECV;
-  Pd* pd = tgt ? nullptr : dev_.owned(dev_.pds_, ctx, pd_handle);
-  Cq* scq = tgt ? nullptr : dev_.owned(dev_.cqs_, ctx, send_cq);
+  Pd* pd = tgt ? nullptr : dev_.tables().owned(dev_.pds_, ctx, pd_handle);
+  Cq* scq = tgt ? nullptr : dev_.tables().owned(dev_.cqs_, ctx, send_cq);
   Xrcd* x = tgt ? opened_xrcd(ctx, xrcd) : nullptr;
   if (tgt ? !x : (!pd || !scq))
-    return dev_.refuse(EINVAL, tgt ? "an XRC TGT QP (IBV_QPT_XRC_RECV) needs an XRC domain this program opened"
-                                   : "an XRC INI QP (IBV_QPT_XRC_SEND) needs a PD and a send CQ");
+    return dev_.journal().refuse(EINVAL,
+                                 tgt ? "an XRC TGT QP (IBV_QPT_XRC_RECV) needs an XRC domain this program opened"
+                                     : "an XRC INI QP (IBV_QPT_XRC_SEND) needs a PD and a send CQ");
   if (init.cap.max_send_wr > DeviceLimits::kMaxQpWr || init.cap.max_send_sge > abi::kMaxSge ||
       init.cap.max_inline_data > abi::kMaxInlineData)
-    return dev_.refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
+    return dev_.journal().refuse(EINVAL, "cap asks for more than the device has (ibv_query_device)");
   if (int e = dev_.budgets().check_room(ctx, dev_.qps_.size(), &Context::qps, DeviceLimits::kMaxQp, "QPs", "max_qp"))
     return e;
   auto qp = std::make_unique<Qp>();
@@ -168,7 +171,7 @@ int XrcVerbs::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t
   qp->cap.max_inline_data = tgt ? 0 : abi::kMaxInlineData;
   if (int e = dev_.queue_verbs().map_qp_queues(ctx, *qp, xrc_qp_layout(qp->sq_entries))) return e;
   qp->handle = dev_.new_handle();
-  qp->qpn = dev_.new_qpn();
+  qp->qpn = dev_.tables().new_qpn();
   qp->ctx = ctx;
   set_qp_identity(*qp, init, pd, scq);
   qp->xrcd = x;
@@ -176,7 +179,7 @@ int XrcVerbs::create_xrc_qp(Context* ctx, const ibv_qp_init_attr& init, uint32_t
   if (scq) ++scq->users;
   if (x) ++x->users;
   *out = dev_.queue_verbs().add_qp(std::move(qp));
-  dev_.log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ")");
+  dev_.journal().log(LogLevel::kInfo, "QP " + hex((*out)->qpn) + " created (" + qp_type_name((*out)->type) + ")");
   return 0;
 }
 
@@ -200,10 +203,10 @@ int XrcVerbs::destroy_xrc_qp(Context* ctx, Qp& qp) {
 
 int XrcVerbs::open_xrc_qp(Context* ctx, uint32_t xrcd, uint32_t qpn, uint32_t* handle, Qp** out) {
   Xrcd* x = opened_xrcd(ctx, xrcd);
-  Qp* qp = dev_.find_qp_by_qpn(qpn);
+  Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
   if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x)
-    return dev_.refuse(EINVAL,
-                       "ibv_open_qp: QP " + hex(qpn) + " is no XRC TGT QP of an XRC domain this program opened");
+    return dev_.journal().refuse(EINVAL, "ibv_open_qp: QP " + hex(qpn) +
+                                             " is no XRC TGT QP of an XRC domain this program opened");
   if (dev_.tgt_opens_.size() >= DeviceLimits::kMaxQp) return ENOMEM;  // this program's opens are among them
   *handle = dev_.new_handle();
   dev_.tgt_opens_[*handle] = {ctx, qp};

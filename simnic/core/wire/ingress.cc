@@ -29,7 +29,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
                             (qp.type == IBV_QPT_UC && (pkt.mask & kIsUc)) ||
                             (qp.type == IBV_QPT_UD && (pkt.mask & kIsUd)) || (qp.is_xrc() && (pkt.mask & kIsXrc));
   if (!transport_ok) {
-    drop(Drop::kWrongTransport, qp.qpn, [&] {
+    journal_.drop(Drop::kWrongTransport, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " (" + qp_type_name(qp.type) + ") dropped " + opcode_info(pkt.h.bth.opcode).name +
              " from " + ip_string(src_ip) +
              ": an opcode of another transport (both QPs of a connection must have the same type)";
@@ -40,7 +40,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
   // has no peer yet: the state check further on says why the packet is dropped.
   const bool connected = qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT;
   if (qp.type != IBV_QPT_UD && connected && src_ip != qp.remote_ip) {
-    drop(Drop::kWrongPeer, qp.qpn, [&] {
+    journal_.drop(Drop::kWrongPeer, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped a packet from " + ip_string(src_ip) + ": it is connected to " +
              ip_string(qp.remote_ip) +
              (qp.attr.ah_attr.is_global ? " (the GID given at RTR)" : " (the DLID given at RTR)") +
@@ -61,7 +61,7 @@ bool Device::qp_accepts(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip) {
 // (docs/security.md).
 bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port) {
   if ((config_.ipv4 >> 24) != 127 || src_port == config_.udp_port) return true;
-  drop(Drop::kWrongPort, pkt.h.bth.dest_qp, [&] {
+  journal_.drop(Drop::kWrongPort, pkt.h.bth.dest_qp, [&] {
     return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " for QP " + hex(pkt.h.bth.dest_qp) +
            " from " + ip_string(src_ip) + ":" + std::to_string(src_port) +
            ": on loopback a simnic NIC sends only from " + "its own address and UDP port " +
@@ -74,7 +74,7 @@ bool Device::from_nic_port(const ParsedPacket& pkt, uint32_t src_ip, uint16_t sr
 // the miss that closes the guard says so once in the log.
 void Device::ud_missed(uint32_t qpn, uint64_t now) {
   if (!ud_guard_.miss(now)) return;
-  log_limited(LogLevel::kWarn, "ud_probe", 0, [&] {
+  journal_.log_limited(LogLevel::kWarn, "ud_probe", 0, [&] {
     return "UD datagrams from senders that have not delivered one are dropped for the next " +
            std::to_string(UdProbeGuard::kClosedNs / 1'000'000) +
            " ms: " + std::to_string(UdProbeGuard::kMaxMissesPerWindow) +
@@ -90,13 +90,8 @@ void Device::ud_missed(uint32_t qpn, uint64_t now) {
 // its QPN and Q_Key are looked at, so a guess made during a sweep is wasted.
 bool Device::ud_guard_admits(const ParsedPacket& pkt, uint32_t src_ip, uint64_t now) {
   if (!(pkt.mask & kIsUd) || !ud_guard_.refuses(src_ip, now)) return true;
-  drop(Drop::kUdThrottled, pkt.h.bth.dest_qp, [&] { return "a UD datagram from " + ip_string(src_ip); });
+  journal_.drop(Drop::kUdThrottled, pkt.h.bth.dest_qp, [&] { return "a UD datagram from " + ip_string(src_ip); });
   return false;
-}
-
-// The budget's "N more lines suppressed", written when due (log_limited calls this first).
-void Device::log_budget_summary() {
-  if (std::string summary = log_budget_.take_summary(now_); !summary.empty()) log(LogLevel::kWarn, summary);
 }
 
 void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
@@ -109,8 +104,8 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   ParsedPacket pkt;
   ParseError err = parse_packet(bytes, ip, pkt);
   if (err != ParseError::kOk) {
-    drop(err == ParseError::kBadIcrc ? Drop::kBadIcrc : Drop::kMalformed, 0,
-         [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
+    journal_.drop(err == ParseError::kBadIcrc ? Drop::kBadIcrc : Drop::kMalformed, 0,
+                  [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
     return;
   }
   if (!from_nic_port(pkt, src_ip, src_port)) return;
@@ -127,7 +122,7 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
     if (pkt.mask & kIsUd) ud_missed(pkt.h.bth.dest_qp, now);  // before the drop's own line, as the guard closes
-    drop(Drop::kNoQp, pkt.h.bth.dest_qp, [&] {
+    journal_.drop(Drop::kNoQp, pkt.h.bth.dest_qp, [&] {
       return "dropped " + std::string(opcode_info(pkt.h.bth.opcode).name) + " from " + ip_string(src_ip) + " for QP " +
              hex(pkt.h.bth.dest_qp) +
              ": no such QP on this NIC (the sender's dest_qp_num, set at RTR, "
@@ -138,7 +133,7 @@ void Device::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const 
   if (!qp_accepts(*qp, pkt, src_ip)) return;
   ++qp->counters.rx_packets;
   // Receives are posted without a doorbell; the trace reports them when the NIC first looks.
-  if (tracer_.on() && (pkt.mask & kIsRequest)) trace_new_wqes(*qp);
+  if (tracer_.on() && (pkt.mask & kIsRequest)) trace_points_.trace_new_wqes(*qp);
   if (qp->type == IBV_QPT_UD) respond_ud(*qp, pkt, src_ip, bytes.size(), config_.ipv4);
   else if (qp->is_xrc()) xrc_receive(*qp, pkt, now);
   else if (pkt.mask & kIsRequest) responder_receive(*qp, pkt, now);

@@ -24,7 +24,7 @@ SendOutcome Device::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, 
   if (tx_buffer_.size() < need) tx_buffer_.resize(need);
   size_t n = build_packet(h, payload, ip, tx_buffer_);
   if (n == 0) {
-    log(LogLevel::kError, "internal: could not build a packet for opcode " + std::to_string(h.bth.opcode));
+    journal_.log(LogLevel::kError, "internal: could not build a packet for opcode " + std::to_string(h.bth.opcode));
     return SendOutcome::kDropped;
   }
   ++counters_.tx_packets;

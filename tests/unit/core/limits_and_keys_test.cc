@@ -240,7 +240,7 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
   size_t pds = 0;
   for (core::Context* c = a1; x.dev.memory_verbs().alloc_pd(c, &h) == 0; c = c == a1 ? a2 : a1) ++pds;
   EXPECT_EQ(pds, pd_share);
-  std::string why = x.dev.take_refusal();
+  std::string why = x.dev.journal().take_refusal();
   EXPECT_NE(why.find("uid 1000 already holds 3072 of the NIC's 4096 PDs (max_pd)"), std::string::npos) << why;
   EXPECT_NE(why.find("at most 3/4 of each total"), std::string::npos) << why;
   EXPECT_NE(why.find("uid 1001"), std::string::npos) << why;
@@ -251,7 +251,7 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
   size_t cqs = 2;
   for (core::Context* c = a1; x.dev.queue_verbs().create_cq(c, 1, 0, &cq) == 0; c = c == a1 ? a2 : a1) ++cqs;
   EXPECT_EQ(cqs, cq_share);
-  EXPECT_NE(x.dev.take_refusal().find("CQs (max_cq)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("CQs (max_cq)"), std::string::npos);
 
   // QPs need a PD and a CQ of the context: a1 has half of each.
   const uint32_t pd_a1 = a1->pds.front(), pd_a2 = a2->pds.front();
@@ -261,7 +261,7 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
     ++qps;
   EXPECT_EQ(err, ENOMEM);
   EXPECT_EQ(qps, size_t(attr.max_qp) * 3 / 4);
-  EXPECT_NE(x.dev.take_refusal().find("QPs (max_qp)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("QPs (max_qp)"), std::string::npos);
 
   // The classmate gets the quarter that was kept: every remaining PD, CQ and QP of the NIC.
   size_t b_pds = 0, b_cqs = 1;
@@ -299,7 +299,7 @@ TEST(UserShares, MrsAndAddressHandlesToo) {
   size_t ahs = 0;
   while (x.dev.memory_verbs().create_ah(a, pd, av, &h) == 0) ++ahs;
   EXPECT_EQ(ahs, core::UserShares::share_of(attr.max_ah));
-  EXPECT_NE(x.dev.take_refusal().find("address handles (max_ah)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("address handles (max_ah)"), std::string::npos);
   EXPECT_EQ(x.dev.memory_verbs().create_ah(b, x.pd(b), av, &h), 0);
 
   core::Mr* mr = nullptr;
@@ -310,7 +310,7 @@ TEST(UserShares, MrsAndAddressHandlesToo) {
     ++mrs;
   EXPECT_EQ(err, ENOMEM);
   EXPECT_EQ(mrs, core::UserShares::share_of(attr.max_mr));
-  EXPECT_NE(x.dev.take_refusal().find("MRs (max_mr)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("MRs (max_mr)"), std::string::npos);
   EXPECT_EQ(x.dev.memory_verbs().reg_mr(b, b->pds.front(), x.mem.addr(b->pid, 0), 4096, x.mem.addr(b->pid, 0),
                                         IBV_ACCESS_LOCAL_WRITE, &mr),
             0);
@@ -327,7 +327,7 @@ TEST(UserShares, MemoryWindowsAndSrqsToo) {
   size_t mws = 0;
   while (x.dev.memory_verbs().alloc_mw(a, pd, IBV_MW_TYPE_2, &mw) == 0) ++mws;
   EXPECT_EQ(mws, core::UserShares::share_of(attr.max_mw));
-  EXPECT_NE(x.dev.take_refusal().find("memory windows (max_mw)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("memory windows (max_mw)"), std::string::npos);
   EXPECT_EQ(x.dev.memory_verbs().alloc_mw(b, x.pd(b), IBV_MW_TYPE_2, &mw), 0);
 
   ibv_srq_attr sa{};
@@ -337,7 +337,7 @@ TEST(UserShares, MemoryWindowsAndSrqsToo) {
   size_t srqs = 0;
   while (x.dev.queue_verbs().create_srq(a, pd, sa, &srq) == 0) ++srqs;
   EXPECT_EQ(srqs, core::UserShares::share_of(attr.max_srq));
-  EXPECT_NE(x.dev.take_refusal().find("SRQs (max_srq)"), std::string::npos);
+  EXPECT_NE(x.dev.journal().take_refusal().find("SRQs (max_srq)"), std::string::npos);
   EXPECT_EQ(x.dev.queue_verbs().create_srq(b, x.pd(b), sa, &srq), 0);
 }
 

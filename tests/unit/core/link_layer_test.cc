@@ -203,8 +203,8 @@ class Addressing : public QpPair {
               0);
   }
   void connect(const ibv_ah_attr& a_to_b, const ibv_ah_attr& b_to_a) {
-    ASSERT_EQ(to_rtr(*a, *b, a_to_b), 0) << a->dev.take_refusal();
-    ASSERT_EQ(to_rtr(*b, *a, b_to_a), 0) << b->dev.take_refusal();
+    ASSERT_EQ(to_rtr(*a, *b, a_to_b), 0) << a->dev.journal().take_refusal();
+    ASSERT_EQ(to_rtr(*b, *a, b_to_a), 0) << b->dev.journal().take_refusal();
     to_rts(*a);
     to_rts(*b);
   }
@@ -277,11 +277,11 @@ TEST_F(Addressing, RcConnectsByTheIbGidWithAGrhInInfiniBandMode) {
 TEST_F(Addressing, ADlidNoPortHasOrNotUnicastIsRefusedAtRtr) {
   make({.infiniband = true});
   EXPECT_EQ(to_rtr(*a, *b, lid_av(9)), EINVAL);
-  EXPECT_NE(a->dev.take_refusal().find("dlid 0x9 names no port of the fabric"), std::string::npos);
+  EXPECT_NE(a->dev.journal().take_refusal().find("dlid 0x9 names no port of the fabric"), std::string::npos);
   EXPECT_TRUE(a->logger.contains("dlid 0x9 names no port")) << "the refusal is logged too";
   for (uint16_t dlid : {0, 0xc001, 0xffff}) {
     EXPECT_EQ(rtr(*a, *b, lid_av(dlid)), EINVAL) << dlid;
-    EXPECT_NE(a->dev.take_refusal().find("is not a unicast LID"), std::string::npos) << dlid;
+    EXPECT_NE(a->dev.journal().take_refusal().find("is not a unicast LID"), std::string::npos) << dlid;
   }
   EXPECT_EQ(a->qp->state, IBV_QPS_INIT);
 }
@@ -290,7 +290,7 @@ TEST_F(Addressing, ADlidNoPortHasOrNotUnicastIsRefusedAtRtr) {
 TEST_F(Addressing, RoceRefusesADlidWithoutAGrh) {
   make({});
   EXPECT_EQ(to_rtr(*a, *b, lid_av(2)), EINVAL);
-  EXPECT_NE(a->dev.take_refusal().find("has no GRH"), std::string::npos);
+  EXPECT_NE(a->dev.journal().take_refusal().find("has no GRH"), std::string::npos);
 }
 
 // mlx5's table: index 3 sends; 0, 1 and 2 are refused naming index 3; 4 is an empty slot.
@@ -300,7 +300,7 @@ TEST_F(Addressing, OnTheMlx5TableGidIndex3WorksAndTheOthersAreRefusedNamingIt) {
   to_init(*a);
   for (uint8_t index : {0, 1, 2, 4}) {
     ASSERT_EQ(rtr(*a, *b, grh_av(peer, index)), EINVAL) << int(index);
-    const std::string why = a->dev.take_refusal();
+    const std::string why = a->dev.journal().take_refusal();
     EXPECT_NE(why.find("sgid_index " + std::to_string(index) + " is "), std::string::npos) << why;
     EXPECT_NE(why.find("use sgid_index 3 (::ffff:127.0.0.1, RoCE v2)"), std::string::npos) << why;
   }
@@ -315,7 +315,7 @@ TEST_F(Addressing, AnAhFromAnUncarriableGidIsRefusedNamingTheUsableIndex) {
   make({.type = IBV_QPT_UD, .gid_table = GidTableKind::kRxe});
   uint32_t ah = 0;
   EXPECT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 0), &ah), EINVAL);
-  EXPECT_NE(a->dev.take_refusal().find("use sgid_index 1"), std::string::npos);
+  EXPECT_NE(a->dev.journal().take_refusal().find("use sgid_index 1"), std::string::npos);
   EXPECT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, grh_av(core::ipv4_mapped_gid(kIpB), 1), &ah), 0);
 }
 

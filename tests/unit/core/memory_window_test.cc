@@ -457,10 +457,10 @@ TEST_F(MemoryWindow, DeregOfAnMrWithABoundType1WindowIsEinvalWithTheReason) {
   core::Mw* mw = alloc_mw(*b, IBV_MW_TYPE_1);
   bound(mw, mr, kWinMr, 4096, kRW);
   const uint32_t mr_handle = mr->handle;
-  b->dev.take_refusal();
+  b->dev.journal().take_refusal();
   // rxe_dereg_mr's EINVAL, which uverbs and rdma-core pass through (not EBUSY).
   EXPECT_EQ(b->dev.memory_verbs().dereg_mr(b->ctx, mr_handle), EINVAL);
-  const std::string why = b->dev.take_refusal();
+  const std::string why = b->dev.journal().take_refusal();
   EXPECT_NE(why.find("has 1 memory window(s) bound to it"), std::string::npos) << why;
   EXPECT_NE(why.find("IBA 10.6.7.2.6"), std::string::npos) << why;
   bound(mw, nullptr, 0, 0, 0);  // unbind: a type 1 bind of length 0

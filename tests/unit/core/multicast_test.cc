@@ -244,7 +244,7 @@ TEST_F(Multicast, AttachAndDetachFailWithTheKernelsErrnos) {
   EXPECT_EQ(attach(*b, b->qp), 0) << "attaching twice is no error (uverbs)";
   EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, b->qp->handle), EBUSY)
       << "attached QPs cannot be destroyed (uverbs)";
-  EXPECT_NE(b->dev.take_refusal().find("ibv_detach_mcast"), std::string::npos);
+  EXPECT_NE(b->dev.journal().take_refusal().find("ibv_detach_mcast"), std::string::npos);
   EXPECT_EQ(detach(*b, b->qp), 0);
   EXPECT_EQ(detach(*b, b->qp), EINVAL) << "the second attach added nothing to detach";
   EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, b->qp->handle), 0);
@@ -313,7 +313,7 @@ TEST_F(Multicast, TheTraceShowsAttachesTheSendToTheGroupAndEachDelivery) {
   EXPECT_EQ(tb.count("pkt_rx", "\"dst\":\"239.1.2.3\""), 1u) << "one reception per NIC";
   EXPECT_EQ(tb.count("mcast_deliver"), 2u) << "one delivery per attached QP";
   tb.lines.clear();
-  b->dev.trace_snapshot();
+  b->dev.trace_points().trace_snapshot();
   EXPECT_EQ(tb.count("mcast_attach"), 2u);
   ASSERT_EQ(detach(*b, b2), 0);
   EXPECT_EQ(tb.count("mcast_detach", "\"members\":1"), 1u);

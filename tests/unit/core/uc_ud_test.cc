@@ -102,7 +102,7 @@ TEST_F(Datagram, UdReceiveOnRoceReportsTheIpv4L3TypeInSlAndTheDestinationAtGrh36
   back.sl = wcs[0].sl;
   back.grh.dgid = a->dev.addressing().gid0();
   uint32_t ah = 0;
-  EXPECT_EQ(b->dev.memory_verbs().create_ah(b->ctx, b->pd, back, &ah), 0) << b->dev.take_refusal();
+  EXPECT_EQ(b->dev.memory_verbs().create_ah(b->ctx, b->pd, back, &ah), 0) << b->dev.journal().take_refusal();
 }
 
 // RoCEv2 carries the GRH's traffic class as the IPv4 TOS byte (IBA Annex A17; rxe's

@@ -479,14 +479,14 @@ TEST_F(XrcDomains, AnOpenedTgtQpOutlivesItsCreatorsHandleAndDiesWithTheLast) {
   EXPECT_EQ(tgt->state, IBV_QPS_INIT);
   // The creator destroys its handle: the QP goes on, now the opener's, under the opener's handle.
   ASSERT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, creator_handle), 0);
-  core::Qp* still = b->dev.find_qp_by_qpn(qpn);
+  core::Qp* still = b->dev.tables().find_qp_by_qpn(qpn);
   ASSERT_NE(still, nullptr);
   EXPECT_EQ(still->ctx, other);
   EXPECT_EQ(still->handle, opened);
   EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, creator_handle), EINVAL);
   // The last handle goes with its context: the QP too, then the domain.
   b->dev.context_verbs().close_context(other);
-  EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
+  EXPECT_EQ(b->dev.tables().find_qp_by_qpn(qpn), nullptr);
   EXPECT_EQ(b->dev.xrc_verbs().close_xrcd(b->ctx, x1), 0);
 }
 
@@ -503,9 +503,9 @@ TEST_F(XrcDomains, AnOpenerThatGoesAwayLeavesTheQpToItsCreator) {
   ASSERT_EQ(b->dev.xrc_verbs().open_xrc_qp(other, x2, tgt->qpn, &opened, &q), 0);
   const uint32_t qpn = tgt->qpn;
   b->dev.context_verbs().close_context(other);
-  ASSERT_NE(b->dev.find_qp_by_qpn(qpn), nullptr);
+  ASSERT_NE(b->dev.tables().find_qp_by_qpn(qpn), nullptr);
   EXPECT_EQ(b->dev.queue_verbs().destroy_qp(b->ctx, tgt->handle), 0);  // no opener left to hand it to
-  EXPECT_EQ(b->dev.find_qp_by_qpn(qpn), nullptr);
+  EXPECT_EQ(b->dev.tables().find_qp_by_qpn(qpn), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+// What every engine and verb does to report work: a CQE into a CQ's ring (with the completion
+// event it may owe), the flush an error state implies (IBA 10.8, 11.4.2), an affiliated
+// asynchronous event. Reaches the notifier, counters, tracer, journal and clock, and the two
+// engine steps a flush and a CQE depend on, given as hooks.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include <infiniband/verbs.h>
+
+#include "simnic/core/env.h"
+#include "simnic/core/objects/objects.h"
+#include "simnic/core/observe/counters.h"
+#include "simnic/core/observe/journal.h"
+#include "simnic/core/observe/trace.h"
+
+namespace simnic::core {
+
+class Completions {
+ public:
+  struct EngineHooks {
+    // Makes the application-memory writes still queued (the bytes a CQE reports land first).
+    std::function<void()> flush_dma_writes;
+    // The completer's: completes the QP's oldest send WQE with `status`.
+    std::function<void(Qp&, ibv_wc_status)> complete_send_wqe;
+  };
+  Completions(Notifier& notifier, DeviceCounters& counters, Tracer& tracer, Journal& journal, const uint64_t& now,
+              EngineHooks hooks)
+      : notifier_(notifier),
+        counters_(counters),
+        tracer_(tracer),
+        journal_(journal),
+        now_(now),
+        hooks_(std::move(hooks)) {}
+  Completions(const Completions&) = delete;
+  Completions& operator=(const Completions&) = delete;
+
+  void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
+  void flush_qp(Qp& qp);  // ERR state: complete everything posted with WR_FLUSH_ERR
+  void flush_sq(Qp& qp);  // SQE state: the send queue only
+  void send_async_event(Context* ctx, ibv_event_type type, uint32_t handle);
+  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
+  void note_cqe_written(Context* ctx);
+
+ private:
+  Notifier& notifier_;
+  DeviceCounters& counters_;
+  Tracer& tracer_;
+  Journal& journal_;
+  const uint64_t& now_;
+  EngineHooks hooks_;
+};
+
+}  // namespace simnic::core
