@@ -43,8 +43,6 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
       keys_(config_.key_seed) {
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
   gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, node_guid_be());
-  tx_buffer_.resize(8192);
-  payload_buffer_.resize(8192);
   CmNicInfo cm{config_.ipv4, config_.udp_port, node_guid_be(), bytes_to_mtu(config_.mtu_bytes), config_.key_seed};
   cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
 }
@@ -54,6 +52,11 @@ Device::~Device() {
 }
 
 void Device::log(LogLevel level, const std::string& line) { logger_.log(level, line); }
+
+// The budget's "N more lines suppressed", written when due (log_limited calls this first).
+void Device::log_budget_summary() {
+  if (std::string summary = log_budget_.take_summary(now_); !summary.empty()) log(LogLevel::kWarn, summary);
+}
 
 // ---------------------------------------------------------------- attributes
 
@@ -323,9 +326,9 @@ std::string Device::status_text() const {
   s << "srqs " << srqs_.size() << "\n";
   counters_.for_each([&](const char* name, uint64_t v) { s << name << " " << v << "\n"; });
   // The per-peer window (congestion.h).
-  const CongestionStats cc = cc_.stats();
-  s << "cc_window_cap " << cc_.config().cap_bytes << "\ncc_window_min "
-    << (cc.peers ? cc.min_cwnd : cc_.config().cap_bytes) << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps "
+  const CongestionStats cc = congestion().stats();
+  s << "cc_window_cap " << congestion().config().cap_bytes << "\ncc_window_min "
+    << (cc.peers ? cc.min_cwnd : congestion().config().cap_bytes) << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps "
     << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
   // One line per QP, keyed by its QPN, for `simnic status NAME`.
   for (const auto& [h, qp] : qps_) {

@@ -21,23 +21,32 @@
 #include <infiniband/verbs.h>
 
 #include "simnic/core/cm/agent.h"
+#include "simnic/core/engines/completer.h"
 #include "simnic/core/engines/congestion.h"
+#include "simnic/core/engines/congestion_hooks.h"
+#include "simnic/core/engines/datagram.h"
 #include "simnic/core/engines/engine_steps.h"
 #include "simnic/core/engines/peer_progress.h"
+#include "simnic/core/engines/receive_queue.h"
+#include "simnic/core/engines/requester.h"
+#include "simnic/core/engines/responder.h"
 #include "simnic/core/env.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/memory/device_memory.h"
+#include "simnic/core/memory/memory_access.h"
 #include "simnic/core/memory/mr_verbs.h"
 #include "simnic/core/objects/key_source.h"
 #include "simnic/core/objects/multicast.h"
 #include "simnic/core/objects/objects.h"
 #include "simnic/core/objects/tables.h"
+#include "simnic/core/objects/window_binding.h"
 #include "simnic/core/observe/counters.h"
 #include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/observe/log_limiter.h"
 #include "simnic/core/observe/trace.h"
 #include "simnic/core/port/gid_table.h"
-#include "simnic/core/wire/ud_probe_guard.h"
+#include "simnic/core/wire/ingress.h"
+#include "simnic/core/wire/transmit.h"
 #include "simnic/proto/packet.h"
 
 namespace simnic::core {
@@ -224,24 +233,33 @@ class Device : private ObjectTables {
   // What the NIC noticed about ctx's QPs since the last call, one per line; clears it.
   std::string take_notices(Context* ctx);
 
-  // --- Data path ---
+  // --- Data path: one-line hand-offs to the engines (docs/architecture.md, "Engines") ---
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
   // adds them up): look for new WQEs on its QPs.
-  void on_doorbell(Context* ctx, uint64_t now, uint64_t rings = 1);
+  void on_doorbell(Context* ctx, uint64_t now, uint64_t rings = 1) { requester_.on_doorbell(ctx, now, rings); }
   // A UDP datagram arrived on port 4791, sent to `dst_ip`: this NIC's address (0 says the
   // same) or an IP multicast group the port joined.
   // `tos` is the datagram's IPv4 TOS byte (its GRH traffic class), as the socket received it.
   void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now, uint32_t dst_ip = 0,
-                 uint8_t tos = 0);
+                 uint8_t tos = 0) {
+    ingress_.on_packet(src_ip, src_port, bytes, now, dst_ip, tos);
+  }
   // Time passed: fire due timers (ACK timeout, RNR wait).
-  void on_timer(uint64_t now);
+  void on_timer(uint64_t now) { completer_.on_timer(now); }
   // The earliest timer deadline, 0 if none.
-  uint64_t next_deadline() const;
+  uint64_t next_deadline() const { return completer_.next_deadline(); }
   // True when an engine stopped early to let the event loop breathe (a long READ reply).
-  bool has_pending_work() const { return !busy_qps_.empty(); }
+  bool has_pending_work() const { return requester_.has_pending_work(); }
   // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
-  void set_burst(uint32_t packets) { burst_ = packets ? packets : 1; }
-  void run_pending(uint64_t now);
+  void set_burst(uint32_t packets) { requester_.set_burst(packets); }
+  void run_pending(uint64_t now) { requester_.run_pending(now); }
+  // Makes the writes queued into pinned MRs (HostMemory::write_later). simnicd calls it at the
+  // end of every event; the NIC calls it itself before a CQE, an ACK, or any other access to
+  // application memory, so nothing can report bytes that have not landed.
+  void flush_dma_writes() { dma_.flush_dma_writes(); }
+  const CongestionControl& congestion() const { return congestion_.control(); }
+  // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
+  void set_peer_window_cap(uint64_t bytes) { congestion_.set_cap(bytes); }
 
   // The connection manager (rdma_cm) of this NIC: CM MADs on QP1 go to it.
   CmAgent& cm() { return *cm_; }
@@ -326,157 +344,23 @@ class Device : private ObjectTables {
   void check_sq_drained(Qp& qp);  // SQD: ends the drain and notifies once nothing is in flight
 
   // memory_window.cc
-  // Executes a BIND_MW or LOCAL_INV WQE; IBV_WC_SUCCESS or the status it completes with.
-  ibv_wc_status execute_local_wqe(Qp& qp, const abi::SendWqe& w, std::string* why);
-  void bind_mw(Qp& qp, const abi::SendWqe& w, Mw& mw, const Mr* mr);  // checked: binds it
-  // LOCAL_INV, or SEND_WITH_INV at the responder: frees the type 2 window `rkey` names.
-  bool invalidate_mw(Qp& qp, uint32_t rkey, const char* by, std::string* why);
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
-  const Mr* check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                            uint64_t* mr_va, std::string* why) const;
-  void unbind_mw(Mw& mw);
-  void unbind_mws_of_qp(const Qp& qp);  // a destroyed QP's type 2 windows become free
 
-  // requester.cc
-  enum class WqeStart { kWait, kDoneLocally, kBegun };
-  void requester_run(Qp& qp, uint64_t now);
-  void requester_idle(Qp& qp);                       // out of the busy set unless the responder owes answers
-  bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
-  bool requester_may_send(Qp& qp);
-  uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
-  bool requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
-  const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
-  WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
-  // Whether the requester can carry the WQE out; if not, *err and *why say why.
-  bool check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
-                      std::string* why);
-  bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
-  bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
-  void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
-
-  // engine_events.cc: an engine schedules another on a QP; the event entry points run it.
-  enum WorkBits : uint8_t { kWorkRequester = 1 };
-  void schedule(Qp& qp, uint8_t work);
-  void run_scheduled(uint64_t now);
-  std::vector<uint32_t> scheduled_;  // QPNs whose work flag is set
-
-  // completer_timers.cc: the ACK timeout and the RNR wait
-  static uint64_t rnr_timer_ns(uint32_t timer_field);  // IBA Table 45
-  void arm_ack_timer(Qp& qp, uint64_t now);
-  void stop_ack_timer(Qp& qp);
-  void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
-  void completer_timer_fired(Qp& qp, uint64_t now);
-  // An ACK timeout counts a lost packet, not a busy host (completer_timers.cc): how far each
-  // peer NIC has read what this NIC sent it, by the peer's IPv4 address.
-  std::unordered_map<uint32_t, PeerProgress> peer_progress_;
-  void note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome);
-  void note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now);
-  AckWait judge_ack_wait(Qp& qp, uint64_t now);
-  AckWait judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const;
-
-  // ingress.cc
-  void receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                      uint32_t dst_ip);
-  bool qp_accepts(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip);  // false: dropped, counted
-  // ingress.cc, issue 29: false when the packet is dropped (counted, logged within budget).
-  bool from_nic_port(const proto::ParsedPacket& pkt, uint32_t src_ip, uint16_t src_port);
-  bool ud_guard_admits(const proto::ParsedPacket& pkt, uint32_t src_ip, uint64_t now);
-  void ud_missed(uint32_t qpn, uint64_t now);
-
-  // responder.cc
-  void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
-  RespStep resp_check_psn(Qp& qp, const proto::ParsedPacket& pkt);
-  RespStep resp_duplicate(Qp& qp, const proto::ParsedPacket& pkt);
-  RespStep resp_execute(Qp& qp, const proto::ParsedPacket& pkt);
-  void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
-  bool resp_begin_send(Qp& qp, const proto::ParsedPacket& pkt);
-  void send_rnr_nak(Qp& qp, uint32_t psn, const char* what = "a SEND");
-  void complete_send_recv(Qp& qp, const proto::ParsedPacket& pkt);
-  void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
-  bool resp_check_write(Qp& qp, const proto::ParsedPacket& pkt);
-  bool resp_take_write_imm_wqe(Qp& qp, const proto::ParsedPacket& pkt);
-  Error write_rkey_error(const Qp& qp) const;
-  bool resp_write_payload(Qp& qp, const proto::ParsedPacket& pkt);
-  void respond_read(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
-  void respond_atomic(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
-  // RDMA ATOMIC WRITE (IBA Annex A19), responder.cc.
-  void respond_atomic_write(Qp& qp, const proto::ParsedPacket& pkt, bool duplicate);
-  const Mr* resp_check_atomic_write(Qp& qp, const proto::ParsedPacket& pkt, uint64_t* mr_va);
-  void send_atomic_write_ack(Qp& qp, uint32_t psn);
-  bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
-  void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
-  void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
-  void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
-  size_t rd_atomic_owed(const Qp& qp) const;
-  void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
-  void complete_recv_in_error(Qp& qp, ibv_wc_status status);  // the receive WQE in progress
-  bool take_recv_wqe(Qp& qp, RecvInProgress* out);
-  struct RecvQueue {
-    abi::RingControl* ring;
-    abi::RecvWqe* slots;
-    uint32_t entries;
-  };
-  RecvQueue recv_queue(Qp& qp);
-  bool peek_recv_wqe(Qp& qp, RecvInProgress* out);  // the next receive WQE, left posted
-  void consume_recv_wqe(Qp& qp);                    // takes the WQE peek_recv_wqe saw
-  const Pd* recv_pd(const Qp& qp, const RecvInProgress& r) const;
-  int scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
-                   std::string* why);
-  static Error recv_scatter_error(int e);
-  void raise_responder_async_error(Qp& qp, const ErrorInfo& err);
-  bool can_receive(Qp& qp);  // false (counted, traced) in RESET, INIT and ERR
-  bool uc_accept(Qp& qp, const proto::ParsedPacket& pkt);
-  void uc_discard(Qp& qp, uint32_t psn, const std::string& why);
-  void uc_abandon_message(Qp& qp);
 
   // xrc.cc
   Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
   void xrcd_put(Xrcd* xrcd);                         // frees it once nobody opens or uses it
   void close_xrcds(Context* ctx);                    // a closing context lets go of its XRCDs
-  void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
-  bool xrc_route(Qp& tgt, const proto::ParsedPacket& pkt);  // false: refused (NAK sent)
   void xrc_release_srq(Srq& srq);                           // an XRC SRQ is being destroyed
   int destroy_xrc_qp(Context* ctx, Qp& qp);
   Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
   int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
   bool hand_over_tgt_qp(Qp& qp);                       // to another context's open, if any
 
-  // datagram.cc: UD receive (one packet is one message; no ACK, no RNR, no PSN order)
-  void respond_ud(Qp& qp, const proto::ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip);
-  int scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
-                     std::string* why);
-  void ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len);
-
   // multicast.cc (McastGroup: objects/tables.h)
   int check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group);  // 0 or the errno
-  bool group_ip_joined(uint32_t ip) const;
-  void receive_multicast(const proto::ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len);
-  std::vector<Qp*> mcast_members(uint32_t group_ip);  // attached to any group of that IP, once each
   void detach_qp_from(Qp& qp, const GidBytes& gid);
   void detach_all_mcast(Qp& qp);  // a dying context's QP leaves every group
-
-  // completer.cc
-  bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
-  void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
-  struct CompletionWork {  // one response on its way through the completer's steps
-    Qp& qp;
-    const proto::ParsedPacket& pkt;
-    uint64_t now;
-    SendWqeState* wqe = nullptr;  // the READ/atomic it answers
-  };
-  CompStep completer_step(CompletionWork& c, CompStep step);
-  CompStep comp_check_state(CompletionWork& c);
-  CompStep comp_check_psn(CompletionWork& c);
-  CompStep comp_find_wqe(CompletionWork& c);
-  CompStep comp_atomic_ack(CompletionWork& c);
-  CompStep comp_read_data(CompletionWork& c);
-  CompStep comp_read_atomic_done(CompletionWork& c);
-  CompStep comp_check_msn(CompletionWork& c);
-  CompStep comp_rnr_nak(CompletionWork& c);
-  CompStep comp_nak(CompletionWork& c);
-  void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
-  void complete_send_wqe(Qp& qp, ibv_wc_status status);     // the oldest SQ WQE
-  void requester_error(Qp& qp, Error e, const std::string& detail);
 
   // completion.cc
   void push_cqe(Cq& cq, const ibv_wc& wc, bool solicited);
@@ -486,8 +370,6 @@ class Device : private ObjectTables {
 
   // trace.cc helpers
   void trace_new_wqes(Qp& qp);
-  void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const proto::PacketHeaders& h,
-                    uint32_t mask, size_t payload, const char* fault);
   void trace_qp_lifecycle(TraceKind kind, const Qp& qp);
   std::string qp_attr_json(const Qp& qp) const;
   void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
@@ -503,34 +385,6 @@ class Device : private ObjectTables {
   }
 
  private:
-  // ingress.cc helpers
-  void emit(Qp& qp, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
-    emit_to(qp, qp.remote_ip, h, payload);
-  }
-  SendOutcome emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload) {
-    return emit_to(qp, dst_ip, h, payload, path_tos(qp));
-  }
-  // `tos`: the IPv4 TOS byte the datagram carries (a UD WQE's AH's traffic class).
-  SendOutcome emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload,
-                      uint8_t tos);
-  // The traffic class of a connected QP's path (ibv_modify_qp's ah_attr.grh), 0 without a GRH.
-  static uint8_t path_tos(const Qp& qp) { return qp.attr.ah_attr.is_global ? qp.attr.ah_attr.grh.traffic_class : 0; }
-  uint8_t wqe_tos(const Qp& qp, const abi::SendWqe& w);
-  int gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len, std::string* why);
-  int copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-                bool to_memory, std::string* why);
-  // pd: the PD the lkeys must belong to when not the QP's (an SRQ's receive WQEs)
-  int scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src, uint32_t len,
-              std::string* why, const Pd* pd = nullptr);
-  bool check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
-                  std::string* why) const;
-  const Mr* local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
-                     std::string* why, const Pd* pd = nullptr) const;
-  // The MR a remote access lands in, through an MR's rkey or a memory window's; *mr_va is
-  // the address in that MR's iova space (a zero-based window's offset is translated).
-  const Mr* check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
-                       std::string* why) const;
-
   // address.cc
   int check_sgid_index(uint8_t index, std::string* why) const;
   int resolve_dgid(const ibv_gid& dgid, uint32_t* ipv4, std::string* why) const;
@@ -547,20 +401,14 @@ class Device : private ObjectTables {
   DeviceCounters counters_;
   Tracer tracer_;
   uint64_t now_ = 0;
-  uint8_t rx_tos_ = 0;  // the IPv4 TOS of the packet being received (on_packet): a UD GRH shows it
-  uint32_t burst_ = 64;
 
   uint64_t queue_bytes_ = 0;  // charged to all contexts
   std::string refusal_;       // see take_refusal
   KeySource keys_;
   LogLimiter log_limiter_;
   LogBudget log_budget_;   // all log_limited lines together (issue 29 point 4)
-  UdProbeGuard ud_guard_;  // slows QPN/Q_Key sweeps of UD QPs (issue 29 point 6)
 
   // The object tables: ObjectTables (objects/tables.h).
-  std::map<uint32_t, Qp*> busy_qps_;  // QPs with more to send right now, by QPN
-  std::vector<uint8_t> tx_buffer_;
-  std::vector<uint8_t> payload_buffer_;
   std::unique_ptr<CmAgent> cm_;
 
  public:
@@ -603,7 +451,7 @@ class Device : private ObjectTables {
   int add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
   int reg_dm_range(Context* ctx, const DmMrReg& req, Mr** out);  // the MR of reg_dm_mr, length 0 too
   int check_rereg(Context* ctx, const Mr& mr, const MrRereg& req, Pd** new_pd);
-  void forget_mr_in_engines(const Mr* mr);  // what dereg_mr does to messages in flight
+  void forget_mr_in_engines(const Mr* mr) { responder_.forget_mr(mr); }  // what dereg_mr does to messages in flight
   void trace_mr_destroy(const Mr& mr);
   void free_dms(Context* ctx);
   std::map<uint32_t, std::unique_ptr<Dm>> dms_;
@@ -622,77 +470,39 @@ class Device : private ObjectTables {
  private:
   // ibv_reg_mr's range rules for an IBV_ACCESS_ON_DEMAND MR (explicit, or implicit: NULL, SIZE_MAX).
   int check_odp_range(uint64_t addr, uint64_t length, uint64_t iova);
-  // A DMA through an ODP MR met a page with no mapping: the odp_fault trace event.
-  void note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote);
-  // The responder's DMA into or out of `mr` failed with `err`: NAK remote access error for an
-  // ODP page fault, remote operational error otherwise.
-  void remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
-                         int err);
 
-  // --- Fewer DMA system calls (issue 14): memory_access.cc ---
- public:
-  // Makes the writes queued into pinned MRs (HostMemory::write_later). simnicd calls it at the
-  // end of every event; the NIC calls it itself before a CQE, an ACK, or any other access to
-  // application memory, so nothing can report bytes that have not landed.
-  void flush_dma_writes();
+  // --- The data path's units (docs/architecture.md, "Engines"), constructed in the order they
+  // depend on each other; each unit's header says what it owns and whom it calls. A unit that
+  // calls one constructed after it only keeps the reference while the Device is built.
+  Transmit transmit_{*this};
+  WindowBinding windows_{*this};
+  MemoryAccess dma_{*this, windows_};
+  ReceiveQueue recv_{*this, dma_};
+  CongestionHooks congestion_{
+      *this, requester_, config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow};
+  Requester requester_{*this, transmit_, dma_, windows_, congestion_, completer_, responder_};
+  Completer completer_{*this, requester_, dma_, congestion_};
+  Responder responder_{*this, transmit_, dma_, recv_, windows_, requester_, completer_};
+  DatagramReceiver datagram_{*this, recv_, responder_, ingress_};
+  Ingress ingress_{*this, transmit_, requester_, completer_, responder_, datagram_};
 
- private:
-  // A chunk of a message read from the application in one DMA, then sent as several packets.
-  struct DmaStage {
-    const void* owner = nullptr;  // the Qp
-    uint64_t tag = 0;             // which message: a send WQE's SQ index, or read_stage_tag
-    uint32_t begin = 0, end = 0;  // the message's bytes [begin, end) held in `bytes`
-    bool failed = false;          // a chunk read failed: this message goes packet by packet
-    uint64_t used = 0;            // when last used: the least recently used is replaced
-    std::vector<uint8_t> bytes;
-  };
-  static constexpr uint32_t kStageBytes = 256 * 1024;    // one read covers 64 packets at MTU 4096
-  static constexpr size_t kStages = 8;                   // messages staged at once (8 x 256 KiB)
-  static constexpr uint64_t kMaxQueuedWrites = 4 << 20;  // bytes queued before a flush is forced
-  enum class SgeDma { kRead, kWrite, kProbe, kCheck };   // kProbe: a read that reports nothing
-  int sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-              SgeDma op, std::string* why, const Pd* pd = nullptr);
-  int dma_read(pid_t pid, uint64_t addr, void* dst, size_t len);
-  int dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len);
-  int dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len);  // queued into a pinned MR
-  // Bytes [offset, +len) of the message of send WQE `slot`: from a stage, or gathered into
-  // payload_buffer_; *out points at them.
-  int send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
-                   const uint8_t** out, std::string* why);
-  // The same for a READ response's bytes [offset, +len) (rr.mr must be set).
-  int read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len, const uint8_t** out);
-  static uint64_t read_stage_tag(const ReadResponse& rr) { return (1ull << 32) | rr.first_psn; }
-  // The stage holding [offset, +len) of message (owner, tag), filled by read(buf, from, n) when
-  // none does; nullptr: gather the packet alone.
-  template <class Read>
-  DmaStage* stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len, uint32_t msg_len, Read&& read);
-  void drop_stage(const void* owner, uint64_t tag);  // a new message takes the tag
-  std::vector<DmaStage> stages_ = std::vector<DmaStage>(kStages);
-  uint64_t stage_clock_ = 0;
-  uint64_t queued_write_bytes_ = 0;
-  std::vector<HostMemory::FailedWrite> failed_writes_;
+  // What the verbs ask of the engines' state: one-line hand-offs.
+  void unbind_mw(Mw& mw) { windows_.unbind_mw(mw); }
+  void unbind_mws_of_qp(const Qp& qp) { windows_.unbind_mws_of_qp(qp); }  // a destroyed QP's type 2 windows
+  bool group_ip_joined(uint32_t ip) const { return datagram_.group_ip_joined(ip); }
+  void cc_forget(Qp& qp) { congestion_.cc_forget(qp); }  // destroyed: its credit goes back to the peer
 
-  // --- Back-pressure and congestion control between NICs (issue 14 point 3): congestion.h,
-  // congestion_hooks.cc ---
- public:
-  const CongestionControl& congestion() const { return cc_; }
-  // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
-  void set_peer_window_cap(uint64_t bytes) { cc_.set_cap(bytes); }
-
- private:
-  uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now
-  bool cc_admit(Qp& qp);                      // false: the QP waits for credit (queued)
-  // Whether the packet about to leave asks for an ACK: `asked` (the requester's own rule), or
-  // because the QP would have to wait after it, and what it holds must come back without an
-  // ACK timeout (CongestionControl::would_wait, note_ack_req).
-  bool cc_ack_req(const Qp& qp, bool asked);
-  void cc_sync(Qp& qp, bool rewound);  // after its PSNs or state changed
-  void cc_loss(Qp& qp);                // a timeout or sequence NAK: halve the window
-  void cc_end_turn(Qp& qp);            // end of a requester turn
-  void cc_forget(Qp& qp);              // destroyed
-  void cc_wake();                      // resume QPs that freed credit lets go
-  CongestionControl cc_{
-      CongestionConfig{config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow}};
+  // Parts of the NIC that use its shared helpers (issue 27 point 1; a later step narrows this)
+  friend class Transmit;
+  friend class Ingress;
+  friend class WindowBinding;
+  friend class MemoryAccess;
+  friend class ReceiveQueue;
+  friend class CongestionHooks;
+  friend class Requester;
+  friend class Completer;
+  friend class Responder;
+  friend class DatagramReceiver;
 };
 
 // The name rdma-core's ibv_wc_status_str gives a status (simnicd does not link libibverbs).

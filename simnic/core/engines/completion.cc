@@ -56,7 +56,7 @@ void Device::flush_sq(Qp& qp) {
   // Every outstanding and later send WQE completes with WR_FLUSH_ERR, signaled or not.
   uint32_t sq_prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (sq_prod - qp.comp.sq_consumer > qp.sq_entries) sq_prod = qp.comp.sq_consumer + qp.sq_entries;  // a confused app
-  while (qp.comp.sq_consumer != sq_prod) complete_send_wqe(qp, IBV_WC_WR_FLUSH_ERR);
+  while (qp.comp.sq_consumer != sq_prod) completer_.complete_send_wqe(qp, IBV_WC_WR_FLUSH_ERR);
   qp.req.sq_next = qp.comp.sq_consumer;
   qp.req.pkt_in_wqe = 0;
   qp.req.rd_atomic_outstanding = 0;

@@ -63,33 +63,6 @@ int Device::check_odp_range(uint64_t addr, uint64_t length, uint64_t iova) {
   return 0;  // nothing need be mapped now: pages are looked for at each access
 }
 
-void Device::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote) {
-  tracer_.event(TraceKind::kOdpFault)
-      .u("qp", qp.qpn)
-      .u("mr", mr.handle)
-      .u("key", remote ? mr.rkey : mr.lkey)
-      .hex("addr", va)
-      .u("length", len)
-      .s("side", remote ? "remote" : "local");
-  log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
-    return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +
-           std::to_string(len) + ") of ODP MR " + hex(mr.lkey) + " met a page with no mapping in the program";
-  });
-}
-
-void Device::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
-                               int err) {
-  ++counters_.dma_errors;
-  if (!is_odp_mr(mr) || err != EFAULT) {
-    responder_error(qp, Error::kRemoteDmaFailed, psn, what + " failed: " + std::strerror(err));
-    return;
-  }
-  note_odp_fault(qp, mr, va, len, true);
-  responder_error(qp, Error::kOdpPageFault, psn,
-                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of an ODP MR (lkey " +
-                      hex(mr.lkey) + ")" + ", a page the program has not mapped");
-}
-
 // ibv_advise_mr(3)'s errors: EINVAL for a bad PD or flags, EOPNOTSUPP for an unknown advice,
 // EFAULT for an lkey that is invalid, not ODP, without LOCAL_WRITE for PREFETCH_WRITE, or a
 // range outside its MR or not mapped (FLUSH), EPERM for another program's lkey.

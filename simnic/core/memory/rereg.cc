@@ -97,14 +97,6 @@ int Device::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   return 0;
 }
 
-void Device::forget_mr_in_engines(const Mr* mr) {
-  for (auto& [h, qp] : qps_) {
-    if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
-    for (auto& rr : qp->resp.read_responses)
-      if (rr.mr == mr) rr.mr = nullptr;
-  }
-}
-
 void Device::trace_mr_destroy(const Mr& mr) {
   tracer_.event(TraceKind::kMrDestroy)
       .u("ctx", mr.ctx->id)

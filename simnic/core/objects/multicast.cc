@@ -16,12 +16,6 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-bool Device::group_ip_joined(uint32_t ip) const {
-  for (const auto& [key, group] : mcast_groups_)
-    if (group.ip == ip) return true;
-  return false;
-}
-
 // The checks of the kernel's ib_attach_mcast (a multicast GID, a UD QP) and rxe's limits, with
 // their errnos: EINVAL, and ENOMEM past a limit ibv_query_device reports.
 int Device::check_mcast_attach(const Qp& qp, const ibv_gid& gid, const McastGroup* group) {
@@ -112,50 +106,6 @@ void Device::detach_qp_from(Qp& qp, const GidBytes& key) {
 // A process that dies attached leaves its groups (uverbs detaches a dying context's QPs).
 void Device::detach_all_mcast(Qp& qp) {
   for (const GidBytes& key : std::vector<GidBytes>(qp.mcast_gids)) detach_qp_from(qp, key);
-}
-
-std::vector<Qp*> Device::mcast_members(uint32_t group_ip) {
-  std::vector<Qp*> out;
-  for (const auto& [key, group] : mcast_groups_) {
-    if (group.ip != group_ip) continue;
-    for (Qp* qp : group.qps)
-      if (std::find(out.begin(), out.end(), qp) == out.end()) out.push_back(qp);
-  }
-  return out;
-}
-
-// A datagram that arrived for IP group `group_ip` (or with the multicast DestQP). Every QP
-// attached here gets it, the sending QP too if it is attached (as ConnectX loops multicast
-// back unless the QP was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); each one checks its
-// Q_Key and takes a receive WQE as for any UD datagram.
-void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len) {
-  std::string why;
-  if (!is_multicast_ipv4(group_ip))
-    why = "DestQP 0xFFFFFF (multicast) in a datagram sent to this NIC's own address, not to a group (IBA 10.5)";
-  else if (pkt.h.bth.dest_qp != kMulticastQpn)
-    why = "sent to group " + ip_string(group_ip) + " with DestQP " + hex(pkt.h.bth.dest_qp) +
-          ": a multicast packet carries DestQP 0xFFFFFF (IBA 9.2 BTH, 10.5)";
-  else if (!(pkt.mask & kIsUd))
-    why = std::string(opcode_info(pkt.h.bth.opcode).name) +
-          " sent to a group: only UD SENDs can be multicast (IBA 10.5)";
-  std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
-  if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
-  if (!why.empty()) {
-    drop(Drop::kMulticast, 0, [&] {
-      return "dropped a datagram from " + ip_string(src_ip) + ": " + why;
-    }).s("group", ip_string(group_ip));
-    return;
-  }
-  for (Qp* qp : members) {
-    ++qp->counters.rx_packets;
-    ++counters_.mcast_deliveries;
-    if (tracer_.on()) trace_new_wqes(*qp);
-    tracer_.event(TraceKind::kMcastDeliver)
-        .u("qp", qp->qpn)
-        .s("group", ip_string(group_ip))
-        .u("src_qp", pkt.h.deth.src_qp);
-    respond_ud(*qp, pkt, src_ip, udp_len, group_ip);
-  }
 }
 
 }  // namespace simnic::core

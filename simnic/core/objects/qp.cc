@@ -62,7 +62,7 @@ Qp* Device::add_qp(std::unique_ptr<Qp> qp) {
 void Device::remove_qp(Context* ctx, Qp& qp) {
   trace_qp_lifecycle(TraceKind::kQpDestroy, qp);
   unbind_mws_of_qp(qp);
-  busy_qps_.erase(qp.qpn);
+  requester_.not_busy(qp);
   cc_forget(qp);  // its credit goes back to the peer's window, and it leaves the queue
   qp_by_qpn_.erase(qp.qpn);
   unmap_queue_memory(ctx, qp_layout_of(qp).charged, qp.mem);

@@ -174,7 +174,7 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
         qp.comp.retry_left = qp.attr.retry_cnt;
         qp.comp.rnr_retry_left = qp.attr.rnr_retry;
       }
-      busy_qps_[qp.qpn] = &qp;  // WQEs may have been posted before RTS
+      requester_.mark_busy(qp);  // WQEs may have been posted before RTS
       break;
     case IBV_QPS_SQD:
       if (from == IBV_QPS_RTS) {
@@ -184,17 +184,17 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       break;
     case IBV_QPS_ERR:
       qp.comp.timer_deadline_ns = 0;
-      busy_qps_.erase(qp.qpn);
+      requester_.not_busy(qp);
       flush_qp(qp);
       break;
     case IBV_QPS_SQE:
-      requester_idle(qp);
+      requester_.requester_idle(qp);
       flush_sq(qp);
       break;
     default: break;
   }
   // Out of RTS/SQD (ERR, SQE, RESET) a QP holds no credit towards its peer (congestion.h).
-  cc_sync(qp, true);
+  congestion_.cc_sync(qp, true);
 }
 
 // SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained
@@ -225,7 +225,7 @@ void Device::reset_qp(Qp& qp) {
   qp.comp.sq_consumer = qp.req.sq_next = sq_prod;
   qp.req.sq_started = qp.req.sq_fetched = qp.req.sq_seen = sq_prod;
   qp.resp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
-  busy_qps_.erase(qp.qpn);
+  requester_.not_busy(qp);
   ibv_qp_cap cap = qp.cap;
   qp.attr = ibv_qp_attr{};
   qp.attr.cap = cap;
