@@ -23,7 +23,13 @@ class DatagramReceiver;
 class Ingress {
  public:
   Ingress(Device& dev, Transmit& transmit, Requester& requester, Completer& completer, Responder& responder,
-          DatagramReceiver& datagram);
+          DatagramReceiver& datagram)
+      : dev_(dev),
+        transmit_(transmit),
+        requester_(requester),
+        completer_(completer),
+        responder_(responder),
+        datagram_(datagram) {}
 
   // --- The event entry point (Device::on_packet) ---
   void on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now, uint32_t dst_ip,
