@@ -328,8 +328,9 @@ std::string Device::status_text() const {
   // The per-peer window (congestion.h).
   const CongestionStats cc = congestion().stats();
   s << "cc_window_cap " << congestion().config().cap_bytes << "\ncc_window_min "
-    << (cc.peers ? cc.min_cwnd : congestion().config().cap_bytes) << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps "
-    << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
+    << (cc.peers ? cc.min_cwnd : congestion().config().cap_bytes) << "\ncc_in_flight " << cc.in_flight
+    << "\ncc_waiting_qps " << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts "
+    << cc.cuts << "\n";
   // One line per QP, keyed by its QPN, for `simnic status NAME`.
   for (const auto& [h, qp] : qps_) {
     s << "qp." << hex(qp->qpn) << " " << qp_type_name(qp->type) << " " << qp_state_name(qp->state);

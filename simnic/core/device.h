@@ -346,12 +346,11 @@ class Device : private ObjectTables {
   // memory_window.cc
   Mw* find_mw_by_rkey_index(uint32_t rkey) const;  // the window whose index `rkey` carries
 
-
   // xrc.cc
   Xrcd* opened_xrcd(Context* ctx, uint32_t handle);  // an XRCD ctx has open, or nullptr
   void xrcd_put(Xrcd* xrcd);                         // frees it once nobody opens or uses it
   void close_xrcds(Context* ctx);                    // a closing context lets go of its XRCDs
-  void xrc_release_srq(Srq& srq);                           // an XRC SRQ is being destroyed
+  void xrc_release_srq(Srq& srq);                    // an XRC SRQ is being destroyed
   int destroy_xrc_qp(Context* ctx, Qp& qp);
   Qp* opened_qp(Context* ctx, uint32_t handle);        // a TGT QP ctx holds through ibv_open_qp
   int close_opened_qp(Context* ctx, uint32_t handle);  // EINVAL when handle is no such open
@@ -406,7 +405,7 @@ class Device : private ObjectTables {
   std::string refusal_;       // see take_refusal
   KeySource keys_;
   LogLimiter log_limiter_;
-  LogBudget log_budget_;   // all log_limited lines together (issue 29 point 4)
+  LogBudget log_budget_;  // all log_limited lines together (issue 29 point 4)
 
   // The object tables: ObjectTables (objects/tables.h).
   std::unique_ptr<CmAgent> cm_;
@@ -478,8 +477,8 @@ class Device : private ObjectTables {
   WindowBinding windows_{*this};
   MemoryAccess dma_{*this, windows_};
   ReceiveQueue recv_{*this, dma_};
-  CongestionHooks congestion_{
-      *this, requester_, config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow};
+  CongestionHooks congestion_{*this, requester_,
+                              config_.peer_window_bytes ? config_.peer_window_bytes : DeviceConfig::kDefaultPeerWindow};
   Requester requester_{*this, transmit_, dma_, windows_, congestion_, completer_, responder_};
   Completer completer_{*this, requester_, dma_, congestion_};
   Responder responder_{*this, transmit_, dma_, recv_, windows_, requester_, completer_};
@@ -490,7 +489,7 @@ class Device : private ObjectTables {
   void unbind_mw(Mw& mw) { windows_.unbind_mw(mw); }
   void unbind_mws_of_qp(const Qp& qp) { windows_.unbind_mws_of_qp(qp); }  // a destroyed QP's type 2 windows
   bool group_ip_joined(uint32_t ip) const { return datagram_.group_ip_joined(ip); }
-  void cc_forget(Qp& qp) { congestion_.cc_forget(qp); }  // destroyed: its credit goes back to the peer
+  void cc_forget(Qp& qp) { congestion_.forget(qp); }  // destroyed: its credit goes back to the peer
 
   // Parts of the NIC that use its shared helpers (issue 27 point 1; a later step narrows this)
   friend class Transmit;

@@ -142,20 +142,20 @@ const char* comp_step_name(CompStep step) {
 
 // The completer, as rxe's: a packet walks named steps, each returning the next, from the
 // cheap checks to retiring WQEs (IBA 9.7.5.1).
-void Completer::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+void Completer::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   StepPath path;
   const bool tracing = dev_.tracer_.engine_steps_on();
   while (step != CompStep::kDone) {
     if (tracing) path.add(step);
-    step = completer_step(c, step);
+    step = run_step(c, step);
   }
   if (tracing) trace_engine_steps(dev_.tracer_, "completer", qp.qpn, pkt.h.bth.psn, path, comp_step_name);
-  congestion_.cc_sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
+  congestion_.sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
 }
 
-CompStep Completer::completer_step(CompletionWork& c, CompStep step) {
+CompStep Completer::run_step(CompletionWork& c, CompStep step) {
   switch (step) {
     case CompStep::kCheckState: return comp_check_state(c);
     case CompStep::kCheckPsn: return comp_check_psn(c);
@@ -257,7 +257,7 @@ CompStep Completer::comp_read_data(CompletionWork& c) {
   if (!c.pkt.payload.empty()) {
     std::string why;
     if (dma_.scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
-                uint32_t(c.pkt.payload.size()), &why)) {
+                     uint32_t(c.pkt.payload.size()), &why)) {
       requester_error(qp, Error::kLocalProtection, response_not_placed("the READ response's data", why));
       return CompStep::kDone;
     }
@@ -338,8 +338,8 @@ CompStep Completer::comp_nak(CompletionWork& c) {
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   if (code == kNakPsnSeqError) {
-    congestion_.cc_sync(qp, false);  // credit for what this NAK acknowledged, before the rewind
-    congestion_.cc_loss(qp);
+    congestion_.sync(qp, false);  // credit for what this NAK acknowledged, before the rewind
+    congestion_.loss(qp);
     if (qp.comp.retry_left == 0) {
       requester_error(qp, Error::kRetryExceeded,
                       "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +

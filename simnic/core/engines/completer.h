@@ -33,7 +33,7 @@ class Completer {
   uint64_t next_deadline() const;  // the earliest timer deadline, 0 if none
 
   // --- Responses and completions ---
-  void completer_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  void receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   void complete_send_wqe(Qp& qp, ibv_wc_status status);  // the oldest SQ WQE
   void requester_error(Qp& qp, Error e, const std::string& detail);
 
@@ -53,7 +53,7 @@ class Completer {
     SendWqeState* wqe = nullptr;  // the READ/atomic it answers
   };
   bool ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const;
-  CompStep completer_step(CompletionWork& c, CompStep step);
+  CompStep run_step(CompletionWork& c, CompStep step);
   CompStep comp_check_state(CompletionWork& c);
   CompStep comp_check_psn(CompletionWork& c);
   CompStep comp_find_wqe(CompletionWork& c);
@@ -66,7 +66,7 @@ class Completer {
   void complete_acked(Qp& qp, uint32_t psn, uint64_t now);  // all WQEs ending at or before psn
 
   // --- An ACK timeout counts a lost packet, not a busy host ---
-  void completer_timer_fired(Qp& qp, uint64_t now);
+  void timer_fired(Qp& qp, uint64_t now);
   void note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now);
   AckWait judge_ack_wait(Qp& qp, uint64_t now);
   AckWait judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const;

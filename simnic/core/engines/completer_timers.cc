@@ -56,13 +56,13 @@ void Completer::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64
   qp.comp.rnr_wait = true;
   qp.comp.una_psn = psn;
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
-  congestion_.cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
+  congestion_.sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
   dev_.tracer_.event(TraceKind::kTimer)
       .u("qp", qp.qpn)
       .s("what", "rnr_wait")
       .s("action", "armed")
       .u("due_ns", qp.comp.timer_deadline_ns);
-  requester_.requester_idle(qp);
+  requester_.idle(qp);
 }
 
 uint64_t Completer::next_deadline() const {
@@ -78,11 +78,11 @@ void Completer::on_timer(uint64_t now) {
   std::vector<Qp*> due;
   for (auto& [h, qp] : dev_.qps_)
     if (qp->comp.timer_deadline_ns && qp->comp.timer_deadline_ns <= now) due.push_back(qp.get());
-  for (Qp* qp : due) completer_timer_fired(*qp, now);
+  for (Qp* qp : due) timer_fired(*qp, now);
   requester_.run_scheduled(now);
 }
 
-void Completer::completer_timer_fired(Qp& qp, uint64_t now) {
+void Completer::timer_fired(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = 0;
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
   if (qp.comp.rnr_wait) {        // the RNR wait is over: try again from the NAKed PSN
@@ -117,7 +117,7 @@ void Completer::completer_timer_fired(Qp& qp, uint64_t now) {
   });
   ++dev_.counters_.timeouts;
   ++qp.counters.timeouts;
-  congestion_.cc_loss(qp);
+  congestion_.loss(qp);
   dev_.tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
   if (qp.comp.retry_left == 0) {
     requester_error(qp, Error::kRetryExceeded,
@@ -166,7 +166,8 @@ void Completer::completer_timer_fired(Qp& qp, uint64_t now) {
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
 // back by the fault injector (lost_seq) and is resent as before.
 
-void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome) {
+void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet,
+                                  SendOutcome outcome) {
   if (!qp.acked()) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   const uint64_t seq = ++peer.sent;

@@ -21,19 +21,19 @@ class CongestionHooks {
   // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
   void set_cap(uint64_t bytes) { cc_.set_cap(bytes); }
 
-  bool cc_admit(Qp& qp);  // false: the QP waits for credit (queued)
+  bool admit(Qp& qp);  // false: the QP waits for credit (queued)
   // Whether the packet about to leave asks for an ACK: `asked` (the requester's own rule), or
   // because the QP would have to wait after it, and what it holds must come back without an
   // ACK timeout (CongestionControl::would_wait, note_ack_req).
-  bool cc_ack_req(const Qp& qp, bool asked);
-  void cc_sync(Qp& qp, bool rewound);  // after its PSNs or state changed
-  void cc_loss(Qp& qp);                // a timeout or sequence NAK: halve the window
-  void cc_end_turn(Qp& qp);            // end of a requester turn
-  void cc_forget(Qp& qp);              // destroyed
+  bool ack_req(const Qp& qp, bool asked);
+  void sync(Qp& qp, bool rewound);  // after its PSNs or state changed
+  void loss(Qp& qp);                // a timeout or sequence NAK: halve the window
+  void end_turn(Qp& qp);            // end of a requester turn
+  void forget(Qp& qp);              // destroyed
 
  private:
-  uint64_t cc_charge_of(const Qp& qp) const;  // what the QP holds in flight now
-  void cc_wake();                             // resume QPs that freed credit lets go
+  uint64_t charge_of(const Qp& qp) const;  // what the QP holds in flight now
+  void wake();                             // resume QPs that freed credit lets go
 
   Device& dev_;
   Requester& requester_;

@@ -24,8 +24,8 @@ constexpr uint32_t kGrhBytes = 40;
 // InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
 // are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
 // untouched and IBV_WC_GRH is clear (docs/link-layer.md).
-int DatagramReceiver::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
-                           std::string* why) {
+int DatagramReceiver::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip,
+                                     size_t udp_len, std::string* why) {
   uint8_t grh[kGrhBytes] = {};
   uint8_t ip_udp[kIpv4UdpBytes];
   build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, dev_.config_.udp_port, 0, ingress_.rx_tos()}, udp_len, ip_udp);
@@ -71,8 +71,9 @@ void DatagramReceiver::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_
 void DatagramReceiver::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
   if (!responder_.can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
-    dev_.drop(Drop::kQkey, qp.qpn,
-         [&] { return "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)"; });
+    dev_.drop(Drop::kQkey, qp.qpn, [&] {
+      return "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)";
+    });
     ingress_.ud_missed(qp.qpn, dev_.now_);  // a guess of the Q_Key: UdProbeGuard counts it
     return;
   }
@@ -96,7 +97,8 @@ void DatagramReceiver::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_
   auto fail = [&](Error e, const std::string& why, bool keep_qp = false) {
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
-    dev_.log(LogLevel::kWarn, "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
+    dev_.log(LogLevel::kWarn,
+             "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
     dev_.tracer_.event(TraceKind::kError)
         .u("qp", qp.qpn)
         .s("status", wc_status_name(err.status))

@@ -21,7 +21,7 @@ void Requester::run_scheduled(uint64_t now) {
       if (!qp) continue;
       const uint8_t work = qp->work;
       qp->work = 0;
-      if (work & kWorkRequester) requester_run(*qp, now);
+      if (work & kWorkRequester) run(*qp, now);
     }
   }
 }
@@ -49,7 +49,7 @@ void Requester::run_pending(uint64_t now) {
   for (Qp* qp : busy) {
     if (!dev_.find_qp_by_qpn(qp->qpn)) continue;
     bool reads_done = responder_.send_read_responses(*qp, burst_);
-    if (qp->sq_running()) requester_run(*qp, now);
+    if (qp->sq_running()) run(*qp, now);
     if (reads_done && qp->resp.read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
     if (!reads_done) busy_qps_[qp->qpn] = qp;
   }

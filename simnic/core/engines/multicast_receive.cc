@@ -44,9 +44,8 @@ void DatagramReceiver::receive_multicast(const ParsedPacket& pkt, uint32_t src_i
   std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
   if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    dev_.drop(Drop::kMulticast, 0, [&] {
-      return "dropped a datagram from " + ip_string(src_ip) + ": " + why;
-    }).s("group", ip_string(group_ip));
+    dev_.drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+        .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {

@@ -70,7 +70,7 @@ const Pd* ReceiveQueue::recv_pd(const Qp& qp, const RecvInProgress& r) const {
 // LOCAL_WRITE, bounds), as rxe's copy_data and ConnectX do: an SGE larger than its MR is fine
 // while the message does not reach past the MR.
 int ReceiveQueue::scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
-                         std::string* why) {
+                               std::string* why) {
   return dma_.scatter(qp, r.wqe.sge, r.wqe.num_sge, offset, src, len, why, recv_pd(qp, r));
 }
 

@@ -65,10 +65,10 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 
 }  // namespace
 
-void Requester::requester_run(Qp& qp, uint64_t now) {
+void Requester::run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.comp.rnr_wait) {
-    requester_idle(qp);
-    congestion_.cc_end_turn(qp);
+    idle(qp);
+    congestion_.end_turn(qp);
     return;
   }
   // The engine may find WQEs before their doorbell is handled (it reads the ring): report them
@@ -76,17 +76,17 @@ void Requester::requester_run(Qp& qp, uint64_t now) {
   if (dev_.tracer_.on()) dev_.trace_new_wqes(qp);
   uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
   bool more = true;
-  while (budget && (more = requester_send_packet(qp, now))) --budget;
+  while (budget && (more = send_packet(qp, now))) --budget;
   if (more && qp.sq_running()) busy_qps_[qp.qpn] = &qp;
-  else requester_idle(qp);
-  congestion_.cc_end_turn(qp);
+  else idle(qp);
+  congestion_.end_turn(qp);
 }
 
 // The requester has nothing to send this turn. The QP leaves the busy set only if its responder
 // owes nothing either: a QP waiting out an RNR NAK, or whose SQ is in error (the receive side of
 // an SQE QP goes on working), still answers what it received, and the READ responses and the
 // answers queued behind them (responder.cc, send_answer_in_order) must keep flowing.
-void Requester::requester_idle(Qp& qp) {
+void Requester::idle(Qp& qp) {
   if (qp.resp.read_responses.empty()) busy_qps_.erase(qp.qpn);
 }
 
@@ -104,7 +104,7 @@ const abi::SendWqe& Requester::fetch_send_wqe(Qp& qp, uint32_t index) {
 // Checks a fetched WQE the first time the requester reaches it: true with its length, or
 // false with the error it completes with.
 bool Requester::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
-                            std::string* why) {
+                               std::string* why) {
   const bool lands = lands_locally(w.opcode);
   *total = 0;
   auto fail = [&](Error e, std::string text) {
@@ -139,14 +139,15 @@ bool Requester::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* to
                                             " needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
   if (qp.type == IBV_QPT_UD && *total > dev_.config_.mtu_bytes)
     return fail(Error::kMessageTooLong, "a UD message must fit in one packet: " + std::to_string(*total) +
-                                            " bytes is more than the port MTU " + std::to_string(dev_.config_.mtu_bytes));
+                                            " bytes is more than the port MTU " +
+                                            std::to_string(dev_.config_.mtu_bytes));
   return true;
 }
 
 // First sight of the WQE at sq_next: check it, then give it its PSNs (kBegun). A BIND_MW or
 // LOCAL_INV is carried out at once (kDoneLocally); kWait when it cannot start now (a limit, a
 // fence, SQD) or failed.
-Requester::WqeStart Requester::requester_start_wqe(Qp& qp, SendWqeState& st) {
+Requester::WqeStart Requester::start_wqe(Qp& qp, SendWqeState& st) {
   // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
   if (qp.state == IBV_QPS_SQD) return WqeStart::kWait;
   const abi::SendWqe& w = fetch_send_wqe(qp, qp.req.sq_next);
@@ -155,7 +156,7 @@ Requester::WqeStart Requester::requester_start_wqe(Qp& qp, SendWqeState& st) {
   // A fenced WQE waits until every READ and atomic before it has completed.
   if ((w.send_flags & IBV_SEND_FENCE) && qp.req.rd_atomic_outstanding) return WqeStart::kWait;
   if (qp.type != IBV_QPT_UD && is_local_op(w.opcode))  // RC, UC (as rxe)
-    return requester_local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
+    return local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
   std::string why;
   uint64_t total = 0;
   uint32_t dst_ip = qp.remote_ip;
@@ -183,18 +184,19 @@ Requester::WqeStart Requester::requester_start_wqe(Qp& qp, SendWqeState& st) {
 }
 
 // Whether the requester may send now: there is a WQE, the ring is sane, the window is open.
-bool Requester::requester_may_send(Qp& qp) {
+bool Requester::may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.req.sq_next == prod) return false;
   if (prod - qp.comp.sq_consumer > qp.sq_entries) {
-    completer_.requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
+    completer_.requester_error(qp, Error::kWqeMalformed,
+                               "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
   uint32_t window = std::max(4u, std::min(dev_.config_.window_packets, dev_.config_.window_bytes / qp.mtu_bytes));
   if (qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window)) return false;
   // The NIC-wide window towards the peer (congestion.h): a QP that does not fit waits in line.
-  return congestion_.cc_admit(qp);
+  return congestion_.admit(qp);
 }
 
 // The transport headers of packet `i` of the WQE; the bytes of payload it carries.
@@ -233,11 +235,11 @@ uint32_t Requester::request_headers(const Qp& qp, const SendWqeState& st, uint32
 
 // Sends the next packet of the WQE at sq_next, first checking and starting the WQE; false
 // when nothing more may go now.
-bool Requester::requester_send_packet(Qp& qp, uint64_t now) {
-  if (!requester_may_send(qp)) return false;
+bool Requester::send_packet(Qp& qp, uint64_t now) {
+  if (!may_send(qp)) return false;
   SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
   if (qp.req.sq_next == qp.req.sq_started) {
-    const WqeStart r = requester_start_wqe(qp, st);
+    const WqeStart r = start_wqe(qp, st);
     if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
   }
   if (st.npkts == 0) {  // a local operation met again while going back N: already done
@@ -257,14 +259,14 @@ bool Requester::requester_send_packet(Qp& qp, uint64_t now) {
   }
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
-  h.bth.ack_req = congestion_.cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
+  h.bth.ack_req = congestion_.ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
   const SendOutcome out = transmit_.emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
   completer_.note_request_sent(qp, st, i, last_pkt, out);
-  return requester_packet_sent(qp, st, mask, now);
+  return packet_sent(qp, st, mask, now);
 }
 
 // Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.
-bool Requester::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
+bool Requester::packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
   if (mask & kIsReadReq) {
     qp.req.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
     qp.req.next_psn = psn_add(st.first_psn, st.npkts);
@@ -282,7 +284,7 @@ bool Requester::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t m
     }
   }
   if (!qp.comp.timer_deadline_ns) completer_.arm_ack_timer(qp, now);
-  congestion_.cc_sync(qp, false);
+  congestion_.sync(qp, false);
   return true;
 }
 
@@ -303,7 +305,7 @@ bool Requester::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* ds
 // A BIND_MW or LOCAL_INV reached in SQ order: it takes effect now, before any later WQE is
 // sent, and completes once everything before it has (it spans no PSN: first_psn - 1 is the
 // last PSN of its predecessor, so the ACK that retires that one retires it too).
-bool Requester::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
+bool Requester::local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
   if (ibv_wc_status status = windows_.execute_local_wqe(qp, w, &why); status != IBV_WC_SUCCESS) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;  // complete in order
@@ -336,7 +338,7 @@ void Requester::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause)
         psn = psn_add(st.first_psn, st.rcvd_pkts);
       }
       qp.req.next_psn = psn;
-      congestion_.cc_sync(qp, true);  // what is to be resent is charged again as it goes
+      congestion_.sync(qp, true);  // what is to be resent is charged again as it goes
       dev_.tracer_.event(TraceKind::kRetransmit).u("qp", qp.qpn).u("psn", psn).s("cause", cause);
       ++dev_.counters_.retransmits;
       ++qp.counters.retransmits;

@@ -55,23 +55,23 @@ class Requester {
   void not_busy(const Qp& qp) { busy_qps_.erase(qp.qpn); }
 
   // --- What the completer, timers and QP state changes ask of it ---
-  void requester_run(Qp& qp, uint64_t now);
-  void requester_idle(Qp& qp);  // out of the busy set unless the responder owes answers
+  void run(Qp& qp, uint64_t now);
+  void idle(Qp& qp);  // out of the busy set unless the responder owes answers
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
 
  private:
   // --- Sending a WQE's packets ---
   enum class WqeStart { kWait, kDoneLocally, kBegun };
-  bool requester_send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
-  bool requester_may_send(Qp& qp);
+  bool send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  bool may_send(Qp& qp);
   uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
-  bool requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
-  WqeStart requester_start_wqe(Qp& qp, SendWqeState& st);
+  bool packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
+  WqeStart start_wqe(Qp& qp, SendWqeState& st);
   // Whether the requester can carry the WQE out; if not, *err and *why say why.
   bool check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
                       std::string* why);
-  bool requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
+  bool local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st);
   bool ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why);
 
   // --- The units it calls ---

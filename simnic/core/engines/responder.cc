@@ -134,16 +134,16 @@ void Responder::responder_error(Qp& qp, Error e, uint32_t psn, const std::string
 void Responder::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
   if (!qp.acked() || err.nak != kNakRemoteAccessError) return;
   dev_.log(LogLevel::kWarn, "QP " + hex(qp.qpn) +
-                           ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
-                           "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
+                                ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
+                                "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
   dev_.send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
 }
 
 void Responder::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    dev_.drop(Drop::kUcMessage, qp.qpn, [&] {
-      return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why;
-    }).u("psn", psn);
+    dev_.drop(Drop::kUcMessage, qp.qpn,
+              [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; })
+        .u("psn", psn);
   }
   qp.resp.uc_dropping = true;
   uc_abandon_message(qp);
@@ -191,7 +191,7 @@ const char* resp_step_name(RespStep step) {
 }
 
 // The responder, as rxe's: a request walks named steps, each returning the next.
-void Responder::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+void Responder::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   RespStep step = RespStep::kCheckState;
   StepPath path;
@@ -341,7 +341,8 @@ void Responder::respond_send(Qp& qp, const ParsedPacket& pkt) {
     }
   }
   r.offset += uint32_t(pkt.payload.size());
-  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !windows_.invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
+  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) &&
+      !windows_.invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
     // The receive completes in error and the requester hears NAK invalid request (IBA 9.9.3.1.2).
     responder_error(qp, Error::kInvalidateFailed, psn, why);
     return;
@@ -618,7 +619,12 @@ void Responder::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) 
   }
   uint64_t addr = mr->addr + (mr_va - mr->iova);
   uint64_t orig = 0;
-  dev_.tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
+  dev_.tracer_.event(TraceKind::kDma)
+      .u("qp", qp.qpn)
+      .s("dir", "read")
+      .u("key", a.rkey)
+      .hex("addr", a.va)
+      .u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = dma_.dma_read(mr->ctx->pid, addr, &orig, 8)) {
@@ -628,7 +634,12 @@ void Responder::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) 
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                                 : orig + a.swap_add;
   if (next != orig) {
-    dev_.tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
+    dev_.tracer_.event(TraceKind::kDma)
+        .u("qp", qp.qpn)
+        .s("dir", "write")
+        .u("key", a.rkey)
+        .hex("addr", a.va)
+        .u("length", 8);
     if (int e = dma_.dma_write_now(mr->ctx->pid, addr, &next, 8)) {
       remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
@@ -715,8 +726,8 @@ void Responder::send_atomic_write_ack(Qp& qp, uint32_t psn) {
 
 // The responder's DMA into or out of `mr` failed with `err`: NAK remote access error for an
 // ODP page fault, remote operational error otherwise.
-void Responder::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn, const std::string& what,
-                               int err) {
+void Responder::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn,
+                                  const std::string& what, int err) {
   ++dev_.counters_.dma_errors;
   if (!is_odp_mr(mr) || err != EFAULT) {
     responder_error(qp, Error::kRemoteDmaFailed, psn, what + " failed: " + std::strerror(err));

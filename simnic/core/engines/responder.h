@@ -37,7 +37,7 @@ class Responder {
         completer_(completer) {}
 
   // --- Entry points ---
-  void responder_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
+  void receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   void xrc_receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
   bool can_receive(Qp& qp);                           // false (counted, traced) in RESET, INIT and ERR
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent

@@ -11,16 +11,16 @@ using namespace simnic::proto;
 // INI QPs hear responses only, TGT QPs requests only: anything else is dropped.
 void Responder::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   const bool request = pkt.mask & kIsRequest;
-  if (qp.type == IBV_QPT_XRC_SEND && !request) return completer_.completer_receive(qp, pkt, now);
+  if (qp.type == IBV_QPT_XRC_SEND && !request) return completer_.receive(qp, pkt, now);
   if (qp.type == IBV_QPT_XRC_RECV && request) {
     if (!can_receive(qp)) return;
     // The request the responder expects next goes to the SRQ its XRCETH names; duplicates and
     // gaps are answered from their PSN alone, as on RC.
     if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
-    return responder_receive(qp, pkt, now);
+    return receive(qp, pkt, now);
   }
   dev_.drop(Drop::kXrcDirection, qp.qpn,
-       [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
+            [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
 }
 
 // The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),

@@ -34,7 +34,7 @@ bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
 // must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why. `pd`, when given, is the PD
 // instead of the QP's (an SRQ's receive WQE is checked against the SRQ's PD).
 const Mr* MemoryAccess::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
-                           std::string* why, const Pd* pd) const {
+                                 std::string* why, const Pd* pd) const {
   const Mr* mr = dev_.find_mr_by_key(s.lkey);
   if (!mr) {
     *why = "lkey " + hex(s.lkey) + " names no MR (never registered, or deregistered)";
@@ -57,7 +57,7 @@ const Mr* MemoryAccess::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset
 }
 
 bool MemoryAccess::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
-                        std::string* why) const {
+                              std::string* why) const {
   uint64_t sum = 0;
   for (uint32_t i = 0; i < num_sge; ++i) {
     const ibv_sge& s = sge[i];
@@ -72,15 +72,16 @@ bool MemoryAccess::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge
   return true;
 }
 
-const Mr* MemoryAccess::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
-                             std::string* why) const {
+const Mr* MemoryAccess::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                                   uint64_t* mr_va, std::string* why) const {
   if (!(qp.attr.qp_access_flags & access)) {
     *why = std::string("QP ") + hex(qp.qpn) + " was not given " + access_name(access) + " in qp_access_flags";
     return nullptr;
   }
   const Mr* mr = dev_.find_mr_by_key(rkey);
   if (!mr) {
-    if (const Mw* mw = dev_.find_mw_by_rkey_index(rkey)) return windows_.check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
+    if (const Mw* mw = dev_.find_mw_by_rkey_index(rkey))
+      return windows_.check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
     *why = "rkey " + hex(rkey) + " names no MR or memory window";
     return nullptr;
   }
@@ -105,16 +106,16 @@ const Mr* MemoryAccess::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uin
 // Copies `len` bytes between a buffer and the memory an SGE list describes, from byte `offset`
 // of the list on: the one loop gather (send data out) and scatter (data in) share. Every SGE
 // piece is checked again (local_mr) at the DMA, and traced.
-int MemoryAccess::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-                      bool to_memory, std::string* why) {
+int MemoryAccess::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                            uint32_t len, bool to_memory, std::string* why) {
   return sge_dma(qp, sge, num_sge, offset, buf, len, to_memory ? SgeDma::kWrite : SgeDma::kRead, why);
 }
 
 // copy_sges, and two more uses of the same walk: kCheck makes every per-DMA check and moves
 // nothing (bytes sent from a stage), kProbe reads as kRead does but counts, notes and explains
 // no failure (a chunk read ahead: the packet that needs the bytes reports it, as before).
-int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-                    SgeDma op, std::string* why, const Pd* pd) {
+int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                          uint32_t len, SgeDma op, std::string* why, const Pd* pd) {
   const bool to_memory = op == SgeDma::kWrite;
   const char* dir = to_memory ? "write" : "read";
   for (uint32_t i = 0; i < num_sge && len; ++i) {
@@ -162,7 +163,7 @@ int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, ui
 }
 
 int MemoryAccess::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
-                   std::string* why) {
+                         std::string* why) {
   if (wqe.send_flags & IBV_SEND_INLINE) {
     if (wqe.inline_len > abi::kMaxInlineData || offset + len > wqe.inline_len) return EINVAL;
     std::memcpy(dst, wqe.inline_data + offset, len);
@@ -173,7 +174,7 @@ int MemoryAccess::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset,
 
 // Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
 int MemoryAccess::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src,
-                    uint32_t len, std::string* why, const Pd* pd) {
+                          uint32_t len, std::string* why, const Pd* pd) {
   if (num_sge > abi::kMaxSge) {
     *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
     return EINVAL;
@@ -238,8 +239,8 @@ void MemoryAccess::flush_dma_writes() {
 // read alone: the rest of the message is this packet, or a chunk read failed (the packet's own
 // read then meets the failure and reports it exactly as it did before stages).
 template <class Read>
-MemoryAccess::DmaStage* MemoryAccess::stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len, uint32_t msg_len,
-                                Read&& read) {
+MemoryAccess::DmaStage* MemoryAccess::stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len,
+                                            uint32_t msg_len, Read&& read) {
   DmaStage* lru = &stages_[0];
   for (DmaStage& s : stages_) {
     if (s.owner == owner && s.tag == tag) {
@@ -271,7 +272,7 @@ void MemoryAccess::drop_stage(const void* owner, uint64_t tag) {
 }
 
 int MemoryAccess::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
-                         const uint8_t** out, std::string* why) {
+                               const uint8_t** out, std::string* why) {
   const abi::SendWqe& w = st.wqe;
   const uint32_t nsge = std::min(w.num_sge, abi::kMaxSge);
   auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
@@ -293,7 +294,7 @@ int MemoryAccess::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& 
 // rr.mr was checked (rkey, range: respond_read) when the READ arrived, and is cleared if the MR
 // is deregistered: the caller looks at it before each packet.
 int MemoryAccess::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
-                                  const uint8_t** out) {
+                                        const uint8_t** out) {
   const Mr& mr = *rr.mr;
   auto trace = [&](uint32_t from, uint32_t n) {
     dev_.tracer_.event(TraceKind::kDma)

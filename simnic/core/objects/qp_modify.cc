@@ -188,13 +188,13 @@ void Device::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_
       flush_qp(qp);
       break;
     case IBV_QPS_SQE:
-      requester_.requester_idle(qp);
+      requester_.idle(qp);
       flush_sq(qp);
       break;
     default: break;
   }
   // Out of RTS/SQD (ERR, SQE, RESET) a QP holds no credit towards its peer (congestion.h).
-  congestion_.cc_sync(qp, true);
+  congestion_.sync(qp, true);
 }
 
 // SQD: once every WQE that had begun has completed, the drain is over; the SQ Drained

@@ -18,10 +18,6 @@ std::string mw_name(const Mw& mw) {
   return std::string("type ") + (mw.type == IBV_MW_TYPE_2 ? "2" : "1") + " window " + hex(mw.rkey);
 }
 
-}  // namespace
-
-namespace {
-
 // The window side of BIND_MW (IBA 10.6.7.2 and the checks C10-72..C10-75 that rxe also
 // makes): "" when `mw` may be bound by `w` through `qp`, else why not.
 // The new rkey's index is not checked: only its key byte is taken (rkey_after_bind). The WR
@@ -80,8 +76,8 @@ void WindowBinding::unbind_mws_of_qp(const Qp& qp) {
     if (mw->qp == &qp) unbind_mw(*mw);
 }
 
-const Mr* WindowBinding::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                                  uint64_t* mr_va, std::string* why) const {
+const Mr* WindowBinding::check_mw_access(const Qp& qp, const Mw& mw, uint32_t rkey, uint64_t va, uint64_t len,
+                                         uint32_t access, uint64_t* mr_va, std::string* why) const {
   const std::string name = "rkey " + hex(rkey);
   if (mw.rkey != rkey) {
     *why = name + " is stale: the window was bound again since and its rkey is now " + hex(mw.rkey);

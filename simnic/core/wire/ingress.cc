@@ -14,7 +14,7 @@ namespace simnic::core {
 using namespace simnic::proto;
 
 void Ingress::on_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                       uint32_t dst_ip, uint8_t tos) {
+                        uint32_t dst_ip, uint8_t tos) {
   dev_.set_time(now);
   rx_tos_ = tos;  // for the GRH a UD receive writes (datagram.cc)
   receive_packet(src_ip, src_port, bytes, now, dst_ip);
@@ -95,7 +95,7 @@ bool Ingress::ud_guard_admits(const ParsedPacket& pkt, uint32_t src_ip, uint64_t
 }
 
 void Ingress::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const uint8_t> bytes, uint64_t now,
-                            uint32_t dst_ip) {
+                             uint32_t dst_ip) {
   ++dev_.counters_.rx_packets;
   dev_.counters_.rx_bytes += bytes.size();
   if (dst_ip == 0) dst_ip = dev_.config_.ipv4;
@@ -105,7 +105,7 @@ void Ingress::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const
   ParseError err = parse_packet(bytes, ip, pkt);
   if (err != ParseError::kOk) {
     dev_.drop(err == ParseError::kBadIcrc ? Drop::kBadIcrc : Drop::kMalformed, 0,
-         [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
+              [&] { return std::string("dropped a packet: ") + parse_error_name(err); });
     return;
   }
   if (!from_nic_port(pkt, src_ip, src_port)) return;
@@ -117,7 +117,8 @@ void Ingress::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const
   }
   Qp* qp = dev_.find_qp_by_qpn(pkt.h.bth.dest_qp);
   if (dev_.tracer_.on())
-    transmit_.trace_packet(TraceKind::kPktRx, qp, src_ip, dev_.config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(), nullptr);
+    transmit_.trace_packet(TraceKind::kPktRx, qp, src_ip, dev_.config_.ipv4, pkt.h, pkt.mask, pkt.payload.size(),
+                           nullptr);
   if (pkt.h.bth.dest_qp == proto::cm::kGsiQpn) return dev_.cm_->on_mad(src_ip, src_port, pkt, now);  // QP1: the CM's
   if (!ud_guard_admits(pkt, src_ip, now)) return;
   if (!qp) {
@@ -136,8 +137,8 @@ void Ingress::receive_packet(uint32_t src_ip, uint16_t src_port, std::span<const
   if (dev_.tracer_.on() && (pkt.mask & kIsRequest)) dev_.trace_new_wqes(*qp);
   if (qp->type == IBV_QPT_UD) datagram_.respond_ud(*qp, pkt, src_ip, bytes.size(), dev_.config_.ipv4);
   else if (qp->is_xrc()) responder_.xrc_receive(*qp, pkt, now);
-  else if (pkt.mask & kIsRequest) responder_.responder_receive(*qp, pkt, now);
-  else completer_.completer_receive(*qp, pkt, now);
+  else if (pkt.mask & kIsRequest) responder_.receive(*qp, pkt, now);
+  else completer_.receive(*qp, pkt, now);
 }
 
 }  // namespace simnic::core

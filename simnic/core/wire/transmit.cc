@@ -10,7 +10,7 @@ using namespace simnic::proto;
 // `tos` travels as the datagram's IPv4 TOS byte: RoCEv2 maps the GRH's traffic class onto the
 // IP header's DSCP and ECN (IBA Annex A17; rxe's prepare_ipv4_hdr takes av->grh.traffic_class).
 SendOutcome Transmit::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h, std::span<const uint8_t> payload,
-                            uint8_t tos) {
+                              uint8_t tos) {
   // An XRC TGT QP answers with the XRC twins of the RC responses the responder builds.
   PacketHeaders xrc_h;
   const bool xrc_response = qp.type == IBV_QPT_XRC_RECV && (opcode_info(rc_h.bth.opcode).mask & kIsRc);
