@@ -42,18 +42,16 @@ Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAll
       shm_(shm),
       notifier_(notifier),
       logger_(logger) {
-  shares_objects = [this](const Context* owner, const Context* user) { return context_verbs_.shares(owner, user); };
+  shares_objects = [this](const Context* owner, const Context* user) { return verbs_.contexts.shares(owner, user); };
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
-  gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, addressing_.node_guid_be());
-  tx_buffer_.resize(8192);
-  payload_buffer_.resize(8192);
-  CmNicInfo cm{config_.ipv4, config_.udp_port, addressing_.node_guid_be(), bytes_to_mtu(config_.mtu_bytes),
+  gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, addressing().node_guid_be());
+  CmNicInfo cm{config_.ipv4, config_.udp_port, addressing().node_guid_be(), bytes_to_mtu(config_.mtu_bytes),
                config_.key_seed};
   cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
 }
 
 Device::~Device() {
-  while (!contexts_.empty()) context_verbs_.close_context(contexts_.begin()->second.get());
+  while (!contexts_.empty()) verbs_.contexts.close_context(contexts_.begin()->second.get());
 }
 
 // ---------------------------------------------------------------- completion vectors
@@ -92,10 +90,11 @@ std::string Device::status_text() const {
   s << "srqs " << srqs_.size() << "\n";
   counters_.for_each([&](const char* name, uint64_t v) { s << name << " " << v << "\n"; });
   // The per-peer window (congestion.h).
-  const CongestionStats cc = cc_.stats();
-  s << "cc_window_cap " << cc_.config().cap_bytes << "\ncc_window_min "
-    << (cc.peers ? cc.min_cwnd : cc_.config().cap_bytes) << "\ncc_in_flight " << cc.in_flight << "\ncc_waiting_qps "
-    << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts " << cc.cuts << "\n";
+  const CongestionStats cc = congestion().stats();
+  s << "cc_window_cap " << congestion().config().cap_bytes << "\ncc_window_min "
+    << (cc.peers ? cc.min_cwnd : congestion().config().cap_bytes) << "\ncc_in_flight " << cc.in_flight
+    << "\ncc_waiting_qps " << cc.waiting << "\ncc_waits " << cc.waits << "\ncc_wakeups " << cc.wakeups << "\ncc_cuts "
+    << cc.cuts << "\n";
   // One line per QP, keyed by its QPN, for `simnic status NAME`.
   for (const auto& [h, qp] : qps_) {
     s << "qp." << hex(qp->qpn) << " " << qp_type_name(qp->type) << " " << qp_state_name(qp->state);

@@ -35,8 +35,8 @@ std::string response_not_placed(const char* what, const std::string& why) {
 
 }  // namespace
 
-void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
-  const abi::SendWqe& w = fetch_send_wqe(qp, qp.comp.sq_consumer);  // a flushed WQE may be unfetched
+void Completer::complete_send_wqe(Qp& qp, ibv_wc_status status) {
+  const abi::SendWqe& w = requester_.fetch_send_wqe(qp, qp.comp.sq_consumer);  // a flushed WQE may be unfetched
   SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
   bool started = qp.comp.sq_consumer != qp.req.sq_started;
   if (started && st.rd_atomic && qp.req.rd_atomic_outstanding) --qp.req.rd_atomic_outstanding;
@@ -61,30 +61,30 @@ void Device::complete_send_wqe(Qp& qp, ibv_wc_status status) {
   // Free the slot before the CQE is visible: an application that polls the completion may post
   // into the slot at once (perftest's latency tests run with a send queue of one).
   qp.shm->sq.consumer.value.store(qp.comp.sq_consumer, std::memory_order_release);
-  if (signaled && qp.send_cq) completions_.push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
-  tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "sq").u("index", index);
-  qp_states_.check_sq_drained(qp);
+  if (signaled && qp.send_cq) dev_.completions().push_cqe(*qp.send_cq, wc, false);  // an XRC TGT QP has no send CQ
+  dev_.tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "sq").u("index", index);
+  dev_.qp_states().check_sq_drained(qp);
 }
 
 // A send WQE failed (IBA 9.9.2): it completes with the error's status, even unsignaled.
-void Device::requester_error(Qp& qp, Error e, const std::string& detail) {
+void Completer::requester_error(Qp& qp, Error e, const std::string& detail) {
   const ErrorInfo& err = error_info(e);
   const char* status = wc_status_name(err.status);
   const std::string rule = detail + " (" + err.rule + ", " + err.iba_class + ")";
   char line[96];
   std::snprintf(line, sizeof line, "QP 0x%x send WQE failed with %s: ", qp.qpn, status);
   qp.error_reason = std::string("a send work request failed with ") + status + ": " + rule;
-  journal_.log(LogLevel::kWarn, line + rule);
-  tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
+  dev_.journal().log(LogLevel::kWarn, line + rule);
+  dev_.tracer_.event(TraceKind::kError).u("qp", qp.qpn).s("status", status).s("error", err.name).s("rule", rule);
   if (qp.comp.sq_consumer != qp.shm->sq.producer.value.load(std::memory_order_acquire))
     complete_send_wqe(qp, err.status);
   // RC: the whole QP is in error. UC/UD: only the send queue stops (SQE); receives go on, and
   // modify_qp SQE->RTS resumes sending (IBA 10.3.1.8, 11.6.2).
-  qp_states_.set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
+  dev_.qp_states().set_qp_state(qp, qp.acked() ? IBV_QPS_ERR : IBV_QPS_SQE, status);
 }
 
 // Retire WQEs whose every packet is acknowledged by an ACK for `psn` (coalesced ACKs).
-void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
+void Completer::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
   const uint32_t mask = qp.sq_entries - 1;
   const bool progress = psn_diff(psn, qp.comp.una_psn) >= 0;
   if (progress) qp.comp.una_psn = psn_add(psn, 1);
@@ -100,7 +100,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
       // re-requested responses would be dropped as old and a lost re-request never retried.
       const uint32_t missing = psn_add(st.first_psn, st.rcvd_pkts);
       qp.comp.una_psn = missing;
-      go_back_n(qp, missing, now, "implied_nak");
+      requester_.go_back_n(qp, missing, now, "implied_nak");
       return;
     }
     note_peer_answered(qp, st, now);
@@ -120,7 +120,7 @@ void Device::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
 // the count of request messages it completed). It completed at least every message wholly
 // before the acknowledged PSN (up to `psn` for an ACK, before it for a NAK), and at most every
 // message we started; a duplicate's ACK carries the newer MSN, so only these bounds are exact.
-bool Device::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const {
+bool Completer::ack_msn_plausible(const Qp& qp, uint32_t psn, uint32_t msn, bool is_nak) const {
   const uint32_t mask = qp.sq_entries - 1;
   const uint32_t covered = is_nak ? psn_add(psn, kPsnMask) : psn;
   uint32_t least = qp.comp.msn_retired;
@@ -142,20 +142,20 @@ const char* comp_step_name(CompStep step) {
 
 // The completer, as rxe's: a packet walks named steps, each returning the next, from the
 // cheap checks to retiring WQEs (IBA 9.7.5.1).
-void Device::completer_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+void Completer::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   StepPath path;
-  const bool tracing = tracer_.engine_steps_on();
+  const bool tracing = dev_.tracer_.engine_steps_on();
   while (step != CompStep::kDone) {
     if (tracing) path.add(step);
-    step = completer_step(c, step);
+    step = run_step(c, step);
   }
-  if (tracing) trace_engine_steps(tracer_, "completer", qp.qpn, pkt.h.bth.psn, path, comp_step_name);
-  cc_sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
+  if (tracing) trace_engine_steps(dev_.tracer_, "completer", qp.qpn, pkt.h.bth.psn, path, comp_step_name);
+  congestion_.sync(qp, false);  // credit the acknowledged PSNs freed goes back to the peer's window
 }
 
-CompStep Device::completer_step(CompletionWork& c, CompStep step) {
+CompStep Completer::run_step(CompletionWork& c, CompStep step) {
   switch (step) {
     case CompStep::kCheckState: return comp_check_state(c);
     case CompStep::kCheckPsn: return comp_check_psn(c);
@@ -167,35 +167,35 @@ CompStep Device::completer_step(CompletionWork& c, CompStep step) {
     case CompStep::kAck: complete_acked(c.qp, c.pkt.h.bth.psn, c.now); return CompStep::kRunRequester;
     case CompStep::kRnrNak: return comp_rnr_nak(c);
     case CompStep::kNak: return comp_nak(c);
-    case CompStep::kRunRequester: schedule(c.qp, kWorkRequester); return CompStep::kDone;
+    case CompStep::kRunRequester: requester_.schedule(c.qp, Requester::kWorkRequester); return CompStep::kDone;
     case CompStep::kDone: break;
   }
   return CompStep::kDone;
 }
 
 // Only a QP that sends hears responses.
-CompStep Device::comp_check_state(CompletionWork& c) {
+CompStep Completer::comp_check_state(CompletionWork& c) {
   Qp& qp = c.qp;
   if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE) return CompStep::kCheckPsn;
-  journal_.drop(Drop::kResponseState, qp.qpn, [&] {
+  dev_.journal().drop(Drop::kResponseState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a response: it is in " + qp_state_name(qp.state) + ", not sending";
   });
   return CompStep::kDone;
 }
 
 // A response must be for a PSN we have sent and not yet retired.
-CompStep Device::comp_check_psn(CompletionWork& c) {
+CompStep Completer::comp_check_psn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
   if (psn_diff(psn, c.qp.comp.una_psn) < 0 || psn_diff(psn, c.qp.req.next_psn) >= 0) {
-    if (c.pkt.mask & kIsAck) ++counters_.duplicates;  // a late or repeated ACK
-    else ++counters_.rx_drop_unexpected;
+    if (c.pkt.mask & kIsAck) ++dev_.counters_.duplicates;  // a late or repeated ACK
+    else ++dev_.counters_.rx_drop_unexpected;
     return CompStep::kDone;
   }
   return (c.pkt.mask & (kIsReadResp | kHasAtomicAckEth)) ? CompStep::kFindWqe : CompStep::kCheckMsn;
 }
 
 // The READ/atomic WQE a response belongs to; everything before it is implicitly acknowledged.
-CompStep Device::comp_find_wqe(CompletionWork& c) {
+CompStep Completer::comp_find_wqe(CompletionWork& c) {
   Qp& qp = c.qp;
   const uint32_t psn = c.pkt.h.bth.psn, mask = qp.sq_entries - 1;
   uint32_t idx = qp.comp.sq_consumer;
@@ -205,12 +205,12 @@ CompStep Device::comp_find_wqe(CompletionWork& c) {
     if (d >= 0 && d < int32_t(st.npkts)) break;
   }
   if (idx == qp.req.sq_started || !qp.sq_state[idx & mask].rd_atomic) {
-    ++counters_.rx_drop_unexpected;
+    ++dev_.counters_.rx_drop_unexpected;
     return CompStep::kDone;
   }
   c.wqe = &qp.sq_state[idx & mask];
   if (!response_fits_wqe(c.wqe->wqe.opcode, c.pkt)) {
-    ++counters_.rx_drop_unexpected;
+    ++dev_.counters_.rx_drop_unexpected;
     return CompStep::kDone;
   }
   complete_acked(qp, psn_add(c.wqe->first_psn, uint32_t(-1) & kPsnMask), c.now);
@@ -220,12 +220,12 @@ CompStep Device::comp_find_wqe(CompletionWork& c) {
 
 // The original value lands in the WQE's buffer (the NIC's copy of the WQE: the ring may have
 // been rewritten since); a duplicate ACK changes nothing.
-CompStep Device::comp_atomic_ack(CompletionWork& c) {
+CompStep Completer::comp_atomic_ack(CompletionWork& c) {
   SendWqeState& st = *c.wqe;
   if (!st.done) {
     uint64_t orig = c.pkt.h.atomic_ack.orig;
     std::string why;
-    if (scatter(c.qp, st.wqe.sge, st.wqe.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
+    if (dma_.scatter(c.qp, st.wqe.sge, st.wqe.num_sge, 0, reinterpret_cast<const uint8_t*>(&orig), 8, &why)) {
       requester_error(c.qp, Error::kLocalProtection, response_not_placed("the atomic's original value", why));
       return CompStep::kDone;
     }
@@ -238,26 +238,26 @@ CompStep Device::comp_atomic_ack(CompletionWork& c) {
 // READ response data, in order: a gap is re-requested once from the first missing packet;
 // the rest of the old stream still in flight is dropped, not re-requested again (the ACK
 // timeout covers a lost re-request).
-CompStep Device::comp_read_data(CompletionWork& c) {
+CompStep Completer::comp_read_data(CompletionWork& c) {
   Qp& qp = c.qp;
   SendWqeState& st = *c.wqe;
   const uint32_t psn = c.pkt.h.bth.psn, expect = psn_add(st.first_psn, st.rcvd_pkts);
   if (psn != expect) {
     if (psn_diff(psn, expect) <= 0) {
-      ++counters_.duplicates;
+      ++dev_.counters_.duplicates;
     } else if (qp.comp.read_gap_asked != expect) {
       qp.comp.read_gap_asked = expect;
-      go_back_n(qp, expect, c.now, "read_gap");
+      requester_.go_back_n(qp, expect, c.now, "read_gap");
     } else {
-      ++counters_.rx_drop_unexpected;
+      ++dev_.counters_.rx_drop_unexpected;
     }
     return CompStep::kDone;
   }
   qp.comp.read_gap_asked.reset();
   if (!c.pkt.payload.empty()) {
     std::string why;
-    if (scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
-                uint32_t(c.pkt.payload.size()), &why)) {
+    if (dma_.scatter(qp, st.wqe.sge, st.wqe.num_sge, st.rcvd_pkts * qp.mtu_bytes, c.pkt.payload.data(),
+                     uint32_t(c.pkt.payload.size()), &why)) {
       requester_error(qp, Error::kLocalProtection, response_not_placed("the READ response's data", why));
       return CompStep::kDone;
     }
@@ -266,7 +266,7 @@ CompStep Device::comp_read_data(CompletionWork& c) {
   return CompStep::kReadAtomicDone;
 }
 
-CompStep Device::comp_read_atomic_done(CompletionWork& c) {
+CompStep Completer::comp_read_atomic_done(CompletionWork& c) {
   SendWqeState& st = *c.wqe;
   if (st.done) {
     complete_acked(c.qp, psn_add(st.first_psn, st.npkts - 1), c.now);
@@ -278,32 +278,32 @@ CompStep Device::comp_read_atomic_done(CompletionWork& c) {
 }
 
 // An ACK or NAK must carry an MSN our responder could have sent (ack_msn_plausible).
-CompStep Device::comp_check_msn(CompletionWork& c) {
+CompStep Completer::comp_check_msn(CompletionWork& c) {
   Qp& qp = c.qp;
   const uint32_t psn = c.pkt.h.bth.psn;
   const uint8_t syndrome = c.pkt.h.aeth.syndrome;
   if (!ack_msn_plausible(qp, psn, c.pkt.h.aeth.msn, aeth_class(syndrome) != kAethAck)) {
-    journal_.drop(Drop::kBadMsn, qp.qpn, [&] {
+    dev_.journal().drop(Drop::kBadMsn, qp.qpn, [&] {
       return "QP " + hex(qp.qpn) + " dropped an ACK/NAK for PSN " + hex(psn) + " with MSN " + hex(c.pkt.h.aeth.msn) +
              ": it counts messages this QP never sent (forged, or from an old connection)";
     });
     return CompStep::kDone;
   }
-  ++counters_.acks_received;
+  ++dev_.counters_.acks_received;
   switch (aeth_class(syndrome)) {
     case kAethAck: return CompStep::kAck;
     case kAethRnrNak: return CompStep::kRnrNak;
     case kAethNak: return CompStep::kNak;
-    default: ++counters_.rx_drop_malformed; return CompStep::kDone;
+    default: ++dev_.counters_.rx_drop_malformed; return CompStep::kDone;
   }
 }
 
 // Receiver not ready: everything before the PSN is done; wait out the NAK's timer, then go back
 // to it, at most rnr_retry times (7: forever).
-CompStep Device::comp_rnr_nak(CompletionWork& c) {
+CompStep Completer::comp_rnr_nak(CompletionWork& c) {
   Qp& qp = c.qp;
   const uint32_t psn = c.pkt.h.bth.psn, timer = aeth_value(c.pkt.h.aeth.syndrome);
-  ++counters_.rnr_naks_received;
+  ++dev_.counters_.rnr_naks_received;
   ++qp.counters.rnr_naks_received;
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
@@ -317,7 +317,7 @@ CompStep Device::comp_rnr_nak(CompletionWork& c) {
     --qp.comp.rnr_retry_left;
   }
   arm_rnr_timer(qp, psn, timer, c.now);
-  journal_.log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
+  dev_.journal().log_limited(LogLevel::kWarn, "rnr_received", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": the peer had no receive WQE for PSN " + hex(psn) + " (RNR NAK); retrying in " +
            std::to_string(rnr_timer_ns(timer) / 1000) + " us" +
            (qp.attr.rnr_retry == 7 ? std::string(", forever (rnr_retry=7)")
@@ -330,16 +330,16 @@ CompStep Device::comp_rnr_nak(CompletionWork& c) {
 // A NAK: a sequence error goes back N (costing a retry, as a timeout does: rxe counts both;
 // progress acknowledged by this very NAK has already renewed the budget); any other code
 // fails the WQE with the status the NAK table gives it.
-CompStep Device::comp_nak(CompletionWork& c) {
+CompStep Completer::comp_nak(CompletionWork& c) {
   Qp& qp = c.qp;
   const uint32_t psn = c.pkt.h.bth.psn, code = aeth_value(c.pkt.h.aeth.syndrome);
-  ++counters_.naks_received;
+  ++dev_.counters_.naks_received;
   ++qp.counters.naks_received;
   complete_acked(qp, psn_add(psn, kPsnMask), c.now);
   if (!qp.sq_running()) return CompStep::kDone;
   if (code == kNakPsnSeqError) {
-    cc_sync(qp, false);  // credit for what this NAK acknowledged, before the rewind
-    cc_loss(qp);
+    congestion_.sync(qp, false);  // credit for what this NAK acknowledged, before the rewind
+    congestion_.loss(qp);
     if (qp.comp.retry_left == 0) {
       requester_error(qp, Error::kRetryExceeded,
                       "the responder NAKed PSN " + hex(psn) + " (a packet was lost) more than retry_cnt=" +
@@ -347,7 +347,7 @@ CompStep Device::comp_nak(CompletionWork& c) {
       return CompStep::kDone;
     }
     --qp.comp.retry_left;
-    go_back_n(qp, psn, c.now, "nak_seq");
+    requester_.go_back_n(qp, psn, c.now, "nak_seq");
     return CompStep::kDone;
   }
   const NakInfo& nak = nak_info(code);

@@ -22,14 +22,14 @@ uint64_t ack_timeout_ns(const Qp& qp) { return std::max(uint64_t(4096) << qp.att
 
 // RNR NAK timer field -> nanoseconds (IBA Table 45: 0 is 655.36 ms, 1 is 0.01 ms, ...,
 // 31 is 491.52 ms). The table is in units of 10 µs.
-uint64_t Device::rnr_timer_ns(uint32_t t) {
+uint64_t Completer::rnr_timer_ns(uint32_t t) {
   static const uint32_t k10Us[32] = {65536, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
                                      48,    64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
                                      2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
   return uint64_t(k10Us[t & 31]) * 10'000;
 }
 
-void Device::arm_ack_timer(Qp& qp, uint64_t now) {
+void Completer::arm_ack_timer(Qp& qp, uint64_t now) {
   if (qp.attr.timeout == 0) {  // 0 means "wait forever" (IBA 11.2.4.2)
     qp.comp.timer_deadline_ns = 0;
     return;
@@ -38,57 +38,57 @@ void Device::arm_ack_timer(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = now + ack_timeout_ns(qp);
   qp.comp.timer_answered_seq = peer_progress_[qp.remote_ip].answered;
   if (was_idle)
-    tracer_.event(TraceKind::kTimer)
+    dev_.tracer_.event(TraceKind::kTimer)
         .u("qp", qp.qpn)
         .s("what", "ack_timeout")
         .s("action", "armed")
         .u("due_ns", qp.comp.timer_deadline_ns);
 }
 
-void Device::stop_ack_timer(Qp& qp) {
+void Completer::stop_ack_timer(Qp& qp) {
   if (qp.comp.timer_deadline_ns)
-    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
+    dev_.tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "stopped");
   qp.comp.timer_deadline_ns = 0;
 }
 
 // The requester waits out an RNR NAK's timer, then resends from `psn`.
-void Device::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now) {
+void Completer::arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now) {
   qp.comp.rnr_wait = true;
   qp.comp.una_psn = psn;
   qp.comp.timer_deadline_ns = now + rnr_timer_ns(timer_field);
-  cc_sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
-  tracer_.event(TraceKind::kTimer)
+  congestion_.sync(qp, true);  // the responder dropped what followed: nothing in flight while waiting
+  dev_.tracer_.event(TraceKind::kTimer)
       .u("qp", qp.qpn)
       .s("what", "rnr_wait")
       .s("action", "armed")
       .u("due_ns", qp.comp.timer_deadline_ns);
-  requester_idle(qp);
+  requester_.idle(qp);
 }
 
-uint64_t Device::next_deadline() const {
-  uint64_t best = cm_->next_deadline();
-  for (const auto& [h, qp] : qps_)
+uint64_t Completer::next_deadline() const {
+  uint64_t best = dev_.cm_->next_deadline();
+  for (const auto& [h, qp] : dev_.qps_)
     if (qp->comp.timer_deadline_ns && (!best || qp->comp.timer_deadline_ns < best)) best = qp->comp.timer_deadline_ns;
   return best;
 }
 
-void Device::on_timer(uint64_t now) {
-  set_time(now);
-  cm_->on_timer(now);
+void Completer::on_timer(uint64_t now) {
+  dev_.set_time(now);
+  dev_.cm_->on_timer(now);
   std::vector<Qp*> due;
-  for (auto& [h, qp] : qps_)
+  for (auto& [h, qp] : dev_.qps_)
     if (qp->comp.timer_deadline_ns && qp->comp.timer_deadline_ns <= now) due.push_back(qp.get());
-  for (Qp* qp : due) completer_timer_fired(*qp, now);
-  run_scheduled(now);
+  for (Qp* qp : due) timer_fired(*qp, now);
+  requester_.run_scheduled(now);
 }
 
-void Device::completer_timer_fired(Qp& qp, uint64_t now) {
+void Completer::timer_fired(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = 0;
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
   if (qp.comp.rnr_wait) {        // the RNR wait is over: try again from the NAKed PSN
     qp.comp.rnr_wait = false;
-    tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
-    go_back_n(qp, qp.comp.una_psn, now, "rnr");
+    dev_.tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
+    requester_.go_back_n(qp, qp.comp.una_psn, now, "rnr");
     return;
   }
   if (qp.comp.sq_consumer == qp.req.sq_started) return;  // everything was acknowledged meanwhile
@@ -98,8 +98,8 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
   const AckWait wait = judge_ack_wait(qp, now);
   if (wait.waiting) {
     arm_ack_timer(qp, now);
-    ++counters_.timeouts_deferred;
-    tracer_.event(TraceKind::kTimer)
+    ++dev_.counters_.timeouts_deferred;
+    dev_.tracer_.event(TraceKind::kTimer)
         .u("qp", qp.qpn)
         .s("what", "ack_timeout")
         .s("action", "deferred")
@@ -107,7 +107,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
         .u("due_ns", qp.comp.timer_deadline_ns);
     return;
   }
-  journal_.log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
+  dev_.journal().log_limited(LogLevel::kWarn, "ack_timeout", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": no ACK from " + ip_string(qp.remote_ip) + " for PSN " + hex(qp.comp.una_psn) +
            " within the ACK timeout; " +
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) +
@@ -115,10 +115,10 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
                                : std::string("no retries left")) +
            " (" + wait.why + "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
   });
-  ++counters_.timeouts;
+  ++dev_.counters_.timeouts;
   ++qp.counters.timeouts;
-  cc_loss(qp);
-  tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
+  congestion_.loss(qp);
+  dev_.tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "ack_timeout").s("action", "fired");
   if (qp.comp.retry_left == 0) {
     requester_error(qp, Error::kRetryExceeded,
                     "no ACK within the local ACK timeout (4.096us * 2^" + std::to_string(qp.attr.timeout) +
@@ -126,7 +126,7 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
     return;
   }
   --qp.comp.retry_left;
-  go_back_n(qp, qp.comp.una_psn, now, "timeout");
+  requester_.go_back_n(qp, qp.comp.una_psn, now, "timeout");
 }
 
 // --- A queue is not a loss ---
@@ -166,7 +166,8 @@ void Device::completer_timer_fired(Qp& qp, uint64_t now) {
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
 // back by the fault injector (lost_seq) and is resent as before.
 
-void Device::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome) {
+void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet,
+                                  SendOutcome outcome) {
   if (!qp.acked()) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   const uint64_t seq = ++peer.sent;
@@ -177,7 +178,7 @@ void Device::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bo
 }
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
-void Device::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
+void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
   if (!st.last_seq) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.answered = std::max(peer.answered, st.last_seq);
@@ -185,10 +186,10 @@ void Device::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
 }
 
 // The cases above, in order.
-AckWait Device::judge_ack_wait(Qp& qp, uint64_t now) {
+AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it"};
-  const PacketSink::PeerEnd end = wire_.peer_end(qp.remote_ip, config_.udp_port);
+  const PacketSink::PeerEnd end = dev_.wire_.peer_end(qp.remote_ip, dev_.config_.udp_port);
   if (end.local) {
     peer.look(end, now);
     return judge_local_peer(qp, peer, now);
@@ -198,7 +199,7 @@ AckWait Device::judge_ack_wait(Qp& qp, uint64_t now) {
 }
 
 // Case 2: a peer on this host, whose socket the kernel shows.
-AckWait Device::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const {
+AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const {
   constexpr uint64_t kStalledPeerNs = 3'000'000'000;
   if (!peer.end.open) return {false, "the peer NIC's socket is gone"};
   const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];

@@ -24,13 +24,13 @@ constexpr uint32_t kGrhBytes = 40;
 // InfiniBand mode writes none: the datagram came with no GRH, as on an IB subnet where peers
 // are addressed by LID; the sender is known by its LID (wc.slid), the 40 bytes are left
 // untouched and IBV_WC_GRH is clear (docs/link-layer.md).
-int Device::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip, size_t udp_len,
-                           std::string* why) {
+int DatagramReceiver::scatter_ud_grh(const Qp& qp, const RecvInProgress& r, uint32_t src_ip, uint32_t dst_ip,
+                                     size_t udp_len, std::string* why) {
   uint8_t grh[kGrhBytes] = {};
   uint8_t ip_udp[kIpv4UdpBytes];
-  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, config_.udp_port, 0, rx_tos_}, udp_len, ip_udp);
+  build_ipv4_udp(IpUdpInfo{src_ip, dst_ip, kRoceV2Port, dev_.config_.udp_port, 0, ingress_.rx_tos()}, udp_len, ip_udp);
   std::memcpy(grh + 20, ip_udp, 20);
-  return scatter_recv(qp, r, 0, grh, kGrhBytes, why);
+  return recv_.scatter_recv(qp, r, 0, grh, kGrhBytes, why);
 }
 
 namespace {
@@ -58,9 +58,9 @@ std::string ud_too_long_why(const abi::RecvWqe& wqe, uint32_t len, size_t payloa
 // A datagram longer than the next receive WQE of a QP's own RQ: IBA 9.9.3 (Table 63, class D
 // for UD) and rxe (RESPST_ERR_LENGTH on UD without an SRQ: drop_msg, the WQE stays at the
 // head of the RQ) drop it silently; the WQE is not consumed and the QP stays in RTS.
-void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
+void DatagramReceiver::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
   const std::string why = ud_too_long_why(wqe, len, len - kGrhBytes);
-  journal_.drop(Drop::kUdTooLong, qp.qpn, [&] {
+  dev_.journal().drop(Drop::kUdTooLong, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a UD datagram: " + why +
            ". A UD datagram that does not fit the receive WQE is discarded and the WQE stays posted "
            "(IBA 9.9.3, class D; as rxe): post receive buffers of 40 bytes + the largest message";
@@ -68,26 +68,26 @@ void Device::ud_drop_too_long(Qp& qp, const abi::RecvWqe& wqe, uint32_t len) {
 }
 
 // `dst_ip` is where the datagram was sent: this NIC, or the multicast group; the GRH area shows it.
-void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
-  if (!can_receive(qp)) return;
+void DatagramReceiver::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t udp_len, uint32_t dst_ip) {
+  if (!responder_.can_receive(qp)) return;
   if (pkt.h.deth.qkey != qp.attr.qkey) {
-    journal_.drop(Drop::kQkey, qp.qpn, [&] {
+    dev_.journal().drop(Drop::kQkey, qp.qpn, [&] {
       return "Q_Key " + hex(pkt.h.deth.qkey) + " is not the QP's " + hex(qp.attr.qkey) + " (IBA 10.2.5)";
     });
-    ud_missed(qp.qpn, now_);  // a guess of the Q_Key: UdProbeGuard counts it
+    ingress_.ud_missed(qp.qpn, dev_.now_);  // a guess of the Q_Key: UdProbeGuard counts it
     return;
   }
-  ud_guard_.delivered(src_ip);  // the sender knows the QPN and Q_Key: let it through a sweep
+  ingress_.ud_sender_delivered(src_ip);  // the sender knows the QPN and Q_Key: let it through a sweep
   RecvInProgress rip;
-  if (!peek_recv_wqe(qp, &rip)) {
-    journal_.drop(Drop::kUdNoWqe, qp.qpn,
-                  [&] { return "a datagram from " + ip_string(src_ip) + ", no receive posted"; });
+  if (!recv_.peek_recv_wqe(qp, &rip)) {
+    dev_.journal().drop(Drop::kUdNoWqe, qp.qpn,
+                        [&] { return "a datagram from " + ip_string(src_ip) + ", no receive posted"; });
     return;
   }
   const uint32_t len = kGrhBytes + uint32_t(pkt.payload.size());
   if (rip.wqe.num_sge <= abi::kMaxSge && ud_room(rip.wqe) < len && !rip.from_srq)
     return ud_drop_too_long(qp, rip.wqe, len);
-  consume_recv_wqe(qp);
+  recv_.consume_recv_wqe(qp);
   ibv_wc wc{};
   wc.wr_id = rip.wqe.wr_id;
   wc.opcode = IBV_WC_RECV;
@@ -98,16 +98,16 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
   auto fail = [&](Error e, const std::string& why, bool keep_qp = false) {
     const ErrorInfo& err = error_info(e);
     const std::string rule = why + " (" + err.rule + ")";
-    journal_.log(LogLevel::kWarn,
-                 "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
-    tracer_.event(TraceKind::kError)
+    dev_.journal().log(LogLevel::kWarn,
+                       "QP " + hex(qp.qpn) + " UD receive failed with " + wc_status_name(err.status) + ": " + rule);
+    dev_.tracer_.event(TraceKind::kError)
         .u("qp", qp.qpn)
         .s("status", wc_status_name(err.status))
         .s("error", err.name)
         .s("rule", rule);
     wc.status = err.status;
-    completions_.push_cqe(*qp.recv_cq, wc, false);
-    if (!keep_qp) qp_states_.set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
+    dev_.completions().push_cqe(*qp.recv_cq, wc, false);
+    if (!keep_qp) dev_.qp_states().set_qp_state(qp, IBV_QPS_ERR, wc_status_name(err.status));
   };
   std::string why;
   if (rip.wqe.num_sge > abi::kMaxSge)
@@ -118,23 +118,23 @@ void Device::respond_ud(Qp& qp, const ParsedPacket& pkt, uint32_t src_ip, size_t
     // and the QP goes on receiving.
     return fail(Error::kRecvTooShort, ud_too_long_why(rip.wqe, len, pkt.payload.size()), true);
   // Only the bytes placed are checked against the SGEs' MRs (scatter_recv), as rxe and ConnectX.
-  if (!config_.infiniband) {
-    if (int e = scatter_ud_grh(qp, rip, src_ip, dst_ip, udp_len, &why)) return fail(recv_scatter_error(e), why);
+  if (!dev_.config_.infiniband) {
+    if (int e = scatter_ud_grh(qp, rip, src_ip, dst_ip, udp_len, &why)) return fail(recv_.recv_scatter_error(e), why);
   }
   if (!pkt.payload.empty()) {
-    if (int e = scatter_recv(qp, rip, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
-      return fail(recv_scatter_error(e), why);
+    if (int e = recv_.scatter_recv(qp, rip, kGrhBytes, pkt.payload.data(), uint32_t(pkt.payload.size()), &why))
+      return fail(recv_.recv_scatter_error(e), why);
   }
   wc.status = IBV_WC_SUCCESS;
   wc.byte_len = len;
-  wc.wc_flags = config_.infiniband ? 0 : IBV_WC_GRH;
-  wc.sl = wc_sl(config_.infiniband);
-  wc.slid = addressing_.lid_of(src_ip);
+  wc.wc_flags = dev_.config_.infiniband ? 0 : IBV_WC_GRH;
+  wc.sl = wc_sl(dev_.config_.infiniband);
+  wc.slid = dev_.addressing().lid_of(src_ip);
   if (pkt.mask & kHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = pkt.h.imm_be;
   }
-  completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+  dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
 }  // namespace simnic::core

@@ -7,49 +7,49 @@
 
 namespace simnic::core {
 
-void Device::schedule(Qp& qp, uint8_t work) {
+void Requester::schedule(Qp& qp, uint8_t work) {
   if (!qp.work) scheduled_.push_back(qp.qpn);
   qp.work |= work;
 }
 
-void Device::run_scheduled(uint64_t now) {
+void Requester::run_scheduled(uint64_t now) {
   while (!scheduled_.empty()) {
     std::vector<uint32_t> qpns;
     qpns.swap(scheduled_);
     for (uint32_t qpn : qpns) {
-      Qp* qp = find_qp_by_qpn(qpn);  // it may have been destroyed meanwhile
+      Qp* qp = dev_.tables().find_qp_by_qpn(qpn);  // it may have been destroyed meanwhile
       if (!qp) continue;
       const uint8_t work = qp->work;
       qp->work = 0;
-      if (work & kWorkRequester) requester_run(*qp, now);
+      if (work & kWorkRequester) run(*qp, now);
     }
   }
 }
 
-void Device::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
-  set_time(now);
-  tracer_.event(TraceKind::kDoorbell).u("ctx", ctx->id).u("rings", rings);
+void Requester::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
+  dev_.set_time(now);
+  dev_.tracer_.event(TraceKind::kDoorbell).u("ctx", ctx->id).u("rings", rings);
   for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
-    auto it = qps_.find(h);
-    if (it == qps_.end()) continue;
+    auto it = dev_.qps_.find(h);
+    if (it == dev_.qps_.end()) continue;
     Qp& qp = *it->second;
-    if (tracer_.on()) trace_points_.trace_new_wqes(qp);
-    if (qp.state == IBV_QPS_ERR) completions_.flush_qp(qp);
-    else if (qp.state == IBV_QPS_SQE) completions_.flush_sq(qp);
+    if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(qp);
+    if (qp.state == IBV_QPS_ERR) dev_.completions().flush_qp(qp);
+    else if (qp.state == IBV_QPS_SQE) dev_.completions().flush_sq(qp);
     else if (qp.state == IBV_QPS_RTS) schedule(qp, kWorkRequester);
   }
   run_scheduled(now);
 }
 
 // A turn for the QPs that stopped early to let the event loop breathe (busy_qps_).
-void Device::run_pending(uint64_t now) {
-  set_time(now);
+void Requester::run_pending(uint64_t now) {
+  dev_.set_time(now);
   std::vector<Qp*> busy;
   for (auto& [qpn, qp] : busy_qps_) busy.push_back(qp);
   for (Qp* qp : busy) {
-    if (!find_qp_by_qpn(qp->qpn)) continue;
-    bool reads_done = send_read_responses(*qp, burst_);
-    if (qp->sq_running()) requester_run(*qp, now);
+    if (!dev_.tables().find_qp_by_qpn(qp->qpn)) continue;
+    bool reads_done = responder_.send_read_responses(*qp, burst_);
+    if (qp->sq_running()) run(*qp, now);
     if (reads_done && qp->resp.read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
     if (!reads_done) busy_qps_[qp->qpn] = qp;
   }

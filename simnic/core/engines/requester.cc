@@ -65,34 +65,34 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 
 }  // namespace
 
-void Device::requester_run(Qp& qp, uint64_t now) {
+void Requester::run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.comp.rnr_wait) {
-    requester_idle(qp);
-    cc_end_turn(qp);
+    idle(qp);
+    congestion_.end_turn(qp);
     return;
   }
   // The engine may find WQEs before their doorbell is handled (it reads the ring): report them
   // as posted before acting on them.
-  if (tracer_.on()) trace_points_.trace_new_wqes(qp);
+  if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(qp);
   uint32_t budget = burst_;  // per turn, so one QP cannot starve the event loop
   bool more = true;
-  while (budget && (more = requester_send_packet(qp, now))) --budget;
+  while (budget && (more = send_packet(qp, now))) --budget;
   if (more && qp.sq_running()) busy_qps_[qp.qpn] = &qp;
-  else requester_idle(qp);
-  cc_end_turn(qp);
+  else idle(qp);
+  congestion_.end_turn(qp);
 }
 
 // The requester has nothing to send this turn. The QP leaves the busy set only if its responder
 // owes nothing either: a QP waiting out an RNR NAK, or whose SQ is in error (the receive side of
 // an SQE QP goes on working), still answers what it received, and the READ responses and the
 // answers queued behind them (responder.cc, send_answer_in_order) must keep flowing.
-void Device::requester_idle(Qp& qp) {
+void Requester::idle(Qp& qp) {
   if (qp.resp.read_responses.empty()) busy_qps_.erase(qp.qpn);
 }
 
 // The NIC's copy of send WQE `index`, fetched from the shared ring the first time it is asked
 // for. Fetches happen in SQ order, so every WQE before sq_fetched has its copy in sq_state.
-const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
+const abi::SendWqe& Requester::fetch_send_wqe(Qp& qp, uint32_t index) {
   SendWqeState& st = qp.sq_state[index & (qp.sq_entries - 1)];
   if (index == qp.req.sq_fetched) {
     st.wqe = qp.sq[index & (qp.sq_entries - 1)];
@@ -103,8 +103,8 @@ const abi::SendWqe& Device::fetch_send_wqe(Qp& qp, uint32_t index) {
 
 // Checks a fetched WQE the first time the requester reaches it: true with its length, or
 // false with the error it completes with.
-bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
-                            std::string* why) {
+bool Requester::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total, uint32_t* dst_ip, Error* err,
+                               std::string* why) {
   const bool lands = lands_locally(w.opcode);
   *total = 0;
   auto fail = [&](Error e, std::string text) {
@@ -129,7 +129,7 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
     return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
   } else if (lands) {
     *total = sge_bytes(w);  // its lkeys are checked when the response lands (scatter), as on rxe
-  } else if (!check_sges(qp, w.sge, w.num_sge, 0, total, why)) {
+  } else if (!dma_.check_sges(qp, w.sge, w.num_sge, 0, total, why)) {
     return fail(Error::kLocalProtection, *why);
   }
   if (*total > (1ull << 31))
@@ -137,16 +137,17 @@ bool Device::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* total
   if (is_eight_bytes(w.opcode) && *total != 8)
     return fail(Error::kMessageTooLong, std::string(wr_opcode_name(w.opcode)) +
                                             " needs exactly 8 bytes of local buffer, got " + std::to_string(*total));
-  if (qp.type == IBV_QPT_UD && *total > config_.mtu_bytes)
+  if (qp.type == IBV_QPT_UD && *total > dev_.config_.mtu_bytes)
     return fail(Error::kMessageTooLong, "a UD message must fit in one packet: " + std::to_string(*total) +
-                                            " bytes is more than the port MTU " + std::to_string(config_.mtu_bytes));
+                                            " bytes is more than the port MTU " +
+                                            std::to_string(dev_.config_.mtu_bytes));
   return true;
 }
 
 // First sight of the WQE at sq_next: check it, then give it its PSNs (kBegun). A BIND_MW or
 // LOCAL_INV is carried out at once (kDoneLocally); kWait when it cannot start now (a limit, a
 // fence, SQD) or failed.
-Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
+Requester::WqeStart Requester::start_wqe(Qp& qp, SendWqeState& st) {
   // SQD finishes the WQEs that had begun and starts no new one (as rxe's DRAIN state).
   if (qp.state == IBV_QPS_SQD) return WqeStart::kWait;
   const abi::SendWqe& w = fetch_send_wqe(qp, qp.req.sq_next);
@@ -155,22 +156,22 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
   // A fenced WQE waits until every READ and atomic before it has completed.
   if ((w.send_flags & IBV_SEND_FENCE) && qp.req.rd_atomic_outstanding) return WqeStart::kWait;
   if (qp.type != IBV_QPT_UD && is_local_op(w.opcode))  // RC, UC (as rxe)
-    return requester_local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
+    return local_op(qp, w, st) ? WqeStart::kDoneLocally : WqeStart::kWait;
   std::string why;
   uint64_t total = 0;
   uint32_t dst_ip = qp.remote_ip;
   Error err{};
   if (!check_send_wqe(qp, w, &total, &dst_ip, &err, &why)) {
     // Complete in order: wait until everything before this WQE has completed.
-    if (qp.comp.sq_consumer == qp.req.sq_next) requester_error(qp, err, why);
+    if (qp.comp.sq_consumer == qp.req.sq_next) completer_.requester_error(qp, err, why);
     return WqeStart::kWait;
   }
   st.begin(qp.req.next_psn);
-  drop_stage(&qp, qp.req.sq_next);  // bytes staged for the slot's previous WQE are not this one's
+  dma_.drop_stage(&qp, qp.req.sq_next);  // bytes staged for the slot's previous WQE are not this one's
   st.length = uint32_t(total);
   st.rd_atomic = rd_atomic;
   st.dst_ip = dst_ip;
-  st.tos = wqe_tos(qp, w);
+  st.tos = transmit_.wqe_tos(qp, w);
   // A READ spans the PSNs of its response packets; an atomic one.
   st.npkts = is_eight_bytes(w.opcode) ? 1 : std::max<uint32_t>(1, (st.length + qp.mtu_bytes - 1) / qp.mtu_bytes);
   if (rd_atomic) ++qp.req.rd_atomic_outstanding;
@@ -183,22 +184,23 @@ Device::WqeStart Device::requester_start_wqe(Qp& qp, SendWqeState& st) {
 }
 
 // Whether the requester may send now: there is a WQE, the ring is sane, the window is open.
-bool Device::requester_may_send(Qp& qp) {
+bool Requester::may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   if (qp.req.sq_next == prod) return false;
   if (prod - qp.comp.sq_consumer > qp.sq_entries) {
-    requester_error(qp, Error::kWqeMalformed, "the SQ producer index ran past the ring (posted more than max_send_wr)");
+    completer_.requester_error(qp, Error::kWqeMalformed,
+                               "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
-  uint32_t window = std::max(4u, std::min(config_.window_packets, config_.window_bytes / qp.mtu_bytes));
+  uint32_t window = std::max(4u, std::min(dev_.config_.window_packets, dev_.config_.window_bytes / qp.mtu_bytes));
   if (qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window)) return false;
   // The NIC-wide window towards the peer (congestion.h): a QP that does not fit waits in line.
-  return cc_admit(qp);
+  return congestion_.admit(qp);
 }
 
 // The transport headers of packet `i` of the WQE; the bytes of payload it carries.
-uint32_t Device::request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, PacketHeaders& h) {
+uint32_t Requester::request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, PacketHeaders& h) {
   const abi::SendWqe& w = st.wqe;
   h.bth.opcode = packet_opcode(qp.type, w, i, st.npkts);
   h.bth.pkey = 0xffff;
@@ -233,11 +235,11 @@ uint32_t Device::request_headers(const Qp& qp, const SendWqeState& st, uint32_t 
 
 // Sends the next packet of the WQE at sq_next, first checking and starting the WQE; false
 // when nothing more may go now.
-bool Device::requester_send_packet(Qp& qp, uint64_t now) {
-  if (!requester_may_send(qp)) return false;
+bool Requester::send_packet(Qp& qp, uint64_t now) {
+  if (!may_send(qp)) return false;
   SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
   if (qp.req.sq_next == qp.req.sq_started) {
-    const WqeStart r = requester_start_wqe(qp, st);
+    const WqeStart r = start_wqe(qp, st);
     if (r != WqeStart::kBegun) return r == WqeStart::kDoneLocally;
   }
   if (st.npkts == 0) {  // a local operation met again while going back N: already done
@@ -249,22 +251,22 @@ bool Device::requester_send_packet(Qp& qp, uint64_t now) {
   PacketHeaders h{};
   const uint32_t payload_len = request_headers(qp, st, i, h);
   std::string why;
-  const uint8_t* payload = payload_buffer_.data();
-  if (payload_len && send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
+  const uint8_t* payload = nullptr;  // send_payload points it at the bytes
+  if (payload_len && dma_.send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;
-    requester_error(qp, Error::kLocalProtection, why);
+    completer_.requester_error(qp, Error::kLocalProtection, why);
     return false;
   }
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
-  h.bth.ack_req = cc_ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
-  const SendOutcome out = emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
-  note_request_sent(qp, st, i, last_pkt, out);
-  return requester_packet_sent(qp, st, mask, now);
+  h.bth.ack_req = congestion_.ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
+  const SendOutcome out = transmit_.emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
+  completer_.note_request_sent(qp, st, i, last_pkt, out);
+  return packet_sent(qp, st, mask, now);
 }
 
 // Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.
-bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
+bool Requester::packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now) {
   if (mask & kIsReadReq) {
     qp.req.pkt_in_wqe = st.npkts;  // one request covers the PSNs of all its responses
     qp.req.next_psn = psn_add(st.first_psn, st.npkts);
@@ -277,17 +279,17 @@ bool Device::requester_packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask
     qp.req.pkt_in_wqe = 0;
     if (!qp.acked()) {  // UC/UD: done once on the wire
       qp.comp.una_psn = qp.req.next_psn;
-      complete_send_wqe(qp, IBV_WC_SUCCESS);
+      completer_.complete_send_wqe(qp, IBV_WC_SUCCESS);
       return qp.sq_running();
     }
   }
-  if (!qp.comp.timer_deadline_ns) arm_ack_timer(qp, now);
-  cc_sync(qp, false);
+  if (!qp.comp.timer_deadline_ns) completer_.arm_ack_timer(qp, now);
+  congestion_.sync(qp, false);
   return true;
 }
 
-bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why) {
-  const Ah* ah = owned(ahs_, qp.ctx, w.ah);
+bool Requester::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_ip, std::string* why) {
+  const Ah* ah = dev_.tables().owned(dev_.ahs_, qp.ctx, w.ah);
   if (!ah) {
     *why = "UD send: AH handle " + std::to_string(w.ah) + " names no address handle of this context";
     return false;
@@ -300,23 +302,15 @@ bool Device::ud_destination(const Qp& qp, const abi::SendWqe& w, uint32_t* dst_i
   return true;
 }
 
-// The traffic class a WQE's packets carry as their IPv4 TOS: a UD WQE's AH's (checked by
-// ud_destination), a connected QP's path's (IBA Annex A17; rxe's rxe_get_av).
-uint8_t Device::wqe_tos(const Qp& qp, const abi::SendWqe& w) {
-  if (qp.type != IBV_QPT_UD) return path_tos(qp);
-  const Ah* ah = owned(ahs_, qp.ctx, w.ah);
-  return ah && ah->attr.is_global ? ah->attr.grh.traffic_class : 0;
-}
-
 // A BIND_MW or LOCAL_INV reached in SQ order: it takes effect now, before any later WQE is
 // sent, and completes once everything before it has (it spans no PSN: first_psn - 1 is the
 // last PSN of its predecessor, so the ACK that retires that one retires it too).
-bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
+bool Requester::local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   std::string why;
-  if (ibv_wc_status status = execute_local_wqe(qp, w, &why); status != IBV_WC_SUCCESS) {
+  if (ibv_wc_status status = windows_.execute_local_wqe(qp, w, &why); status != IBV_WC_SUCCESS) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;  // complete in order
     // A failed bind is MW_BIND_ERR; a failed LOCAL_INV is LOC_QP_OP_ERR, as in rxe_do_local_ops.
-    requester_error(qp, status == IBV_WC_MW_BIND_ERR ? Error::kMwBindFailed : Error::kWqeMalformed, why);
+    completer_.requester_error(qp, status == IBV_WC_MW_BIND_ERR ? Error::kMwBindFailed : Error::kWqeMalformed, why);
     return false;
   }
   st.begin(qp.req.next_psn);
@@ -324,13 +318,13 @@ bool Device::requester_local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st)
   ++qp.req.sq_started;
   ++qp.req.sq_next;
   qp.req.pkt_in_wqe = 0;
-  if (qp.comp.sq_consumer + 1 == qp.req.sq_next) complete_send_wqe(qp, IBV_WC_SUCCESS);
+  if (qp.comp.sq_consumer + 1 == qp.req.sq_next) completer_.complete_send_wqe(qp, IBV_WC_SUCCESS);
   return true;
 }
 
 // Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
 // run from there when the current event ends.
-void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
+void Requester::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
   for (uint32_t idx = qp.comp.sq_consumer; idx != qp.req.sq_started; ++idx) {
     const SendWqeState& st = qp.sq_state[idx & mask];
@@ -344,11 +338,11 @@ void Device::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
         psn = psn_add(st.first_psn, st.rcvd_pkts);
       }
       qp.req.next_psn = psn;
-      cc_sync(qp, true);  // what is to be resent is charged again as it goes
-      tracer_.event(TraceKind::kRetransmit).u("qp", qp.qpn).u("psn", psn).s("cause", cause);
-      ++counters_.retransmits;
+      congestion_.sync(qp, true);  // what is to be resent is charged again as it goes
+      dev_.tracer_.event(TraceKind::kRetransmit).u("qp", qp.qpn).u("psn", psn).s("cause", cause);
+      ++dev_.counters_.retransmits;
       ++qp.counters.retransmits;
-      arm_ack_timer(qp, now);
+      completer_.arm_ack_timer(qp, now);
       schedule(qp, kWorkRequester);
       return;
     }

@@ -23,7 +23,7 @@ constexpr size_t kAtomicReplayDepth = 16;  // remembered atomic results (>= max_
 
 }  // namespace
 
-void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   if (!qp.acked()) return;  // UC never answers (IBA 9.8.3)
   PacketHeaders h{};
   h.bth.opcode = kRcAcknowledge;
@@ -37,13 +37,13 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   if (fatal) send_answer_now(qp, h);
   else send_answer_in_order(qp, h);
   switch (aeth_class(syndrome)) {
-    case kAethAck: ++counters_.acks_sent; break;
+    case kAethAck: ++dev_.counters_.acks_sent; break;
     case kAethRnrNak:
-      ++counters_.rnr_naks_sent;
+      ++dev_.counters_.rnr_naks_sent;
       ++qp.counters.rnr_naks_sent;
       break;
     default:
-      ++counters_.naks_sent;
+      ++dev_.counters_.naks_sent;
       ++qp.counters.naks_sent;
       break;
   }
@@ -53,7 +53,7 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // answers in PSN order (IBA 9.7.5.1), and an ACK acknowledges every earlier request, a READ's
 // responses included (9.7.5.1.1, coalesced ACKs). Sent ahead of them, it would tell the
 // requester those responses were lost (an implied NAK) and make it ask for the READ again.
-void Device::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
+void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   auto& owed = qp.resp.read_responses;
   if (owed.empty()) return send_answer_now(qp, h);
   ReadResponse& last = owed.back();
@@ -71,14 +71,14 @@ void Device::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   owed.push_back(queued);
 }
 
-void Device::send_answer_now(Qp& qp, const PacketHeaders& h) {
-  flush_dma_writes();  // what the answer reports is in memory before the requester hears of it
-  emit(qp, h, {});
+void Responder::send_answer_now(Qp& qp, const PacketHeaders& h) {
+  dma_.flush_dma_writes();  // what the answer reports is in memory before the requester hears of it
+  transmit_.emit(qp, h, {});
 }
 
 // READ and atomic requests the responder still owes an answer for (max_dest_rd_atomic counts
 // them; queued ACKs do not).
-size_t Device::rd_atomic_owed(const Qp& qp) const {
+size_t Responder::rd_atomic_owed(const Qp& qp) const {
   size_t n = 0;
   for (const ReadResponse& r : qp.resp.read_responses) n += !r.answer || r.answer->bth.opcode != kRcAcknowledge;
   return n;
@@ -86,7 +86,7 @@ size_t Device::rd_atomic_owed(const Qp& qp) const {
 
 // A request the responder cannot execute (IBA 9.9.3.1): RC and XRC NAK it and go to ERR; UC
 // drops the message quietly unless a receive WQE completes in error.
-void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail) {
+void Responder::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail) {
   const ErrorInfo& err = error_info(e);
   if (qp.type == IBV_QPT_UC && !err.completes_recv) {
     // UC has no NAKs: a request it cannot execute is silently discarded, with the rest of
@@ -99,7 +99,7 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   if (qp.acked()) {
     const NakInfo& nak = nak_info(uint32_t(err.nak));
     std::snprintf(line, sizeof line, "QP 0x%x PSN %u: NAK %s: ", qp.qpn, psn, nak.text);
-    tracer_.event(TraceKind::kNak)
+    dev_.tracer_.event(TraceKind::kNak)
         .u("qp", qp.qpn)
         .u("psn", psn)
         .s("code", nak.name)
@@ -108,20 +108,20 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
   } else {
     std::snprintf(line, sizeof line, "QP 0x%x PSN %u: receive failed with %s: ", qp.qpn, psn,
                   wc_status_name(err.status));
-    tracer_.event(TraceKind::kError)
+    dev_.tracer_.event(TraceKind::kError)
         .u("qp", qp.qpn)
         .s("status", wc_status_name(err.status))
         .s("error", err.name)
         .s("rule", rule);
   }
-  journal_.log(LogLevel::kWarn, line + rule);
+  dev_.journal().log(LogLevel::kWarn, line + rule);
   qp.error_reason = std::string("it refused a request from its peer (") +
                     (qp.acked() ? "and sent a NAK" : "UC: no NAK") + "): " + rule;
   const bool wqe_reports_it = qp.resp.recv && err.completes_recv;
-  if (wqe_reports_it) complete_recv_in_error(qp, err.status);
+  if (wqe_reports_it) recv_.complete_recv_in_error(qp, err.status);
   send_ack(qp, aeth_nak(uint32_t(err.nak)), psn);
   // Class A and C errors take the responder's QP to ERROR too (IBA 9.9.3.1).
-  qp_states_.set_qp_state(qp, IBV_QPS_ERR, "responder error");
+  dev_.qp_states().set_qp_state(qp, IBV_QPS_ERR, "responder error");
   if (!wqe_reports_it) raise_responder_async_error(qp, err);
 }
 
@@ -131,90 +131,18 @@ void Device::responder_error(Qp& qp, Error e, uint32_t psn, const std::string& d
 // violations"), an R_Key violation on an RC (and here XRC) QP raises IBV_EVENT_QP_ACCESS_ERR
 // (a Local Access Violation Work Queue Error, IBA 10.10.2.3); a WRITE with immediate reports
 // it in its receive WQE instead. UC sends no NAK and raises nothing, as rxe.
-void Device::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
+void Responder::raise_responder_async_error(Qp& qp, const ErrorInfo& err) {
   if (!qp.acked() || err.nak != kNakRemoteAccessError) return;
-  journal_.log(LogLevel::kWarn, "QP " + hex(qp.qpn) +
-                                    ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
-                                    "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
-  completions_.send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
+  dev_.journal().log(LogLevel::kWarn,
+                     "QP " + hex(qp.qpn) +
+                         ": IBV_EVENT_QP_ACCESS_ERR sent to its context: a remote access "
+                         "was refused and no receive WQE can carry the error (IBA 9.9.3.1.3, C9-222.1.1)");
+  dev_.completions().send_async_event(qp.ctx, IBV_EVENT_QP_ACCESS_ERR, qp.handle);
 }
 
-void Device::complete_recv_in_error(Qp& qp, ibv_wc_status status) {
-  ibv_wc wc{};
-  wc.wr_id = qp.resp.recv->wqe.wr_id;
-  wc.status = status;
-  wc.opcode = IBV_WC_RECV;
-  wc.qp_num = qp.qpn;
-  wc.src_qp = qp.attr.dest_qp_num;
-  completions_.push_cqe(*qp.recv_cq, wc, false);
-  qp.resp.recv.reset();
-}
-
-// The receive queue a QP's receive WQEs come from: its SRQ's, or its own RQ.
-Device::RecvQueue Device::recv_queue(Qp& qp) {
-  if (qp.srq) return {&qp.srq->shm->ring, qp.srq->slots, qp.srq->entries};
-  return {&qp.shm->rq, qp.rq, qp.rq_entries};
-}
-
-// The next receive WQE, left on its queue: false when none is posted.
-bool Device::peek_recv_wqe(Qp& qp, RecvInProgress* out) {
-  const RecvQueue q = recv_queue(qp);
-  uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
-  uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
-  if (cons == prod) return false;
-  out->wqe = q.slots[cons & (q.entries - 1)];
-  out->offset = 0;
-  out->from_srq = qp.srq != nullptr;
-  return true;
-}
-
-// Takes the WQE peek_recv_wqe returned off its queue.
-void Device::consume_recv_wqe(Qp& qp) {
-  const RecvQueue q = recv_queue(qp);
-  uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
-  uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
-  q.ring->consumer.value.store(cons + 1, std::memory_order_release);
-  if (!qp.srq) tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "rq").u("index", cons);
-  if (qp.srq) {
-    // SRQ limit: one async event when the queue falls below the armed limit.
-    uint32_t limit = qp.srq->shm->limit.load();
-    if (limit && prod - (cons + 1) < limit && qp.srq->shm->limit.compare_exchange_strong(limit, 0)) {
-      qp.srq->attr.srq_limit = 0;
-      completions_.send_async_event(qp.srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, qp.srq->handle);
-    }
-  }
-}
-
-bool Device::take_recv_wqe(Qp& qp, RecvInProgress* out) {
-  if (!peek_recv_wqe(qp, out)) return false;
-  consume_recv_wqe(qp);
-  return true;
-}
-
-// The PD a receive WQE's lkeys must belong to: an SRQ's WQEs were posted against the SRQ's PD,
-// whatever the PD of the QP that takes them (IBA 10.2.9: an SRQ is created in a PD; 10.6.3.1;
-// siw checks the SRQ's PD, rxe the QP's). An XRC TGT QP has no PD of its own: its SRQ's.
-const Pd* Device::recv_pd(const Qp& qp, const RecvInProgress& r) const {
-  return r.from_srq && qp.srq ? qp.srq->pd : qp.pd;
-}
-
-// Lands `len` bytes at `offset` of a receive WQE. Only the bytes placed are checked (lkey, PD,
-// LOCAL_WRITE, bounds), as rxe's copy_data and ConnectX do: an SGE larger than its MR is fine
-// while the message does not reach past the MR.
-int Device::scatter_recv(const Qp& qp, const RecvInProgress& r, uint32_t offset, const uint8_t* src, uint32_t len,
-                         std::string* why) {
-  return scatter(qp, r.wqe.sge, r.wqe.num_sge, offset, src, len, why, recv_pd(qp, r));
-}
-
-// The error a failed scatter_recv is: a bad scatter list (class A), a message longer than the
-// buffers (class C), or a DMA that failed.
-Error Device::recv_scatter_error(int e) {
-  return e == EMSGSIZE ? Error::kRecvTooShort : e == EINVAL ? Error::kRecvWqeInvalid : Error::kRecvDmaFailed;
-}
-
-void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
+void Responder::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
   if (!qp.resp.uc_dropping) {
-    journal_
+    dev_.journal()
         .drop(Drop::kUcMessage, qp.qpn,
               [&] { return "QP " + hex(qp.qpn) + " PSN " + hex(psn) + ": UC message discarded: " + why; })
         .u("psn", psn);
@@ -225,7 +153,7 @@ void Device::uc_discard(Qp& qp, uint32_t psn, const std::string& why) {
 
 // A SEND cut short keeps its receive WQE for the next message (as rxe); a WRITE cut short
 // leaves what it wrote.
-void Device::uc_abandon_message(Qp& qp) {
+void Responder::uc_abandon_message(Qp& qp) {
   if (qp.resp.recv) qp.resp.recv->offset = 0;
   qp.resp.write_left = 0;
   qp.resp.write_mr = nullptr;
@@ -233,7 +161,7 @@ void Device::uc_abandon_message(Qp& qp) {
 
 // UC PSN rules (IBA 9.8.3.1): in-order packets are executed; a gap discards the message in
 // progress; the first packet of a new message resynchronises, whatever its PSN.
-bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
+bool Responder::uc_accept(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   if (psn == qp.resp.epsn && !qp.resp.uc_dropping) return true;
   if (pkt.mask & kIsFirst) {
@@ -248,9 +176,9 @@ bool Device::uc_accept(Qp& qp, const ParsedPacket& pkt) {
   return false;
 }
 
-bool Device::can_receive(Qp& qp) {
+bool Responder::can_receive(Qp& qp) {
   if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_ERR) return true;
-  journal_.drop(Drop::kRequestState, qp.qpn, [&] {
+  dev_.journal().drop(Drop::kRequestState, qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + " dropped a request: it is in " + qp_state_name(qp.state) +
            (qp.state == IBV_QPS_ERR
                 ? " (after an error; see the line that moved it there), and receives nothing until reset"
@@ -265,11 +193,11 @@ const char* resp_step_name(RespStep step) {
 }
 
 // The responder, as rxe's: a request walks named steps, each returning the next.
-void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+void Responder::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
   RespStep step = RespStep::kCheckState;
   StepPath path;
-  const bool tracing = tracer_.engine_steps_on();
+  const bool tracing = dev_.tracer_.engine_steps_on();
   while (step != RespStep::kDone) {
     if (tracing) path.add(step);
     switch (step) {
@@ -280,10 +208,10 @@ void Device::responder_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
       case RespStep::kDone: break;
     }
   }
-  if (tracing) trace_engine_steps(tracer_, "responder", qp.qpn, pkt.h.bth.psn, path, resp_step_name);
+  if (tracing) trace_engine_steps(dev_.tracer_, "responder", qp.qpn, pkt.h.bth.psn, path, resp_step_name);
 }
 
-RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
+RespStep Responder::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   if (qp.type == IBV_QPT_UC) return uc_accept(qp, pkt) ? RespStep::kExecute : RespStep::kDone;
   const uint32_t psn = pkt.h.bth.psn;
   const int32_t d = psn_diff(psn, qp.resp.epsn);
@@ -294,15 +222,15 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
   }
   // A gap: the packet is discarded (counted), and NAKed once with the PSN we expect; the
   // requester goes back to it (IBA 9.7.5.2.2). Later packets of the gap are discarded quietly.
-  ++counters_.rx_drop_out_of_sequence;
-  journal_.log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
+  ++dev_.counters_.rx_drop_out_of_sequence;
+  dev_.journal().log_limited(LogLevel::kInfo, "psn_gap", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": expected PSN " + hex(qp.resp.epsn) + ", got " + hex(psn) +
            ": a packet was lost or reordered; NAK (PSN sequence error) sent once, later packets dropped until the "
            "requester goes back";
   });
   if (!qp.resp.nak_sent) {
     qp.resp.nak_sent = true;
-    tracer_.event(TraceKind::kNak)
+    dev_.tracer_.event(TraceKind::kNak)
         .u("qp", qp.qpn)
         .u("psn", qp.resp.epsn)
         .s("code", nak_info(kNakPsnSeqError).name)
@@ -315,8 +243,8 @@ RespStep Device::resp_check_psn(Qp& qp, const ParsedPacket& pkt) {
 
 // A duplicate (IBA 9.7.5.2.1): re-ACK SENDs, WRITEs and ATOMIC WRITEs, re-execute READs,
 // replay atomics.
-RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
-  ++counters_.duplicates;
+RespStep Responder::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
+  ++dev_.counters_.duplicates;
   ++qp.counters.duplicates;
   if (pkt.mask & kIsReadReq) {
     respond_read(qp, pkt, true);
@@ -330,20 +258,20 @@ RespStep Device::resp_duplicate(Qp& qp, const ParsedPacket& pkt) {
   return RespStep::kDone;
 }
 
-RespStep Device::resp_execute(Qp& qp, const ParsedPacket& pkt) {
+RespStep Responder::resp_execute(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.mask & kIsSend) respond_send(qp, pkt);
   else if (pkt.mask & kIsWrite) respond_write(qp, pkt);
-  else if (qp.type == IBV_QPT_UC) ++counters_.rx_drop_unexpected;
+  else if (qp.type == IBV_QPT_UC) ++dev_.counters_.rx_drop_unexpected;
   else if (pkt.mask & kIsReadReq) respond_read(qp, pkt, false);
   else if (pkt.mask & kIsAtomic) respond_atomic(qp, pkt, false);
   else if (pkt.mask & kIsAtomicWrite) respond_atomic_write(qp, pkt, false);
-  else ++counters_.rx_drop_unexpected;
+  else ++dev_.counters_.rx_drop_unexpected;
   return RespStep::kDone;
 }
 
 // A SEND's first packet takes a receive WQE (or, none posted, is RNR NAKed: IBA 9.7.5.2.8);
 // false when the packet has been dealt with.
-bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
+bool Responder::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   if (qp.resp.recv && qp.type == IBV_QPT_UC) {
     qp.resp.recv->offset = 0;  // the unfinished message was abandoned: its WQE takes this one
@@ -355,9 +283,9 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
     return false;
   }
   RecvInProgress rip;
-  if (!take_recv_wqe(qp, &rip)) {
+  if (!recv_.take_recv_wqe(qp, &rip)) {
     if (qp.type == IBV_QPT_UC) {  // no RNR on UC: the message is lost
-      ++counters_.rx_drop_no_wqe;
+      ++dev_.counters_.rx_drop_no_wqe;
       uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
       return false;
     }
@@ -380,13 +308,13 @@ bool Device::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
 }
 
 // No receive WQE for a SEND: Receiver Not Ready. The requester retries after min_rnr_timer.
-void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
-  tracer_.event(TraceKind::kNak)
+void Responder::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
+  dev_.tracer_.event(TraceKind::kNak)
       .u("qp", qp.qpn)
       .u("psn", psn)
       .s("code", "RNR")
       .s("rule", std::string(what) + " arrived and no receive WQE was posted (receiver not ready, IBA 9.7.5.2.8)");
-  journal_.log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
+  dev_.journal().log_limited(LogLevel::kWarn, "rnr_sent", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + what +
            " arrived and no receive WQE was posted; sent an RNR NAK, the peer "
            "will retry (post receives with ibv_post_recv before the peer sends)";
@@ -394,7 +322,7 @@ void Device::send_rnr_nak(Qp& qp, uint32_t psn, const char* what) {
   send_ack(qp, aeth_rnr_nak(qp.attr.min_rnr_timer), psn);
 }
 
-void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
+void Responder::respond_send(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   if (pkt.mask & kIsFirst) {
     if (!resp_begin_send(qp, pkt)) return;
@@ -405,8 +333,8 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
   RecvInProgress& r = *qp.resp.recv;
   std::string why;
   if (!pkt.payload.empty()) {
-    if (int e = scatter_recv(qp, r, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
-      const Error err = recv_scatter_error(e);
+    if (int e = recv_.scatter_recv(qp, r, r.offset, pkt.payload.data(), uint32_t(pkt.payload.size()), &why)) {
+      const Error err = recv_.recv_scatter_error(e);
       responder_error(qp, err, psn,
                       err == Error::kRecvTooShort ? "the SEND is longer than the receive WQE's buffers (" + why + ")"
                       : err == Error::kRecvWqeInvalid ? "receive WQE: " + why
@@ -415,7 +343,8 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
     }
   }
   r.offset += uint32_t(pkt.payload.size());
-  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) && !invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
+  if ((pkt.mask & kIsLast) && (pkt.mask & kHasIeth) &&
+      !windows_.invalidate_mw(qp, pkt.h.ieth_rkey, "SEND_WITH_INV", &why)) {
     // The receive completes in error and the requester hears NAK invalid request (IBA 9.9.3.1.2).
     responder_error(qp, Error::kInvalidateFailed, psn, why);
     return;
@@ -426,7 +355,7 @@ void Device::respond_send(Qp& qp, const ParsedPacket& pkt) {
 }
 
 // The SEND's last packet is in: its receive WQE completes.
-void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
+void Responder::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
   ibv_wc wc{};
   wc.wr_id = qp.resp.recv->wqe.wr_id;
   wc.status = IBV_WC_SUCCESS;
@@ -444,12 +373,12 @@ void Device::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
   }
   qp.resp.recv.reset();
   ++qp.resp.msn;
-  completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+  dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
 // A WRITE's first packet checks its RETH's rkey (a zero-length WRITE needs none); every packet
 // must fit what the RETH announced. False when the packet has been refused.
-bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
+bool Responder::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
   const uint32_t psn = pkt.h.bth.psn;
   std::string why;
   if (pkt.mask & kIsFirst) {
@@ -462,7 +391,7 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
     qp.resp.write_mr = nullptr;
     uint64_t mr_va = r.va;
     if (r.dma_len) {
-      qp.resp.write_mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
+      qp.resp.write_mr = dma_.check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr_va, &why);
       if (!qp.resp.write_mr) {
         responder_error(qp, write_rkey_error(qp), psn, why);
         return false;
@@ -488,7 +417,7 @@ bool Device::resp_check_write(Qp& qp, const ParsedPacket& pkt) {
 // WQE completes that WQE with IBV_WC_REM_ACCESS_ERR (rxe: RESPST_ERR_RKEY_VIOLATION after
 // check_resource took the WQE, then do_complete); the error belongs to that WQE, so no
 // async event (IBA 9.9.3.1.3, C9-222.1.1). UC keeps the WQE for the next message (class D).
-Error Device::write_rkey_error(const Qp& qp) const {
+Error Responder::write_rkey_error(const Qp& qp) const {
   return qp.acked() && qp.resp.recv ? Error::kRkeyViolationWithImm : Error::kRkeyViolation;
 }
 
@@ -496,12 +425,12 @@ Error Device::write_rkey_error(const Qp& qp) const {
 // error on the way completes it (or flushes it) rather than losing it; on UC it may be the WQE
 // an abandoned SEND left behind. False when there is none: RNR NAK, and nothing of the request
 // is kept, since the requester sends it again (IBA 9.7.5.2.8); UC drops the message.
-bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
+bool Responder::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
   if (qp.resp.recv) return true;
   RecvInProgress rip;
-  if (!take_recv_wqe(qp, &rip)) {
+  if (!recv_.take_recv_wqe(qp, &rip)) {
     if (qp.type == IBV_QPT_UC) {
-      ++counters_.rx_drop_no_wqe;
+      ++dev_.counters_.rx_drop_no_wqe;
       uc_discard(qp, pkt.h.bth.psn, "a WRITE with immediate arrived and no receive WQE was posted");
       return false;
     }
@@ -516,20 +445,20 @@ bool Device::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
 }
 
 // The payload into the MR the first packet's rkey named, at the next VA.
-bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
+bool Responder::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   if (pkt.payload.empty()) return true;
   if (!qp.resp.write_mr) {
     responder_error(qp, write_rkey_error(qp), pkt.h.bth.psn, "the MR of this WRITE was deregistered");
     return false;
   }
   const Mr& mr = *qp.resp.write_mr;
-  tracer_.event(TraceKind::kDma)
+  dev_.tracer_.event(TraceKind::kDma)
       .u("qp", qp.qpn)
       .s("dir", "write")
       .u("key", mr.rkey)
       .hex("addr", qp.resp.write_va)
       .u("length", pkt.payload.size());
-  if (int e = dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
+  if (int e = dma_.dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
     remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn,
                       "DMA write into MR rkey " + hex(mr.rkey), e);
     return false;
@@ -537,7 +466,7 @@ bool Device::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
   return true;
 }
 
-void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
+void Responder::respond_write(Qp& qp, const ParsedPacket& pkt) {
   const bool with_imm = (pkt.mask & kIsLast) && (pkt.mask & kHasImm);
   // A WRITE ONLY with immediate takes its receive WQE before its RETH is looked at, as rxe's
   // check_resource runs before check_rkey: an RNR NAK then leaves no WRITE begun (the retry
@@ -565,20 +494,20 @@ void Device::respond_write(Qp& qp, const ParsedPacket& pkt) {
       wc.src_qp = qp.attr.dest_qp_num;
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = pkt.h.imm_be;
-      completions_.push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+      dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
     }
   }
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);
 }
 
-void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+void Responder::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   const uint32_t psn = pkt.h.bth.psn;
   const Reth& r = pkt.h.reth;
   std::string why;
   const Mr* mr = nullptr;
   uint64_t mr_va = r.va;
   if (r.dma_len) {
-    mr = check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &mr_va, &why);
+    mr = dma_.check_rkey(qp, r.rkey, r.va, r.dma_len, IBV_ACCESS_REMOTE_READ, &mr_va, &why);
     if (!mr) {
       if (!duplicate) responder_error(qp, Error::kRkeyViolation, psn, why);
       return;
@@ -606,12 +535,12 @@ void Device::respond_read(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
     ++qp.resp.msn;
   }
   rr.msn = qp.resp.msn;
-  drop_stage(&qp, read_stage_tag(rr));  // a READ (a duplicate too) reads the memory afresh
+  dma_.drop_stage(&qp, dma_.read_stage_tag(rr));  // a READ (a duplicate too) reads the memory afresh
   qp.resp.read_responses.push_back(rr);
-  if (!send_read_responses(qp, burst_)) busy_qps_[qp.qpn] = &qp;
+  if (!send_read_responses(qp, requester_.burst())) requester_.mark_busy(qp);
 }
 
-bool Device::send_read_responses(Qp& qp, uint32_t budget) {
+bool Responder::send_read_responses(Qp& qp, uint32_t budget) {
   while (!qp.resp.read_responses.empty() && budget) {
     ReadResponse& rr = qp.resp.read_responses.front();
     if (rr.answer) {  // an ACK or atomic answer that waited for the READs before it
@@ -635,14 +564,14 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
       h.bth.psn = psn_add(rr.first_psn, k);
       h.aeth.syndrome = aeth_ack(kAckCredits);
       h.aeth.msn = rr.msn & kPsnMask;
-      const uint8_t* payload = payload_buffer_.data();
+      const uint8_t* payload = nullptr;  // read_response_payload points it at the bytes
       if (n) {
         if (!rr.mr) {
           qp.resp.read_responses.pop_front();
           responder_error(qp, Error::kRkeyViolation, h.bth.psn, "the MR of this READ was deregistered");
           return true;
         }
-        if (int e = read_response_payload(qp, rr, offset, n, &payload)) {
+        if (int e = dma_.read_response_payload(qp, rr, offset, n, &payload)) {
           const Mr& mr = *rr.mr;
           const uint64_t va = rr.va + offset;
           qp.resp.read_responses.pop_front();
@@ -650,7 +579,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
           return true;
         }
       }
-      emit(qp, h, std::span<const uint8_t>(payload, n));
+      transmit_.emit(qp, h, std::span<const uint8_t>(payload, n));
       ++rr.sent;
       --budget;
     }
@@ -659,7 +588,7 @@ bool Device::send_read_responses(Qp& qp, uint32_t budget) {
   return qp.resp.read_responses.empty();
 }
 
-void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+void Responder::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   const uint32_t psn = pkt.h.bth.psn;
   auto reply = [&](uint64_t orig) {
     PacketHeaders h{};
@@ -685,25 +614,35 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   }
   std::string why;
   uint64_t mr_va = a.va;
-  const Mr* mr = check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr_va, &why);
+  const Mr* mr = dma_.check_rkey(qp, a.rkey, a.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr_va, &why);
   if (!mr) {
     responder_error(qp, Error::kRkeyViolation, psn, why);
     return;
   }
   uint64_t addr = mr->addr + (mr_va - mr->iova);
   uint64_t orig = 0;
-  tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "read").u("key", a.rkey).hex("addr", a.va).u("length", 8);
+  dev_.tracer_.event(TraceKind::kDma)
+      .u("qp", qp.qpn)
+      .s("dir", "read")
+      .u("key", a.rkey)
+      .hex("addr", a.va)
+      .u("length", 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
-  if (int e = dma_read(mr->ctx->pid, addr, &orig, 8)) {
+  if (int e = dma_.dma_read(mr->ctx->pid, addr, &orig, 8)) {
     remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA read", e);
     return;
   }
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                                 : orig + a.swap_add;
   if (next != orig) {
-    tracer_.event(TraceKind::kDma).u("qp", qp.qpn).s("dir", "write").u("key", a.rkey).hex("addr", a.va).u("length", 8);
-    if (int e = dma_write_now(mr->ctx->pid, addr, &next, 8)) {
+    dev_.tracer_.event(TraceKind::kDma)
+        .u("qp", qp.qpn)
+        .s("dir", "write")
+        .u("key", a.rkey)
+        .hex("addr", a.va)
+        .u("length", 8);
+    if (int e = dma_.dma_write_now(mr->ctx->pid, addr, &next, 8)) {
       remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
     }
@@ -720,7 +659,7 @@ void Device::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
 // in PSN order, so it is ordered as an atomic is), and the answer is an RDMA READ RESPONSE
 // ONLY with no payload. A duplicate is answered again and never written again: a later
 // request may have changed the word since.
-void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
+void Responder::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicate) {
   const uint32_t psn = pkt.h.bth.psn;
   if (duplicate) return send_atomic_write_ack(qp, psn);
   uint64_t mr_va = 0;
@@ -728,7 +667,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
   if (!mr) return;
   uint64_t value;
   std::memcpy(&value, pkt.payload.data(), 8);  // as on the wire: the requester's 8 bytes, unchanged
-  tracer_.event(TraceKind::kDma)
+  dev_.tracer_.event(TraceKind::kDma)
       .u("qp", qp.qpn)
       .s("dir", "write")
       .u("key", pkt.h.reth.rkey)
@@ -736,7 +675,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
       .u("length", 8);
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
-  if (int e = dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
+  if (int e = dma_.dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {
     remote_dma_failed(qp, *mr, mr_va, 8, psn, "ATOMIC WRITE DMA", e);
     return;
   }
@@ -748,7 +687,7 @@ void Device::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool duplicat
 // The checks of IBA Annex A19 and rxe, in rxe's order: a responder resource, 8 bytes (RETH
 // and payload), the rkey with REMOTE_WRITE on the QP and the MR (as rxe's check_qp_attr_access
 // and check_rkey), and an 8-byte aligned target. On failure the NAK is sent here.
-const Mr* Device::resp_check_atomic_write(Qp& qp, const ParsedPacket& pkt, uint64_t* mr_va) {
+const Mr* Responder::resp_check_atomic_write(Qp& qp, const ParsedPacket& pkt, uint64_t* mr_va) {
   const uint32_t psn = pkt.h.bth.psn;
   const Reth& r = pkt.h.reth;
   if (qp.attr.max_dest_rd_atomic == 0) {
@@ -763,7 +702,7 @@ const Mr* Device::resp_check_atomic_write(Qp& qp, const ParsedPacket& pkt, uint6
   }
   std::string why;
   *mr_va = r.va;
-  const Mr* mr = check_rkey(qp, r.rkey, r.va, 8, IBV_ACCESS_REMOTE_WRITE, mr_va, &why);
+  const Mr* mr = dma_.check_rkey(qp, r.rkey, r.va, 8, IBV_ACCESS_REMOTE_WRITE, mr_va, &why);
   if (!mr) {
     responder_error(qp, Error::kRkeyViolation, psn, "ATOMIC WRITE: " + why);
     return nullptr;
@@ -776,7 +715,7 @@ const Mr* Device::resp_check_atomic_write(Qp& qp, const ParsedPacket& pkt, uint6
   return mr;
 }
 
-void Device::send_atomic_write_ack(Qp& qp, uint32_t psn) {
+void Responder::send_atomic_write_ack(Qp& qp, uint32_t psn) {
   PacketHeaders h{};
   h.bth.opcode = kRcReadResponseOnly;  // with no payload: the ATOMIC WRITE's response (Annex A19)
   h.bth.pkey = 0xffff;
@@ -785,6 +724,30 @@ void Device::send_atomic_write_ack(Qp& qp, uint32_t psn) {
   h.aeth.syndrome = aeth_ack(kAckCredits);
   h.aeth.msn = qp.resp.msn & kPsnMask;
   send_answer_in_order(qp, h);
+}
+
+// The responder's DMA into or out of `mr` failed with `err`: NAK remote access error for an
+// ODP page fault, remote operational error otherwise.
+void Responder::remote_dma_failed(Qp& qp, const Mr& mr, uint64_t va, uint64_t len, uint32_t psn,
+                                  const std::string& what, int err) {
+  ++dev_.counters_.dma_errors;
+  if (!is_odp_mr(mr) || err != EFAULT) {
+    responder_error(qp, Error::kRemoteDmaFailed, psn, what + " failed: " + std::strerror(err));
+    return;
+  }
+  dma_.note_odp_fault(qp, mr, va, len, true);
+  responder_error(qp, Error::kOdpPageFault, psn,
+                  what + ": page fault in [" + hex(va) + ", +" + std::to_string(len) + ") of an ODP MR (lkey " +
+                      hex(mr.lkey) + ")" + ", a page the program has not mapped");
+}
+
+// dereg_mr (and rereg_mr of the translation): a WRITE or READ in flight through `mr` loses it.
+void Responder::forget_mr(const Mr* mr) {
+  for (auto& [h, qp] : dev_.qps_) {
+    if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
+    for (auto& rr : qp->resp.read_responses)
+      if (rr.mr == mr) rr.mr = nullptr;
+  }
 }
 
 }  // namespace simnic::core

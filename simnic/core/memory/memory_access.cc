@@ -33,9 +33,9 @@ bool in_range(const Mr& mr, uint64_t va, uint64_t len) {
 // lkey must name a registered MR of the QP's PD with the rights the DMA needs, and the range
 // must fit inside it (IBA 10.6.3.1); otherwise nullptr and *why. `pd`, when given, is the PD
 // instead of the QP's (an SRQ's receive WQE is checked against the SRQ's PD).
-const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
-                           std::string* why, const Pd* pd) const {
-  const Mr* mr = find_mr_by_key(s.lkey);
+const Mr* MemoryAccess::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint64_t len, uint32_t need_access,
+                                 std::string* why, const Pd* pd) const {
+  const Mr* mr = dev_.tables().find_mr_by_key(s.lkey);
   if (!mr) {
     *why = "lkey " + hex(s.lkey) + " names no MR (never registered, or deregistered)";
     return nullptr;
@@ -56,8 +56,8 @@ const Mr* Device::local_mr(const Qp& qp, const ibv_sge& s, uint64_t offset, uint
   return mr;
 }
 
-bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
-                        std::string* why) const {
+bool MemoryAccess::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t need_access, uint64_t* total,
+                              std::string* why) const {
   uint64_t sum = 0;
   for (uint32_t i = 0; i < num_sge; ++i) {
     const ibv_sge& s = sge[i];
@@ -72,15 +72,16 @@ bool Device::check_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint
   return true;
 }
 
-const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, uint64_t* mr_va,
-                             std::string* why) const {
+const Mr* MemoryAccess::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                                   uint64_t* mr_va, std::string* why) const {
   if (!(qp.attr.qp_access_flags & access)) {
     *why = std::string("QP ") + hex(qp.qpn) + " was not given " + access_name(access) + " in qp_access_flags";
     return nullptr;
   }
-  const Mr* mr = find_mr_by_key(rkey);
+  const Mr* mr = dev_.tables().find_mr_by_key(rkey);
   if (!mr) {
-    if (const Mw* mw = find_mw_by_rkey_index(rkey)) return check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
+    if (const Mw* mw = dev_.tables().find_mw_by_rkey_index(rkey))
+      return windows_.check_mw_access(qp, *mw, rkey, va, len, access, mr_va, why);
     *why = "rkey " + hex(rkey) + " names no MR or memory window";
     return nullptr;
   }
@@ -105,16 +106,16 @@ const Mr* Device::check_rkey(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t 
 // Copies `len` bytes between a buffer and the memory an SGE list describes, from byte `offset`
 // of the list on: the one loop gather (send data out) and scatter (data in) share. Every SGE
 // piece is checked again (local_mr) at the DMA, and traced.
-int Device::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-                      bool to_memory, std::string* why) {
+int MemoryAccess::copy_sges(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                            uint32_t len, bool to_memory, std::string* why) {
   return sge_dma(qp, sge, num_sge, offset, buf, len, to_memory ? SgeDma::kWrite : SgeDma::kRead, why);
 }
 
 // copy_sges, and two more uses of the same walk: kCheck makes every per-DMA check and moves
 // nothing (bytes sent from a stage), kProbe reads as kRead does but counts, notes and explains
 // no failure (a chunk read ahead: the packet that needs the bytes reports it, as before).
-int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
-                    SgeDma op, std::string* why, const Pd* pd) {
+int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf,
+                          uint32_t len, SgeDma op, std::string* why, const Pd* pd) {
   const bool to_memory = op == SgeDma::kWrite;
   const char* dir = to_memory ? "write" : "read";
   for (uint32_t i = 0; i < num_sge && len; ++i) {
@@ -133,7 +134,7 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
     // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
     // ahead (kProbe) is not a packet's and leaves none.
     if (op != SgeDma::kProbe)
-      tracer_.event(TraceKind::kDma)
+      dev_.tracer_.event(TraceKind::kDma)
           .u("qp", qp.qpn)
           .s("dir", dir)
           .u("key", s.lkey)
@@ -147,7 +148,7 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
     const uint64_t addr = mr->addr + (s.addr - mr->iova) + offset;
     if (int e = to_memory ? dma_write(*mr, addr, buf, n) : dma_read(mr->ctx->pid, addr, buf, n)) {
       if (op == SgeDma::kProbe) return e;
-      ++counters_.dma_errors;
+      ++dev_.counters_.dma_errors;
       if (is_odp_mr(*mr) && e == EFAULT) note_odp_fault(qp, *mr, s.addr + offset, n, false);
       *why = std::string("DMA ") + dir + " of " + std::to_string(n) + " bytes at " + hex(s.addr + offset) +
              " failed: " + std::strerror(e);
@@ -161,8 +162,8 @@ int Device::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t
   return len ? (to_memory ? EMSGSIZE : EINVAL) : 0;
 }
 
-int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
-                   std::string* why) {
+int MemoryAccess::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
+                         std::string* why) {
   if (wqe.send_flags & IBV_SEND_INLINE) {
     if (wqe.inline_len > abi::kMaxInlineData || offset + len > wqe.inline_len) return EINVAL;
     std::memcpy(dst, wqe.inline_data + offset, len);
@@ -172,8 +173,8 @@ int Device::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8
 }
 
 // Receive buffers, READ responses and atomic results land in local memory: LOCAL_WRITE.
-int Device::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src,
-                    uint32_t len, std::string* why, const Pd* pd) {
+int MemoryAccess::scatter(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, const uint8_t* src,
+                          uint32_t len, std::string* why, const Pd* pd) {
   if (num_sge > abi::kMaxSge) {
     *why = "num_sge " + std::to_string(num_sge) + " exceeds the NIC's max_sge " + std::to_string(abi::kMaxSge);
     return EINVAL;
@@ -195,36 +196,36 @@ namespace simnic::core {
 // the SGE's MR is looked up at each packet (local_mr), an rkey at each message, before any
 // write is queued. Only the moment the bytes move changes.
 
-int Device::dma_read(pid_t pid, uint64_t addr, void* dst, size_t len) {
+int MemoryAccess::dma_read(pid_t pid, uint64_t addr, void* dst, size_t len) {
   flush_dma_writes();  // a read sees every write before it
-  return memory_.read(pid, addr, dst, len);
+  return dev_.memory_.read(pid, addr, dst, len);
 }
 
-int Device::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len) {
+int MemoryAccess::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len) {
   flush_dma_writes();  // in order with the queued ones (they may overlap)
-  return memory_.write(pid, addr, src, len);
+  return dev_.memory_.write(pid, addr, src, len);
 }
 
 // A pinned MR's pages were there at registration (reg_mr probes them) and stay: a write into
 // it is queued, and a failure at the flush is counted and logged, as a real RNIC writes into
 // pinned pages the program may have unmapped since. An ODP MR's fault must NAK the packet that
 // met it, and device memory is cheap to reach: both are written at once.
-int Device::dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len) {
-  if (is_odp_mr(mr) || memory_verbs_.is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
-  if (int e = memory_.write_later(mr.ctx->pid, addr, src, len)) return e;
+int MemoryAccess::dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len) {
+  if (is_odp_mr(mr) || dev_.memory_verbs().is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
+  if (int e = dev_.memory_.write_later(mr.ctx->pid, addr, src, len)) return e;
   queued_write_bytes_ += len;
   if (queued_write_bytes_ >= kMaxQueuedWrites) flush_dma_writes();
   return 0;
 }
 
-void Device::flush_dma_writes() {
-  if (!memory_.queued()) return;
+void MemoryAccess::flush_dma_writes() {
+  if (!dev_.memory_.queued()) return;
   queued_write_bytes_ = 0;
   failed_writes_.clear();
-  memory_.flush(&failed_writes_);
+  dev_.memory_.flush(&failed_writes_);
   for (const HostMemory::FailedWrite& f : failed_writes_) {
-    ++counters_.dma_errors;
-    journal_.log_limited(LogLevel::kError, "deferred_write", 0, [&] {
+    ++dev_.counters_.dma_errors;
+    dev_.journal().log_limited(LogLevel::kError, "deferred_write", 0, [&] {
       return "DMA write of " + std::to_string(f.len) + " bytes at " + hex(f.addr) + " into pid " +
              std::to_string(f.pid) + "'s registered memory failed: " + std::strerror(f.err) +
              ". The packet had been accepted, so the bytes are lost, as when a program unmaps memory "
@@ -238,8 +239,8 @@ void Device::flush_dma_writes() {
 // read alone: the rest of the message is this packet, or a chunk read failed (the packet's own
 // read then meets the failure and reports it exactly as it did before stages).
 template <class Read>
-Device::DmaStage* Device::stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len, uint32_t msg_len,
-                                Read&& read) {
+MemoryAccess::DmaStage* MemoryAccess::stage(const void* owner, uint64_t tag, uint32_t offset, uint32_t len,
+                                            uint32_t msg_len, Read&& read) {
   DmaStage* lru = &stages_[0];
   for (DmaStage& s : stages_) {
     if (s.owner == owner && s.tag == tag) {
@@ -265,13 +266,13 @@ Device::DmaStage* Device::stage(const void* owner, uint64_t tag, uint32_t offset
   return &s;
 }
 
-void Device::drop_stage(const void* owner, uint64_t tag) {
+void MemoryAccess::drop_stage(const void* owner, uint64_t tag) {
   for (DmaStage& s : stages_)
     if (s.owner == owner && s.tag == tag) s.owner = nullptr;
 }
 
-int Device::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
-                         const uint8_t** out, std::string* why) {
+int MemoryAccess::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
+                               const uint8_t** out, std::string* why) {
   const abi::SendWqe& w = st.wqe;
   const uint32_t nsge = std::min(w.num_sge, abi::kMaxSge);
   auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
@@ -292,11 +293,11 @@ int Device::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, ui
 
 // rr.mr was checked (rkey, range: respond_read) when the READ arrived, and is cleared if the MR
 // is deregistered: the caller looks at it before each packet.
-int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
-                                  const uint8_t** out) {
+int MemoryAccess::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len,
+                                        const uint8_t** out) {
   const Mr& mr = *rr.mr;
   auto trace = [&](uint32_t from, uint32_t n) {
-    tracer_.event(TraceKind::kDma)
+    dev_.tracer_.event(TraceKind::kDma)
         .u("qp", qp.qpn)
         .s("dir", "read")
         .u("key", mr.rkey)
@@ -313,6 +314,21 @@ int Device::read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t
   }
   *out = payload_buffer_.data();
   return read(payload_buffer_.data(), offset, len);
+}
+
+// A DMA through an ODP MR met a page with no mapping (memory/odp.cc): the odp_fault trace event.
+void MemoryAccess::note_odp_fault(const Qp& qp, const Mr& mr, uint64_t va, uint64_t len, bool remote) {
+  dev_.tracer_.event(TraceKind::kOdpFault)
+      .u("qp", qp.qpn)
+      .u("mr", mr.handle)
+      .u("key", remote ? mr.rkey : mr.lkey)
+      .hex("addr", va)
+      .u("length", len)
+      .s("side", remote ? "remote" : "local");
+  dev_.journal().log_limited(LogLevel::kWarn, "odp_fault", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": " + (remote ? "remote" : "local") + " access to [" + hex(va) + ", +" +
+           std::to_string(len) + ") of ODP MR " + hex(mr.lkey) + " met a page with no mapping in the program";
+  });
 }
 
 }  // namespace simnic::core

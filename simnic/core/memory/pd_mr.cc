@@ -189,7 +189,7 @@ int MemoryVerbs::alloc_mw(Context* ctx, uint32_t pd_handle, ibv_mw_type type, Mw
 int MemoryVerbs::dealloc_mw(Context* ctx, uint32_t handle) {
   Mw* mw = dev_.tables().owned(dev_.mws_, ctx, handle);
   if (!mw) return EINVAL;
-  dev_.unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
+  dev_.engines_.windows.unbind_mw(*mw);  // deallocating a bound window invalidates it (IBA 11.2.10.5)
   dev_.tracer_.event(TraceKind::kMwDestroy).u("ctx", ctx->id).u("mw", handle).u("rkey", mw->rkey);
   mw->pd->users--;
   ctx->mws.erase(std::remove(ctx->mws.begin(), ctx->mws.end(), handle), ctx->mws.end());

@@ -86,7 +86,7 @@ int MemoryVerbs::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (int e = check_rereg(ctx, *mr, req, &pd)) return e;
   // What an engine is doing with the old registration ends as after ibv_dereg_mr: the rest of
   // a message in flight finds no MR (IBA 11.2.8.3: rereg is a deregister then a register).
-  dev_.forget_mr_in_engines(mr);
+  dev_.engines_.responder.forget_mr(mr);
   dev_.trace_points().trace_mr_destroy(*mr);
   mr->pd->users--;
   mr->pd = pd;
@@ -100,14 +100,6 @@ int MemoryVerbs::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   if (dev_.tracer_.on()) dev_.trace_points().trace_mr_create(*mr);
   *out = mr;
   return 0;
-}
-
-void Device::forget_mr_in_engines(const Mr* mr) {
-  for (auto& [h, qp] : qps_) {
-    if (qp->resp.write_mr == mr) qp->resp.write_mr = nullptr, qp->resp.write_left = 0;
-    for (auto& rr : qp->resp.read_responses)
-      if (rr.mr == mr) rr.mr = nullptr;
-  }
 }
 
 }  // namespace simnic::core

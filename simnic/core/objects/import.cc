@@ -57,7 +57,7 @@ void ContextVerbs::leave_group(Context* ctx) {
   for (auto& [c, grp] : group_of_)
     if (grp == group) heir = const_cast<Context*>(c);
   for (auto& [h, mw] : dev_.mws_)  // windows of the group bound to its MRs lose them (as at a dereg)
-    if (mw->mr && mw->mr->ctx == ctx) dev_.unbind_mw(*mw);
+    if (mw->mr && mw->mr->ctx == ctx) dev_.engines_.windows.unbind_mw(*mw);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dev_.memory_verbs().dereg_mr(ctx, h);
   for (auto& [h, pd] : dev_.pds_) {
     if (pd->ctx != ctx) continue;

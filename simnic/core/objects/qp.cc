@@ -65,9 +65,9 @@ Qp* QueueVerbs::add_qp(std::unique_ptr<Qp> qp) {
 // Takes a QP out of the tables and frees its rings (its users already let go).
 void QueueVerbs::remove_qp(Context* ctx, Qp& qp) {
   dev_.trace_points().trace_qp_lifecycle(TraceKind::kQpDestroy, qp);
-  dev_.unbind_mws_of_qp(qp);
-  dev_.busy_qps_.erase(qp.qpn);
-  dev_.cc_forget(qp);  // its credit goes back to the peer's window, and it leaves the queue
+  dev_.engines_.windows.unbind_mws_of_qp(qp);
+  dev_.engines_.requester.not_busy(qp);
+  dev_.engines_.congestion.forget(qp);  // its credit goes back to the peer's window, and it leaves the queue
   dev_.qp_by_qpn_.erase(qp.qpn);
   dev_.budgets().unmap_queue_memory(ctx, qp_layout_of(qp).charged, qp.mem);
   dev_.erase_object(dev_.qps_, ctx->qps, qp.handle);

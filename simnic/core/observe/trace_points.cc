@@ -141,9 +141,9 @@ void TracePoints::trace_new_wqes(Qp& qp) {
   qp.resp.rq_seen = prod;
 }
 
-void Device::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const PacketHeaders& h,
-                          uint32_t mask, size_t payload, const char* fault) {
-  auto e = tracer_.event(kind);
+void Transmit::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const PacketHeaders& h,
+                            uint32_t mask, size_t payload, const char* fault) {
+  auto e = dev_.tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
   e.s("src", ip_string(src))
       .s("dst", ip_string(dst))

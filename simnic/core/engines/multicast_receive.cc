@@ -1,14 +1,9 @@
-// UD multicast (IBA 10.5): ibv_attach_mcast/ibv_detach_mcast, and the delivery of a datagram
-// sent to a group to every QP of this NIC attached to it. RoCEv2 carries the multicast GID as
-// an IP multicast destination: the port joins the IPv4 group (PacketSink::join_group) while a
-// QP here is attached, and the network (the kernel's IP multicast, on simnic's wire) hands every
-// member NIC its copy, the sender's own NIC included.
-#include <arpa/inet.h>
+// UD multicast delivery (IBA 10.5): a datagram sent to a group reaches every QP of this NIC
+// attached to it. RoCEv2 carries the multicast GID as an IP multicast destination; the verbs
+// that attach and detach QPs are in objects/multicast.cc.
 #include <algorithm>
-#include <cerrno>
 
 #include "simnic/core/device.h"
-#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
 
@@ -16,15 +11,15 @@ namespace simnic::core {
 
 using namespace simnic::proto;
 
-bool Device::group_ip_joined(uint32_t ip) const {
-  for (const auto& [key, group] : mcast_groups_)
+bool DatagramReceiver::group_ip_joined(uint32_t ip) const {
+  for (const auto& [key, group] : dev_.mcast_groups_)
     if (group.ip == ip) return true;
   return false;
 }
 
-std::vector<Qp*> Device::mcast_members(uint32_t group_ip) {
+std::vector<Qp*> DatagramReceiver::mcast_members(uint32_t group_ip) {
   std::vector<Qp*> out;
-  for (const auto& [key, group] : mcast_groups_) {
+  for (const auto& [key, group] : dev_.mcast_groups_) {
     if (group.ip != group_ip) continue;
     for (Qp* qp : group.qps)
       if (std::find(out.begin(), out.end(), qp) == out.end()) out.push_back(qp);
@@ -36,7 +31,7 @@ std::vector<Qp*> Device::mcast_members(uint32_t group_ip) {
 // attached here gets it, the sending QP too if it is attached (as ConnectX loops multicast
 // back unless the QP was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); each one checks its
 // Q_Key and takes a receive WQE as for any UD datagram.
-void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len) {
+void DatagramReceiver::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_t group_ip, size_t udp_len) {
   std::string why;
   if (!is_multicast_ipv4(group_ip))
     why = "DestQP 0xFFFFFF (multicast) in a datagram sent to this NIC's own address, not to a group (IBA 10.5)";
@@ -49,15 +44,16 @@ void Device::receive_multicast(const ParsedPacket& pkt, uint32_t src_ip, uint32_
   std::vector<Qp*> members = why.empty() ? mcast_members(group_ip) : std::vector<Qp*>{};
   if (why.empty() && members.empty()) why = "no QP on this NIC is attached to a group of IP " + ip_string(group_ip);
   if (!why.empty()) {
-    journal_.drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
+    dev_.journal()
+        .drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
         .s("group", ip_string(group_ip));
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
-    ++counters_.mcast_deliveries;
-    if (tracer_.on()) trace_points_.trace_new_wqes(*qp);
-    tracer_.event(TraceKind::kMcastDeliver)
+    ++dev_.counters_.mcast_deliveries;
+    if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(*qp);
+    dev_.tracer_.event(TraceKind::kMcastDeliver)
         .u("qp", qp->qpn)
         .s("group", ip_string(group_ip))
         .u("src_qp", pkt.h.deth.src_qp);

@@ -1,50 +1,37 @@
-// XRC, the eXtended Reliable Connected transport (IBA Annex A14). An XRC INI QP is an RC
-// requester with no receive side: each SEND names, in its XRCETH, the XRC SRQ it goes to at the
-// responder. An XRC TGT QP is an RC responder with no send queue and no receive queue of its
-// own: it takes receive WQEs from the SRQ each request names, and the SRQ must belong to the
-// TGT QP's XRC domain. XRC domains (XRCDs) group SRQs and TGT QPs; a domain opened with a file
-// is shared by every context of this NIC that opens the same file, as the kernel shares it
-// between processes by inode.
-#include <fcntl.h>
-
-#include <algorithm>
-#include <cerrno>
-
+// The receive half of XRC (IBA Annex A14): an INI QP hears responses only, a TGT QP requests
+// only, each routed to the XRC SRQ its XRCETH names. The XRC verbs are in objects/xrc.cc.
 #include "simnic/core/device.h"
-#include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
-#include "simnic/proto/psn.h"
 
 namespace simnic::core {
 
 using namespace simnic::proto;
 
-// ---------------------------------------------------------------- receive path
-
 // INI QPs hear responses only, TGT QPs requests only: anything else is dropped.
-void Device::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+void Responder::xrc_receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   const bool request = pkt.mask & kIsRequest;
-  if (qp.type == IBV_QPT_XRC_SEND && !request) return completer_receive(qp, pkt, now);
+  if (qp.type == IBV_QPT_XRC_SEND && !request) return completer_.receive(qp, pkt, now);
   if (qp.type == IBV_QPT_XRC_RECV && request) {
     if (!can_receive(qp)) return;
     // The request the responder expects next goes to the SRQ its XRCETH names; duplicates and
     // gaps are answered from their PSN alone, as on RC.
     if (pkt.h.bth.psn == qp.resp.epsn && !xrc_route(qp, pkt)) return;
-    return responder_receive(qp, pkt, now);
+    return receive(qp, pkt, now);
   }
-  journal_.drop(Drop::kXrcDirection, qp.qpn,
-                [&] { return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP"); });
+  dev_.journal().drop(Drop::kXrcDirection, qp.qpn, [&] {
+    return std::string(request ? "a request for an XRC INI QP" : "a response for an XRC TGT QP");
+  });
 }
 
 // The XRCETH names an XRC SRQ; it must exist and be in the TGT QP's XRC domain (Annex A14),
 // else the request is refused with NAK invalid request and the TGT QP goes to ERR, as for any
 // request the responder cannot accept (IBA 9.9.3.1). The TGT QP then works for that SRQ: its
 // receive WQEs, its PD for every key of the request, its CQ for the completion.
-bool Device::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
+bool Responder::xrc_route(Qp& tgt, const ParsedPacket& pkt) {
   const uint32_t srqn = pkt.h.xrc_srqn;
-  auto it = srq_by_srqn_.find(srqn);
-  Srq* srq = it == srq_by_srqn_.end() ? nullptr : it->second;
+  auto it = dev_.srq_by_srqn_.find(srqn);
+  Srq* srq = it == dev_.srq_by_srqn_.end() ? nullptr : it->second;
   std::string rule;
   if (!srq) rule = "the XRCETH names XRC SRQ " + hex(srqn) + ", and no XRC SRQ has that number on this NIC";
   else if (srq->xrcd != tgt.xrcd)
