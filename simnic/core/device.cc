@@ -35,36 +35,16 @@ ibv_mtu bytes_to_mtu(uint32_t bytes) {
 
 Device::Device(DeviceConfig config, HostMemory& memory, PacketSink& wire, ShmAllocator& shm, Notifier& notifier,
                Logger& logger)
-    : ObjectTables(config.key_seed),
-      config_(std::move(config)),
-      memory_(memory),
-      wire_(wire),
-      shm_(shm),
-      notifier_(notifier),
-      logger_(logger) {
+    : ObjectTables(config.key_seed), config_(std::move(config)), env_{memory, wire, shm, notifier, logger} {
   shares_objects = [this](const Context* owner, const Context* user) { return verbs_.contexts.shares(owner, user); };
   config_.mtu_bytes = mtu_to_bytes(bytes_to_mtu(config_.mtu_bytes));
-  gids_ = build_gid_table(config_.gid_table, config_.infiniband, config_.ipv4, addressing().node_guid_be());
   CmNicInfo cm{config_.ipv4, config_.udp_port, addressing().node_guid_be(), bytes_to_mtu(config_.mtu_bytes),
                config_.key_seed};
-  cm_ = std::make_unique<CmAgent>(cm, wire_, notifier_, tracer_, logger_);
+  cm_ = std::make_unique<CmAgent>(cm, env_.wire, env_.notifier, tracer_, env_.logger);
 }
 
 Device::~Device() {
   while (!contexts_.empty()) verbs_.contexts.close_context(contexts_.begin()->second.get());
-}
-
-// ---------------------------------------------------------------- completion vectors
-
-// rxe offers num_possible_cpus() vectors (rxe_register_device); the CPUs the host has
-// configured are the same number for a user process. Vectors steer interrupts on a real NIC;
-// simnic has none, so every vector behaves alike.
-uint32_t Device::num_comp_vectors() {
-  static const uint32_t n = [] {
-    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
-    return cpus > 0 ? uint32_t(cpus) : 1u;
-  }();
-  return n;
 }
 
 // ---------------------------------------------------------------- status

@@ -54,6 +54,7 @@
 #include "simnic/core/observe/trace_points.h"
 #include "simnic/core/port/addressing.h"
 #include "simnic/core/port/gid_table.h"
+#include "simnic/core/shared_parts.h"
 #include "simnic/core/wire/ud_probe_guard.h"
 #include "simnic/proto/packet.h"
 
@@ -164,11 +165,11 @@ class Device : private ObjectTables {
   // The object tables, with the lookups and the keys of new objects (objects/tables.h).
   ObjectTables& tables() { return *this; }
   const ObjectTables& tables() const { return *this; }
-  Journal& journal() { return journal_; }                // log, drops, notices, refusals (observe/journal.h)
-  TracePoints& trace_points() { return trace_points_; }  // objects in trace events (observe/trace_points.h)
-  Completions& completions() { return completions_; }    // CQEs, flushes, async events (engines/completions.h)
-  QpStates& qp_states() { return qp_states_; }           // state changes (objects/qp_states.h)
-  CmAgent& cm() { return *cm_; }                         // the connection manager: CM MADs on QP1 go to it
+  Journal& journal() { return shared_.journal; }                // log, drops, notices, refusals
+  TracePoints& trace_points() { return shared_.trace_points; }  // objects in trace events
+  Completions& completions() { return shared_.completions; }    // CQEs, flushes, async events
+  QpStates& qp_states() { return shared_.qp_states; }           // QP state changes
+  CmAgent& cm() { return *cm_; }                                // the connection manager: CM MADs on QP1 go to it
 
   // --- Data path: one-line hand-offs to the engines (engines/engines.h) ---
   // The application rang its doorbell `rings` times since the NIC last looked (an eventfd
@@ -201,48 +202,26 @@ class Device : private ObjectTables {
   // --- For `simnic status` and tests ---
   std::string status_text() const;
   const std::map<uint32_t, std::unique_ptr<Qp>>& qps() const { return qps_; }
-  size_t context_count() const { return contexts_.size(); }
-  ObjectCounts object_counts() const { return counts(); }
-  // The completion vectors ibv_context.num_comp_vectors offers: one per CPU, as rxe.
-  static uint32_t num_comp_vectors();
 
  private:
   // The NIC's environment (env.h) and what it reports.
   DeviceConfig config_;
-  GidTable gids_;
-  HostMemory& memory_;
-  PacketSink& wire_;
-  ShmAllocator& shm_;
-  Notifier& notifier_;
-  Logger& logger_;
+  Environment env_;
   DeviceCounters counters_;
   Tracer tracer_;
   uint64_t now_ = 0;
   std::unique_ptr<CmAgent> cm_;
 
-  // The parts, declared after what they reach. The shared parts' hooks reach the engines.
+  // The parts, declared after what they reach (the shared parts' hooks reach the engines only
+  // once the Device is built).
   VerbParts verbs_{*this};
-  Journal journal_{logger_, counters_, tracer_, now_, *this};
-  TracePoints trace_points_{tracer_, config_, *this};
-  Completions completions_{notifier_,
-                           counters_,
-                           tracer_,
-                           journal_,
-                           now_,
-                           Completions::EngineHooks{[this] { flush_dma_writes(); },
-                                                    [this](Qp& qp, ibv_wc_status status) {
-                                                      engines_.completer.complete_send_wqe(qp, status);
-                                                    }}};
-  QpStates qp_states_{tracer_, journal_, trace_points_, completions_,
-                      QpStates::EngineHooks{[this](Qp& qp) { engines_.requester.mark_busy(qp); },
-                                            [this](Qp& qp) { engines_.requester.not_busy(qp); },
-                                            [this](Qp& qp) { engines_.requester.idle(qp); },
-                                            [this](Qp& qp) { engines_.congestion.sync(qp, true); }}};
+  SharedParts shared_{*this};
   Engines engines_{*this};
 
   // Parts that reach the tables, the environment and each other through this Device
   // (issue 27 point 1; the engines already reach each other only by their public methods).
   friend struct VerbParts;
+  friend struct SharedParts;
   friend struct Engines;
   friend class Addressing;
   friend class Budgets;

@@ -124,6 +124,16 @@ class Logger {
   virtual void log(LogLevel level, const std::string& line) = 0;
 };
 
+// What one NIC reaches the world through: the interfaces above, held by its Device and reached
+// by its parts through it (dev.env_.wire ...).
+struct Environment {
+  HostMemory& memory;  // the applications' memory (process_vm_* in simnicd)
+  PacketSink& wire;    // the UDP port
+  ShmAllocator& shm;   // queue rings (memfds)
+  Notifier& notifier;  // completion channels, async events, wake-ups
+  Logger& logger;
+};
+
 // InfiniBand link-layer mode: the simulated subnet's LID table, LID <-> NIC address (the
 // subnet manager's view; simnic/abi/lid_map.h). simnicd reads it from the simnic directory.
 class LidDirectory {

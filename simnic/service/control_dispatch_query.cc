@@ -29,7 +29,7 @@ HelloReply hello_reply(const Device& dev, pid_t daemon_pid) {
   std::memcpy(&rep.ipv4, b, 4);
   rep.daemon_pid = uint32_t(daemon_pid);
   rep.abi_version = kAbiVersion;
-  rep.num_comp_vectors = Device::num_comp_vectors();  // one per CPU, as rxe
+  rep.num_comp_vectors = Addressing::num_comp_vectors();  // one per CPU, as rxe
   return rep;
 }
 

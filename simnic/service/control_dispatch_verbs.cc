@@ -98,12 +98,12 @@ ControlReply create_comp_channel(Request& r) {
 
 ControlReply create_cq(Request& r, const CreateCqReq& q) {
   // The kernel's create_cq refuses a vector the device does not have (uverbs_cmd.c: EINVAL).
-  if (q.comp_vector >= Device::num_comp_vectors())
+  if (q.comp_vector >= Addressing::num_comp_vectors())
     return fail(r.dev.journal().refuse(EINVAL, "comp_vector " + std::to_string(q.comp_vector) +
                                                    " does not exist: the NIC has " +
-                                                   std::to_string(Device::num_comp_vectors()) +
+                                                   std::to_string(Addressing::num_comp_vectors()) +
                                                    " completion vectors (ibv_context.num_comp_vectors), 0 to " +
-                                                   std::to_string(Device::num_comp_vectors() - 1)));
+                                                   std::to_string(Addressing::num_comp_vectors() - 1)));
   Cq* cq = nullptr;
   if (int e = r.dev.queue_verbs().create_cq(r.ctx, q.cqe, q.channel, &cq)) return fail(e);
   return cq_reply(*cq);

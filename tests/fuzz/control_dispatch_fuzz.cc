@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   service::ControlSession s{4001, 1000};
   run_session(dispatcher, s, data, size, now);
   dispatcher.close(s);
-  if (dev.context_count() != 0) std::abort();  // a closed connection leaves nothing behind
+  if (dev.tables().context_count() != 0) std::abort();  // a closed connection leaves nothing behind
 
   // The NIC still serves a well-behaved client.
   service::ControlSession next{4002, 1000};

@@ -189,7 +189,7 @@ void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now)
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it"};
-  const PacketSink::PeerEnd end = dev_.wire_.peer_end(qp.remote_ip, dev_.config_.udp_port);
+  const PacketSink::PeerEnd end = dev_.env_.wire.peer_end(qp.remote_ip, dev_.config_.udp_port);
   if (end.local) {
     peer.look(end, now);
     return judge_local_peer(qp, peer, now);

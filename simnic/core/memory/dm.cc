@@ -21,7 +21,7 @@ int MemoryVerbs::alloc_dm(Context* ctx, uint64_t length, uint32_t log_align, Dm*
                                              std::to_string(DmLimits::kMaxDmSize) + " bytes allocated)");
   auto dm = std::make_unique<Dm>();
   int err = 0;
-  if (!dev_.shm_.allocate(size, "simnic-dm", &dm->mem, &err)) return err ? err : ENOMEM;
+  if (!dev_.env_.shm.allocate(size, "simnic-dm", &dm->mem, &err)) return err ? err : ENOMEM;
   dm->handle = dev_.new_handle();
   dm->ctx = ctx;
   dm->length = length;
@@ -40,7 +40,7 @@ int MemoryVerbs::free_dm(Context* ctx, uint32_t handle) {
       return dev_.journal().refuse(EBUSY, "MRs over device memory " + hex(handle) + " remain: ibv_dereg_mr them first");
   dev_.tracer_.event(TraceKind::kDmDestroy).u("ctx", ctx->id).u("dm", handle);
   dm_bytes_ -= dm->mem.size;
-  dev_.shm_.release(dm->mem);
+  dev_.env_.shm.release(dm->mem);
   dms_.erase(handle);
   return 0;
 }

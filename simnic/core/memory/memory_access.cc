@@ -198,12 +198,12 @@ namespace simnic::core {
 
 int MemoryAccess::dma_read(pid_t pid, uint64_t addr, void* dst, size_t len) {
   flush_dma_writes();  // a read sees every write before it
-  return dev_.memory_.read(pid, addr, dst, len);
+  return dev_.env_.memory.read(pid, addr, dst, len);
 }
 
 int MemoryAccess::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_t len) {
   flush_dma_writes();  // in order with the queued ones (they may overlap)
-  return dev_.memory_.write(pid, addr, src, len);
+  return dev_.env_.memory.write(pid, addr, src, len);
 }
 
 // A pinned MR's pages were there at registration (reg_mr probes them) and stay: a write into
@@ -212,17 +212,17 @@ int MemoryAccess::dma_write_now(pid_t pid, uint64_t addr, const void* src, size_
 // met it, and device memory is cheap to reach: both are written at once.
 int MemoryAccess::dma_write(const Mr& mr, uint64_t addr, const void* src, size_t len) {
   if (is_odp_mr(mr) || dev_.memory_verbs().is_dm_mr(mr.handle)) return dma_write_now(mr.ctx->pid, addr, src, len);
-  if (int e = dev_.memory_.write_later(mr.ctx->pid, addr, src, len)) return e;
+  if (int e = dev_.env_.memory.write_later(mr.ctx->pid, addr, src, len)) return e;
   queued_write_bytes_ += len;
   if (queued_write_bytes_ >= kMaxQueuedWrites) flush_dma_writes();
   return 0;
 }
 
 void MemoryAccess::flush_dma_writes() {
-  if (!dev_.memory_.queued()) return;
+  if (!dev_.env_.memory.queued()) return;
   queued_write_bytes_ = 0;
   failed_writes_.clear();
-  dev_.memory_.flush(&failed_writes_);
+  dev_.env_.memory.flush(&failed_writes_);
   for (const HostMemory::FailedWrite& f : failed_writes_) {
     ++dev_.counters_.dma_errors;
     dev_.journal().log_limited(LogLevel::kError, "deferred_write", 0, [&] {

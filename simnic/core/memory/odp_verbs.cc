@@ -88,7 +88,7 @@ int MemoryVerbs::advise_mr(Context* ctx, uint32_t pd_handle, uint32_t advice, ui
     // PREFETCH_NO_FAULT maps only what is present: it never fails on a missing page.
     const bool must_exist = (flags & IBV_ADVISE_MR_FLAG_FLUSH) && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
     if (must_exist && s.length &&
-        probe_pages(dev_.memory_, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
+        probe_pages(dev_.env_.memory, ctx->pid, mr->addr + (s.addr - mr->iova), s.length, &budget))
       return dev_.journal().refuse(EFAULT, where + ": [" + hex(s.addr) + ", +" + std::to_string(s.length) +
                                                ") has pages the program has not mapped");
   }

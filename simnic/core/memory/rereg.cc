@@ -43,7 +43,7 @@ int MemoryVerbs::check_mr_range(Context* ctx, uint64_t addr, uint64_t length, ui
 int MemoryVerbs::check_pinnable(Context* ctx, uint64_t addr, uint64_t length, uint32_t access) {
   const bool writable =
       access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
-  const int e = dev_.memory_.check_mapped(ctx->pid, addr, length, writable);
+  const int e = dev_.env_.memory.check_mapped(ctx->pid, addr, length, writable);
   if (e == 0) return 0;
   return dev_.journal().refuse(e == EPERM ? EPERM : EFAULT,
                                "[" + hex(addr) + ", +" + std::to_string(length) + ") is not all mapped " +

@@ -32,14 +32,14 @@ void Budgets::refund_queue_memory(Context* ctx, uint64_t bytes) {
 int Budgets::map_queue_memory(Context* ctx, uint64_t charged, size_t bytes, const char* name, ShmRegion* out) {
   if (!charge_queue_memory(ctx, charged)) return ENOMEM;
   int err = 0;
-  if (dev_.shm_.allocate(bytes, name, out, &err)) return 0;
+  if (dev_.env_.shm.allocate(bytes, name, out, &err)) return 0;
   refund_queue_memory(ctx, charged);
   return err ? err : ENOMEM;
 }
 
 void Budgets::unmap_queue_memory(Context* ctx, uint64_t charged, ShmRegion& mem) {
   refund_queue_memory(ctx, charged);
-  dev_.shm_.release(mem);
+  dev_.env_.shm.release(mem);
 }
 void Budgets::hand_over_queue_memory(Context* from, Context* to, uint64_t bytes) {
   refund_queue_memory(from, bytes);

@@ -8,7 +8,7 @@ namespace simnic::core {
 int ContextVerbs::map_context_page(Context* ctx, ShmRegion** page) {
   if (ctx->shared) return EALREADY;  // its memfd went to the client the first time
   int err = 0;
-  if (!dev_.shm_.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
+  if (!dev_.env_.shm.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
   ctx->shared = new (ctx->page.addr) abi::ContextShared;
   *page = &ctx->page;
   return 0;
@@ -17,7 +17,7 @@ int ContextVerbs::map_context_page(Context* ctx, ShmRegion** page) {
 void ContextVerbs::release_context_page(Context* ctx) {
   if (!ctx->shared) return;
   ctx->shared = nullptr;
-  dev_.shm_.release(ctx->page);
+  dev_.env_.shm.release(ctx->page);
 }
 
 }  // namespace simnic::core

@@ -19,7 +19,7 @@ int QueueVerbs::destroy_channel(Context* ctx, uint32_t handle) {
   if (ch->users)
     return dev_.journal().refuse(EBUSY, std::to_string(ch->users) + " CQ(s) still use completion channel " +
                                             std::to_string(handle) + ": ibv_destroy_cq them first");
-  dev_.notifier_.release_fd(ch->fd);
+  dev_.env_.notifier.release_fd(ch->fd);
   dev_.erase_object(dev_.channels_, ctx->channels, handle);
   return 0;
 }

@@ -51,7 +51,7 @@ int QueueVerbs::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, 
   if (!group) {
     const uint32_t ip = group_ipv4(gid);
     if (!dev_.engines_.datagram.group_ip_joined(ip))
-      if (int e = dev_.wire_.join_group(ip))
+      if (int e = dev_.env_.wire.join_group(ip))
         return dev_.journal().refuse(e,
                                      "the port could not join IP group " + ip_string(ip) + " for " + gid_string(gid));
     group = &dev_.mcast_groups_[key];
@@ -100,7 +100,7 @@ void QueueVerbs::detach_qp_from(Qp& qp, const GidBytes& key) {
       .u("members", group.qps.size());
   if (!group.qps.empty()) return;
   dev_.mcast_groups_.erase(it);
-  if (!dev_.engines_.datagram.group_ip_joined(ip)) dev_.wire_.leave_group(ip);
+  if (!dev_.engines_.datagram.group_ip_joined(ip)) dev_.env_.wire.leave_group(ip);
 }
 
 // A process that dies attached leaves its groups (uverbs detaches a dying context's QPs).

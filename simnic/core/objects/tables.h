@@ -40,6 +40,7 @@ struct ObjectTables {
   // seed: KeySource's (0: keys and QPNs from getrandom).
   explicit ObjectTables(uint64_t key_seed) : keys_(key_seed) {}
 
+  size_t context_count() const { return contexts_.size(); }
   ObjectCounts counts() const {
     return {contexts_.size(), pds_.size(), mrs_.size(), mws_.size(),   channels_.size(),  cqs_.size(),
             srqs_.size(),     qps_.size(), ahs_.size(), xrcds_.size(), tgt_opens_.size(), mcast_groups_.size()};

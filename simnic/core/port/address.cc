@@ -17,12 +17,12 @@ namespace {
 constexpr uint32_t kMaxUnicastLid = 0xbfff;  // IBA 4.1.3: 0 reserved, 0xc000.. multicast, 0xffff permissive
 }  // namespace
 
-const GidTable& Addressing::gid_table() const { return dev_.gids_; }
+const GidTable& Addressing::gid_table() const { return gids_; }
 
 int Addressing::query_gid(uint32_t index, GidEntry* out) const {
-  if (index >= dev_.gids_.length) return EINVAL;
-  if (index >= dev_.gids_.entries.size()) return ENODATA;  // an empty slot, as rdma-core reports it
-  *out = dev_.gids_.entries[index];
+  if (index >= gids_.length) return EINVAL;
+  if (index >= gids_.entries.size()) return ENODATA;  // an empty slot, as rdma-core reports it
+  *out = gids_.entries[index];
   return 0;
 }
 
@@ -60,11 +60,11 @@ std::string tables_to_try(uint32_t index, uint32_t ipv4, GidTableKind current) {
 }  // namespace
 
 std::string Addressing::gid_index_refusal(uint32_t index) const {
-  const size_t n = dev_.gids_.entries.size();
+  const size_t n = gids_.entries.size();
   std::string why = "GID index " + std::to_string(index) + " is past the table (gid_tbl_len " +
-                    std::to_string(dev_.gids_.length) + "), which has " + std::to_string(n) +
-                    (n == 1 ? " entry (" : " entries (") + listed_entries(dev_.gids_) + ")";
-  const int usable = usable_gid_index(dev_.gids_);
+                    std::to_string(gids_.length) + "), which has " + std::to_string(n) +
+                    (n == 1 ? " entry (" : " entries (") + listed_entries(gids_) + ")";
+  const int usable = usable_gid_index(gids_);
   if (usable >= 0)
     why += "; use index " + std::to_string(usable) + " (ibv_rc_pingpong -g " + std::to_string(usable) + ")";
   if (!dev_.config_.infiniband) why += ", or " + tables_to_try(index, dev_.config_.ipv4, dev_.config_.gid_table);
@@ -80,20 +80,20 @@ uint16_t Addressing::lid_of(uint32_t ipv4) {
 // The local GID a GRH names must be one the NIC has and can send from; the refusal names the
 // index to use instead.
 int Addressing::check_sgid_index(uint8_t index, std::string* why) const {
-  const int usable = usable_gid_index(dev_.gids_);
+  const int usable = usable_gid_index(gids_);
   const std::string use = usable < 0 ? std::string()
                                      : "; use sgid_index " + std::to_string(usable) + " (" +
-                                           gid_string(dev_.gids_.entries[usable].gid) + ", " +
-                                           gid_type_name(dev_.gids_.entries[usable].type) + ")";
-  if (index >= dev_.gids_.entries.size()) {
-    if (dev_.gids_.entries.size() == 1)
+                                           gid_string(gids_.entries[usable].gid) + ", " +
+                                           gid_type_name(gids_.entries[usable].type) + ")";
+  if (index >= gids_.entries.size()) {
+    if (gids_.entries.size() == 1)
       *why = "sgid_index " + std::to_string(index) + " is beyond the GID table (index 0 only)";
     else
       *why = "sgid_index " + std::to_string(index) + " is an empty entry of the GID table (entries 0 to " +
-             std::to_string(dev_.gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
+             std::to_string(gids_.entries.size() - 1) + " are set, `ibv_devinfo -v` lists them)" + use;
     return EINVAL;
   }
-  const std::string bad = gid_entry_unusable(dev_.gids_.entries[index]);
+  const std::string bad = gid_entry_unusable(gids_.entries[index]);
   if (bad.empty()) return 0;
   *why = "sgid_index " + std::to_string(index) + " is " + bad + use;
   return EINVAL;

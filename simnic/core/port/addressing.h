@@ -1,6 +1,6 @@
 // Addressing: what the NIC says about itself (ibv_query_device, ibv_query_port, its GUID and GID
 // table) and how an address vector reaches a peer NIC (by GID in RoCE mode, by LID in IB mode).
-// A part of Device (device.h); it reads the NIC's configuration and GID table through it.
+// A part of Device (device.h): it owns the GID table and reads the NIC's configuration.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,6 +23,8 @@ class Addressing {
   ibv_port_attr port_attr() const;
   ibv_gid gid0() const;  // the IPv4-mapped address, RoCE v2
   uint64_t node_guid_be() const;
+  // The completion vectors ibv_context.num_comp_vectors offers: one per CPU, as rxe.
+  static uint32_t num_comp_vectors();
 
   // address.cc: the GID table and how address vectors reach a peer.
   const GidTable& gid_table() const;
@@ -46,6 +48,7 @@ class Addressing {
   int resolve_dlid(uint16_t dlid, uint32_t* ipv4, std::string* why);
 
   Device& dev_;
+  GidTable gids_;  // port 1's, built from the configuration (gid_table.h)
   LidDirectory* lids_ = nullptr;
 };
 

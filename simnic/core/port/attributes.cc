@@ -2,11 +2,27 @@
 #include "simnic/core/device.h"
 #include "simnic/core/port/addressing.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 namespace simnic::core {
 
-Addressing::Addressing(Device& dev) : dev_(dev) {}
+Addressing::Addressing(Device& dev) : dev_(dev) {
+  const DeviceConfig& c = dev_.config();
+  gids_ = build_gid_table(c.gid_table, c.infiniband, c.ipv4, node_guid_be());
+}
+
+// rxe offers num_possible_cpus() vectors (rxe_register_device); the CPUs the host has
+// configured are the same number for a user process. Vectors steer interrupts on a real NIC;
+// simnic has none, so every vector behaves alike.
+uint32_t Addressing::num_comp_vectors() {
+  static const uint32_t n = [] {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    return cpus > 0 ? uint32_t(cpus) : 1u;
+  }();
+  return n;
+}
 
 uint64_t Addressing::node_guid_be() const {
   // 02:53:4e (a locally administered "SN") then the IPv4 address and a port byte.
@@ -66,7 +82,7 @@ ibv_port_attr Addressing::port_attr() const {
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = bytes_to_mtu(dev_.config_.mtu_bytes);
-  p.gid_tbl_len = int(dev_.gids_.length);
+  p.gid_tbl_len = int(gids_.length);
   p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p.max_msg_sz = 1u << 31;
   p.pkey_tbl_len = 1;

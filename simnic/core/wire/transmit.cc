@@ -33,8 +33,8 @@ SendOutcome Transmit::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h
   if (is_multicast_ipv4(dst_ip)) ++dev_.counters_.mcast_tx_packets;
   ++qp.counters.tx_packets;
   const std::span<const uint8_t> bytes(tx_buffer_.data(), n);
-  SendOutcome out = tos ? dev_.wire_.send_with_tos(dst_ip, dev_.config_.udp_port, bytes, tos)
-                        : dev_.wire_.send(dst_ip, dev_.config_.udp_port, bytes);
+  SendOutcome out = tos ? dev_.env_.wire.send_with_tos(dst_ip, dev_.config_.udp_port, bytes, tos)
+                        : dev_.env_.wire.send(dst_ip, dev_.config_.udp_port, bytes);
   if (dev_.tracer_.on()) {
     const char* fault = out == SendOutcome::kDropped      ? "drop"
                         : out == SendOutcome::kDuplicated ? "dup"

@@ -92,7 +92,7 @@ struct Nic {
     return h;
   }
 
-  Snapshot snapshot() const { return {dev.object_counts(), dev_cm().ids().size(), shm.live}; }
+  Snapshot snapshot() const { return {dev.tables().counts(), dev_cm().ids().size(), shm.live}; }
   const core::CmAgent& dev_cm() const { return const_cast<core::Device&>(dev).cm(); }
 
   service::ControlReply call(service::ControlSession& s, Op op, std::span<const uint8_t> body, std::vector<int>& fds) {
@@ -309,7 +309,7 @@ TEST(ControlDispatch, HelloChecksItsVersionOnceAndOpensOneContext) {
   EXPECT_EQ(nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion + 1, 0}), fds).status, EPROTO);
   EXPECT_FALSE(s.greeted);
   EXPECT_EQ(fds[0], kForeignFd);  // not taken
-  EXPECT_EQ(nic.dev.context_count(), 0u);
+  EXPECT_EQ(nic.dev.tables().context_count(), 0u);
 
   service::ControlReply ok = nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion, 0}), fds);
   auto rep = Nic::reply<abi::HelloReply>(ok);
@@ -322,9 +322,9 @@ TEST(ControlDispatch, HelloChecksItsVersionOnceAndOpensOneContext) {
   std::vector<int> again = {kForeignFd + 2, kForeignFd + 3};
   EXPECT_EQ(nic.call(s, Op::Hello, bytes_of(abi::HelloReq{abi::kAbiVersion, 0}), again).status, EALREADY);
   EXPECT_EQ(again[0], kForeignFd + 2);
-  EXPECT_EQ(nic.dev.context_count(), 1u);
+  EXPECT_EQ(nic.dev.tables().context_count(), 1u);
   nic.dispatcher.close(s);
-  EXPECT_EQ(nic.dev.context_count(), 0u);
+  EXPECT_EQ(nic.dev.tables().context_count(), 0u);
 }
 
 // A query-only connection (a Hello without descriptors: ibv_get_device_list, the CLI,

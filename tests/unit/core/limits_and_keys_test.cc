@@ -273,14 +273,14 @@ TEST(UserShares, AUserWithTwoContextsHoldsAtMostThreeQuartersWhileAnotherUserIsH
   size_t b_qps = 0;
   while (x.qp(b, b->pds.front(), cq_b, 1) == 0) ++b_qps;
   EXPECT_EQ(b_qps, size_t(attr.max_qp) - qps);
-  EXPECT_EQ(x.dev.object_counts().qps, size_t(attr.max_qp));
+  EXPECT_EQ(x.dev.tables().counts().qps, size_t(attr.max_qp));
 
   // The classmate leaves: alone again, the first user reaches everything the NIC advertises.
   x.dev.context_verbs().close_context(b);
   size_t more = 0;
   while (x.dev.memory_verbs().alloc_pd(a1, &h) == 0) ++more;
   EXPECT_EQ(pds + more, size_t(attr.max_pd));
-  EXPECT_EQ(x.dev.object_counts().pds, size_t(attr.max_pd));
+  EXPECT_EQ(x.dev.tables().counts().pds, size_t(attr.max_pd));
 }
 
 // MRs and address handles follow the same rule; one user alone is not limited by it (the

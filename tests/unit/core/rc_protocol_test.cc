@@ -535,7 +535,7 @@ TEST_F(RcProtocol, ClosingAContextFreesEverything) {
   connect();
   a->dev.context_verbs().close_context(a->ctx);
   EXPECT_EQ(a->dev.qps().size(), 0u);
-  EXPECT_EQ(a->dev.context_count(), 0u);
+  EXPECT_EQ(a->dev.tables().context_count(), 0u);
   // The peer keeps working for others: a packet to the dead QP is counted and dropped.
   post_send(*b, wqe(*b, IBV_WR_SEND, 1, 0, 10));
   fabric.deliver_all(now);
