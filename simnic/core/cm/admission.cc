@@ -16,7 +16,11 @@
 //    not turn it away.
 #include <limits>
 
-#include "simnic/core/cm/agent.h"
+#include "simnic/core/cm/admission.h"
+
+#include "simnic/core/cm/events.h"
+#include "simnic/core/cm/id_table.h"
+#include "simnic/core/cm/messages.h"
 #include "simnic/core/observe/drop_reasons.h"
 #include "simnic/core/text.h"
 
@@ -33,8 +37,6 @@ constexpr size_t kMaxPendingRequests = 1024;
 // port leaves room for everyone else.
 constexpr size_t kMaxRequestsPerSource = 32;
 
-bool waiting_for_program(const CmId& id) { return id.state == CmState::kReqRcvd || id.state == CmState::kSidrReqRcvd; }
-
 }  // namespace
 
 // What the kernel's ucma does with rdma_listen's backlog: a value <= 0 or above the maximum
@@ -47,8 +49,8 @@ uint32_t listen_backlog(int32_t asked) {
 // Returns why, or nullptr for a well-formed one. The kernel's cm_req_handler takes most of
 // these as they come and leaves them to fail later (in the program's rdma_accept or on the
 // wire); a NIC that is sent forged REQs does better to drop them first.
-const char* CmAgent::malformed_req(uint32_t src_ip, const cm::Message& m, const cm::CmaHdr& hdr,
-                                   const CmId& listener) const {
+const char* CmAdmission::malformed_req(uint32_t src_ip, const cm::Message& m, const cm::CmaHdr& hdr,
+                                       const CmId& listener) const {
   // The kernel's cma_check_req_qp_type: a UD service answers SIDR_REQ (IBA 12.11), not REQ.
   if (listener.qp_type != IBV_QPT_RC) return "it asks for an RC connection to a UD service";
   // IBA Table 106, Transport Service Type: 0 RC, 1 UC; rdma_cm's RC ids take RC only.
@@ -65,62 +67,62 @@ const char* CmAgent::malformed_req(uint32_t src_ip, const cm::Message& m, const 
   return nullptr;
 }
 
-void CmAgent::drop_malformed(uint32_t src_ip, const cm::Message& m, const char* why, uint64_t now) {
+void CmAdmission::drop_malformed(uint32_t src_ip, const cm::Message& m, const char* why, uint64_t now) {
   ++reqs_malformed_;
   if (tracer_.on()) trace_drop(tracer_, Drop::kCmMalformedReq, 1, why);
-  log_limited(LogLevel::kWarn, "cm_malformed", now, [&] {
+  log_.log(LogLevel::kWarn, "cm_malformed", now, [&] {
     return "dropped a REQ from " + ip_string(src_ip) + " for port " + std::to_string(cm::service_port(m.service_id)) +
            ": " + why + " (a malformed or forged connection request; the program never sees it)";
   });
 }
 
-size_t CmAgent::requests_from(const CmId& listener, uint32_t ip, uint16_t port) const {
+size_t CmAdmission::requests_from(const CmId& listener, uint32_t ip, uint16_t port) const {
   size_t n = 0;
-  for (const auto& [h, id] : ids_)
-    n += id->listener == listener.handle && waiting_for_program(*id) && id->remote_ip == ip && id->src_udp_port == port;
+  for (const auto& [h, id] : ids_.all())
+    n += id->listener == listener.handle && awaits_answer(id->state) && id->remote_ip == ip && id->src_udp_port == port;
   return n;
 }
 
-size_t CmAgent::told_requests(const CmId& listener) const {
+size_t CmAdmission::told_requests(const CmId& listener) const {
   size_t n = 0;
-  for (const auto& [h, id] : ids_) n += id->listener == listener.handle && waiting_for_program(*id) && !id->held;
+  for (const auto& [h, id] : ids_.all()) n += id->listener == listener.handle && awaits_answer(id->state) && !id->held;
   return n;
 }
 
 // When the listener is full: the oldest request the program has not been told of, from the
 // source that holds the most, makes room, if that source holds more than the newcomer would.
 // Requests the program was told of are never taken back (its rdma_accept must work).
-bool CmAgent::evict_from_largest_source(const CmId& listener, size_t newcomer_holds, uint64_t now) {
+bool CmAdmission::evict_from_largest_source(const CmId& listener, size_t newcomer_holds, uint64_t now) {
   std::map<std::pair<uint32_t, uint16_t>, size_t> holds;
-  for (const auto& [h, id] : ids_)
-    if (id->listener == listener.handle && waiting_for_program(*id)) ++holds[{id->remote_ip, id->src_udp_port}];
+  for (const auto& [h, id] : ids_.all())
+    if (id->listener == listener.handle && awaits_answer(id->state)) ++holds[{id->remote_ip, id->src_udp_port}];
   CmId* victim = nullptr;
   size_t victim_holds = newcomer_holds + 1;
-  for (auto& [h, id] : ids_) {  // in handle order: the first of a source is its oldest
+  for (auto& [h, id] : ids_.all()) {  // in handle order: the first of a source is its oldest
     if (id->listener != listener.handle || !id->held) continue;
     size_t n = holds[{id->remote_ip, id->src_udp_port}];
     if (n > victim_holds) victim = id.get(), victim_holds = n;
   }
   if (!victim) return false;
   ++reqs_evicted_;
-  log_limited(LogLevel::kWarn, "cm_evict", now, [&] {
+  log_.log(LogLevel::kWarn, "cm_evict", now, [&] {
     return "rdma_cm id " + std::to_string(listener.handle) + " (port " + std::to_string(listener.local_port) +
            "): rejected the oldest waiting request of " + ip_string(victim->remote_ip) + " (" +
            std::to_string(victim_holds) + " waiting) to make room: the listener holds " +
            std::to_string(kMaxPendingRequests) + " requests its program has not answered";
   });
-  abandon(*victim, now);  // REJ (consumer defined), as the kernel's destroy of a REQ_RCVD id
+  exchange_.abandon(*victim, now);  // REJ (consumer defined), as the kernel's destroy of a REQ_RCVD id
   return true;
 }
 
 // Whether a new request from (ip, port) may wait for the listener's program.
-bool CmAgent::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_port, uint64_t now) {
+bool CmAdmission::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_port, uint64_t now) {
   const size_t mine = requests_from(listener, src_ip, src_port);
   bool room = mine < kMaxRequestsPerSource &&
               (pending_requests(listener) < kMaxPendingRequests || evict_from_largest_source(listener, mine, now));
   if (room) return true;
   ++reqs_refused_;
-  log_limited(LogLevel::kWarn, "cm_refuse", now, [&] {
+  log_.log(LogLevel::kWarn, "cm_refuse", now, [&] {
     return "rdma_cm id " + std::to_string(listener.handle) + " (port " + std::to_string(listener.local_port) +
            ") rejected a request from " + ip_string(src_ip) + ":" + std::to_string(src_port) + ": " +
            (mine >= kMaxRequestsPerSource
@@ -133,10 +135,10 @@ bool CmAgent::admit_request(const CmId& listener, uint32_t src_ip, uint16_t src_
 
 // The program hears of a new request now if fewer than `backlog` of the listener's requests
 // it was told of wait for its answer; else the NIC holds it until one is answered.
-void CmAgent::offer_request(CmId& id, const abi::CmEventMsg& ev) {
-  auto l = ids_.find(id.listener);
-  if (l == ids_.end() || told_requests(*l->second) < l->second->backlog + 1) {  // +1: `id` counts
-    deliver(id, ev);
+void CmAdmission::offer_request(CmId& id, const abi::CmEventMsg& ev) {
+  const CmId* l = ids_.find(id.listener);
+  if (!l || told_requests(*l) < l->backlog + 1) {  // +1: `id` counts
+    events_.deliver(id, ev);
     return;
   }
   id.held = true;
@@ -146,17 +148,17 @@ void CmAgent::offer_request(CmId& id, const abi::CmEventMsg& ev) {
 
 // A request of `listener_handle` was answered (or went away): tell its program of the next
 // ones, the oldest of the source holding the fewest first, so a flooding source waits its turn.
-void CmAgent::release_held(uint32_t listener_handle) {
-  auto l = ids_.find(listener_handle);
-  if (l == ids_.end() || l->second->state != CmState::kListen) return;
-  const CmId& listener = *l->second;
+void CmAdmission::release_held(uint32_t listener_handle) {
+  const CmId* l = ids_.find(listener_handle);
+  if (!l || l->state != CmState::kListen) return;
+  const CmId& listener = *l;
   for (size_t told = told_requests(listener); told < listener.backlog; ++told) {
     std::map<std::pair<uint32_t, uint16_t>, size_t> holds;
-    for (const auto& [h, id] : ids_)
-      if (id->listener == listener_handle && waiting_for_program(*id)) ++holds[{id->remote_ip, id->src_udp_port}];
+    for (const auto& [h, id] : ids_.all())
+      if (id->listener == listener_handle && awaits_answer(id->state)) ++holds[{id->remote_ip, id->src_udp_port}];
     CmId* next = nullptr;
     size_t next_holds = std::numeric_limits<size_t>::max();
-    for (auto& [h, id] : ids_) {  // in handle order: the first of a source is its oldest
+    for (auto& [h, id] : ids_.all()) {  // in handle order: the first of a source is its oldest
       if (id->listener != listener_handle || !id->held) continue;
       size_t n = holds[{id->remote_ip, id->src_udp_port}];
       if (n < next_holds) next = id.get(), next_holds = n;
@@ -167,13 +169,18 @@ void CmAgent::release_held(uint32_t listener_handle) {
     if (ev == held_events_.end()) continue;
     const abi::CmEventMsg msg = ev->second;
     held_events_.erase(ev);
-    deliver(*next, msg);
+    events_.deliver(*next, msg);
   }
 }
 
-size_t CmAgent::pending_requests(const CmId& listener) const {
+void CmAdmission::forget_held(uint32_t handle) {
+  if (CmId* id = ids_.find(handle)) id->held = false;
+  held_events_.erase(handle);
+}
+
+size_t CmAdmission::pending_requests(const CmId& listener) const {
   size_t n = 0;
-  for (const auto& [h, id] : ids_) n += id->listener == listener.handle && waiting_for_program(*id);
+  for (const auto& [h, id] : ids_.all()) n += id->listener == listener.handle && awaits_answer(id->state);
   return n;
 }
 

@@ -1,8 +1,9 @@
-// The connection manager's ids, ports and the calls librdmacm makes (abi/cm.h). The MAD
-// exchange itself is in cm/messages.cc.
+// The calls librdmacm makes (abi/cm.h), served by the connection manager's parts. The MAD
+// exchange itself is in cm/messages.cc, the id table in cm/id_table.cc.
 #include "simnic/core/cm/agent.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "simnic/core/text.h"
@@ -18,44 +19,16 @@ constexpr uint8_t kDefaultCmResponseTimeout = 20;
 constexpr uint8_t kDefaultMaxCmRetries = 15;
 }  // namespace
 
-const char* cm_state_name(CmState s) {
-  static const char* kNames[] = {"IDLE",     "BOUND",         "LISTEN",        "REQ_SENT",  "REP_RCVD",
-                                 "REQ_RCVD", "REP_SENT",      "ESTABLISHED",   "DREQ_SENT", "DREQ_RCVD",
-                                 "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD", "CLOSED"};
-  return kNames[int(s)];
-}
-
 CmAgent::CmAgent(CmNicInfo nic, PacketSink& wire, Notifier& notifier, Tracer& tracer, Logger& logger)
     : nic_(nic),
-      wire_(wire),
-      notifier_(notifier),
-      tracer_(tracer),
       logger_(logger),
-      keys_(nic.key_seed ? nic.key_seed ^ 0x5a5a5a5a : 0) {
-  gsi_psn_ = keys_.next() & 0xffffff;
-  tx_.resize(512);
-}
-
-CmAgent::~CmAgent() {
-  for (auto& [h, ch] : channels_) notifier_.release_fd(ch.fd);
-}
-
-CmId* CmAgent::owned(uint32_t client, uint32_t handle) {
-  auto it = ids_.find(handle);
-  return it == ids_.end() || it->second->client != client ? nullptr : it->second.get();
-}
-
-CmId* CmAgent::find_by_local_comm_id(uint32_t comm_id) {
-  for (auto& [h, id] : ids_)
-    if (id->local_comm_id == comm_id && id->state != CmState::kListen) return id.get();
-  return nullptr;
-}
-
-CmId* CmAgent::find_by_remote(uint32_t remote_comm_id, uint32_t remote_ip) {
-  for (auto& [h, id] : ids_)
-    if (id->remote_comm_id == remote_comm_id && id->remote_ip == remote_ip && id->listener) return id.get();
-  return nullptr;
-}
+      keys_(nic.key_seed ? nic.key_seed ^ 0x5a5a5a5a : 0),
+      log_(logger),
+      mad_wire_(nic_, keys_, wire, tracer),  // the first key drawn: the GSI QP's first PSN
+      ids_(nic_, keys_, tracer, admission_),
+      events_(nic_, ids_, notifier, tracer, logger),
+      admission_(nic_, ids_, events_, exchange_, log_, tracer),
+      exchange_(nic_, keys_, ids_, mad_wire_, events_, admission_, log_, tracer, logger) {}
 
 namespace {
 std::string hex_ps(uint16_t ps) {
@@ -65,239 +38,68 @@ std::string hex_ps(uint16_t ps) {
 }
 }  // namespace
 
-CmId* CmAgent::find_listener(uint16_t ps, uint16_t port) {
-  for (auto& [h, id] : ids_)
-    if (id->state == CmState::kListen && id->ps == ps && id->local_port == port) return id.get();
-  return nullptr;
-}
-
-// A port is taken by any id bound to it in the same port space, except the passive ids a
-// listener created (they share its port, as accepted TCP sockets do).
-bool CmAgent::port_taken(uint16_t ps, uint16_t port) const {
-  for (const auto& [h, id] : ids_)
-    if (id->ps == ps && id->local_port == port && !id->listener) return true;
-  return false;
-}
-
-// Like the kernel's cma_alloc_any_port: a random start in the local port range, then onwards.
-uint16_t CmAgent::ephemeral_port(uint16_t ps) {
-  constexpr uint32_t kLow = 32768, kCount = 61000 - 32768;
-  uint32_t start = keys_.next() % kCount;
-  for (uint32_t i = 0; i < kCount; ++i) {
-    uint16_t p = uint16_t(kLow + (start + i) % kCount);
-    if (!port_taken(ps, p)) return p;
-  }
-  return 0;
-}
-
-CmId& CmAgent::add_id(uint32_t client, uint32_t channel, uint64_t cookie, uint16_t ps, ibv_qp_type type) {
-  auto id = std::make_unique<CmId>();
-  id->handle = next_handle_++;
-  id->client = client;
-  id->channel = channel;
-  id->cookie = cookie;
-  id->ps = ps;
-  id->qp_type = type;
-  id->psn = keys_.next() & 0xffffff;  // a random starting PSN, as the kernel's cma
-  id->mtu = nic_.mtu;
-  CmId& ref = *id;
-  ids_[ref.handle] = std::move(id);
-  tracer_.event(TraceKind::kCmId)
-      .u("id", ref.handle)
-      .s("action", "create")
-      .u("ps", ps)
-      .s("qp_type", type == IBV_QPT_UD ? "UD" : "RC");
-  return ref;
-}
-
-namespace {
-// A passive id its program has still to accept or reject: it counts against the listener.
-bool awaits_answer(CmState s) { return s == CmState::kReqRcvd || s == CmState::kSidrReqRcvd; }
-}  // namespace
-
-// An answered (or vanished) request makes room in the listener's backlog for a held one.
-void CmAgent::erase_id(uint32_t handle) {
-  tracer_.event(TraceKind::kCmId).u("id", handle).s("action", "destroy");
-  auto it = ids_.find(handle);
-  const uint32_t listener = it != ids_.end() && awaits_answer(it->second->state) ? it->second->listener : 0;
-  held_events_.erase(handle);
-  ids_.erase(handle);
-  if (listener) release_held(listener);
-}
-
-void CmAgent::set_state(CmId& id, CmState s, const char* cause) {
-  if (id.state == s) return;
-  tracer_.event(TraceKind::kCmState)
-      .u("id", id.handle)
-      .s("from", cm_state_name(id.state))
-      .s("to", cm_state_name(s))
-      .s("cause", cause)
-      .u("local_comm_id", id.local_comm_id)
-      .u("remote_comm_id", id.remote_comm_id);
-  const bool answered = id.listener && awaits_answer(id.state) && !awaits_answer(s);
-  id.state = s;
-  if (answered) release_held(id.listener);
-}
-
-abi::CmEventMsg CmAgent::event_for(const CmId& id, uint32_t type, int32_t status) const {
-  abi::CmEventMsg ev{};
-  ev.cookie = id.cookie;
-  ev.event = type;
-  ev.status = status;
-  ev.nic_ip = nic_.ipv4;
-  ev.local_ip = nic_.ipv4;
-  ev.remote_ip = id.remote_ip;
-  ev.local_port = id.local_port;
-  ev.remote_port = id.remote_port;
-  ev.qp_num = id.remote_qpn;
-  ev.qkey = id.remote_qkey;
-  ev.responder_resources = id.responder_resources;
-  ev.initiator_depth = id.initiator_depth;
-  ev.retry_count = id.retry_count;
-  ev.rnr_retry_count = id.rnr_retry_count;
-  return ev;
-}
-
-void CmAgent::deliver(const CmId& id, abi::CmEventMsg ev) {
-  static const char* kNames[] = {"ADDR_RESOLVED",   "ADDR_ERROR",       "ROUTE_RESOLVED", "ROUTE_ERROR",
-                                 "CONNECT_REQUEST", "CONNECT_RESPONSE", "CONNECT_ERROR",  "UNREACHABLE",
-                                 "REJECTED",        "ESTABLISHED",      "DISCONNECTED",   "DEVICE_REMOVAL",
-                                 "MULTICAST_JOIN",  "MULTICAST_ERROR",  "ADDR_CHANGE",    "TIMEWAIT_EXIT"};
-  tracer_.event(TraceKind::kCmEvent)
-      .u("id", id.handle)
-      .s("event", ev.event < 16 ? kNames[ev.event] : "?")
-      .i("status", ev.status);
-  auto ch = channels_.find(id.channel);
-  if (ch == channels_.end()) return;
-  if (!notifier_.send_event(ch->second.fd, &ev, sizeof ev))
-    logger_.log(LogLevel::kWarn, "rdma_cm id " + std::to_string(id.handle) +
-                                     ": an event was lost (the program does "
-                                     "not read its event channel)");
-}
-
 // --------------------------------------------------------------------- calls from librdmacm
 
-int CmAgent::attach_channel(uint32_t client, int fd, uint32_t* handle) {
-  size_t mine = 0;
-  for (auto& [h, ch] : channels_) mine += ch.client == client;
-  if (mine >= 1024) {
-    notifier_.release_fd(fd);
-    return ENOMEM;
-  }
-  *handle = next_handle_++;
-  channels_[*handle] = Channel{client, fd};
-  return 0;
-}
-
 int CmAgent::create_id(uint32_t client, const abi::CmCreateIdReq& req, uint32_t* handle) {
-  auto ch = channels_.find(req.channel);
-  if (ch == channels_.end() || ch->second.client != client) return EINVAL;
+  if (!events_.owns(client, req.channel)) return EINVAL;
   if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UD) return EINVAL;
   size_t mine = 0;
-  for (auto& [h, id] : ids_) mine += id->client == client;
+  for (auto& [h, id] : ids_.all()) mine += id->client == client;
   if (mine >= 4096) return ENOMEM;
-  *handle = add_id(client, req.channel, req.cookie, req.port_space, ibv_qp_type(req.qp_type)).handle;
+  *handle = ids_.add(client, req.channel, req.cookie, req.port_space, ibv_qp_type(req.qp_type)).handle;
   return 0;
 }
 
 int CmAgent::destroy_id(uint32_t client, uint32_t handle, uint64_t now) {
-  CmId* id = owned(client, handle);
+  CmId* id = ids_.owned(client, handle);
   if (!id) return EINVAL;
-  abandon(*id, now);
+  exchange_.abandon(*id, now);
   return 0;
-}
-
-// What the kernel's ib_destroy_cm_id tells the peer for each state, then the id is gone.
-// A listener takes the passive ids nobody accepted with it.
-void CmAgent::abandon(CmId& id, uint64_t now) {
-  switch (id.state) {
-    case CmState::kReqSent:
-      send_rej(id.remote_ip, id.tid, id.local_comm_id, 0, cm::kRejTimeout, cm::kRefReq, nullptr, 0, now);
-      break;
-    case CmState::kReqRcvd:
-    case CmState::kRepSent:
-    case CmState::kRepRcvd:
-      send_rej(id.remote_ip, id.tid, id.local_comm_id, id.remote_comm_id, cm::kRejConsumerDefined,
-               id.state == CmState::kRepRcvd ? cm::kRefRep : cm::kRefReq, nullptr, 0, now);
-      break;
-    case CmState::kEstablished: send_dreq(id, now); break;
-    case CmState::kDreqRcvd: send_drep(id, now, false); break;
-    case CmState::kSidrReqRcvd: {
-      cm::Message m;
-      m.attr_id = cm::kSidrRep;
-      m.tid = id.tid;
-      m.local_comm_id = id.remote_comm_id;
-      m.sidr_status = cm::kSidrReject;
-      send_mad(nullptr, id.remote_ip, m, now, false);
-      break;
-    }
-    default: break;
-  }
-  if (id.state == CmState::kListen) {
-    std::vector<uint32_t> children;
-    for (auto& [h, c] : ids_)
-      if (c->listener == id.handle && (c->state == CmState::kReqRcvd || c->state == CmState::kSidrReqRcvd))
-        children.push_back(h);
-    for (uint32_t h : children) {  // none of them is told to the program now
-      ids_[h]->held = false;
-      held_events_.erase(h);
-    }
-    for (uint32_t h : children) abandon(*ids_[h], now);
-  }
-  erase_id(id.handle);
 }
 
 void CmAgent::close_client(uint32_t client, uint64_t now) {
   std::vector<uint32_t> mine;
-  for (auto& [h, id] : ids_)
+  for (auto& [h, id] : ids_.all())
     if (id->client == client) mine.push_back(h);
   for (uint32_t h : mine)
-    if (ids_.count(h)) abandon(*ids_[h], now);
-  for (auto it = channels_.begin(); it != channels_.end();) {
-    if (it->second.client != client) {
-      ++it;
-      continue;
-    }
-    notifier_.release_fd(it->second.fd);
-    it = channels_.erase(it);
-  }
+    if (CmId* id = ids_.find(h)) exchange_.abandon(*id, now);
+  events_.close_client(client);
 }
 
 int CmAgent::migrate_id(uint32_t client, const abi::CmMigrateReq& req) {
-  CmId* id = owned(client, req.id);
-  auto ch = channels_.find(req.channel);
-  if (!id || ch == channels_.end() || ch->second.client != client) return EINVAL;
+  CmId* id = ids_.owned(client, req.id);
+  if (!id || !events_.owns(client, req.channel)) return EINVAL;
   id->channel = req.channel;
   id->cookie = req.cookie;
   return 0;
 }
 
 int CmAgent::bind(uint32_t client, const abi::CmBindReq& req, uint16_t* port) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (id->state != CmState::kIdle) return refuse(EINVAL, "rdma_bind_addr: the id is already bound");
-  uint16_t p = req.port ? req.port : ephemeral_port(id->ps);
+  uint16_t p = req.port ? req.port : ids_.ephemeral_port(id->ps);
   if (!p) return EADDRNOTAVAIL;
-  if (port_taken(id->ps, p))
+  if (ids_.port_taken(id->ps, p))
     return refuse(EADDRINUSE,
                   "port " + std::to_string(p) + " is already bound in this port space on " + ip_string(nic_.ipv4));
   id->local_port = p;
-  set_state(*id, CmState::kBound, "bind");
+  ids_.set_state(*id, CmState::kBound, "bind");
   *port = p;
   return 0;
 }
 
 int CmAgent::listen(uint32_t client, const abi::CmListenReq& req) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (id->state == CmState::kListen) {  // a new backlog: nothing else changes
     id->backlog = listen_backlog(req.backlog);
-    release_held(id->handle);
+    admission_.release_held(id->handle);
     return 0;
   }
   if (id->state != CmState::kBound) return refuse(EINVAL, "rdma_listen: bind the id first");
   id->backlog = listen_backlog(req.backlog);
-  set_state(*id, CmState::kListen, "listen");
+  ids_.set_state(*id, CmState::kListen, "listen");
   // Said once per listener: `simnic logs` shows which ports a NIC serves (and tests wait for it).
   logger_.log(LogLevel::kInfo, "rdma_cm id " + std::to_string(id->handle) + " listening on port " +
                                    std::to_string(id->local_port) + " (port space 0x" + hex_ps(id->ps) + ")");
@@ -305,7 +107,7 @@ int CmAgent::listen(uint32_t client, const abi::CmListenReq& req) {
 }
 
 int CmAgent::init_qp_attr(uint32_t client, const abi::CmInitQpAttrReq& req, abi::CmInitQpAttrReply* out) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   *out = {};
   ibv_qp_attr& a = out->attr;
@@ -392,12 +194,12 @@ void CmAgent::fill_req(CmId& id, const abi::CmConnectReq& req, uint8_t timeout, 
 }
 
 int CmAgent::connect(uint32_t client, const abi::CmConnectReq& req, uint64_t now) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (id->state != CmState::kIdle && id->state != CmState::kBound)
     return refuse(EINVAL, std::string("rdma_connect: the id is ") + cm_state_name(id->state));
   if (req.private_len > (id->qp_type == IBV_QPT_UD ? 180 : 56)) return EINVAL;
-  if (!id->local_port) id->local_port = ephemeral_port(id->ps);
+  if (!id->local_port) id->local_port = ids_.ephemeral_port(id->ps);
   id->remote_ip = req.dst_ip;
   id->remote_port = req.dst_port;
   id->local_comm_id = keys_.next() | 1;  // never 0: 0 means "not known yet" in a REJ
@@ -423,17 +225,17 @@ int CmAgent::connect(uint32_t client, const abi::CmConnectReq& req, uint64_t now
       id->interval_ns = uint64_t(req.timeout_ms) * 1000000ull;
       id->retries_left = retries < 3 ? retries : 3;
     }
-    set_state(*id, CmState::kSidrReqSent, "rdma_connect");
+    ids_.set_state(*id, CmState::kSidrReqSent, "rdma_connect");
   } else {
     fill_req(*id, req, timeout, retries, &m);
-    set_state(*id, CmState::kReqSent, "rdma_connect");
+    ids_.set_state(*id, CmState::kReqSent, "rdma_connect");
   }
-  send_mad(id, req.dst_ip, m, now, true);
+  mad_wire_.send(id, req.dst_ip, m, now, true);
   return 0;
 }
 
 int CmAgent::accept(uint32_t client, const abi::CmAcceptReq& req, uint64_t now) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (req.private_len > 196) return EINVAL;
   cm::Message m;
@@ -444,8 +246,8 @@ int CmAgent::accept(uint32_t client, const abi::CmAcceptReq& req, uint64_t now) 
     m.remote_comm_id = id->remote_comm_id;
     std::memcpy(m.private_data, req.private_data, req.private_len);
     stop_timer(*id);
-    set_state(*id, CmState::kEstablished, "RTU sent");
-    send_mad(id, id->remote_ip, m, now, false);
+    ids_.set_state(*id, CmState::kEstablished, "RTU sent");
+    mad_wire_.send(id, id->remote_ip, m, now, false);
     return 0;
   }
   if (id->state == CmState::kSidrReqRcvd) {
@@ -456,8 +258,8 @@ int CmAgent::accept(uint32_t client, const abi::CmAcceptReq& req, uint64_t now) 
     m.qkey = req.qkey ? req.qkey : abi::kRdmaUdpQkey;
     m.service_id = cm::service_id(id->ps, id->local_port);
     std::memcpy(m.private_data, req.private_data, req.private_len);
-    set_state(*id, CmState::kEstablished, "SIDR_REP sent");
-    send_mad(id, id->remote_ip, m, now, false);
+    ids_.set_state(*id, CmState::kEstablished, "SIDR_REP sent");
+    mad_wire_.send(id, id->remote_ip, m, now, false);
     return 0;
   }
   if (id->state != CmState::kReqRcvd)
@@ -478,13 +280,13 @@ int CmAgent::accept(uint32_t client, const abi::CmAcceptReq& req, uint64_t now) 
   m.srq = req.srq;
   m.local_ca_guid = nic_.node_guid_be;
   std::memcpy(m.private_data, req.private_data, req.private_len);
-  set_state(*id, CmState::kRepSent, "rdma_accept");
-  send_mad(id, id->remote_ip, m, now, true);
+  ids_.set_state(*id, CmState::kRepSent, "rdma_accept");
+  mad_wire_.send(id, id->remote_ip, m, now, true);
   return 0;
 }
 
 int CmAgent::reject(uint32_t client, const abi::CmRejectReq& req, uint64_t now) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (id->state == CmState::kSidrReqRcvd) {
     cm::Message m;
@@ -493,30 +295,31 @@ int CmAgent::reject(uint32_t client, const abi::CmRejectReq& req, uint64_t now) 
     m.local_comm_id = id->remote_comm_id;
     m.sidr_status = cm::kSidrReject;
     std::memcpy(m.private_data, req.private_data, std::min<size_t>(req.private_len, 136));
-    send_mad(nullptr, id->remote_ip, m, now, false);
-    set_state(*id, CmState::kClosed, "rdma_reject");
+    mad_wire_.send(nullptr, id->remote_ip, m, now, false);
+    ids_.set_state(*id, CmState::kClosed, "rdma_reject");
     return 0;
   }
   if (id->state != CmState::kReqRcvd && id->state != CmState::kRepRcvd)
     return refuse(EINVAL, std::string("rdma_reject: the id is ") + cm_state_name(id->state));
   if (req.private_len > 148) return EINVAL;
-  send_rej(id->remote_ip, id->tid, id->local_comm_id, id->remote_comm_id, cm::kRejConsumerDefined,
-           id->state == CmState::kRepRcvd ? cm::kRefRep : cm::kRefReq, req.private_data, req.private_len, now);
+  mad_wire_.send_rej(id->remote_ip, id->tid, id->local_comm_id, id->remote_comm_id, cm::kRejConsumerDefined,
+                     id->state == CmState::kRepRcvd ? cm::kRefRep : cm::kRefReq, req.private_data, req.private_len,
+                     now);
   stop_timer(*id);
-  set_state(*id, CmState::kClosed, "rdma_reject");
+  ids_.set_state(*id, CmState::kClosed, "rdma_reject");
   return 0;
 }
 
 int CmAgent::disconnect(uint32_t client, const abi::CmDisconnectReq& req, uint64_t now) {
-  CmId* id = owned(client, req.id);
+  CmId* id = ids_.owned(client, req.id);
   if (!id) return EINVAL;
   if (req.private_len > 220) return EINVAL;
   switch (id->state) {
     case CmState::kEstablished:
-    case CmState::kRepSent: send_dreq(*id, now, req.private_data, req.private_len); return 0;
+    case CmState::kRepSent: exchange_.send_dreq(*id, now, req.private_data, req.private_len); return 0;
     case CmState::kDreqRcvd:
-      send_drep(*id, now, true);
-      enter_timewait(*id, now);
+      exchange_.send_drep(*id, now, true);
+      exchange_.enter_timewait(*id, now);
       return 0;
     case CmState::kDreqSent:
     case CmState::kTimewait:
