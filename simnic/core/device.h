@@ -159,7 +159,6 @@ class Device : private ObjectTables {
   QueueVerbs& queue_verbs() { return verbs_.queues; }        // channels, CQs, SRQs, QPs, multicast
   XrcVerbs& xrc_verbs() { return verbs_.xrc; }               // XRC domains, SRQs, QPs
   Budgets& budgets() { return verbs_.budgets; }              // queue memory and object shares
-  const Budgets& budgets() const { return verbs_.budgets; }
 
   // --- The parts every engine and verb shares, one accessor each ---
   // The object tables, with the lookups and the keys of new objects (objects/tables.h).
