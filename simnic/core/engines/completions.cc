@@ -1,9 +1,13 @@
 // CQEs, completion events, and the flush that the ERROR state implies (IBA 10.8, 11.4.2).
 #include "simnic/core/engines/completions.h"
 
+#include "simnic/abi/wc_status.h"
 #include "simnic/core/device.h"
 
 namespace simnic::core {
+
+// The name rdma-core gives a completion status (simnicd does not link libibverbs).
+const char* wc_status_name(ibv_wc_status status) { return abi::wc_status_str(status); }
 
 void Completions::push_cqe(Cq& cq, const ibv_wc& wc, bool solicited) {
   hooks_.flush_dma_writes();  // the bytes a CQE reports are in memory before the CQE is (issue 14)

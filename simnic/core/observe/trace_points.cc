@@ -177,20 +177,13 @@ void Transmit::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t
   if (fault) e.s("fault", fault);
 }
 
-void TracePoints::trace_mr_create(const Mr& mr) {
-  tracer_.event(TraceKind::kMrCreate)
-      .u("ctx", mr.ctx->id)
-      .u("pd", mr.pd->handle)
-      .u("mr", mr.handle)
-      .u("lkey", mr.lkey)
-      .u("rkey", mr.rkey)
-      .hex("addr", mr.iova)
-      .u("length", mr.length)
-      .s("access", access_string(mr.access));
-}
+void TracePoints::trace_mr_create(const Mr& mr) { trace_mr(TraceKind::kMrCreate, mr); }
 
-void TracePoints::trace_mr_destroy(const Mr& mr) {
-  tracer_.event(TraceKind::kMrDestroy)
+void TracePoints::trace_mr_destroy(const Mr& mr) { trace_mr(TraceKind::kMrDestroy, mr); }
+
+// An MR's creation and destruction carry the same fields, so a viewer can match them.
+void TracePoints::trace_mr(TraceKind kind, const Mr& mr) {
+  tracer_.event(kind)
       .u("ctx", mr.ctx->id)
       .u("pd", mr.pd->handle)
       .u("mr", mr.handle)

@@ -34,6 +34,7 @@ class TracePoints {
   }
 
  private:
+  void trace_mr(TraceKind kind, const Mr& mr);
   Tracer& tracer_;
   const DeviceConfig& config_;
   ObjectTables& tables_;
