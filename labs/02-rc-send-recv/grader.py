@@ -73,52 +73,48 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand", points=20) as lab:
         qps = tr.qps(nic, "RC")
         return qps[0][1] if qps else None
 
-    def walk_problems():
-        bad = []
-        for who, nic, _ in sides:
-            qp = qp_of(nic)
-            states = tr.qp_states(nic, qp) if qp is not None else []
-            by_hand = all(t.get("cause") == "modify_qp" for t in tr.qp_transitions(nic, qp)[:3])
-            if states[:4] != WALK or not by_hand:
-                bad.append("the %s's QP went %s" % (who, tr.qp_walk(nic, "RC")))
-        return bad
+    def each_side(problem):
+        """The problems `problem(who, nic)` finds on each side (None where it finds none)."""
+        return lambda: [p for p in (problem(who, nic) for who, nic, _ in sides) if p]
 
-    lab.trace_check("each QP went RESET -> INIT -> RTR -> RTS (trace: qp_state)", lambda: not walk_problems(),
-                    lambda: "; ".join(walk_problems()) + ". Steps 2-5: ibv_modify_qp to INIT, then RTR, then RTS, "
-                    "in this order, with the attribute masks of the README", weight=2, core=True)
+    def walk_problem(who, nic):
+        qp = qp_of(nic)
+        states = tr.qp_states(nic, qp) if qp is not None else []
+        by_hand = all(t.get("cause") == "modify_qp" for t in tr.qp_transitions(nic, qp)[:3])
+        if states[:4] != WALK or not by_hand:
+            return "the %s's QP went %s" % (who, tr.qp_walk(nic, "RC"))
+        return None
 
-    def rtr_problems():
-        bad = []
-        for who, nic, _ in sides:
-            rtr = [t for t in tr.qp_transitions(nic, qp_of(nic)) if t.get("to") == "RTR"]
-            mask = rtr[0].get("mask", "").split("|") if rtr else []
-            missing = [f for f in RTR_FIELDS if f not in mask]
-            if not rtr or missing:
-                bad.append("%s: %s" % (who, "no INIT->RTR" if not rtr else "mask lacks " + ", ".join(missing)))
-        return bad
+    lab.problems_check("each QP went RESET -> INIT -> RTR -> RTS (trace: qp_state)", each_side(walk_problem),
+                       "Steps 2-5: ibv_modify_qp to INIT, then RTR, then RTS, in this order, with the attribute "
+                       "masks of the README", weight=2, core=True)
 
-    lab.trace_check("INIT -> RTR names the peer: address, QPN, first PSN, path MTU", lambda: not rtr_problems(),
-                    lambda: "; ".join(rtr_problems()) + ". Step 4: the RTR modify carries IBV_QP_AV "
-                    "(ah_attr.grh.dgid = the peer's GID), IBV_QP_DEST_QPN, IBV_QP_RQ_PSN and IBV_QP_PATH_MTU",
-                    weight=1, core=True)
+    def rtr_problem(who, nic):
+        rtr = [t for t in tr.qp_transitions(nic, qp_of(nic)) if t.get("to") == "RTR"]
+        mask = rtr[0].get("mask", "").split("|") if rtr else []
+        missing = [f for f in RTR_FIELDS if f not in mask]
+        if not rtr or missing:
+            return "%s: %s" % (who, "no INIT->RTR" if not rtr else "mask lacks " + ", ".join(missing))
+        return None
 
-    def mtu_problems():
-        bad = []
-        for who, nic, _ in sides:
-            data = tr.packets("tx", nic, opcode="SEND")
-            big = [p for p in data if p.get("payload", 0) > 1024]
-            if not big and len(data) < MESSAGES * PACKETS_PER_MESSAGE:
-                bad.append("the %s's NIC sent %d SEND packets, %d expected (%d messages of 4 packets): too few "
-                           "to measure (see the checks above)" % (who, len(data), MESSAGES * PACKETS_PER_MESSAGE,
-                                                                   MESSAGES))
-            elif big:
-                bad.append("the %s's NIC sent %d-byte packets (%s): set path_mtu = IBV_MTU_1024 in the RTR "
-                           "attributes (step 4), as the README asks, even though the port's active MTU is 4096"
-                           % (who, big[0]["payload"], big[0]["opcode"]))
-        return bad
+    lab.problems_check("INIT -> RTR names the peer: address, QPN, first PSN, path MTU", each_side(rtr_problem),
+                       "Step 4: the RTR modify carries IBV_QP_AV (ah_attr.grh.dgid = the peer's GID), "
+                       "IBV_QP_DEST_QPN, IBV_QP_RQ_PSN and IBV_QP_PATH_MTU", weight=1, core=True)
 
-    lab.trace_check("path MTU 1024: every 4000-byte message went as 4 packets (trace: pkt_tx)",
-                    lambda: not mtu_problems(), lambda: "; ".join(mtu_problems()), weight=2, core=True)
+    def mtu_problem(who, nic):
+        data = tr.packets("tx", nic, opcode="SEND")
+        big = [p for p in data if p.get("payload", 0) > 1024]
+        if not big and len(data) < MESSAGES * PACKETS_PER_MESSAGE:
+            return ("the %s's NIC sent %d SEND packets, %d expected (%d messages of 4 packets): too few to "
+                    "measure (see the checks above)" % (who, len(data), MESSAGES * PACKETS_PER_MESSAGE, MESSAGES))
+        if big:
+            return ("the %s's NIC sent %d-byte packets (%s): set path_mtu = IBV_MTU_1024 in the RTR attributes "
+                    "(step 4), as the README asks, even though the port's active MTU is 4096"
+                    % (who, big[0]["payload"], big[0]["opcode"]))
+        return None
+
+    lab.problems_check("path MTU 1024: every 4000-byte message went as 4 packets (trace: pkt_tx)",
+                       each_side(mtu_problem), weight=2, core=True)
 
     def psn_problems():
         bad = []
@@ -140,10 +136,9 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand", points=20) as lab:
                 bad.append("the %s sent qpn/psn %s but the %s received %s" % (who, mine, peer, theirs))
         return bad
 
-    lab.trace_check("the QPN and PSN each side sent over TCP are the ones its QP used", lambda: not psn_problems(),
-                    lambda: "; ".join(psn_problems()) + ". Step 3: fill struct endpoint with qp->qp_num and "
-                    "the PSN you then give to RTS as sq_psn; print both lines as the README shows",
-                    weight=2, core=True)
+    lab.problems_check("the QPN and PSN each side sent over TCP are the ones its QP used", psn_problems,
+                       "Step 3: fill struct endpoint with qp->qp_num and the PSN you then give to RTS as sq_psn; "
+                       "print both lines as the README shows", weight=2, core=True)
 
     def random_psn_problems():
         firsts = [tr.first_psn(nic, qp_of(nic)) for _, nic, _ in sides]
@@ -154,8 +149,7 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand", points=20) as lab:
                     "(24 bits) instead of a constant (step 3)" % tuple(firsts)]
         return []
 
-    lab.trace_check("each side starts from its own random PSN", lambda: not random_psn_problems(),
-                    lambda: "; ".join(random_psn_problems()), weight=1, core=True)
+    lab.problems_check("each side starts from its own random PSN", random_psn_problems, weight=1, core=True)
 
     def delivery_problems():
         bad = []
@@ -178,10 +172,9 @@ with Lab(__file__, "Lab 2: RC SEND/RECV, connecting by hand", points=20) as lab:
                        "PSN its peer sent over TCP")
         return bad[:6]
 
-    lab.trace_check("every SEND reached a posted receive on the other side, without errors",
-                    lambda: not delivery_problems(),
-                    lambda: "; ".join(delivery_problems()) + ". Steps 4 and 6: rq_psn = the peer's PSN, "
-                    "dest_qp_num = the peer's QPN, and receives posted before the peer sends", weight=2, core=True)
+    lab.problems_check("every SEND reached a posted receive on the other side, without errors", delivery_problems,
+                       "Steps 4 and 6: rq_psn = the peer's PSN, dest_qp_num = the peer's QPN, and receives posted "
+                       "before the peer sends", weight=2, core=True)
 
     # The student's programs against the reference ones: the exchange over TCP and the QP
     # walk must interoperate with any correct peer, not only with each other.

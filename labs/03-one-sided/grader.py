@@ -121,32 +121,19 @@ with Lab(__file__, "Lab 3: one-sided RDMA WRITE and READ", points=20) as lab:
             bad.append("the server posted %d work requests (%s)" % (len(posted), posted[0].get("opcode")))
         return bad
 
-    lab.trace_check("the values moved one-sided and no SEND reached the server: its CPU never touched the table",
-                    lambda: not cpu_involvement(),
-                    lambda: "; ".join(cpu_involvement()) + ". The lab is one-sided: the client moves the values "
-                    "with RDMA WRITE and READ, the server only registers the table, sends its address and "
-                    "rkey over TCP and waits; do not SEND requests for the server's CPU to serve",
-                    weight=2, core=True)
+    lab.problems_check("the values moved one-sided and no SEND reached the server: its CPU never touched the table",
+                       cpu_involvement,
+                       "The lab is one-sided: the client moves the values with RDMA WRITE and READ, the server only "
+                       "registers the table, sends its address and rkey over TCP and waits; do not SEND requests "
+                       "for the server's CPU to serve",
+                       weight=2, core=True)
 
-    def access_ran():
-        """RDMA WRITE and READ requests reached the server's NIC (into the table or not)."""
-        return (tr.packets("rx", server_nic, opcode="RDMA_WRITE") and
-                tr.packets("rx", server_nic, opcode="RDMA_READ_REQUEST"))
-
-    def access_errors():
-        return (["%s: %s" % (n.get("code"), n.get("rule")) for n in tr.error_naks()][:2] +
-                ["%s completed with %s" % (e["nic"], e.get("status")) for e in tr.error_cqes()][:2])
-
-    lab.trace_check("RDMA WRITEs and READs ran without a remote access error (trace: error NAKs, error completions)",
-                    lambda: access_ran() and not access_errors(),
-                    lambda: ("; ".join(access_errors()) if access_errors() else
-                             "the server's NIC received %d RDMA WRITE and %d RDMA READ requests: without both there "
-                             "is no access to judge yet" % (len(tr.packets("rx", server_nic, opcode="RDMA_WRITE")),
-                                                            len(tr.packets("rx", server_nic,
-                                                                           opcode="RDMA_READ_REQUEST")))) +
-                    ". A REMOTE_ACCESS_ERR NAK means the rkey, the address range or the MR's or QP's access "
-                    "flags do not allow the operation (steps 1 and 2)",
-                    weight=1)
+    lab.requests_ran_check("RDMA WRITEs and READs ran without a remote access error (trace: error NAKs, error "
+                           "completions)", tr, server_nic, [("RDMA WRITE", "RDMA_WRITE"),
+                                                            ("RDMA READ", "RDMA_READ_REQUEST")],
+                           "there is no access to judge yet",
+                           "A REMOTE_ACCESS_ERR NAK means the rkey, the address range or the MR's or QP's access "
+                           "flags do not allow the operation (steps 1 and 2)", weight=1)
 
     # The student's programs against the reference ones: the table's address and rkey must
     # travel as conn.h's struct endpoint says, for any correct peer.

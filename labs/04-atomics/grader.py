@@ -129,21 +129,9 @@ with Lab(__file__, "Lab 4: atomics, a counter and a spinlock", points=20) as lab
                     "until it returns 0; unlock() swaps your id back to 0" % (len(lock_grabs()), want_total),
                     weight=2, core=True)
 
-    def atomics_ran():
-        """FETCH_ADD and CMP_SWP requests reached the server's NIC: something for "no error" to judge."""
-        return (tr.packets("rx", server_nic, opcode="FETCH_ADD") and
-                tr.packets("rx", server_nic, opcode="COMPARE_SWAP"))
-
-    def errors():
-        return (["%s: %s" % (n.get("code"), n.get("rule")) for n in tr.error_naks()][:2] +
-                ["%s: %s" % (e["nic"], e.get("status")) for e in tr.error_cqes()][:2])
-
-    lab.trace_check("the atomics ran without an error completion or error NAK (trace)",
-                    lambda: atomics_ran() and not errors(),
-                    lambda: "; ".join(errors()) if errors() else "the server's NIC received %d FETCH_ADD and %d "
-                    "CMP_SWP requests: without both there is nothing to judge yet (steps 3 and 4)" % (
-                        len(tr.packets("rx", server_nic, opcode="FETCH_ADD")),
-                        len(tr.packets("rx", server_nic, opcode="COMPARE_SWAP"))), weight=1)
+    lab.requests_ran_check("the atomics ran without an error completion or error NAK (trace)", tr, server_nic,
+                           [("FETCH_ADD", "FETCH_ADD"), ("CMP_SWP", "COMPARE_SWAP")],
+                           "there is nothing to judge yet (steps 3 and 4)", weight=1)
 
     # The student's programs against the reference ones (two clients, fewer rounds).
     lab.up(3)

@@ -103,10 +103,9 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager", points=POINTS) as l
               "the hello strings did not arrive: pass conn_param(hello) to rdma_connect and rdma_accept (step 4)",
               weight=2, core=True)
 
-    lab.trace_check("the CM handshake went over the wire: REQ, REP, RTU (trace: cm_rx)",
-                    lambda: not handshake_problems(),
-                    lambda: "; ".join(handshake_problems()) + ". Steps 2-4: resolve the address and route, then "
-                    "rdma_connect on the client and rdma_accept on the server", weight=2, core=True)
+    lab.problems_check("the CM handshake went over the wire: REQ, REP, RTU (trace: cm_rx)", handshake_problems,
+                       "Steps 2-4: resolve the address and route, then rdma_connect on the client and rdma_accept "
+                       "on the server", weight=2, core=True)
 
     def events_problems():
         bad = []
@@ -120,8 +119,8 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager", points=POINTS) as l
                 bad.append("the %s never got %s (it got %s)" % (who, ", ".join(missing), ", ".join(got) or "nothing"))
         return bad
 
-    lab.trace_check("each side got the CM events of a whole connection (trace: cm_event)",
-                    lambda: not events_problems(), lambda: "; ".join(events_problems()), weight=2, core=True)
+    lab.problems_check("each side got the CM events of a whole connection (trace: cm_event)",
+                       events_problems, weight=2, core=True)
 
     # A client that dies or is killed while connected makes its NIC send a DREQ too; only a live
     # id that disconnected gets its DISCONNECTED event, and the client must have ended by itself.
@@ -141,10 +140,10 @@ with Lab(__file__, "Lab 9: rdma_cm, the connection manager", points=POINTS) as l
                 bad.append("the %s's QP went %s" % (who, tr.qp_walk(nic, "RC")))
         return bad
 
-    lab.trace_check("each QP went RESET -> INIT -> RTR -> RTS without a hand-written modify (trace: qp_state)",
-                    lambda: not walk_problems(),
-                    lambda: "; ".join(walk_problems()) + ". rdma_create_qp leaves the QP in INIT (step 3); "
-                    "rdma_connect/rdma_accept move it to RTR and RTS from the CM exchange", weight=2, core=True)
+    lab.problems_check("each QP went RESET -> INIT -> RTR -> RTS without a hand-written modify (trace: qp_state)",
+                       walk_problems,
+                       "rdma_create_qp leaves the QP in INIT (step 3); rdma_connect/rdma_accept move it to RTR and "
+                       "RTS from the CM exchange", weight=2, core=True)
 
     def errors():
         # Receives still posted when the connection closes are flushed: that is how they come back.

@@ -1,6 +1,6 @@
 /* labutil.h: the plumbing every lab program needs and no lab is about: opening a device by
  * name (with a clear message when there is none), a TCP side channel to swap a few bytes with
- * the peer, and waiting for one completion with a timeout. Plain C and plain sockets; read it,
+ * the peer, waiting for one completion with a timeout, and test messages that check. Plain C and plain sockets; read it,
  * there is no RDMA magic here. `simnic lab start` copies it next to your code. */
 #ifndef SIMNIC_LABUTIL_H
 #define SIMNIC_LABUTIL_H
@@ -128,6 +128,12 @@ static inline void lab_exchange(int fd, const void *mine, void *theirs, size_t l
   lab_read_all(fd, theirs, len);
 }
 
+/* One byte each way over TCP: neither side goes on before the other reached this point. */
+static inline void lab_sync(int fd) {
+  char mine = 's', theirs;
+  lab_exchange(fd, &mine, &theirs, 1);
+}
+
 /* Waits for one completion on `cq` (busy polling) for at most `timeout_ms`. Returns 1 with
  * *wc filled, 0 on timeout; dies when ibv_poll_cq itself fails. */
 static inline int lab_poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms) {
@@ -149,6 +155,46 @@ static inline void lab_wait_ok(struct ibv_cq *cq, struct ibv_wc *wc, const char 
   if (wc->status != IBV_WC_SUCCESS)
     lab_die("%s: completion with status %s (wr_id %llu)", what, ibv_wc_status_str(wc->status),
             (unsigned long long)wc->wr_id);
+}
+
+/* A test message of `size` bytes: "message 3" (or "reply 3", ...), then a pattern that depends
+ * on the number, so that a message cut short, shifted or mixed up with another never checks. */
+static inline void lab_message_fill(char *buf, size_t size, const char *what, int i) {
+  int n = snprintf(buf, size, "%s %d", what, i) + 1;
+  for (int j = n; j < (int)size; ++j) buf[j] = (char)('a' + (i + j) % 26);
+}
+
+static inline int lab_message_ok(const char *buf, size_t size, const char *what, int i) {
+  char head[64];
+  int n = snprintf(head, sizeof head, "%s %d", what, i) + 1;
+  if (n > (int)size || memcmp(buf, head, (size_t)n) != 0) return 0;
+  for (int j = n; j < (int)size; ++j)
+    if (buf[j] != (char)('a' + (i + j) % 26)) return 0;
+  return 1;
+}
+
+/* Receive slots: slot s at slots + s * size, its receive WR posted with wr_id = s. Takes the
+ * receive completion `wc`, which must carry `what` number `i` (lab_message_fill), or dies;
+ * returns its slot, to be posted again. */
+static inline int lab_message_received(const struct ibv_wc *wc, const char *slots, size_t size, const char *what,
+                                       int i) {
+  if (wc->opcode != IBV_WC_RECV) lab_die("expected a receive completion, got opcode %d", wc->opcode);
+  if (wc->byte_len != size || !lab_message_ok(slots + size * wc->wr_id, size, what, i))
+    lab_die("%s %d is wrong", what, i);
+  return (int)wc->wr_id;
+}
+
+/* After posting the SEND of message `i`: waits for its completion and for the receive of the
+ * reply to it (`what` number `i`), in either order. Returns the reply's slot (see above). */
+static inline int lab_wait_reply(struct ibv_cq *cq, const char *slots, size_t size, const char *what, int i) {
+  int slot = -1;
+  for (int done = 0; done < 2; ++done) {
+    struct ibv_wc wc;
+    lab_wait_ok(cq, &wc, "waiting for the send and the reply");
+    if (wc.opcode == IBV_WC_RECV) slot = lab_message_received(&wc, slots, size, what, i);
+  }
+  if (slot < 0) lab_die("no reply to message %d", i);
+  return slot;
 }
 
 /* A GID as ibv_devinfo prints it: eight groups of four hex digits. */

@@ -342,6 +342,12 @@ class Trace:
         NAKs, which are how RC recovers a lost or reordered packet."""
         return [n for n in self.events("nak", nic) if n.get("code") != "PSN_SEQ_ERR"]
 
+    def error_lines(self, most=2):
+        """The first `most` error NAKs ("CODE: rule") and error completions ("NIC completed with
+        STATUS"), for a hint that says what went wrong."""
+        return (["%s: %s" % (n.get("code"), n.get("rule")) for n in self.error_naks()][:most] +
+                ["%s completed with %s" % (e["nic"], e.get("status")) for e in self.error_cqes()][:most])
+
     def wqes(self, nic=None, queue=None, opcode=None, **fields):
         out = self.events("wqe_posted", nic, **fields)
         return [e for e in out if (queue is None or e.get("queue") == queue)
@@ -847,6 +853,37 @@ class Lab:
             self.results.append(Check(name, "SKIP", "", weight, core))
             return True
         return self.check(name, ok() if callable(ok) else ok, hint, weight, core)
+
+    def problems_check(self, name, problems, advice="", weight=1, core=False):
+        """A trace check that passes when `problems` (a function returning a list of sentences,
+        called only on simnic) finds none; its hint is those sentences, then `advice` (what to
+        do about them, e.g. the README's step)."""
+        found = []
+
+        def ok():
+            found[:] = problems()
+            return not found
+
+        return self.trace_check(name, ok, lambda: "; ".join(found) + (". " + advice if advice else ""),
+                                weight, core)
+
+    def requests_ran_check(self, name, tr, nic, requests, idle, advice="", weight=1, core=False,
+                           who="the server's NIC"):
+        """A trace check that requests of each kind in `requests` ((label, opcode text) pairs, e.g.
+        ("RDMA READ", "RDMA_READ_REQUEST")) reached `nic` and that no error NAK or error completion
+        came of anything (Trace.error_lines). The hint names the errors, or else how many of each
+        arrived and `idle` (why that is not enough to judge), then `advice`."""
+        def counts():
+            return [(label, len(tr.packets("rx", nic, opcode=op))) for label, op in requests]
+
+        def hint():
+            got = " and ".join("%d %s" % (n, label) for label, n in counts())
+            text = "; ".join(tr.error_lines()) or "%s received %s requests: without %s %s" % (
+                who, got, "both" if len(requests) == 2 else "all", idle)
+            return text + (". " + advice if advice else "")
+
+        return self.trace_check(name, lambda: all(n for _, n in counts()) and not tr.error_lines(), hint,
+                                weight, core)
 
     def require(self, name, ok, hint="", weight=1, core=False):
         """A check the rest of the grading needs: on failure grading stops here. A name

@@ -18,22 +18,20 @@ int main(int argc, char **argv) {
   conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
   int fd = lab_tcp_accept(o.port);
   conn_connect(&c, fd);
-  sync_with_peer(fd); /* both QPs are in RTS before anyone sends */
+  lab_sync(fd); /* both QPs are in RTS before anyone sends */
 
   for (int i = 0; i < o.messages; ++i) {
     struct ibv_wc wc;
     lab_wait_ok(c.cq, &wc, "receiving a message");
-    if (wc.opcode != IBV_WC_RECV) lab_die("expected a receive completion, got opcode %d", wc.opcode);
-    const char *msg = c.buf + MSG_SIZE * (1 + wc.wr_id);
-    if (wc.byte_len != MSG_SIZE || !message_ok(msg, "message", i)) lab_die("message %d is wrong", i);
-    printf("server: message %d ok (%u bytes)\n", i, wc.byte_len);
-    conn_post_recv(&c, (int)wc.wr_id); /* give the slot back */
-    message_fill(c.buf, "reply", i);
+    int slot = lab_message_received(&wc, c.buf + MSG_SIZE, MSG_SIZE, "message", i);
+    printf("server: message %d ok (%d bytes)\n", i, MSG_SIZE);
+    conn_post_recv(&c, slot); /* give the slot back */
+    lab_message_fill(c.buf, MSG_SIZE, "reply", i);
     conn_post_send(&c, MSG_SIZE, (uint64_t)i);
     lab_wait_ok(c.cq, &wc, "sending a reply");
   }
   printf("server: %d messages ok\n", o.messages);
-  sync_with_peer(fd); /* the client has every reply before we tear the QP down */
+  lab_sync(fd); /* the client has every reply before we tear the QP down */
   conn_destroy(&c);
   close(fd);
   return 0;

@@ -45,10 +45,4 @@ static inline struct options parse_options(int argc, char **argv, int is_client)
   if (is_client) o.server = argv[optind];
   return o;
 }
-
-/* One byte each way over TCP: neither side goes on before the other reached this point. */
-static inline void sync_with_peer(int fd) {
-  char mine = 's', theirs;
-  lab_exchange(fd, &mine, &theirs, 1);
-}
 #endif

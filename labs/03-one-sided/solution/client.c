@@ -51,14 +51,14 @@ static const char *kv_get(struct kv_client *k, const char *key) {
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 1);
   struct kv_client k;
-  conn_create(&k.c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  conn_open(&k.c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
   int fd = lab_tcp_connect(o.server, o.port);
   k.local = calloc(1, sizeof *k.local);
   /* LOCAL_WRITE: the NIC writes READ responses into it. */
   k.mr = ibv_reg_mr(k.c.pd, k.local, sizeof *k.local, IBV_ACCESS_LOCAL_WRITE);
   if (!k.mr) lab_die("ibv_reg_mr failed");
   conn_connect(&k.c, fd, 0);
-  sync_with_peer(fd);
+  lab_sync(fd);
 
   char value[48];
   for (int i = 0; i < NKEYS; ++i) {
@@ -70,10 +70,10 @@ int main(int argc, char **argv) {
     const char *v = kv_get(&k, kKeys[i]);
     printf("client: get %s = %s\n", kKeys[i], v ? v : "(missing)");
   }
-  sync_with_peer(fd); /* done */
-  sync_with_peer(fd);
+  lab_sync(fd); /* done */
+  lab_sync(fd);
   ibv_dereg_mr(k.mr);
-  conn_destroy(&k.c);
+  conn_close(&k.c, 1);
   free(k.local);
   return 0;
 }

@@ -16,7 +16,7 @@
 int main(int argc, char **argv) {
   struct options o = parse_options(argc, argv, 0);
   struct conn c;
-  conn_create(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
+  conn_open(&c, o.dev, o.gid_index); /* the device first: without one, say so and stop */
   int fd = lab_tcp_accept(o.port);
 
   struct slot *table = calloc(SLOTS, sizeof *table);
@@ -31,14 +31,14 @@ int main(int argc, char **argv) {
   conn_connect(&c, fd, 0);
   printf("server: table at 0x%llx rkey 0x%x, %d slots\n", (unsigned long long)c.me.addr, c.me.rkey, SLOTS);
 
-  sync_with_peer(fd); /* the client starts */
-  sync_with_peer(fd); /* ...and says it is done: all this time the CPU did nothing */
+  lab_sync(fd); /* the client starts */
+  lab_sync(fd); /* ...and says it is done: all this time the CPU did nothing */
 
   for (int i = 0; i < SLOTS; ++i)
     if (table[i].key[0]) printf("server: slot %d holds %s = %s\n", i, table[i].key, table[i].value);
-  sync_with_peer(fd);
+  lab_sync(fd);
   ibv_dereg_mr(mr);
-  conn_destroy(&c);
+  conn_close(&c, 1);
   free(table);
   return 0;
 }

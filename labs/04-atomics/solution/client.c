@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   k.mr = ibv_reg_mr(k.c.pd, k.word, 8, IBV_ACCESS_LOCAL_WRITE);
   if (!k.mr) lab_die("ibv_reg_mr failed");
   conn_connect(&k.c, fd, 0);
-  sync_with_peer(fd);
+  lab_sync(fd);
 
   uint64_t first = 0;
   for (int i = 0; i < o.increments; ++i) {
@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
     unlock(&k, (uint64_t)o.id);
   }
   printf("client %d: %d locked updates (%d lock attempts)\n", o.id, o.updates, spins);
-  sync_with_peer(fd);
-  sync_with_peer(fd);
+  lab_sync(fd);
+  lab_sync(fd);
   ibv_dereg_mr(k.mr);
   conn_close(&k.c, 1);
   return 0;

@@ -37,12 +37,12 @@ int main(int argc, char **argv) {
   }
   printf("server: %d clients connected, shared words at 0x%llx rkey 0x%x\n", o.clients,
          (unsigned long long)(uintptr_t)sh, mr->rkey);
-  for (int i = 0; i < o.clients; ++i) sync_with_peer(fds[i]); /* go */
-  for (int i = 0; i < o.clients; ++i) sync_with_peer(fds[i]); /* each says it is done */
+  for (int i = 0; i < o.clients; ++i) lab_sync(fds[i]); /* go */
+  for (int i = 0; i < o.clients; ++i) lab_sync(fds[i]); /* each says it is done */
   printf("server: counter %llu\n", (unsigned long long)sh->counter);
   printf("server: total %llu\n", (unsigned long long)sh->total);
   printf("server: lock %llu\n", (unsigned long long)sh->lock);
-  for (int i = 0; i < o.clients; ++i) sync_with_peer(fds[i]);
+  for (int i = 0; i < o.clients; ++i) lab_sync(fds[i]);
   ibv_dereg_mr(mr);
   for (int i = o.clients - 1; i >= 0; --i) conn_close(&c[i], i == 0);
   return 0;

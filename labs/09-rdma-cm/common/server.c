@@ -21,12 +21,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < o.messages; ++i) {
     struct ibv_wc wc;
     lab_wait_ok(c.cq, &wc, "receiving a message");
-    if (wc.opcode != IBV_WC_RECV) lab_die("expected a receive completion, got opcode %d", wc.opcode);
-    const char *msg = c.buf + MSG_SIZE * (1 + wc.wr_id);
-    if (wc.byte_len != MSG_SIZE || !message_ok(msg, "message", i)) lab_die("message %d is wrong", i);
-    printf("server: message %d ok (%u bytes)\n", i, wc.byte_len);
-    cm_post_recv(&c, (int)wc.wr_id); /* give the slot back */
-    message_fill(c.buf, "reply", i);
+    int slot = lab_message_received(&wc, c.buf + MSG_SIZE, MSG_SIZE, "message", i);
+    printf("server: message %d ok (%d bytes)\n", i, MSG_SIZE);
+    cm_post_recv(&c, slot); /* give the slot back */
+    lab_message_fill(c.buf, MSG_SIZE, "reply", i);
     cm_post_send(&c, MSG_SIZE, (uint64_t)i);
     lab_wait_ok(c.cq, &wc, "sending a reply");
   }

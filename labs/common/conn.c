@@ -1,4 +1,4 @@
-/* Lab 4: connecting RC QPs (as in labs 2 and 3). */
+/* Labs 3 and 4: connecting one side of an RC QP (as in lab 2). */
 #include "conn.h"
 
 #include <stdio.h>
@@ -13,7 +13,7 @@ static void make_qp(struct conn *c) {
   c->cq = ibv_create_cq(c->ctx, 16, NULL, NULL, 0);
   struct ibv_qp_init_attr init = {
       .send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
-      .cap = {.max_send_wr = 8, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
   c->qp = c->cq ? ibv_create_qp(c->pd, &init) : NULL;
   if (!c->qp) lab_die("CQ/QP setup failed");
 }
@@ -40,14 +40,21 @@ static void modify(struct conn *c, struct ibv_qp_attr *a, int mask, const char *
 }
 
 void conn_connect(struct conn *c, int fd, int remote_access) {
+  /* The QPN in the seed: a server's QPs (lab 4) start at different PSNs even in one second. */
   srand48(getpid() ^ time(NULL) ^ (long)c->qp->qp_num);
   c->me.qpn = c->qp->qp_num;
   c->me.psn = lrand48() & 0xffffff;
   if (ibv_query_gid(c->ctx, 1, c->gid_index, &c->me.gid)) lab_die("ibv_query_gid failed");
+
+  /* INIT: qp_access_flags say what the PEER may do through this QP: without REMOTE_WRITE /
+   * REMOTE_READ (or REMOTE_ATOMIC) here, its NIC refuses them whatever the MR allows. */
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = (unsigned)remote_access};
   modify(c, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "RESET->INIT");
+
   lab_exchange(fd, &c->me, &c->peer, sizeof c->me);
-  /* Atomics count as RDMA READs here: max_dest_rd_atomic / max_rd_atomic bound both. */
+
+  /* RTR: max_dest_rd_atomic is how many RDMA READs (and atomics, which count as READs here) the
+   * peer may have outstanding at my NIC. */
   struct ibv_qp_attr r = {
       .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = c->peer.qpn, .rq_psn = c->peer.psn,
       .max_dest_rd_atomic = 4, .min_rnr_timer = 12,
@@ -55,6 +62,8 @@ void conn_connect(struct conn *c, int fd, int remote_access) {
                   .grh = {.dgid = c->peer.gid, .sgid_index = (uint8_t)c->gid_index, .hop_limit = 64}}};
   modify(c, &r, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "INIT->RTR");
+
+  /* RTS: max_rd_atomic is how many RDMA READs and atomics I may have outstanding at the peer. */
   struct ibv_qp_attr s = {.qp_state = IBV_QPS_RTS, .sq_psn = c->me.psn, .timeout = 14, .retry_cnt = 7,
                           .rnr_retry = 7, .max_rd_atomic = 4};
   modify(c, &s, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
