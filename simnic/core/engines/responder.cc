@@ -452,12 +452,7 @@ bool Responder::resp_write_payload(Qp& qp, const ParsedPacket& pkt) {
     return false;
   }
   const Mr& mr = *qp.resp.write_mr;
-  dev_.tracer_.event(TraceKind::kDma)
-      .u("qp", qp.qpn)
-      .s("dir", "write")
-      .u("key", mr.rkey)
-      .hex("addr", qp.resp.write_va)
-      .u("length", pkt.payload.size());
+  dev_.trace_points().trace_dma(qp.qpn, "write", mr.rkey, qp.resp.write_va, pkt.payload.size());
   if (int e = dma_.dma_write(mr, mr.addr + (qp.resp.write_va - mr.iova), pkt.payload.data(), pkt.payload.size())) {
     remote_dma_failed(qp, mr, qp.resp.write_va, pkt.payload.size(), pkt.h.bth.psn,
                       "DMA write into MR rkey " + hex(mr.rkey), e);
@@ -621,12 +616,7 @@ void Responder::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) 
   }
   uint64_t addr = mr->addr + (mr_va - mr->iova);
   uint64_t orig = 0;
-  dev_.tracer_.event(TraceKind::kDma)
-      .u("qp", qp.qpn)
-      .s("dir", "read")
-      .u("key", a.rkey)
-      .hex("addr", a.va)
-      .u("length", 8);
+  dev_.trace_points().trace_dma(qp.qpn, "read", a.rkey, a.va, 8);
   // Atomic with respect to other RDMA atomics on this NIC (one event loop); not against the
   // host CPU's own accesses to the same word, like IBV_ATOMIC_HCA on real hardware.
   if (int e = dma_.dma_read(mr->ctx->pid, addr, &orig, 8)) {
@@ -636,12 +626,7 @@ void Responder::respond_atomic(Qp& qp, const ParsedPacket& pkt, bool duplicate) 
   uint64_t next = rc_of_xrc(pkt.h.bth.opcode) == kRcCompareSwap ? (orig == a.compare ? a.swap_add : orig)
                                                                 : orig + a.swap_add;
   if (next != orig) {
-    dev_.tracer_.event(TraceKind::kDma)
-        .u("qp", qp.qpn)
-        .s("dir", "write")
-        .u("key", a.rkey)
-        .hex("addr", a.va)
-        .u("length", 8);
+    dev_.trace_points().trace_dma(qp.qpn, "write", a.rkey, a.va, 8);
     if (int e = dma_.dma_write_now(mr->ctx->pid, addr, &next, 8)) {
       remote_dma_failed(qp, *mr, a.va, 8, psn, "atomic DMA write", e);
       return;
@@ -667,12 +652,7 @@ void Responder::respond_atomic_write(Qp& qp, const ParsedPacket& pkt, bool dupli
   if (!mr) return;
   uint64_t value;
   std::memcpy(&value, pkt.payload.data(), 8);  // as on the wire: the requester's 8 bytes, unchanged
-  dev_.tracer_.event(TraceKind::kDma)
-      .u("qp", qp.qpn)
-      .s("dir", "write")
-      .u("key", pkt.h.reth.rkey)
-      .hex("addr", pkt.h.reth.va)
-      .u("length", 8);
+  dev_.trace_points().trace_dma(qp.qpn, "write", pkt.h.reth.rkey, pkt.h.reth.va, 8);
   // One 8-byte aligned process_vm_writev: atomic with respect to every other RDMA access of
   // this NIC (one event loop); like IBV_ATOMIC_HCA, not against the host CPU's own stores.
   if (int e = dma_.dma_write_now(mr->ctx->pid, mr->addr + (mr_va - mr->iova), &value, 8)) {

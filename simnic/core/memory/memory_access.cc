@@ -133,13 +133,7 @@ int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, ui
     }
     // The trace shows each packet's bytes, read now or earlier into a stage; a chunk read
     // ahead (kProbe) is not a packet's and leaves none.
-    if (op != SgeDma::kProbe)
-      dev_.tracer_.event(TraceKind::kDma)
-          .u("qp", qp.qpn)
-          .s("dir", dir)
-          .u("key", s.lkey)
-          .hex("addr", s.addr + offset)
-          .u("length", n);
+    if (op != SgeDma::kProbe) dev_.trace_points().trace_dma(qp.qpn, dir, s.lkey, s.addr + offset, n);
     if (op == SgeDma::kCheck) {
       len -= n;
       offset = 0;
@@ -297,12 +291,7 @@ int MemoryAccess::read_response_payload(const Qp& qp, const ReadResponse& rr, ui
                                         const uint8_t** out) {
   const Mr& mr = *rr.mr;
   auto trace = [&](uint32_t from, uint32_t n) {
-    dev_.tracer_.event(TraceKind::kDma)
-        .u("qp", qp.qpn)
-        .s("dir", "read")
-        .u("key", mr.rkey)
-        .hex("addr", rr.va + from)
-        .u("length", n);
+    dev_.trace_points().trace_dma(qp.qpn, "read", mr.rkey, rr.va + from, n);
   };
   auto read = [&](uint8_t* buf, uint32_t from, uint32_t n) {
     return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);

@@ -25,6 +25,12 @@ class TracePoints {
   void trace_mr_create(const Mr& mr);  // at registration, and in a snapshot
   void trace_mr_destroy(const Mr& mr);
   void trace_mw_create(const Mw& mw);
+  // One DMA into or out of application memory ("read" or "write"), through `key` (an lkey or
+  // rkey) at `addr` in that key's address space: the dma event.
+  void trace_dma(uint32_t qpn, const char* dir, uint32_t key, uint64_t addr, uint64_t length) {
+    if (!tracer_.on()) return;
+    tracer_.event(TraceKind::kDma).u("qp", qpn).s("dir", dir).u("key", key).hex("addr", addr).u("length", length);
+  }
   // Emits the NIC's current objects as events, for a trace that starts now.
   void trace_snapshot();
   // Reports the WQEs posted since the NIC last looked (receives ring no doorbell): for a viewer.
