@@ -329,11 +329,7 @@ TEST_F(Addressing, UdDatagramsGoByDlidAndArriveWithTheSendersLidAndNoGrh) {
   fill(*a, 0, 200, 5);
   std::memset(mem.ptr(b->pid, 65536), 0xab, 40);
   post_recv(*b, 70, 65536, 40 + 200);
-  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 200);
-  w.ah = ah;
-  w.remote_qpn = b->qp->qpn;
-  w.remote_qkey = kQkey;
-  post_send(*a, w);
+  post_send(*a, ud_wqe(*a, ah, *b, 1, 0, 200));
   fabric.deliver_all(now);
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);
@@ -355,11 +351,7 @@ TEST_F(Addressing, UdReceiveInInfiniBandModeReportsSlZero) {
   ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, lid_av(2), &ah), 0);
   fill(*a, 0, 16, 6);
   post_recv(*b, 70, 65536, 40 + 16);
-  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 16);
-  w.ah = ah;
-  w.remote_qpn = b->qp->qpn;
-  w.remote_qkey = kQkey;
-  post_send(*a, w);
+  post_send(*a, ud_wqe(*a, ah, *b, 1, 0, 16));
   fabric.deliver_all(now);
   auto wcs = poll(*b);
   ASSERT_EQ(wcs.size(), 1u);

@@ -228,6 +228,15 @@ class QpPair : public ::testing::Test {
     w.sge[0] = {mem.addr(h.pid, off), len, h.mr->lkey};
     return w;
   }
+  // A UD SEND of [off, off+len) of `h`'s memory through address handle `ah` to `peer`'s QP.
+  abi::SendWqe ud_wqe(Host& h, uint32_t ah, const Host& peer, uint64_t wr_id, size_t off, uint32_t len,
+                      uint32_t qkey = kQkey) {
+    abi::SendWqe w = wqe(h, IBV_WR_SEND, wr_id, off, len);
+    w.ah = ah;
+    w.remote_qpn = peer.qp->qpn;
+    w.remote_qkey = qkey;
+    return w;
+  }
   // Memory windows: an extra MR over [off, off+len) of `h`'s memory, a window of its PD, and
   // the BIND_MW / LOCAL_INV work requests (the key byte advanced as ibv_inc_rkey would).
   core::Mr* reg_mr(Host& h, size_t off, uint32_t len, uint32_t access) {

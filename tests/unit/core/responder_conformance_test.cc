@@ -176,11 +176,7 @@ TEST_F(ResponderConformance, UdDatagramTooLongForAnSrqWqeCompletesItAndTheQpGoes
   uint32_t ah = 0;
   ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, attr, &ah), 0);
   auto ud_send = [&](uint64_t wr_id, uint32_t len) {
-    abi::SendWqe w = wqe(*a, IBV_WR_SEND, wr_id, 0, len);
-    w.ah = ah;
-    w.remote_qpn = b->qp->qpn;
-    w.remote_qkey = kQkey;
-    post_send(*a, w);
+    post_send(*a, ud_wqe(*a, ah, *b, wr_id, 0, len));
     fabric.deliver_all(now);
   };
   ud_send(1, 100);
@@ -331,11 +327,7 @@ TEST_F(ResponderConformance, UdReceiveFromAnSrqReportsTheIpv4L3TypeInSl) {
   uint32_t ah = 0;
   ASSERT_EQ(a->dev.memory_verbs().create_ah(a->ctx, a->pd, attr, &ah), 0);
   fill(*a, 0, 64, 5);
-  abi::SendWqe w = wqe(*a, IBV_WR_SEND, 1, 0, 64);
-  w.ah = ah;
-  w.remote_qpn = b->qp->qpn;
-  w.remote_qkey = kQkey;
-  post_send(*a, w);
+  post_send(*a, ud_wqe(*a, ah, *b, 1, 0, 64));
   fabric.deliver_all(now);
   auto rwc = poll(*b);
   ASSERT_EQ(rwc.size(), 1u);

@@ -71,11 +71,7 @@ class Spoofing : public QpPair {
     return handle;
   }
   abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len) {
-    abi::SendWqe w = wqe(h, IBV_WR_SEND, wr_id, off, len);
-    w.ah = ah_to(h, peer);
-    w.remote_qpn = peer.qp->qpn;
-    w.remote_qkey = kQkey;
-    return w;
+    return ud_wqe(h, ah_to(h, peer), peer, wr_id, off, len);
   }
   void deliver_all() {
     fabric.deliver_all(now);

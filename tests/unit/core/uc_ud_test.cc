@@ -26,11 +26,7 @@ class Datagram : public QpPair {
     return handle;
   }
   abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len, uint32_t qkey = kQkey) {
-    abi::SendWqe w = wqe(h, IBV_WR_SEND, wr_id, off, len);
-    w.ah = ah_to(h, peer);
-    w.remote_qpn = peer.qp->qpn;
-    w.remote_qkey = qkey;
-    return w;
+    return ud_wqe(h, ah_to(h, peer), peer, wr_id, off, len, qkey);
   }
   uint64_t counter(Host& h, const char* name) {
     uint64_t v = 0;
