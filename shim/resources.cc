@@ -30,9 +30,11 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
     explain_refusal("ibv_reg_mr", EINVAL, "pd is NULL (ibv_alloc_pd returned NULL earlier?)");
     return fail_null<ibv_mr>(EINVAL);
   }
-  RegMrReq req{pd->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
+  const SharedPages pages = share_pages(addr, length, access);
+  RegMrReq req{pd->handle, access, reinterpret_cast<uint64_t>(addr), length, iova, pages.base};
   RegMrReply rep{};
-  if (int st = rpc(to_shim(pd->context), Op::RegMr, req, &rep)) {
+  ShimContext* c = to_shim(pd->context);
+  if (int st = pages.fd >= 0 ? rpc(c, Op::RegMr, req, &rep, nullptr, {pages.fd}) : rpc(c, Op::RegMr, req, &rep)) {
     explain_refusal("ibv_reg_mr", st, simnic::abi::last_refusal());
     return fail_null<ibv_mr>(st);
   }

@@ -196,6 +196,14 @@ int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
   return fail_errno(st);
 }
 
+// shared_pages.cc: moves the pages of a registration onto a sealed memfd simnicd can map (see
+// the file). {-1, 0} when they stay as they are; the descriptor stays the shim's.
+struct SharedPages {
+  int fd = -1;
+  uint64_t base = 0;  // where the memfd's offset 0 is mapped
+};
+SharedPages share_pages(const void* addr, size_t length, unsigned access);
+
 // explain.cc: why a verb was refused or a work request failed, on the program's stderr
 // (under `simnic run`; each distinct line once).
 bool explaining();

@@ -20,7 +20,7 @@
 
 namespace simnic::abi {
 
-constexpr uint32_t kAbiVersion = 1;
+constexpr uint32_t kAbiVersion = 2;          // 2: RegMrReq::pages_base (shared pages)
 constexpr uint32_t kMaxMessage = 64 * 1024;  // largest control message, header included
 
 enum class Op : uint32_t {
@@ -171,6 +171,10 @@ struct RegMrReq {
   uint64_t addr;    // in the caller's address space
   uint64_t length;
   uint64_t iova;  // what remote peers address (== addr for ibv_reg_mr)
+  // Shared pages (docs/shim.md): when the request carries a descriptor, it is a sealed memfd
+  // holding the pages of [addr, addr + length), mapped in the caller at pages_base (its offset
+  // 0). simnicd may map it and reach the MR with memcpy instead of process_vm_*.
+  uint64_t pages_base;
 };
 
 struct RegMrReply {

@@ -144,6 +144,17 @@ void print_gso_line(std::map<std::string, std::string>& kv) {
   else std::printf("sending: %s (--%sgso)\n", now.c_str(), kv["gso_mode"] == "on" ? "" : "no-");
 }
 
+// How the NIC reaches the applications' registered memory: mapped (shared pages) or by pid.
+void print_memory_line(std::map<std::string, std::string>& kv) {
+  if (kv["dma_bytes_shared"].empty()) return;
+  std::printf(
+      "memory: %s regions of registered pages mapped (%s bytes); moved %s bytes through them with memcpy, %s bytes "
+      "with "
+      "process_vm_* (docs/shim.md, \"Shared pages\")\n",
+      kv["shared_views"].c_str(), kv["shared_view_bytes"].c_str(), kv["dma_bytes_shared"].c_str(),
+      kv["dma_bytes_by_pid"].c_str());
+}
+
 }  // namespace
 
 void print_status_view(const std::string& name, const std::string& text) {
@@ -164,6 +175,7 @@ void print_status_view(const std::string& name, const std::string& text) {
         kv["busy_poll_us"].c_str(), kv["busy_poll_found"].c_str(), kv["busy_poll_sleeps"].c_str(),
         kv["busy_poll_gave_way"].c_str());
   print_gso_line(kv);
+  print_memory_line(kv);
   if (kv["link_layer"] == "ib")
     std::printf("InfiniBand port: LID %s, subnet manager at LID %s (docs/link-layer.md)\n", kv["lid"].c_str(),
                 kv["sm_lid"].c_str());

@@ -44,6 +44,26 @@ class HostMemory {
     int err;
   };
   virtual bool queued() const { return false; }
+
+  // Shared pages (issue 26 point 4, docs/architecture.md "Shared pages"): the application moved
+  // the pages of the MR keyed `key` ([addr, addr + len) of `pid`) onto a sealed memfd `fd` whose
+  // offset 0 it maps at `fd_base`. The NIC may map the memfd and reach that memory with memcpy;
+  // the pid-based read/write above stay correct for it (the same pages), so any refusal (an
+  // errno) only means the slower way. fd -1: the MR has none, and a view overlapping it is
+  // stale (the program mapped something else there): it is dropped. `fd` stays the caller's.
+  virtual int share_pages(pid_t pid, uint32_t key, uint64_t addr, uint64_t len, int fd, uint64_t fd_base) {
+    (void)pid, (void)key, (void)addr, (void)len, (void)fd, (void)fd_base;
+    return EOPNOTSUPP;
+  }
+  // The MR keyed `key` is gone (deregistered, or its translation changed).
+  virtual void unshare_pages(uint32_t key) { (void)key; }
+  // Where the NIC maps [addr, addr + len) of `pid` (shared pages), so a packet can be built
+  // straight from it; nullptr when it does not (read() then). Valid until the next
+  // share_pages/unshare_pages: use it at once.
+  virtual const uint8_t* mapped(pid_t pid, uint64_t addr, size_t len) {
+    (void)pid, (void)addr, (void)len;
+    return nullptr;
+  }
   // Makes every queued write and appends each that failed to *failed: its bytes are lost, as
   // a real RNIC's writes into pinned pages that the application has since unmapped.
   virtual void flush(std::vector<FailedWrite>* failed) { (void)failed; }

@@ -1,10 +1,12 @@
-// HostMemory over process_vm_readv/writev: simnicd's "DMA" into an application's memory.
+// HostMemory over process_vm_readv/writev: simnicd's "DMA" into an application's memory, and
+// memcpy where the application shared the MR's pages (SharedViews, issue 26 point 4).
 #pragma once
 #include <sys/uio.h>
 
 #include <vector>
 
 #include "simnic/core/env.h"
+#include "simnic/io/shared_views.h"
 
 namespace simnic::io {
 
@@ -18,6 +20,19 @@ class ProcessMemory final : public core::HostMemory {
   int write_later(pid_t pid, uint64_t addr, const void* src, size_t len) override;
   bool queued() const override { return !queue_.empty(); }
   void flush(std::vector<FailedWrite>* failed) override;
+  int share_pages(pid_t pid, uint32_t key, uint64_t addr, uint64_t len, int fd, uint64_t fd_base) override {
+    return views_.share(pid, key, addr, len, fd, fd_base);
+  }
+  void unshare_pages(uint32_t key) override { views_.unshare(key); }
+  const uint8_t* mapped(pid_t pid, uint64_t addr, size_t len) override;
+
+  // What `simnic status` shows of shared pages: views, their bytes, and the bytes the NIC
+  // moved through them and through process_vm_*.
+  struct Stats {
+    size_t views = 0;
+    uint64_t view_bytes = 0, copied_shared = 0, copied_by_pid = 0;
+  };
+  Stats stats() const { return {views_.views(), views_.mapped_bytes(), copied_shared_, copied_by_pid_}; }
 
  private:
   struct Queued {
@@ -27,6 +42,8 @@ class ProcessMemory final : public core::HostMemory {
     size_t len;
   };
   void flush_pid(pid_t pid, size_t first, std::vector<FailedWrite>* failed);
+  SharedViews views_;
+  uint64_t copied_shared_ = 0, copied_by_pid_ = 0;
   std::vector<Queued> queue_;
   std::vector<uint8_t> bytes_;
   std::vector<bool> done_;  // during flush: the entries already written (by the pid's call)

@@ -37,6 +37,13 @@ std::string NicServer::status_text() {
   s += "rx_drop_socket_overflow " + std::to_string(port_.rx_overflow_drops()) + "\n";
   s += "rx_socket_buffer " + std::to_string(port_.receive_buffer_bytes()) + "\n";
   s += "rx_socket_buffer_forced " + std::string(port_.receive_buffer_forced() ? "1" : "0") + "\n";
+  // Shared pages (issue 26 point 4): MRs the NIC reaches with memcpy, and the bytes it moved
+  // that way and by process_vm_* (the fallback).
+  const ProcessMemory::Stats mem = memory_.stats();
+  s += "shared_views " + std::to_string(mem.views) + "\n";
+  s += "shared_view_bytes " + std::to_string(mem.view_bytes) + "\n";
+  s += "dma_bytes_shared " + std::to_string(mem.copied_shared) + "\n";
+  s += "dma_bytes_by_pid " + std::to_string(mem.copied_by_pid) + "\n";
   s += "event_drops " + std::to_string(notifier_.dropped()) + "\n";
   s += "paused " + std::string(clock_.paused() ? "1" : "0") + "\n";
   s += "trace_subscribers " + std::to_string(trace_.subscribers()) + "\n";

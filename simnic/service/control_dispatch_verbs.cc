@@ -76,6 +76,9 @@ ControlReply alloc_pd(Request& r) {
 ControlReply reg_mr(Request& r, const RegMrReq& q) {
   Mr* mr = nullptr;
   if (int e = r.dev.memory_verbs().reg_mr(r.ctx, q.pd, q.addr, q.length, q.iova, q.access, &mr)) return fail(e);
+  // Shared pages: a refusal only means the NIC reaches this MR by pid; the I/O layer closes
+  // the descriptor either way (the NIC maps the memfd, it keeps no descriptor).
+  r.dev.memory_verbs().share_pages(*mr, r.fds.empty() ? -1 : r.fds[0], q.pages_base);
   return ok(RegMrReply{mr->handle, mr->lkey, mr->rkey, 0});
 }
 

@@ -273,7 +273,14 @@ int MemoryAccess::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& 
     std::string ignored;
     return sge_dma(qp, w.sge, nsge, from, buf, n, SgeDma::kProbe, &ignored);
   };
-  if (!(w.send_flags & IBV_SEND_INLINE))
+  if (!(w.send_flags & IBV_SEND_INLINE)) {
+    if (const uint8_t* p = mapped_sge_bytes(qp, w.sge, nsge, offset, len)) {
+      // Shared pages: the packet is built from the application's memory itself; the DMA
+      // checks and the trace are the packet's own, as for a stage.
+      if (int e = sge_dma(qp, w.sge, nsge, offset, nullptr, len, SgeDma::kCheck, why)) return e;
+      *out = p;
+      return 0;
+    }
     if (DmaStage* s = stage(&qp, slot, offset, len, st.length, read)) {
       // The bytes were read with an earlier packet; this one's DMA checks are made now, as if
       // it read them itself (an MR deregistered meanwhile fails this packet, as before).
@@ -281,8 +288,27 @@ int MemoryAccess::send_payload(const Qp& qp, uint32_t slot, const SendWqeState& 
       *out = s->bytes.data() + (offset - s->begin);
       return 0;
     }
+  }
   *out = payload_buffer_.data();
   return gather(qp, w, offset, payload_buffer_.data(), len, why);
+}
+
+const uint8_t* MemoryAccess::mapped_sge_bytes(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset,
+                                              uint32_t len) {
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    if (len > s.length - offset) return nullptr;  // across SGEs: gathered
+    std::string ignored;                          // a failing check is the packet's to report
+    const Mr* mr = local_mr(qp, s, offset, len, 0, &ignored);
+    if (!mr || is_odp_mr(*mr)) return nullptr;
+    flush_dma_writes();  // a read sees every write before it
+    return dev_.env_.memory.mapped(mr->ctx->pid, mr->addr + (s.addr - mr->iova) + offset, len);
+  }
+  return nullptr;
 }
 
 // rr.mr was checked (rkey, range: respond_read) when the READ arrived, and is cleared if the MR
@@ -297,6 +323,13 @@ int MemoryAccess::read_response_payload(const Qp& qp, const ReadResponse& rr, ui
     return dma_read(mr.ctx->pid, mr.addr + (rr.va + from - mr.iova), buf, n);
   };
   trace(offset, len);  // the packet's bytes, as sge_dma traces them
+  if (!is_odp_mr(mr)) {
+    flush_dma_writes();
+    if (const uint8_t* p = dev_.env_.memory.mapped(mr.ctx->pid, mr.addr + (rr.va + offset - mr.iova), len)) {
+      *out = p;  // shared pages: the response is built from the application's memory itself
+      return 0;
+    }
+  }
   if (DmaStage* s = stage(&qp, read_stage_tag(rr), offset, len, rr.length, read)) {
     *out = s->bytes.data() + (offset - s->begin);
     return 0;

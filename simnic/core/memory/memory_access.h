@@ -76,6 +76,9 @@ class MemoryAccess {
   enum class SgeDma { kRead, kWrite, kProbe, kCheck };   // kProbe: a read that reports nothing
   int sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint8_t* buf, uint32_t len,
               SgeDma op, std::string* why, const Pd* pd = nullptr);
+  // Shared pages: [offset, +len) of the SGE list where the NIC maps it, when it lies in one
+  // SGE whose MR passes the checks; nullptr: stage or gather it.
+  const uint8_t* mapped_sge_bytes(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, uint32_t offset, uint32_t len);
   // The stage holding [offset, +len) of message (owner, tag), filled by read(buf, from, n) when
   // none does; nullptr: gather the packet alone.
   template <class Read>

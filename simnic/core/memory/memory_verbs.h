@@ -30,6 +30,9 @@ class MemoryVerbs {
   int dealloc_pd(Context* ctx, uint32_t handle);
   int reg_mr(Context* ctx, uint32_t pd, uint64_t addr, uint64_t length, uint64_t iova, uint32_t access, Mr** out);
   int dereg_mr(Context* ctx, uint32_t handle);
+  // Shared pages (HostMemory::share_pages): after ibv_reg_mr, the memfd (or -1) the program
+  // sent with it. 0, or an errno that only means the NIC reaches the MR by pid as before.
+  int share_pages(const Mr& mr, int fd, uint64_t fd_base);
   int alloc_mw(Context* ctx, uint32_t pd, ibv_mw_type type, Mw** out);
   int dealloc_mw(Context* ctx, uint32_t handle);
   int create_ah(Context* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t* handle);

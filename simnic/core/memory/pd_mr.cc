@@ -88,6 +88,13 @@ int MemoryVerbs::add_mr(Context* ctx, Pd* pd, uint64_t addr, uint64_t length, ui
   return 0;
 }
 
+// Only a pinned MR over the program's own memory qualifies: an ODP MR's pages come and go (it
+// reads whatever is mapped now), and device memory is the NIC's own.
+int MemoryVerbs::share_pages(const Mr& mr, int fd, uint64_t fd_base) {
+  if ((mr.access & IBV_ACCESS_ON_DEMAND) || is_dm_mr(mr.handle) || mr.length == 0) return EOPNOTSUPP;
+  return dev_.env_.memory.share_pages(mr.ctx->pid, mr.lkey, mr.addr, mr.length, fd, fd_base);
+}
+
 namespace {
 
 // Why an MR with windows bound to it stays registered (IBA 10.6.7.2.6, as rxe_dereg_mr). The
@@ -121,6 +128,7 @@ int MemoryVerbs::dereg_mr(Context* ctx, uint32_t handle) {
       .u("length", mr->length)
       .s("access", access_string(mr->access));
   mr->pd->users--;
+  dev_.env_.memory.unshare_pages(mr->lkey);
   dev_.mr_by_key_.erase(mr->lkey);
   dev_.erase_object(dev_.mrs_, ctx->mrs, handle);
   return 0;

@@ -93,7 +93,10 @@ int MemoryVerbs::rereg_mr(Context* ctx, const MrRereg& req, Mr** out) {
   pd->users++;
   const bool was_zero_based = mr->access & IBV_ACCESS_ZERO_BASED;
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) mr->access = req.access;
-  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) mr->addr = req.addr, mr->length = req.length;
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    dev_.env_.memory.unshare_pages(mr->lkey);  // the new range is reached by pid (no memfd came)
+    mr->addr = req.addr, mr->length = req.length;
+  }
   // The iova: zero-based, or the new address (rdma-core's providers send hca_va = addr).
   if (mr->access & IBV_ACCESS_ZERO_BASED) mr->iova = 0;
   else if ((req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || was_zero_based) mr->iova = mr->addr;
