@@ -252,8 +252,7 @@ size_t coalesce(const iovec* io, size_t n, iovec* out) {
   for (size_t k = 0; k < n; ++k) {
     if (m > 0 && static_cast<uint8_t*>(out[m - 1].iov_base) + out[m - 1].iov_len == io[k].iov_base)
       out[m - 1].iov_len += io[k].iov_len;
-    else
-      out[m++] = io[k];
+    else out[m++] = io[k];
   }
   return m;
 }

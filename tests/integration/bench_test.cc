@@ -41,7 +41,9 @@ const std::vector<Row> kQuickRows = {
 const std::vector<Row> kRateRows = {{"ib_write_rate", 64, 1}, {"floor_rate", 64, 1}};
 
 // The floor of the mapped shape (issue 26 point 4), beside the process_vm_* floor's rows.
-const std::vector<Row> kMappedFloorRows = {{"floor_map_lat", 2, 1}, {"floor_map_bw", 65536, 1}, {"floor_map_rate", 64, 1}};
+const std::vector<Row> kMappedFloorRows = {{"floor_map_lat", 2, 1},
+                                           {"floor_map_bw", 65536, 1},
+                                           {"floor_map_rate", 64, 1}};
 
 std::string size_text(uint64_t b) {
   if (b >= 1024) return std::to_string(b / 1024) + " KiB";
@@ -369,7 +371,8 @@ TEST_F(BenchTool, FloorOnlyMeasuresBothShapes) {
   }
   expect_mapped_floor_rows(r.output, doc);
   for (const json& f : doc["figures"])  // nothing but the kernel and the floors
-    EXPECT_TRUE(f["test"].get<std::string>().rfind("tcp_", 0) == 0 || f["test"].get<std::string>().rfind("floor_", 0) == 0)
+    EXPECT_TRUE(f["test"].get<std::string>().rfind("tcp_", 0) == 0 ||
+                f["test"].get<std::string>().rfind("floor_", 0) == 0)
         << f.dump();
   expect_csv_matches_json(dir, doc);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
