@@ -30,8 +30,8 @@ using namespace bench;
 
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
-    "                    [--baseline-only] [--gso | --no-gso] [--addr A.B.C.D] [--timeout S]\n"
-    "                    [--load cpu|traffic|all]\n"
+    "                    [--baseline-only | --floor-only] [--gso | --no-gso] [--addr A.B.C.D]\n"
+    "                    [--timeout S] [--load cpu|traffic|all]\n"
     "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
@@ -48,6 +48,8 @@ const char kBenchUsage[] =
     "  --baseline TOOL   qperf, or builtin (our own TCP stream and ping-pong); auto (default)\n"
     "                    takes qperf when it is installed\n"
     "  --baseline-only   measure the kernel baseline only (no NICs, no perftest)\n"
+    "  --floor-only      the kernel baseline and the floors of both shapes (floor_*, and\n"
+    "                    floor_map_* where the NIC maps the memory), no NICs, no perftest\n"
     "  --gso, --no-gso   start the NICs with `simnic up --gso` (always UDP GSO sends) or\n"
     "                    --no-gso (one datagram per packet) instead of the default (GSO on\n"
     "                    loopback while nobody captures lo); the floor follows. Compared only\n"
@@ -61,7 +63,7 @@ const char kBenchUsage[] =
     "                    earlier runs under the same load\n";
 
 struct Options {
-  bool quick = false, spin = true, baseline_only = false;
+  bool quick = false, spin = true, baseline_only = false, floor_only = false;
   std::string gso;  // "", "--gso" or "--no-gso": passed to simnic up
   std::string out = "bench-results", baseline = "auto", addr, show, load;
   int timeout_s = 0;
@@ -96,6 +98,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     else if (a == "--spin") o->spin = true;
     else if (a == "--no-spin") o->spin = false;
     else if (a == "--baseline-only") o->baseline_only = true;
+    else if (a == "--floor-only") o->floor_only = true;
     else if (a == "--out" && value(&o->out)) continue;
     else if (a == "--addr" && value(&o->addr)) continue;
     else if (a == "--show" && value(&o->show)) continue;
@@ -147,7 +150,7 @@ Plan make_plan(const Options& o, const std::string& addr, const std::string& log
     b.bw_sizes = {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576};
     b.lat_sizes = {2, 8, 64, 512, 4096, 16384, 65536};
   }
-  if (!o.baseline_only) add_perftest_runs(&plan, o.quick);
+  if (!o.baseline_only && !o.floor_only) add_perftest_runs(&plan, o.quick);
   return plan;
 }
 
@@ -190,6 +193,7 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   i.started_utc = utc_now("%Y-%m-%dT%H:%M:%SZ");
   i.mode = o.quick ? "quick" : "full";
   if (o.baseline_only) i.mode += "-baseline";
+  else if (o.floor_only) i.mode += "-floor";
   if (!o.gso.empty() && !o.baseline_only) i.mode += o.gso == "--gso" ? "-gso" : "-no-gso";
   if (!o.load.empty()) i.mode += "-load-" + o.load;  // compared only with runs under the same load
   i.load = o.load;
@@ -310,7 +314,7 @@ bool check_tools(const Options& o) {
   if (o.baseline == "qperf" && !on_path("qperf"))
     return std::fputs("simnic bench: qperf is not installed (scripts/setup.sh; or --baseline builtin)\n", stderr),
            false;
-  if (o.baseline_only) return true;
+  if (o.baseline_only || o.floor_only) return true;
   if (find_simnicd().empty() || find_shim_dir().empty())
     return std::fprintf(stderr, "simnic bench: simnicd or the shim is missing next to %s; build them\n",
                         self_dir().c_str()),
@@ -364,7 +368,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   install_interrupt_handlers();
   g_t0 = std::chrono::steady_clock::now();
   g_steps = int(plan.runs.size() + plan.baseline.bw_sizes.size() + plan.baseline.lat_sizes.size()) +
-            (o.baseline_only ? 0 : 3);  // the three floor measurements
+            (o.baseline_only ? 0 : 6);  // the three floor measurements, in both shapes
   const std::vector<pid_t> spinners = o.spin ? start_spinners(info.nproc) : std::vector<pid_t>{};
   info.spinners = int(spinners.size());
   Load load = o.load.empty() ? Load{} : start_load(o.load, info.nproc, addr, run_dir + "/logs");

@@ -3,7 +3,8 @@
 //   bench.cc           options, the plan of tests, the run
 //   bench_proc.cc      child processes bounded in time and killed by pid, CPU spinners, Ctrl-C
 //   bench_baseline.cc  the kernel baseline: qperf tcp_bw/tcp_lat, or our own socket test
-//   bench_floor.cc     the floor of simnic's shape: four processes, simnic's copies, no protocol
+//   bench_floor.cc     the floor of simnic's shape: four processes, simnic's copies, no protocol;
+//                      and of the mapped shape (the NIC maps registered memory)
 //   bench_perftest.cc  one perftest run on the private NICs, its report row parsed
 //   bench_report.cc    the table, CSV, JSON, the gnuplot PNG, the comparison with the last run
 //   bench_load.cc      --load: CPU hogs and a second NIC pair streaming, for the whole run
@@ -132,17 +133,24 @@ Figure tcp_message_rate(const std::vector<Figure>& baseline, const BaselinePlan&
 
 // ---- bench_floor.cc: four processes in simnic's shape, with no protocol ----
 
+// How the NIC processes reach the applications' memory: process_vm_readv/writev (simnic's
+// shape since issue 14; the floor_* figures), or a shared mapping of it, as simnicd reaches an
+// MR whose pages the shim moved onto a memfd (issue 26 point 4; the floor_map_* figures): the
+// sending NIC sends straight from the mapping, the receiving NIC copies into it with memcpy.
+enum class FloorPath { kProcessVm, kMapped };
+
 // Typical one-way latency (µs) of a `size`-byte ping-pong, application -> NIC process -> UDP ->
 // NIC process -> application, with simnic's copies, sessions and waits; NaN if it did not finish
 // or the bytes that arrived were not the ones sent. Also the mean and 99th percentile.
-double floor_lat(uint64_t size, long iterations, double* avg_us = nullptr, double* p99_us = nullptr);
+double floor_lat(FloorPath path, uint64_t size, long iterations, double* avg_us = nullptr, double* p99_us = nullptr);
 // MB/s of `messages` messages of `size` bytes along the same path (GSO sends and GRO when `gso`).
-double floor_bw(uint64_t size, long messages, bool gso);
+double floor_bw(FloorPath path, uint64_t size, long messages, bool gso);
 // Messages per second of `messages` `size`-byte messages posted one at a time (a doorbell each)
 // by application A with `window` in flight, along the same path, as ib_write_bw's message rate.
-double floor_rate(uint64_t size, long messages, int window);
-// floor_lat at 2 B, floor_bw at 64 KiB and floor_rate at 64 B, as figures (compared with
-// tcp_lat, tcp_bw and tcp_rate).
+double floor_rate(FloorPath path, uint64_t size, long messages, int window);
+// floor_lat at 2 B, floor_bw at 64 KiB and floor_rate at 64 B, each for both paths
+// (floor_map_lat, floor_map_bw, floor_map_rate), as figures compared with tcp_lat, tcp_bw and
+// tcp_rate.
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step);
 
 // ---- bench_perftest.cc ----

@@ -13,6 +13,19 @@
 // (docs/performance.md, "The floor of simnic's shape"). Three measurements: a ping-pong
 // (floor_lat), a stream of large messages (floor_bw) and a stream of small messages posted one
 // by one, each with its doorbell, as ib_write_bw posts them (floor_rate, issue 26 point 2).
+//
+// The same three again for the mapped shape (issue 26 point 4: floor_map_lat, floor_map_bw,
+// floor_map_rate), where the application's registered memory lives in a sealed memfd that its
+// NIC maps as well:
+//
+//   application A --eventfd--> NIC A --UDP--> NIC B --memcpy--> application B
+//   (memfd, MAP_SHARED)  (sendmsg straight from           (memfd, MAP_SHARED)
+//                         the mapping: no NIC copy)
+//
+// Everything else is as above. Each byte is copied three times (mapping -> socket by the
+// sender's kernel, socket -> NIC B, NIC B -> mapping) where the process_vm_* shape copies it
+// four times and TCP twice.
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <signal.h>
@@ -54,9 +67,17 @@ constexpr size_t kGsoRun = 15;       // datagrams per GSO send (under UDP's 64 K
 constexpr int kWindow = 16;          // messages in flight, as simnic's 1 MiB per-QP window
 constexpr int64_t kSpinNs = 50'000;  // the shim's busy spin before a poller sleeps
 
-// Application memory: the same address in every process after fork, private to each.
+// Application memory in the process_vm_* shape: the same address in every process after fork,
+// private to each. g_app_send also holds, in every process, the pattern floor_bw moves, which
+// the receiving NIC compares with what landed.
 alignas(4096) uint8_t g_app_send[kMaxMessage];
 alignas(4096) uint8_t g_app_recv[kMaxMessage];
+
+// One application's buffers: what it sends from and what its NIC writes into.
+struct AppMemory {
+  uint8_t* send = nullptr;
+  uint8_t* recv = nullptr;
+};
 
 // Shared by the four processes: one "CQ" word per application, and the result.
 struct Shared {
@@ -123,8 +144,33 @@ struct Setup {
   size_t size = 0;
   long count = 0;
   bool gso = false;
-  int window = 0;  // rate: messages in flight (perftest's -t)
+  int window = 0;       // rate: messages in flight (perftest's -t)
+  bool mapped = false;  // NIC i reaches mem[i] through a mapping it shares, not process_vm_*
+  AppMemory mem[2];     // application i's buffers, at these addresses in application i and NIC i
 };
+
+// ---- how a NIC reaches its application's memory: process_vm_*, or the shared mapping ----
+
+// Copies local[k] into remote[k] (equal lengths) in application i: one process_vm_writev, or
+// memcpy into the mapping NIC i shares with it. False when the bytes did not all land.
+bool write_into_app(const Setup& s, int i, const iovec* local, const iovec* remote, size_t n) {
+  if (s.mapped) {
+    for (size_t k = 0; k < n; ++k) std::memcpy(remote[k].iov_base, local[k].iov_base, local[k].iov_len);
+    return true;
+  }
+  size_t want = 0;
+  for (size_t k = 0; k < n; ++k) want += local[k].iov_len;
+  return ::process_vm_writev(s.app[i], local, n, remote, n, 0) == ssize_t(want);
+}
+
+// `len` bytes of application i's memory at `from`, as NIC i can read them; empty when it cannot.
+std::vector<uint8_t> read_app(const Setup& s, int i, const uint8_t* from, size_t len) {
+  std::vector<uint8_t> got(len);
+  if (s.mapped) return std::memcpy(got.data(), from, len), got;
+  iovec local{got.data(), len}, remote{const_cast<uint8_t*>(from), len};
+  if (::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0) != ssize_t(len)) got.clear();
+  return got;
+}
 
 // ---- latency: a ping-pong of `size` bytes, application 0 measuring round trips ----
 
@@ -137,9 +183,9 @@ void latency_app(const Setup& s, int i) {
     if (i == 1 && !wait_delivered(*s.shared, me, uint32_t(k + 1))) return;  // the ping, then the pong
     if (k > 0 || i == 1) {  // what arrived is what the other side sent: else no figure
       const uint8_t want = uint8_t(i == 1 ? k : k - 1);
-      if (g_app_recv[0] != want || g_app_recv[s.size - 1] != want) return (void)s.shared->failed.store(1);
+      if (s.mem[i].recv[0] != want || s.mem[i].recv[s.size - 1] != want) return (void)s.shared->failed.store(1);
     }
-    std::memset(g_app_send, int(k), s.size);
+    std::memset(s.mem[i].send, int(k), s.size);
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(s.doorbell[i], &one, sizeof one);
     if (i == 0 && !wait_delivered(*s.shared, me, uint32_t(k + 1))) return;
@@ -153,6 +199,19 @@ void latency_app(const Setup& s, int i) {
     s.shared->p99_us = double(rtt[rtt.size() * 99 / 100]) / 2e3;
     s.shared->result = double(rtt[rtt.size() / 2]) / 2e3;
   }
+}
+
+// The ping NIC i's application posted: read into `buf` with process_vm_readv and sent from
+// there, or sent straight from the mapping. False when the application cannot be read.
+bool send_ping(const Setup& s, int i, std::vector<uint8_t>& buf) {
+  const uint8_t* payload = s.mem[i].send;
+  if (!s.mapped) {
+    iovec local{buf.data(), s.size}, remote{s.mem[i].send, s.size};
+    if (::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0) != ssize_t(s.size)) return false;  // e.g. Yama
+    payload = buf.data();
+  }
+  ::sendto(s.sock[i], payload, s.size, 0, reinterpret_cast<const sockaddr*>(&s.addr[1 - i]), sizeof s.addr[1 - i]);
+  return true;
 }
 
 void latency_nic(const Setup& s, int i) {
@@ -169,18 +228,13 @@ void latency_nic(const Setup& s, int i) {
       if (evs[e].data.fd == s.doorbell[i]) {
         uint64_t rings = 0;
         if (::read(s.doorbell[i], &rings, sizeof rings) != sizeof rings) continue;
-        for (uint64_t r = 0; r < rings; ++r) {
-          iovec local{buf.data(), s.size}, remote{g_app_send, s.size};
-          if (::process_vm_readv(s.app[i], &local, 1, &remote, 1, 0) != ssize_t(s.size))
-            return (void)s.shared->failed.store(1);  // e.g. Yama forbids it: no figure
-          ::sendto(s.sock[i], buf.data(), s.size, 0, reinterpret_cast<const sockaddr*>(&s.addr[1 - i]),
-                   sizeof s.addr[1 - i]);
-        }
+        for (uint64_t r = 0; r < rings; ++r)
+          if (!send_ping(s, i, buf)) return (void)s.shared->failed.store(1);  // no figure
       } else {
         ssize_t got;
         while ((got = ::recv(s.sock[i], buf.data(), buf.size(), MSG_DONTWAIT)) > 0) {
-          iovec local{buf.data(), size_t(got)}, remote{g_app_recv, size_t(got)};
-          if (::process_vm_writev(s.app[i], &local, 1, &remote, 1, 0) != got) return (void)s.shared->failed.store(1);
+          iovec local{buf.data(), size_t(got)}, remote{s.mem[i].recv, size_t(got)};
+          if (!write_into_app(s, i, &local, &remote, 1)) return (void)s.shared->failed.store(1);
           deliver(s.shared->side[i], 1);
         }
       }
@@ -190,29 +244,32 @@ void latency_nic(const Setup& s, int i) {
 
 // ---- bandwidth: `count` messages of `size` bytes from application 0 into application 1 ----
 
-// Reads one message straight into datagram-shaped slots (one process_vm_readv), then sends it:
-// one sendmmsg of its datagrams, or GSO sends of up to kGsoRun datagrams.
-void send_message(const Setup& s, std::vector<uint8_t>& stage, uint32_t msg) {
-  const size_t pieces = (s.size + kChunk - 1) / kChunk;
-  std::vector<iovec> local(pieces), remote{{g_app_send, s.size}};
-  std::vector<size_t> lens(pieces);
-  for (size_t p = 0; p < pieces; ++p) {
-    uint8_t* slot = stage.data() + p * kDatagram;
-    const uint32_t header[2] = {msg, uint32_t(p * kChunk)};
-    std::memcpy(slot, header, kHeader);
-    lens[p] = std::min(kChunk, s.size - p * kChunk);
-    local[p] = {slot + kHeader, lens[p]};
+// Copies the n iovecs of `io` into `out`, each run of iovecs contiguous in memory as one (the
+// process_vm_* shape's staged datagrams lie end to end: one iovec per GSO send, as ever).
+// Returns how many `out` holds.
+size_t coalesce(const iovec* io, size_t n, iovec* out) {
+  size_t m = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (m > 0 && static_cast<uint8_t*>(out[m - 1].iov_base) + out[m - 1].iov_len == io[k].iov_base)
+      out[m - 1].iov_len += io[k].iov_len;
+    else out[m++] = io[k];
   }
-  ::process_vm_readv(s.app[0], local.data(), pieces, remote.data(), 1, 0);
+  return m;
+}
+
+// Sends datagrams described by `io`, `per` iovecs each: GSO sends of up to kGsoRun datagrams
+// (the iovecs of a run gathered into one buffer that the kernel cuts at kDatagram), or one
+// sendmmsg of them all.
+void send_datagrams(const Setup& s, std::vector<iovec>& io, size_t per) {
+  const size_t datagrams = io.size() / per;
   const sockaddr* to = reinterpret_cast<const sockaddr*>(&s.addr[1]);
   if (s.gso) {
-    for (size_t p = 0; p < pieces; p += kGsoRun) {
-      const size_t n = std::min(kGsoRun, pieces - p);
-      size_t bytes = 0;
-      for (size_t q = p; q < p + n; ++q) bytes += kHeader + lens[q];
-      iovec io{stage.data() + p * kDatagram, bytes};
+    for (size_t p = 0; p < datagrams; p += kGsoRun) {
+      const size_t n = std::min(kGsoRun, datagrams - p);
+      iovec run[2 * kGsoRun];
+      const size_t parts = coalesce(&io[p * per], n * per, run);
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(uint16_t))] = {};
-      msghdr mh{const_cast<sockaddr*>(to), sizeof s.addr[1], &io, 1, control, sizeof control, 0};
+      msghdr mh{const_cast<sockaddr*>(to), sizeof s.addr[1], run, parts, control, sizeof control, 0};
       cmsghdr* c = CMSG_FIRSTHDR(&mh);
       c->cmsg_level = SOL_UDP, c->cmsg_type = UDP_SEGMENT, c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
       const uint16_t seg = uint16_t(kDatagram);
@@ -221,17 +278,43 @@ void send_message(const Setup& s, std::vector<uint8_t>& stage, uint32_t msg) {
     }
     return;
   }
-  std::vector<mmsghdr> mm(pieces);
-  std::vector<iovec> io(pieces);
-  for (size_t p = 0; p < pieces; ++p) {
-    io[p] = {stage.data() + p * kDatagram, kHeader + lens[p]};
-    mm[p].msg_hdr = msghdr{const_cast<sockaddr*>(to), sizeof s.addr[1], &io[p], 1, nullptr, 0, 0};
-  }
-  for (size_t sent = 0; sent < pieces;) {
-    const int n = ::sendmmsg(s.sock[0], mm.data() + sent, unsigned(pieces - sent), 0);
+  std::vector<mmsghdr> mm(datagrams);
+  for (size_t p = 0; p < datagrams; ++p)
+    mm[p].msg_hdr = msghdr{const_cast<sockaddr*>(to), sizeof s.addr[1], &io[p * per], per, nullptr, 0, 0};
+  for (size_t sent = 0; sent < datagrams;) {
+    const int n = ::sendmmsg(s.sock[0], mm.data() + sent, unsigned(datagrams - sent), 0);
     if (n <= 0) break;
     sent += size_t(n);
   }
+}
+
+// Sends one message of s.size bytes as datagrams of an 8-byte header and up to kChunk bytes.
+// The process_vm_* shape reads the message straight into datagram-shaped slots of `stage` (one
+// process_vm_readv) and sends from there; the mapped shape sends each datagram from two
+// iovecs, its header in `stage` and its payload straight from the mapping (no NIC-side copy:
+// the sending kernel's copy into the socket buffer is the only one on this side).
+void send_message(const Setup& s, std::vector<uint8_t>& stage, uint32_t msg) {
+  const size_t pieces = (s.size + kChunk - 1) / kChunk;
+  std::vector<iovec> local(pieces), io;
+  io.reserve(2 * pieces);
+  for (size_t p = 0; p < pieces; ++p) {
+    uint8_t* slot = stage.data() + p * kDatagram;
+    const uint32_t header[2] = {msg, uint32_t(p * kChunk)};
+    std::memcpy(slot, header, kHeader);
+    const size_t len = std::min(kChunk, s.size - p * kChunk);
+    local[p] = {slot + kHeader, len};
+    if (s.mapped) {
+      io.push_back({slot, kHeader});
+      io.push_back({s.mem[0].send + p * kChunk, len});
+    } else {
+      io.push_back({slot, kHeader + len});
+    }
+  }
+  if (!s.mapped) {
+    iovec remote{s.mem[0].send, s.size};
+    ::process_vm_readv(s.app[0], local.data(), pieces, &remote, 1, 0);
+  }
+  send_datagrams(s, io, s.mapped ? 2 : 1);
 }
 
 // simnic's per-QP window (kWindow messages), or less when the receiving socket's buffer could
@@ -266,14 +349,13 @@ void bandwidth_sender(const Setup& s) {
 // After the last message: application 1 holds what application 0 sent (our copy of the
 // source pattern came with the fork), or the floor reports no figure.
 bool landed_intact(const Setup& s) {
-  std::vector<uint8_t> got(s.size);
-  iovec local{got.data(), s.size}, remote{g_app_recv, s.size};
-  return ::process_vm_readv(s.app[1], &local, 1, &remote, 1, 0) == ssize_t(s.size) &&
-         std::memcmp(got.data(), g_app_send, s.size) == 0;
+  const std::vector<uint8_t> got = read_app(s, 1, s.mem[1].recv, s.size);
+  return got.size() == s.size && std::memcmp(got.data(), g_app_send, s.size) == 0;
 }
 
 // Receives datagrams (whole GRO buffers when GSO is on), writes every payload into application
-// 1 with one process_vm_writev per receive, and acknowledges each completed message.
+// 1 (one process_vm_writev per receive, or a memcpy per payload into the mapping), and
+// acknowledges each completed message.
 void bandwidth_receiver(const Setup& s) {
   if (s.gso) {
     int on = 1;
@@ -298,13 +380,10 @@ void bandwidth_receiver(const Setup& s) {
       std::memcpy(header, buf.data() + off, kHeader);
       if (header[1] + len > s.size) continue;
       local.push_back({buf.data() + off + kHeader, len});
-      remote.push_back({g_app_recv + header[1], len});
+      remote.push_back({s.mem[1].recv + header[1], len});
       if (header[1] + len == s.size) completed.push_back(header[0]);
     }
-    size_t want = 0;
-    for (const iovec& v : local) want += v.iov_len;
-    if (!local.empty() &&
-        ::process_vm_writev(s.app[1], local.data(), local.size(), remote.data(), remote.size(), 0) != ssize_t(want))
+    if (!local.empty() && !write_into_app(s, 1, local.data(), remote.data(), local.size()))
       return;  // no ACK: the sender gives up, no figure
     for (uint32_t msg : completed)
       if (msg + 1 == uint32_t(s.count) && !landed_intact(s)) return;
@@ -322,7 +401,9 @@ void bandwidth_receiver(const Setup& s) {
 // so far at once (one process_vm_readv and one sendmmsg per batch: batching that simnic's shape
 // allows), NIC 1 receives a batch (recvmmsg), writes it into application 1 with one
 // process_vm_writev and acknowledges it with one datagram, which NIC 0 turns into completions.
-// An RDMA WRITE's responder application does nothing per message, and neither does this one.
+// In the mapped shape NIC 0's sendmmsg sends straight from application 0's slots and NIC 1
+// copies each message into its slot with memcpy. An RDMA WRITE's responder application does
+// nothing per message, and neither does this one.
 
 constexpr size_t kRateBatch = 64;  // datagrams per sendmmsg, recvmmsg and process_vm_* call
 
@@ -335,7 +416,7 @@ void rate_app(const Setup& s) {
   const int64_t t0 = now_ns();
   for (uint32_t k = 0; k < uint32_t(s.count); ++k) {
     if (k >= uint32_t(s.window) && !wait_delivered(*s.shared, me, k - uint32_t(s.window) + 1)) return;
-    uint8_t* slot = rate_slot(g_app_send, s, k);
+    uint8_t* slot = rate_slot(s.mem[0].send, s, k);
     for (size_t j = 0; j < s.size; ++j) slot[j] = rate_byte(k, j);
     s.shared->posted.store(k + 1, std::memory_order_release);
     uint64_t one = 1;
@@ -345,7 +426,8 @@ void rate_app(const Setup& s) {
   s.shared->result = double(s.count) / (double(now_ns() - t0) / 1e9);
 }
 
-// Sends every message posted since the last call. False when application 0 cannot be read.
+// Sends every message posted since the last call: read into `stage` with one process_vm_readv
+// per batch, or straight from the mapped slots. False when application 0 cannot be read.
 bool send_posted(const Setup& s, std::vector<uint8_t>& stage, uint32_t* sent) {
   const uint32_t posted = s.shared->posted.load(std::memory_order_acquire);
   const sockaddr* to = reinterpret_cast<const sockaddr*>(&s.addr[1]);
@@ -354,12 +436,12 @@ bool send_posted(const Setup& s, std::vector<uint8_t>& stage, uint32_t* sent) {
     iovec local[kRateBatch], remote[kRateBatch];
     mmsghdr mm[kRateBatch];
     for (size_t i = 0; i < n; ++i) {
-      local[i] = {stage.data() + i * s.size, s.size};
-      remote[i] = {rate_slot(g_app_send, s, *sent + uint32_t(i)), s.size};
+      remote[i] = {rate_slot(s.mem[0].send, s, *sent + uint32_t(i)), s.size};
+      local[i] = s.mapped ? remote[i] : iovec{stage.data() + i * s.size, s.size};
       mm[i] = {};
       mm[i].msg_hdr = msghdr{const_cast<sockaddr*>(to), sizeof s.addr[1], &local[i], 1, nullptr, 0, 0};
     }
-    if (::process_vm_readv(s.app[0], local, n, remote, n, 0) != ssize_t(n * s.size)) return false;
+    if (!s.mapped && ::process_vm_readv(s.app[0], local, n, remote, n, 0) != ssize_t(n * s.size)) return false;
     for (size_t done = 0; done < n;) {
       const int k = ::sendmmsg(s.sock[0], mm + done, unsigned(n - done), 0);
       if (k <= 0) return false;
@@ -398,9 +480,8 @@ void rate_sender(const Setup& s) {
 // After the last message: application 1's slots hold the last `window` messages, each where
 // its number puts it.
 bool rate_landed_intact(const Setup& s) {
-  std::vector<uint8_t> got(size_t(s.window) * s.size);
-  iovec local{got.data(), got.size()}, remote{g_app_recv, got.size()};
-  if (::process_vm_readv(s.app[1], &local, 1, &remote, 1, 0) != ssize_t(got.size())) return false;
+  std::vector<uint8_t> got = read_app(s, 1, s.mem[1].recv, size_t(s.window) * s.size);
+  if (got.size() != size_t(s.window) * s.size) return false;
   for (uint32_t k = uint32_t(std::max<long>(0, s.count - s.window)); k < uint32_t(s.count); ++k)
     for (size_t j = 0; j < s.size; ++j)
       if (rate_slot(got.data(), s, k)[j] != rate_byte(k, j)) return false;
@@ -422,10 +503,9 @@ void rate_receiver(const Setup& s) {
     if (n <= 0) continue;
     for (int i = 0; i < n; ++i) {
       if (mm[i].msg_len != s.size) return (void)s.shared->failed.store(1);
-      remote[i] = {rate_slot(g_app_recv, s, written + uint32_t(i)), s.size};
+      remote[i] = {rate_slot(s.mem[1].recv, s, written + uint32_t(i)), s.size};
     }
-    if (::process_vm_writev(s.app[1], local, unsigned(n), remote, unsigned(n), 0) != ssize_t(size_t(n) * s.size))
-      return (void)s.shared->failed.store(1);
+    if (!write_into_app(s, 1, local, remote, size_t(n))) return (void)s.shared->failed.store(1);
     written += uint32_t(n);
     if (written == uint32_t(s.count) && !rate_landed_intact(s)) return (void)s.shared->failed.store(1);
     ::sendto(s.sock[1], &written, sizeof written, 0, reinterpret_cast<const sockaddr*>(&s.addr[0]), sizeof s.addr[0]);
@@ -456,9 +536,45 @@ void run_nic(Shape shape, const Setup& s, int i) {
   return i == 0 ? rate_sender(s) : rate_receiver(s);
 }
 
+// The mapped shape's application memory: one sealed memfd (as the shim's registered memory is
+// to be) holding application i's send and receive buffers in region i, mapped MAP_SHARED before
+// the forks, so that application i and NIC i reach the same pages at the same addresses.
+// MAP_POPULATE: the pages exist before the first message, as the old shape's do by then.
+constexpr size_t kMappedBytes = 4 * kMaxMessage;
+
+uint8_t* map_app_memory(Setup* s) {
+  const int fd = ::memfd_create("simnic-floor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return nullptr;
+  void* base = MAP_FAILED;
+  if (::ftruncate(fd, off_t(kMappedBytes)) == 0 &&
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    base = ::mmap(nullptr, kMappedBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  ::close(fd);  // the mapping keeps the memory
+  if (base == MAP_FAILED) return nullptr;
+  uint8_t* b = static_cast<uint8_t*>(base);
+  for (int i = 0; i < 2; ++i) s->mem[i] = {b + 2 * size_t(i) * kMaxMessage, b + (2 * size_t(i) + 1) * kMaxMessage};
+  return b;
+}
+
+// Application memory for `path`, with the pattern floor_bw moves in application 0's send
+// buffer. Returns the mapping to unmap afterwards (null for process_vm_*); false when the
+// mapped shape's memory could not be made.
+bool place_app_memory(FloorPath path, Setup* s, uint8_t** mapping) {
+  for (size_t i = 0; i < s->size; ++i) g_app_send[i] = uint8_t(i * 7 + 1);  // what bandwidth moves
+  *mapping = nullptr;
+  s->mapped = path == FloorPath::kMapped;
+  if (!s->mapped) {
+    for (AppMemory& m : s->mem) m = {g_app_send, g_app_recv};  // private to each process after fork
+    return true;
+  }
+  if (!(*mapping = map_app_memory(s))) return false;
+  std::memcpy(s->mem[0].send, g_app_send, s->size);
+  return true;
+}
+
 // Runs the four processes; the measuring one (application 0 for latency and rate, NIC 0 for
 // bandwidth) leaves its figure in shared memory. NaN when there is none within `limit`.
-double run_floor(Shape shape, size_t size, long count, bool gso, std::chrono::milliseconds limit,
+double run_floor(Shape shape, FloorPath path, size_t size, long count, bool gso, std::chrono::milliseconds limit,
                  std::pair<double, double>* stats = nullptr, int window = 0) {
   const bool latency = shape == Shape::kLatency;
   if (size == 0 || size > kMaxMessage || (latency && size > kChunk)) return NAN;
@@ -467,8 +583,9 @@ double run_floor(Shape shape, size_t size, long count, bool gso, std::chrono::mi
   if (mem == MAP_FAILED) return NAN;
   Setup s;
   s.shared = new (mem) Shared;
-  for (size_t i = 0; i < size; ++i) g_app_send[i] = uint8_t(i * 7 + 1);  // what bandwidth moves
   s.size = size, s.count = count, s.gso = gso, s.window = window;
+  uint8_t* mapping = nullptr;
+  if (!place_app_memory(path, &s, &mapping)) return ::munmap(mem, sizeof(Shared)), NAN;
   for (int i = 0; i < 2; ++i) {
     s.doorbell[i] = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s.sock[i] = udp_socket(&s.addr[i]);
@@ -508,7 +625,20 @@ double run_floor(Shape shape, size_t size, long count, bool gso, std::chrono::mi
   for (pid_t pid : pids) kill_and_reap(pid);
   for (int i = 0; i < 2; ++i) ::close(s.doorbell[i]), ::close(s.sock[i]);
   ::munmap(mem, sizeof(Shared));
+  if (mapping) ::munmap(mapping, kMappedBytes);
   return result;
+}
+
+// "floor_lat", or "floor_map_lat" for the mapped shape: the names the table, the JSON and the
+// comparison with earlier runs know them by.
+std::string floor_name(FloorPath path, const std::string& kind) {
+  return (path == FloorPath::kMapped ? "floor_map_" : "floor_") + kind;
+}
+
+// The progress line of one floor measurement.
+std::string floor_step(FloorPath path, const std::string& what) {
+  return what + (path == FloorPath::kMapped ? " (the mapped shape: memcpy, no process_vm_*" : " (simnic's shape") +
+         ", no protocol)";
 }
 
 Figure floor_figure(const std::string& test, const std::string& kind, uint64_t size, long count, double value) {
@@ -518,14 +648,28 @@ Figure floor_figure(const std::string& test, const std::string& kind, uint64_t s
   return f;
 }
 
+// The latency floor at 2 B, the best of five runs: where the scheduler happens to place four
+// processes on two CPUs moves a run's typical latency by a factor of two or more, and a floor
+// is the least the shape needs.
+Figure best_floor_lat(FloorPath path, long iterations) {
+  Figure f = floor_figure(floor_name(path, "lat"), "lat", 2, iterations, NAN);
+  for (int run = 0; run < 5 && !interrupted(); ++run) {
+    double avg = NAN, p99 = NAN;
+    const double typical = floor_lat(path, 2, iterations, &avg, &p99);
+    if (std::isfinite(typical) && !(typical >= f.value)) f.value = typical, f.avg_us = avg, f.p99_us = p99;
+  }
+  if (std::isfinite(f.value)) f.status = "ok";
+  return f;
+}
+
 // The rate floor at 64 B, ib_write_bw's message-rate row: perftest's default send queue depth
 // (128) in flight, the best of three runs (the placement of four processes on two CPUs moves
 // a run, as it moves floor_lat).
-Figure best_floor_rate(long messages) {
+Figure best_floor_rate(FloorPath path, long messages) {
   constexpr int kPerftestTxDepth = 128;
-  Figure f = floor_figure("floor_rate", "rate", 64, messages, NAN);
+  Figure f = floor_figure(floor_name(path, "rate"), "rate", 64, messages, NAN);
   for (int run = 0; run < 3 && !interrupted(); ++run) {
-    const double rate = floor_rate(64, messages, kPerftestTxDepth);
+    const double rate = floor_rate(path, 64, messages, kPerftestTxDepth);
     if (std::isfinite(rate) && !(rate <= f.value)) f.value = rate;
   }
   if (std::isfinite(f.value)) f.status = "ok";
@@ -534,41 +678,41 @@ Figure best_floor_rate(long messages) {
 
 }  // namespace
 
-double floor_lat(uint64_t size, long iterations, double* avg_us, double* p99_us) {
+double floor_lat(FloorPath path, uint64_t size, long iterations, double* avg_us, double* p99_us) {
   std::pair<double, double> stats{NAN, NAN};
-  const double typical = run_floor(Shape::kLatency, size, iterations, false, std::chrono::seconds(60), &stats);
+  const double typical = run_floor(Shape::kLatency, path, size, iterations, false, std::chrono::seconds(60), &stats);
   if (avg_us) *avg_us = stats.first;
   if (p99_us) *p99_us = stats.second;
   return typical;
 }
 
-double floor_bw(uint64_t size, long messages, bool gso) {
-  return run_floor(Shape::kBandwidth, size, messages, gso, std::chrono::seconds(60));
+double floor_bw(FloorPath path, uint64_t size, long messages, bool gso) {
+  return run_floor(Shape::kBandwidth, path, size, messages, gso, std::chrono::seconds(60));
 }
 
-double floor_rate(uint64_t size, long messages, int window) {
-  return run_floor(Shape::kRate, size, messages, false, std::chrono::seconds(60), nullptr, window);
+double floor_rate(FloorPath path, uint64_t size, long messages, int window) {
+  return run_floor(Shape::kRate, path, size, messages, false, std::chrono::seconds(60), nullptr, window);
 }
 
+// Each measurement in both shapes, one after the other, so that the two figures of a pair see
+// the same machine.
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
+  constexpr FloorPath kPaths[] = {FloorPath::kProcessVm, FloorPath::kMapped};
   std::vector<Figure> out;
   const long lat_iters = quick ? 1000 : 4000, bw_msgs = quick ? 4000 : 20000;
-  step("floor_lat 2 B (simnic's shape, no protocol, best of 5)");
-  // The best of five runs: where the scheduler happens to place four processes on two CPUs
-  // moves a run's typical latency by a factor of two or more, and a floor is the least the shape
-  // needs.
-  Figure f = floor_figure("floor_lat", "lat", 2, lat_iters, NAN);
-  for (int run = 0; run < 5 && !interrupted(); ++run) {
-    double avg = NAN, p99 = NAN;
-    const double typical = floor_lat(2, lat_iters, &avg, &p99);
-    if (std::isfinite(typical) && !(typical >= f.value)) f.value = typical, f.avg_us = avg, f.p99_us = p99;
+  for (FloorPath path : kPaths) {
+    step(floor_step(path, floor_name(path, "lat") + " 2 B, best of 5"));
+    if (!interrupted()) out.push_back(best_floor_lat(path, lat_iters));
   }
-  if (std::isfinite(f.value)) f.status = "ok";
-  if (!interrupted()) out.push_back(f);
-  step("floor_bw 64 KiB (simnic's shape, no protocol)");
-  if (!interrupted()) out.push_back(floor_figure("floor_bw", "bw", 65536, bw_msgs, floor_bw(65536, bw_msgs, gso)));
-  step("floor_rate 64 B (simnic's shape, no protocol, best of 3)");
-  if (!interrupted()) out.push_back(best_floor_rate(quick ? 20000 : 100000));
+  for (FloorPath path : kPaths) {
+    step(floor_step(path, floor_name(path, "bw") + " 64 KiB"));
+    const double mbs = floor_bw(path, 65536, bw_msgs, gso);
+    if (!interrupted()) out.push_back(floor_figure(floor_name(path, "bw"), "bw", 65536, bw_msgs, mbs));
+  }
+  for (FloorPath path : kPaths) {
+    step(floor_step(path, floor_name(path, "rate") + " 64 B, best of 3"));
+    if (!interrupted()) out.push_back(best_floor_rate(path, quick ? 20000 : 100000));
+  }
   return out;
 }
 

@@ -40,6 +40,11 @@ const std::vector<Row> kQuickRows = {
 // The message-rate rows (issue 26 point 2): ib_write_bw 64 B's MsgRate and the floor's rate.
 const std::vector<Row> kRateRows = {{"ib_write_rate", 64, 1}, {"floor_rate", 64, 1}};
 
+// The floor of the mapped shape (issue 26 point 4), beside the process_vm_* floor's rows.
+const std::vector<Row> kMappedFloorRows = {{"floor_map_lat", 2, 1},
+                                           {"floor_map_bw", 65536, 1},
+                                           {"floor_map_rate", 64, 1}};
+
 std::string size_text(uint64_t b) {
   if (b >= 1024) return std::to_string(b / 1024) + " KiB";
   return std::to_string(b) + " B";
@@ -223,6 +228,27 @@ void expect_rate_rows(const std::string& out) {
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(\nib_write_rate .* [0-9.]+x floor_rate\n)"))) << out;
 }
 
+// Issue 26 point 4: each mapped floor row with its figure, its ratio to the kernel's and, in
+// its note, its ratio to the process_vm_* floor of the same run; the same figures in bench.json.
+void expect_mapped_floor_rows(const std::string& out, const json& doc) {
+  for (const Row& r : kMappedFloorRows) {
+    const std::string kind = r.test.substr(std::string("floor_map_").size());
+    const std::string unit = kind == "lat" ? "[0-9.]+ us" : kind == "bw" ? "[0-9.]+ MB/s" : "[0-9]+k msg/s";
+    const std::regex row("\n" + r.test + R"(\s+)" + size_text(r.size) + R"(\s+1\s+)" + unit + R"(\s+)" + unit +
+                         R"(\s+[0-9.]+x\s+0\s+0\s+[0-9.]+x floor_)" + kind + "[,\n]");
+    EXPECT_TRUE(std::regex_search(out, row)) << "no row with figures for " << r.test << " in:\n" << out;
+    const json* f = find_figure(doc, r.test, r.size, r.qps);
+    ASSERT_NE(f, nullptr) << r.test;
+    EXPECT_EQ((*f)["kind"], kind);
+    EXPECT_EQ((*f)["status"], "ok") << f->dump();
+    EXPECT_TRUE((*f)["value"].is_number() && (*f)["value"].get<double>() > 0) << f->dump();
+    EXPECT_TRUE((*f)["ratio"].is_number() && (*f)["ratio"].get<double>() > 0) << f->dump();
+    const json* old_floor = find_figure(doc, "floor_" + kind, r.size, r.qps);
+    ASSERT_NE(old_floor, nullptr) << "floor_" << kind;
+    EXPECT_EQ((*old_floor)["status"], "ok") << old_floor->dump();
+  }
+}
+
 // The same in bench.json: TCP's p99 on every tcp_lat, carried to the latency rows with its
 // ratio; the rate figures with their kernel figure and unit.
 void expect_tail_and_rate_figures(const json& doc) {
@@ -278,6 +304,7 @@ TEST_F(BenchTool, QuickRunPrintsSavesPlotsAndCompares) {
   for (const char* key : {"commit", "cpu_model", "kernel", "baseline_tool"}) EXPECT_NE(doc["run"][key], "") << key;
   expect_figures_complete(doc);
   expect_tail_and_rate_figures(doc);
+  expect_mapped_floor_rows(r.output, doc);
   expect_csv_matches_json(dir, doc);
   EXPECT_TRUE(is_png(dir + "/bench.png"));
   EXPECT_EQ(r.output.find("No plot:"), std::string::npos) << r.output;  // gnuplot drew every panel
@@ -320,6 +347,35 @@ TEST_F(BenchTool, BuiltinBaselineMeasuresTcpOnBusyCpus) {
     }
   }
   expect_csv_matches_json(dir, doc);
+}
+
+// --floor-only: the kernel baseline and the floors of both shapes, no NICs and no perftest
+// (so this runs where perftest is not installed). Every floor row has a figure: the mapped
+// shape's memfd and the process_vm_* shape's reads both worked and moved the right bytes.
+TEST_F(BenchTool, FloorOnlyMeasuresBothShapes) {
+  Result r = run({bin_dir() + "/simnic", "bench", "--quick", "--floor-only", "--no-spin", "--baseline", "builtin",
+                  "--out", root_},
+                 {}, 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string dir = new_run_dir(root_);
+  json doc = json::parse(slurp(dir + "/bench.json"), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["run"]["mode"], "quick-floor");
+  for (const char* test : {"floor_lat", "floor_bw", "floor_rate"}) {
+    const json* f = nullptr;
+    for (const json& g : doc["figures"])
+      if (g["test"] == test) f = &g;
+    ASSERT_NE(f, nullptr) << test;
+    EXPECT_EQ((*f)["status"], "ok") << f->dump();
+    EXPECT_TRUE((*f)["value"].is_number() && (*f)["value"].get<double>() > 0) << f->dump();
+  }
+  expect_mapped_floor_rows(r.output, doc);
+  for (const json& f : doc["figures"])  // nothing but the kernel and the floors
+    EXPECT_TRUE(f["test"].get<std::string>().rfind("tcp_", 0) == 0 ||
+                f["test"].get<std::string>().rfind("floor_", 0) == 0)
+        << f.dump();
+  expect_csv_matches_json(dir, doc);
+  EXPECT_TRUE(is_png(dir + "/bench.png"));
 }
 
 TEST_F(BenchTool, RefusesBadArguments) {
