@@ -77,19 +77,25 @@ void print_baselines(std::FILE* out, const std::vector<Figure>& figures) {
                    f.ok() ? figure_text(f).c_str() : "FAILED", std::to_string(f.size).c_str());
 }
 
-// The floor figure measured in the same run for `f`'s kind and size ("floor_rate" for a rate):
-// the process_vm_* shape's, which is how simnic reached perftest's memory when it was chosen.
-const Figure* floor_of(const Figure& f, const std::vector<Figure>& figures) {
+// The figure called `test` at `size` measured in the same run, if it succeeded.
+const Figure* figure_named(const std::vector<Figure>& figures, const std::string& test, uint64_t size) {
   for (const auto& g : figures)
-    if (g.test == "floor_" + f.kind && g.size == f.size && g.ok()) return &g;
+    if (g.test == test && g.size == size && g.ok()) return &g;
   return nullptr;
+}
+
+// The floor of simnic's shape for `f`'s kind and size: the mapped shape's (floor_map_*: the NIC
+// maps registered memory, shared pages, issue 26 point 4), else the process_vm_* one's.
+const Figure* floor_of(const Figure& f, const std::vector<Figure>& figures) {
+  if (const Figure* g = figure_named(figures, "floor_map_" + f.kind, f.size)) return g;
+  return figure_named(figures, "floor_" + f.kind, f.size);
 }
 
 // A mapped-floor figure over the process_vm_* floor of the same run ("1.42x floor_bw"): what
 // the NIC mapping registered memory buys (issue 26 point 4); "" for any other figure.
 std::string mapped_gain(const Figure& f, const std::vector<Figure>& figures) {
   if (f.test.rfind("floor_map_", 0) != 0) return "";
-  const Figure* floor = floor_of(f, figures);
+  const Figure* floor = figure_named(figures, "floor_" + f.kind, f.size);
   return floor && floor->value > 0 ? fmt(f.value / floor->value, "%.2f") + "x floor_" + f.kind : "";
 }
 
@@ -104,7 +110,7 @@ std::string note_of(const Figure& f, const std::vector<Figure>& figures) {
            (std::isfinite(f.p99_ratio) ? fmt(f.p99_ratio, "%.2f") + "x" : std::string("-")) + " tcp p99)";
   if (!gain.empty()) return gain;
   const Figure* floor = f.kind == "rate" && f.test.rfind("floor_", 0) != 0 ? floor_of(f, figures) : nullptr;
-  if (floor && floor->value > 0) return fmt(f.value / floor->value, "%.2f") + "x floor_rate";
+  if (floor && floor->value > 0) return fmt(f.value / floor->value, "%.2f") + "x " + floor->test;
   return "";
 }
 
