@@ -124,7 +124,9 @@ constexpr uint32_t kDoorbellGateOn = 0x0db0e11u;
 // eventfd brings a look after it. Without F1 a release store followed by a seq_cst exchange
 // gives no such order (the store may pass it on weakly ordered CPUs); without F2 the loads
 // could pass the clear (on x86 too: a load may pass an earlier store). A held doorbell (step
-// mode) clears the word when it is handled, so it keeps later posts quiet until then.
+// mode) clears the word when it is handled, so it keeps later posts quiet until then. The
+// page is the context's own: a program that scribbles on the word silences or wakes only its
+// own NIC context, and simnicd never reads it (it only clears it).
 //
 // The shim's half, after it published a producer index: whether to write the eventfd.
 inline bool doorbell_must_ring(ContextShared* page) {
