@@ -94,10 +94,54 @@ struct CqShared {
 // empty for a while sleeps on that word (FUTEX_WAIT) instead of yielding the CPU, and simnicd
 // wakes it (FUTEX_WAKE) when `sleepers` says someone sleeps. Busy-polling applications and the
 // NIC then share two CPUs without starving each other (docs/performance.md).
+//
+// The doorbell gate (issue 26 point 2): a doorbell is an eventfd write, one system call per
+// ibv_post_send. `doorbell_rung` says a doorbell is rung and simnicd has not yet begun the look
+// at the context's queues that answers it; a post that finds it set skips the eventfd, since
+// that look is still to come and will see its WQE. Only a simnicd that marks the page
+// (`doorbell_gate` = kDoorbellGateOn) promises to clear the word: with any other, the shim
+// rings every time. The two halves are doorbell_must_ring and open_doorbell_gate below.
 struct ContextShared {
   alignas(kCacheLine) std::atomic<uint32_t> cqe_seq{0};
   std::atomic<uint32_t> sleepers{0};  // shim threads in FUTEX_WAIT on cqe_seq
+  // Its own line: the shim sets it on every post, simnicd clears it on every doorbell.
+  alignas(kCacheLine) std::atomic<uint32_t> doorbell_rung{0};  // 1: rung, the look not yet begun
+  std::atomic<uint32_t> doorbell_gate{0};                      // kDoorbellGateOn: simnicd clears it
 };
+constexpr uint32_t kDoorbellGateOn = 0x0db0e11u;
+
+// Why no WQE is left unseen. The shim (doorbell_must_ring) does W: store the SQ or RQ producer
+// index (release), then F1: a seq_cst fence, then X: exchange doorbell_rung to 1. simnicd
+// (open_doorbell_gate, before Requester::on_doorbell reads any producer index) does C: store 0,
+// then F2: a seq_cst fence, then R: the producer loads. Take a post whose X read 1 (it skips
+// the eventfd). The 1 came from an exchange E that read 0 (between them in doorbell_rung's
+// modification order there are only exchanges writing 1, no clear), and E's poster wrote the
+// eventfd after E. simnicd drains that eventfd and then runs on_doorbell, whose clear C thus
+// happens after E, so C follows E, and hence X, in the modification order: X is coherence-
+// ordered before C. By [atomics.order] the fence F1 before X then precedes the fence F2 after
+// C in the single total order S, and since W is sequenced before F1 and F2 before R, R reads W
+// or a later index: the look still to come sees the WQE. A post whose X read 0 rings, and the
+// eventfd brings a look after it. Without F1 a release store followed by a seq_cst exchange
+// gives no such order (the store may pass it on weakly ordered CPUs); without F2 the loads
+// could pass the clear (on x86 too: a load may pass an earlier store). A held doorbell (step
+// mode) clears the word when it is handled, so it keeps later posts quiet until then. The
+// page is the context's own: a program that scribbles on the word silences or wakes only its
+// own NIC context, and simnicd never reads it (it only clears it).
+//
+// The shim's half, after it published a producer index: whether to write the eventfd.
+inline bool doorbell_must_ring(ContextShared* page) {
+  if (!page || page->doorbell_gate.load(std::memory_order_relaxed) != kDoorbellGateOn) return true;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // F1: the producer index before the word
+  return page->doorbell_rung.exchange(1, std::memory_order_seq_cst) == 0;
+}
+
+// simnicd's half, before it reads the producer indices of the context's queues: a post from
+// here on rings again, and one that did not ring is seen by the reads that follow.
+inline void open_doorbell_gate(ContextShared* page) {
+  if (!page) return;
+  page->doorbell_rung.store(0, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // F2: the word before the producer loads
+}
 
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmNext = 1, kCqArmSolicited = 2 };
 

@@ -28,6 +28,8 @@ void Requester::run_scheduled(uint64_t now) {
 
 void Requester::on_doorbell(Context* ctx, uint64_t now, uint64_t rings) {
   dev_.set_time(now);
+  // Before any producer index is read (abi::open_doorbell_gate says why that order matters).
+  abi::open_doorbell_gate(ctx->shared);
   dev_.tracer_.event(TraceKind::kDoorbell).u("ctx", ctx->id).u("rings", rings);
   for (uint32_t h : std::vector<uint32_t>(ctx->qps)) {
     auto it = dev_.qps_.find(h);

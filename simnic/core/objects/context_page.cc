@@ -10,6 +10,8 @@ int ContextVerbs::map_context_page(Context* ctx, ShmRegion** page) {
   int err = 0;
   if (!dev_.env_.shm.allocate(sizeof(abi::ContextShared), "simnic-context", &ctx->page, &err)) return err;
   ctx->shared = new (ctx->page.addr) abi::ContextShared;
+  // This NIC keeps the doorbell gate: Requester::on_doorbell opens it before every look.
+  ctx->shared->doorbell_gate.store(abi::kDoorbellGateOn, std::memory_order_relaxed);
   *page = &ctx->page;
   return 0;
 }
