@@ -100,7 +100,7 @@ void Completer::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
       // re-requested responses would be dropped as old and a lost re-request never retried.
       const uint32_t missing = psn_add(st.first_psn, st.rcvd_pkts);
       qp.comp.una_psn = missing;
-      requester_.go_back_n(qp, missing, now, "implied_nak");
+      resend_from(qp, missing, now, "implied_nak");
       return;
     }
     note_peer_answered(qp, st, now);
@@ -247,7 +247,7 @@ CompStep Completer::comp_read_data(CompletionWork& c) {
       ++dev_.counters_.duplicates;
     } else if (qp.comp.read_gap_asked != expect) {
       qp.comp.read_gap_asked = expect;
-      requester_.go_back_n(qp, expect, c.now, "read_gap");
+      resend_from(qp, expect, c.now, "read_gap");
     } else {
       ++dev_.counters_.rx_drop_unexpected;
     }
@@ -347,7 +347,7 @@ CompStep Completer::comp_nak(CompletionWork& c) {
       return CompStep::kDone;
     }
     --qp.comp.retry_left;
-    requester_.go_back_n(qp, psn, c.now, "nak_seq");
+    resend_from(qp, psn, c.now, "nak_seq");
     return CompStep::kDone;
   }
   const NakInfo& nak = nak_info(code);

@@ -88,7 +88,7 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
   if (qp.comp.rnr_wait) {        // the RNR wait is over: try again from the NAKed PSN
     qp.comp.rnr_wait = false;
     dev_.tracer_.event(TraceKind::kTimer).u("qp", qp.qpn).s("what", "rnr_wait").s("action", "fired");
-    requester_.go_back_n(qp, qp.comp.una_psn, now, "rnr");
+    resend_from(qp, qp.comp.una_psn, now, "rnr");
     return;
   }
   if (qp.comp.sq_consumer == qp.req.sq_started) return;  // everything was acknowledged meanwhile
@@ -126,7 +126,7 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
     return;
   }
   --qp.comp.retry_left;
-  requester_.go_back_n(qp, qp.comp.una_psn, now, "timeout");
+  resend_from(qp, qp.comp.una_psn, now, "timeout");
 }
 
 // --- A queue is not a loss ---
@@ -152,7 +152,10 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 //       - the peer's socket is gone (its NIC died): a timeout at once;
 //       - a packet of this QP's still unacknowledged ones may have been lost: the kernel counted
 //         a drop towards the peer, or the fault injector dropped or held one back
-//         (PeerProgress::lost_seq): a timeout, exactly as without this rule;
+//         (PeerProgress::lost_seq), since the oldest unacknowledged WQE's first packet and
+//         since the QP's last retransmission (a drop before that was answered by the resend,
+//         and counting it again would spend the retries of a busy host on one old loss): a
+//         timeout, exactly as without this rule;
 //       - the peer has read it (its queue was seen empty since it was sent) and has not
 //         answered for a whole timeout since: it dropped it (no such QP, a QP in error) or its
 //         ACK was lost: a timeout;
@@ -185,6 +188,11 @@ void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now)
   peer.moved_ns = now;
 }
 
+void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
+  qp.comp.resent_from_seq = peer_progress_[qp.remote_ip].sent + 1;  // the resend's first packet
+  requester_.go_back_n(qp, psn, now, cause);
+}
+
 // The cases above, in order.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   PeerProgress& peer = peer_progress_[qp.remote_ip];
@@ -203,7 +211,8 @@ AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint
   constexpr uint64_t kStalledPeerNs = 3'000'000'000;
   if (!peer.end.open) return {false, "the peer NIC's socket is gone"};
   const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
-  if (peer.lost_seq >= oldest.first_seq) return {false, "a packet towards the peer was dropped"};
+  if (peer.lost_seq >= std::max(oldest.first_seq, qp.comp.resent_from_seq))
+    return {false, "a packet towards the peer was dropped"};
   if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
     if (now - peer.read_ns < ack_timeout_ns(qp)) return {true, "the peer has just read it"};
     return {false, "the peer read it and did not answer"};

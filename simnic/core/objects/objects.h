@@ -202,6 +202,9 @@ struct QpCompleter {
   // How far the peer NIC had answered when the ACK timer was armed (completer_timers.cc: a
   // queue is not a loss).
   uint64_t timer_answered_seq = 0;
+  // The peer-packet number the QP's last retransmission started at: a drop before it was
+  // already paid for by a retry (completer_timers.cc).
+  uint64_t resent_from_seq = 0;
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

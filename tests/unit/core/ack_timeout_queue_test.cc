@@ -196,6 +196,37 @@ TEST_F(AckTimeoutQueue, AnInjectedLossTowardsALocalPeerStillTimesOutAndRetries) 
   EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
 }
 
+// Send: one three-packet WRITE towards the local B, whose second packet A's fault injector
+// drops; B reads the first and the third, NAKs the gap (PSN sequence error), and A resends
+// the second and the third. Then B is not scheduled for 300 ms, four timeouts, retry_cnt 2.
+// Expect: the drop was answered by the resend, so it does not make the waits that follow
+// count as losses (they did, until the resend's start was remembered: three timeouts and
+// RETRY_EXC_ERR on a host that was merely busy); the WRITE completes and lands.
+TEST_F(AckTimeoutQueue, ALossAnsweredByAResendIsNotCountedAgainWhileTheResendWaits) {
+  start_two_pairs(2);
+  fabric.local_peers = true;
+  int sent = 0;
+  fabric.inject_loss = [&](const WirePacket& p) { return p.src_ip == kIpA && ++sent == 2; };
+  a->qp = qa[0];
+  fill(*a, 0, 3 * kMsg, 7);
+  post_sends(*a, {rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 3 * kMsg, 0)});
+  ASSERT_EQ(packets_from_a(), 2u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());  // the gap: B NAKs, A goes back to the second
+  ASSERT_EQ(packets_from_a(), 2u);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  for (int i = 0; i < 30; ++i) tick(10 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_GE(a->dev.counters().timeouts_deferred, 1u);
+  EXPECT_EQ(qa[0]->comp.retry_left, 1u);  // the NAK's retry only (rxe counts a sequence error NAK)
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0, *b, 0, 3 * kMsg));
+}
+
 // Send: one WRITE towards the local B; the kernel drops it (B's receive buffer full: its
 // socket's drops counter grows). Expect: a timeout and a retry, as for any loss.
 TEST_F(AckTimeoutQueue, AKernelDropAtALocalPeersSocketStillTimesOut) {
