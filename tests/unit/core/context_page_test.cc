@@ -76,7 +76,9 @@ class DoorbellGate : public ContextPage {
     ring.producer.value.store(p + 1, std::memory_order_release);
     return abi::doorbell_must_ring(page);
   }
-  abi::SendWqe write_n(int i) { return rdma(*a, *b, IBV_WR_RDMA_WRITE, uint64_t(i), size_t(i) * 64, 64, 4096 + size_t(i) * 64); }
+  abi::SendWqe write_n(int i) {
+    return rdma(*a, *b, IBV_WR_RDMA_WRITE, uint64_t(i), size_t(i) * 64, 64, 4096 + size_t(i) * 64);
+  }
   void expect_writes_done(int n) {
     fabric.deliver_all(now);
     const std::vector<ibv_wc> wcs = poll(*a);
@@ -95,10 +97,10 @@ TEST_F(DoorbellGate, PostsBehindAnUnansweredDoorbellDoNotRingAndItsLookSeesThemA
   ASSERT_NE(page, nullptr);
   EXPECT_EQ(page->doorbell_gate.load(), abi::kDoorbellGateOn);  // this NIC keeps the gate
   fill(*a, 0, 4 * 64, 3);
-  EXPECT_TRUE(post_as_the_shim(*a, page, write_n(0)));  // the first post rings...
+  EXPECT_TRUE(post_as_the_shim(*a, page, write_n(0)));   // the first post rings...
   EXPECT_FALSE(post_as_the_shim(*a, page, write_n(1)));  // ...the next two do not
   EXPECT_FALSE(post_as_the_shim(*a, page, write_n(2)));
-  a->dev.on_doorbell(a->ctx, now);  // simnicd answers the one eventfd write
+  a->dev.on_doorbell(a->ctx, now);             // simnicd answers the one eventfd write
   EXPECT_EQ(queued_opcodes(kIpA).size(), 3u);  // and its look found all three WQEs
   EXPECT_EQ(page->doorbell_rung.load(), 0u);
   EXPECT_TRUE(post_as_the_shim(*a, page, write_n(3)));  // answered: the next post rings again
@@ -116,7 +118,8 @@ TEST_F(DoorbellGate, APostMadeWhileTheNicLooksAtTheQueuesRings) {
   ASSERT_TRUE(post_as_the_shim(*a, page, write_n(0)));
   std::vector<bool> rang_during_look;
   fabric.on_send = [&](const WirePacket& p) {
-    if (p.src_ip == kIpA && rang_during_look.empty()) rang_during_look.push_back(post_as_the_shim(*a, page, write_n(1)));
+    if (p.src_ip == kIpA && rang_during_look.empty())
+      rang_during_look.push_back(post_as_the_shim(*a, page, write_n(1)));
   };
   a->dev.on_doorbell(a->ctx, now);
   fabric.on_send = nullptr;
