@@ -90,25 +90,39 @@ void TraceHub::close() {
   file_.close();
 }
 
-void TraceHub::remember(const std::string& line) {
-  if (first_nic_up_.empty() && is_nic_up(line)) first_nic_up_ = line;
-  history_.push_back(line);
-  history_bytes_ += line.size() + 1;
+void TraceHub::remember(char tag, std::string_view body, bool nic_up) {
+  // Full, the oldest entry's string takes the new one: no allocation per event (every packet
+  // makes several while the history is on).
+  std::string kept;
+  if (history_.size() >= kHistoryLines) {
+    history_bytes_ -= history_.front().size() + 1;
+    kept = std::move(history_.front());
+    history_.pop_front();
+  }
+  kept.assign(1, tag);
+  kept.append(body);
+  if (nic_up && first_nic_up_.empty()) first_nic_up_ = kept;
+  history_bytes_ += kept.size() + 1;
+  history_.push_back(std::move(kept));
   while (history_.size() > kHistoryLines || history_bytes_ > kHistoryBytes) {
     history_bytes_ -= history_.front().size() + 1;
     history_.pop_front();
   }
 }
 
+void TraceHub::append_entry(std::string& out, const std::string& entry) {
+  const std::string_view body = std::string_view(entry).substr(1);
+  if (entry[0] == kEventEntry) core::append_trace_json(out, body);
+  else out += body;
+  out += '\n';
+}
+
 // The ring's lines, oldest first; when the ring no longer holds the NIC's first nic_up, that
 // line comes first anyway: it carries the NIC's address and clock (wall_ns) for the viewer.
 void TraceHub::replay_history(Subscriber& s) {
   if (!first_nic_up_.empty() && (history_.empty() || history_.front() != first_nic_up_))
-    s.pending += first_nic_up_ + '\n';
-  for (const std::string& line : history_) {
-    s.pending += line;
-    s.pending += '\n';
-  }
+    append_entry(s.pending, first_nic_up_);
+  for (const std::string& entry : history_) append_entry(s.pending, entry);
   s.max_pending = kMaxPending + s.pending.size();
 }
 
@@ -141,6 +155,21 @@ void TraceHub::drop(const SubscriberPtr& s) {
 }
 
 void TraceHub::write_line(const std::string& line) {
+  deliver(line);
+  if (!snapshot_only_ && listener_ && history_on_) remember(kJsonEntry, line, is_nic_up(line));
+}
+
+void TraceHub::write_event(std::string_view event) {
+  if (snapshot_only_ || file_.is_open() || !subscribers_.empty()) {
+    json_.clear();
+    core::append_trace_json(json_, event);
+    deliver(json_);
+  }
+  if (!snapshot_only_ && listener_ && history_on_)
+    remember(kEventEntry, event, core::trace_event_is(event, core::TraceKind::kNicUp));
+}
+
+void TraceHub::deliver(const std::string& line) {
   if (snapshot_only_) {
     if (subscribers_.empty()) return;
     SubscriberPtr s = subscribers_.back();
@@ -152,7 +181,6 @@ void TraceHub::write_line(const std::string& line) {
   }
   // A line is written whole or not at all (the size limit, a full disk: output_file.h).
   if (file_.is_open()) file_.append({std::span(reinterpret_cast<const uint8_t*>(line.data()), line.size()), kNewline});
-  if (listener_ && history_on_) remember(line);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     SubscriberPtr s = *it++;
     s->pending += line;

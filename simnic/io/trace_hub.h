@@ -38,6 +38,9 @@ class TraceHub final : public core::TraceSink {
   bool active() const { return file_.is_open() || !subscribers_.empty() || (listener_ != nullptr && history_on_); }
   void set_history(bool on) { history_on_ = on; }
   void write_line(const std::string& line) override;
+  // The history keeps events in the tracer's compact form; the JSON is made only for the file,
+  // subscribers, and the history when a viewer attaches (docs/performance.md, "Tracing's cost").
+  void write_event(std::string_view event) override;
   void flush_file() { file_.flush(); }
   const OutputFile& file() const { return file_; }
   // While a snapshot is sent, lines go to the newest subscriber only.
@@ -64,7 +67,12 @@ class TraceHub final : public core::TraceSink {
   // (a paused NIC emits nothing more, but its subscriber must still see every line).
   void send_later(const SubscriberPtr& s);
   void drop(const SubscriberPtr& s);
-  void remember(const std::string& line);
+  // A line to the file and every subscriber (or only to the newest during a snapshot).
+  void deliver(const std::string& line);
+  // History entries: a tag, then a JSON line (kJsonEntry) or a compact event (kEventEntry).
+  static constexpr char kJsonEntry = 'J', kEventEntry = 'E';
+  void remember(char tag, std::string_view body, bool nic_up);
+  static void append_entry(std::string& out, const std::string& entry);
   void replay_history(Subscriber& s);
 
   boost::asio::io_context& io_;
@@ -79,6 +87,7 @@ class TraceHub final : public core::TraceSink {
   size_t history_bytes_ = 0;
   bool history_on_ = true;
   std::string first_nic_up_;  // the NIC's own nic_up (its clock), kept when the ring drops it
+  std::string json_;          // write_event's line, reused
 };
 
 }  // namespace simnic::io

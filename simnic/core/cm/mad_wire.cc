@@ -22,8 +22,8 @@ CmMadWire::CmMadWire(const CmNicInfo& nic, KeySource& keys, PacketSink& wire, Tr
 
 void CmMadWire::trace(uint32_t dst, uint32_t psn, const cm::Message& m, const char* fault) {
   auto e = tracer_.event(TraceKind::kPktTx);
-  e.s("src", ip_string(nic_.ipv4))
-      .s("dst", ip_string(dst))
+  e.ip("src", nic_.ipv4)
+      .ip("dst", dst)
       .s("opcode", opcode_info(kUdSendOnly).name)
       .u("opcode_num", kUdSendOnly)
       .s("op_flags", op_flags_of(kUdSendOnly))

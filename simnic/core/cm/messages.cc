@@ -124,7 +124,7 @@ void CmExchange::on_mad(uint32_t src_ip, uint16_t src_port, const ParsedPacket& 
   if (tracer_.on())
     tracer_.event(TraceKind::kCmRx)
         .s("cm", cm::attr_name(m.attr_id))
-        .s("src", ip_string(src_ip))
+        .ip("src", src_ip)
         .u("local_comm_id", m.local_comm_id)
         .u("remote_comm_id", m.remote_comm_id);
   switch (m.attr_id) {

@@ -46,17 +46,14 @@ void DatagramReceiver::receive_multicast(const ParsedPacket& pkt, uint32_t src_i
   if (!why.empty()) {
     dev_.journal()
         .drop(Drop::kMulticast, 0, [&] { return "dropped a datagram from " + ip_string(src_ip) + ": " + why; })
-        .s("group", ip_string(group_ip));
+        .ip("group", group_ip);
     return;
   }
   for (Qp* qp : members) {
     ++qp->counters.rx_packets;
     ++dev_.counters_.mcast_deliveries;
     if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(*qp);
-    dev_.tracer_.event(TraceKind::kMcastDeliver)
-        .u("qp", qp->qpn)
-        .s("group", ip_string(group_ip))
-        .u("src_qp", pkt.h.deth.src_qp);
+    dev_.tracer_.event(TraceKind::kMcastDeliver).u("qp", qp->qpn).ip("group", group_ip).u("src_qp", pkt.h.deth.src_qp);
     respond_ud(*qp, pkt, src_ip, udp_len, group_ip);
   }
 }

@@ -65,7 +65,7 @@ int QueueVerbs::attach_mcast(Context* ctx, uint32_t handle, const ibv_gid& gid, 
       .u("ctx", ctx->id)
       .u("qp", qp->qpn)
       .s("mgid", gid_string(gid))
-      .s("group", ip_string(group->ip))
+      .ip("group", group->ip)
       .u("members", group->qps.size());
   dev_.journal().log(LogLevel::kInfo, "QP " + hex(qp->qpn) + " attached to multicast group " + gid_string(gid) +
                                           " (IP " + ip_string(group->ip) + ")");
@@ -96,7 +96,7 @@ void QueueVerbs::detach_qp_from(Qp& qp, const GidBytes& key) {
       .u("ctx", qp.ctx->id)
       .u("qp", qp.qpn)
       .s("mgid", gid_string(group.gid))
-      .s("group", ip_string(ip))
+      .ip("group", ip)
       .u("members", group.qps.size());
   if (!group.qps.empty()) return;
   dev_.mcast_groups_.erase(it);

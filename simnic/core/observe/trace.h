@@ -3,21 +3,36 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "simnic/core/observe/trace_kinds.h"
 
 namespace simnic::core {
 
+std::string json_escape(const std::string& s);
+
+// An event in the tracer's compact form (what TraceEvent builds: numbers as they are, no
+// JSON), turned into its JSON line (docs/trace-format.md).
+std::string trace_json(std::string_view event);
+void append_trace_json(std::string& out, std::string_view event);
+// Whether the event (compact form) is of `kind`.
+bool trace_event_is(std::string_view event, TraceKind kind);
+
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void write_line(const std::string& json_line) = 0;
+  // One event as the tracer built it. A sink that keeps events nobody reads yet (a viewer's
+  // history) overrides it and makes the JSON only when someone reads them: with the history
+  // on, every packet makes several events.
+  virtual void write_event(std::string_view event) { write_line(trace_json(event)); }
 };
 
 class Tracer;
 
-// One event under construction; emitted when it goes out of scope.
+// One event under construction, in the compact form (trace_json); emitted when it goes out of
+// scope.
 class TraceEvent {
  public:
   TraceEvent(Tracer* t, TraceKind kind);  // t == nullptr: a no-op event
@@ -31,7 +46,8 @@ class TraceEvent {
   TraceEvent& u(const char* key, uint64_t v);
   TraceEvent& i(const char* key, int64_t v);
   TraceEvent& b(const char* key, bool v);
-  TraceEvent& s(const char* key, const std::string& v);
+  TraceEvent& s(const char* key, std::string_view v);
+  TraceEvent& ip(const char* key, uint32_t ipv4);             // "127.0.0.2" (host order), made only as JSON
   TraceEvent& hex(const char* key, uint64_t v);               // "0x..." string (addresses)
   TraceEvent& raw(const char* key, const std::string& json);  // a pre-built object
   bool on() const { return t_ != nullptr; }
@@ -45,7 +61,7 @@ class TraceEvent {
 class Tracer {
  public:
   void set_sink(TraceSink* sink) { sink_ = sink; }
-  void set_nic(const std::string& name) { nic_ = name; }
+  void set_nic(const std::string& name) { nic_json_ = json_escape(name); }
   void set_time(uint64_t t_ns) { t_ns_ = t_ns; }
   // Wall-clock time (CLOCK_REALTIME, ns) matching the current t_ns, so that a viewer can line
   // up the traces of several NICs. Set by the I/O layer; the core has no clock.
@@ -63,13 +79,12 @@ class Tracer {
  private:
   friend class TraceEvent;
   TraceSink* sink_ = nullptr;
-  std::string nic_;
+  std::string nic_json_;  // the NIC's name, escaped once
+  std::string spare_;     // the last event's buffer, kept for the next: no allocation per event
   uint64_t seq_ = 0;
   uint64_t t_ns_ = 0;
   uint64_t wall_ns_ = 0;
   bool steps_ = false;
 };
-
-std::string json_escape(const std::string& s);
 
 }  // namespace simnic::core

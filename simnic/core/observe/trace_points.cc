@@ -145,8 +145,8 @@ void Transmit::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t
                             uint32_t mask, size_t payload, const char* fault) {
   auto e = dev_.tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
-  e.s("src", ip_string(src))
-      .s("dst", ip_string(dst))
+  e.ip("src", src)
+      .ip("dst", dst)
       .s("opcode", opcode_info(h.bth.opcode).name)
       .u("opcode_num", h.bth.opcode)
       .s("op_flags", op_flags_of(h.bth.opcode))
@@ -232,7 +232,7 @@ void TracePoints::trace_qp_lifecycle(TraceKind kind, const Qp& qp) {
 void TracePoints::trace_snapshot() {
   if (!tracer_.on()) return;
   tracer_.event(TraceKind::kNicUp)
-      .s("addr", ip_string(config_.ipv4))
+      .ip("addr", config_.ipv4)
       .u("port", config_.udp_port)
       .u("mtu", config_.mtu_bytes)
       .u("wall_ns", tracer_.wall_ns());
@@ -264,7 +264,7 @@ void TracePoints::trace_snapshot() {
           .u("ctx", qp->ctx->id)
           .u("qp", qp->qpn)
           .s("mgid", gid_string(group.gid))
-          .s("group", ip_string(group.ip))
+          .ip("group", group.ip)
           .u("members", ++members);
   }
 }
