@@ -32,7 +32,9 @@
 
 namespace simnic::shim {
 
-namespace {
+// Named, not anonymous: in a unity build (the TSan stage) this file shares a translation unit
+// with the shim's others, whose anonymous namespaces hold names like g_mu too.
+namespace shared_pages_detail {
 
 constexpr uint64_t kMaxWholeVma = 256ull << 20;  // a VMA up to this moves whole (later MRs in it reuse it)
 constexpr uint64_t kMaxMoved = 1ull << 30;       // larger registrations stay reached by pid
@@ -213,9 +215,7 @@ const Region* live_region(const std::vector<Vma>& vmas, uintptr_t lo, uintptr_t 
   return nullptr;
 }
 
-}  // namespace
-
-SharedPages share_pages(const void* addr, size_t length, unsigned access) {
+SharedPages move_registration(const void* addr, size_t length, unsigned access) {
   SharedPages none;
   if (!enabled() || length == 0 || (access & IBV_ACCESS_ON_DEMAND)) return none;
   const auto a = reinterpret_cast<uintptr_t>(addr);
@@ -250,6 +250,12 @@ SharedPages share_pages(const void* addr, size_t length, unsigned access) {
   }
   ::pthread_mutex_unlock(&g_mu);
   return none;
+}
+
+}  // namespace shared_pages_detail
+
+SharedPages share_pages(const void* addr, size_t length, unsigned access) {
+  return shared_pages_detail::move_registration(addr, length, access);
 }
 
 }  // namespace simnic::shim
