@@ -32,10 +32,17 @@ int transfer(pid_t pid, uint64_t addr, void* local, size_t len, Fn fn) {
 
 }  // namespace
 
+// Where the bytes are in simnicd's view of the pages, counted as moved that way; nullptr (the
+// caller goes by pid and counts that) when no view covers them.
+uint8_t* ProcessMemory::through_view(pid_t pid, uint64_t addr, size_t len) {
+  uint8_t* view = views_.find(pid, addr, len);
+  if (view) copied_shared_ += len;
+  return view;
+}
+
 int ProcessMemory::read(pid_t pid, uint64_t addr, void* dst, size_t len) {
-  if (const uint8_t* view = views_.find(pid, addr, len)) {
+  if (const uint8_t* view = through_view(pid, addr, len)) {
     std::memcpy(dst, view, len);
-    copied_shared_ += len;
     return 0;
   }
   copied_by_pid_ += len;
@@ -43,9 +50,8 @@ int ProcessMemory::read(pid_t pid, uint64_t addr, void* dst, size_t len) {
 }
 
 int ProcessMemory::write(pid_t pid, uint64_t addr, const void* src, size_t len) {
-  if (uint8_t* view = views_.find(pid, addr, len)) {
+  if (uint8_t* view = through_view(pid, addr, len)) {
     std::memcpy(view, src, len);
-    copied_shared_ += len;
     return 0;
   }
   copied_by_pid_ += len;
@@ -53,23 +59,18 @@ int ProcessMemory::write(pid_t pid, uint64_t addr, const void* src, size_t len) 
 }
 
 // The packet is built from the mapping: the bytes move once, into the packet.
-const uint8_t* ProcessMemory::mapped(pid_t pid, uint64_t addr, size_t len) {
-  const uint8_t* view = views_.find(pid, addr, len);
-  if (view) copied_shared_ += len;
-  return view;
-}
+const uint8_t* ProcessMemory::mapped(pid_t pid, uint64_t addr, size_t len) { return through_view(pid, addr, len); }
 
 // A write into shared pages is made at once when nothing is queued before it (the queue keeps
 // the order of writes that may overlap); the queue itself writes by pid, which reaches the
 // same pages.
 int ProcessMemory::write_later(pid_t pid, uint64_t addr, const void* src, size_t len) {
   if (!len) return 0;
-  if (queue_.empty())
-    if (uint8_t* view = views_.find(pid, addr, len)) {
-      std::memcpy(view, src, len);
-      copied_shared_ += len;
-      return 0;
-    }
+  uint8_t* view = queue_.empty() ? through_view(pid, addr, len) : nullptr;
+  if (view) {
+    std::memcpy(view, src, len);
+    return 0;
+  }
   copied_by_pid_ += len;
   const auto* p = static_cast<const uint8_t*>(src);
   // The next packet of the same message continues the last write: one piece, not two.

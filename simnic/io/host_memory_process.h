@@ -42,6 +42,7 @@ class ProcessMemory final : public core::HostMemory {
     size_t len;
   };
   void flush_pid(pid_t pid, size_t first, std::vector<FailedWrite>* failed);
+  uint8_t* through_view(pid_t pid, uint64_t addr, size_t len);
   SharedViews views_;
   uint64_t copied_shared_ = 0, copied_by_pid_ = 0;
   std::vector<Queued> queue_;
