@@ -51,11 +51,9 @@ std::vector<SharedViews::Views::iterator> SharedViews::overlapping(Views& views,
   return out;
 }
 
-void SharedViews::drop(pid_t pid, Views& views, Views::iterator it) {
-  (void)pid;
+void SharedViews::drop(Views& views, Views::iterator it) {
   for (uint32_t k : it->second.keys) by_key_.erase(k);
   ::munmap(it->second.local, it->second.end - it->first);
-  if (last_ == &it->second) last_ = nullptr;
   views.erase(it);
 }
 
@@ -73,7 +71,7 @@ int SharedViews::share(pid_t pid, uint32_t key, uint64_t addr, uint64_t len, int
   for (Views::iterator it : overlapping(views, start, end)) {
     const View& v = it->second;
     if (!err && v.dev == dev && v.ino == ino && v.fd_base == fd_base) same.push_back(it);
-    else drop(pid, views, it);
+    else drop(views, it);
   }
   if (err) {
     if (views.empty()) by_pid_.erase(pid);
@@ -89,7 +87,7 @@ int SharedViews::share(pid_t pid, uint32_t key, uint64_t addr, uint64_t len, int
   for (Views::iterator it : same) {
     merged.keys.insert(merged.keys.end(), it->second.keys.begin(), it->second.keys.end());
     it->second.keys.clear();
-    drop(pid, views, it);
+    drop(views, it);
   }
   for (uint32_t k : merged.keys) by_key_[k] = {pid, start};
   views.emplace(start, std::move(merged));
@@ -106,25 +104,22 @@ void SharedViews::unshare(uint32_t key) {
   if (it == views.end()) return;
   auto& keys = it->second.keys;
   keys.erase(std::remove(keys.begin(), keys.end(), key), keys.end());
-  if (keys.empty()) drop(pid, views, it);
+  if (keys.empty()) drop(views, it);
   if (views.empty()) by_pid_.erase(pid);
 }
 
 uint8_t* SharedViews::find(pid_t pid, uint64_t addr, size_t len) {
   if (by_key_.empty() || addr + len < addr) return nullptr;
-  if (last_ && last_pid_ == pid && addr >= last_start_ && addr + len <= last_->end)
-    return last_->local + (addr - last_start_);
   auto p = by_pid_.find(pid);
   if (p == by_pid_.end()) return nullptr;
   auto it = p->second.upper_bound(addr);
   if (it == p->second.begin()) return nullptr;
   --it;
   if (addr + len > it->second.end) return nullptr;
-  last_pid_ = pid, last_ = &it->second, last_start_ = it->first;
   return it->second.local + (addr - it->first);
 }
 
-size_t SharedViews::count_views() const {
+size_t SharedViews::views() const {
   size_t n = 0;
   for (const auto& [pid, views] : by_pid_) n += views.size();
   return n;

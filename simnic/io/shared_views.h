@@ -32,7 +32,7 @@ class SharedViews {
   // Where [addr, addr + len) of `pid` is mapped in simnicd, or nullptr.
   uint8_t* find(pid_t pid, uint64_t addr, size_t len);
 
-  size_t views() const { return count_views(); }
+  size_t views() const;
   uint64_t mapped_bytes() const;
 
  private:
@@ -47,15 +47,10 @@ class SharedViews {
 
   // The views of `pid` that overlap [start, end).
   std::vector<Views::iterator> overlapping(Views& views, uint64_t start, uint64_t end);
-  void drop(pid_t pid, Views& views, Views::iterator it);
-  size_t count_views() const;
+  void drop(Views& views, Views::iterator it);
 
   std::unordered_map<pid_t, Views> by_pid_;
   std::unordered_map<uint32_t, std::pair<pid_t, uint64_t>> by_key_;  // key -> (pid, view start)
-  // The last view found, per direction of use: a stream of packets hits one view.
-  pid_t last_pid_ = 0;
-  const View* last_ = nullptr;
-  uint64_t last_start_ = 0;
 };
 
 // Checks that `fd` may be mapped as an application's shared pages: a regular file sealed
