@@ -70,7 +70,7 @@ std::vector<Vma> read_vmas() {
   std::vector<Vma> out;
   FILE* f = std::fopen("/proc/self/maps", "re");
   if (!f) return out;
-  char line[512];
+  char line[4096];  // as simnicd reads maps (simnic/io/process_maps.cc): long paths stay on their line
   while (std::fgets(line, sizeof line, f)) {
     Vma v;
     unsigned long lo, hi, off, ino;  // NOLINT: sscanf's %lx
@@ -201,15 +201,18 @@ const Region* live_region(const std::vector<Vma>& vmas, uintptr_t lo, uintptr_t 
   *overlaps = false;
   for (size_t i = 0; i < g_regions.size();) {
     Region& r = g_regions[i];
-    const bool live = region_live(vmas, r, std::max(lo, r.lo), std::min(hi, r.hi)) &&
-                      region_live(vmas, r, r.lo, r.lo + page_size());
-    if (!live && hi > r.lo && lo < r.hi) {
+    if (hi <= r.lo || lo >= r.hi) {  // elsewhere: not looked at
+      ++i;
+      continue;
+    }
+    if (!region_live(vmas, r, std::max(lo, r.lo), std::min(hi, r.hi)) ||
+        !region_live(vmas, r, r.lo, r.lo + page_size())) {
       ::close(r.fd);
       g_regions.erase(g_regions.begin() + ptrdiff_t(i));
       continue;
     }
     if (lo >= r.lo && hi <= r.hi) return &r;
-    if (hi > r.lo && lo < r.hi) *overlaps = true;
+    *overlaps = true;
     ++i;
   }
   return nullptr;
