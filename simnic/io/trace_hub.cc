@@ -156,7 +156,7 @@ void TraceHub::drop(const SubscriberPtr& s) {
 
 void TraceHub::write_line(const std::string& line) {
   deliver(line);
-  if (!snapshot_only_ && listener_ && history_on_) remember(kJsonEntry, line, is_nic_up(line));
+  if (keeps_history()) remember(kJsonEntry, line, is_nic_up(line));
 }
 
 void TraceHub::write_event(std::string_view event) {
@@ -165,8 +165,7 @@ void TraceHub::write_event(std::string_view event) {
     core::append_trace_json(json_, event);
     deliver(json_);
   }
-  if (!snapshot_only_ && listener_ && history_on_)
-    remember(kEventEntry, event, core::trace_event_is(event, core::TraceKind::kNicUp));
+  if (keeps_history()) remember(kEventEntry, event, core::trace_event_is(event, core::TraceKind::kNicUp));
 }
 
 void TraceHub::deliver(const std::string& line) {

@@ -72,6 +72,8 @@ class TraceHub final : public core::TraceSink {
   // History entries: a tag, then a JSON line (kJsonEntry) or a compact event (kEventEntry).
   static constexpr char kJsonEntry = 'J', kEventEntry = 'E';
   void remember(char tag, std::string_view body, bool nic_up);
+  // A viewer may attach later, and this line is not a snapshot's (those are not history).
+  bool keeps_history() const { return !snapshot_only_ && listener_ && history_on_; }
   static void append_entry(std::string& out, const std::string& entry);
   void replay_history(Subscriber& s);
 
