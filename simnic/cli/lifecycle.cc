@@ -445,6 +445,29 @@ int cmd_up(const std::vector<std::string>& args) {
   return start_and_wait(simnicd, dir, opt) ? 1 : 0;
 }
 
+namespace {
+
+// How long `simnic down` gives a NIC to stop after SIGTERM before it kills it. A NIC stops in
+// milliseconds; the wait is long so that a loaded machine's stalled disk or CPU does not turn
+// a clean stop into a kill.
+constexpr std::chrono::seconds kStopWait{10};
+
+// What a process that outlived its wait was doing: its state letter (R running, S sleeping,
+// D in the kernel on a disk or lock, T stopped) and the kernel function it sleeps in, so that a
+// NIC that does not stop says why in the message.
+std::string where_it_waits(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream stat_file(proc + "/stat"), wchan_file(proc + "/wchan");
+  std::string stat, wchan;
+  std::getline(stat_file, stat);
+  std::getline(wchan_file, wchan);
+  const auto close = stat.rfind(')');
+  const char state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+  return std::string("state ") + state + (wchan.empty() || wchan == "0" ? "" : ", waiting in " + wchan);
+}
+
+}  // namespace
+
 int cmd_down(const std::vector<std::string>& args) {
   const std::string dir = state_dir(false);
   if (dir.empty()) return 1;
@@ -465,11 +488,13 @@ int cmd_down(const std::vector<std::string>& args) {
       continue;
     }
     ::kill(pid, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + 5s;
+    auto deadline = std::chrono::steady_clock::now() + kStopWait;
     while (std::chrono::steady_clock::now() < deadline && is_simnicd(pid)) std::this_thread::sleep_for(10ms);
     if (is_simnicd(pid)) {
+      const std::string where = where_it_waits(pid);
       ::kill(pid, SIGKILL);
-      std::fprintf(stderr, "simnic: %s (pid %d) ignored SIGTERM; killed\n", name.c_str(), int(pid));
+      std::fprintf(stderr, "simnic: %s (pid %d) did not stop within %lld s of SIGTERM (%s); killed\n", name.c_str(),
+                   int(pid), static_cast<long long>(kStopWait.count()), where.c_str());
       ::unlink(abi::control_socket_path(dir, name).c_str());
       ++failures;
     }

@@ -167,7 +167,10 @@ int NicServer::start(std::string* error) {
 void NicServer::wait_for_signals() {
   signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
     if (ec) return;
-    if (signo != SIGUSR2) return stop();
+    if (signo != SIGUSR2) {
+      logger_.log(core::LogLevel::kInfo, std::string("stopping (") + ::strsignal(signo) + ")");
+      return stop();
+    }
     restart_in_place();
     wait_for_signals();  // only reached when the exec failed: the NIC goes on as it was
   });

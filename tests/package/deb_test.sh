@@ -102,7 +102,8 @@ if [[ $crc -eq 0 && $src -eq 0 ]] && grep -q "20 iters" client.txt && grep -q "2
 else
   echo "FAIL ibv_rc_pingpong between simnic0 and simnic1 (client $crc, server $src)"; out client client.txt; out server server.txt
 fi
-simnic down > down.txt 2>&1 && echo "PASS simnic down" || { echo "FAIL simnic down"; out down down.txt; }
+simnic down > down.txt 2>&1 && echo "PASS simnic down" \
+  || { echo "FAIL simnic down"; out down down.txt; simnic logs > logs.txt 2>&1; out logs logs.txt; }
 simnic lab start 1 > start.txt 2>&1 && [[ -f lab01/README.md ]] && echo "PASS simnic lab start 1" \
   || { echo "FAIL simnic lab start 1"; out start start.txt; }
 timeout 120 simnic lab check 1 > check.txt 2>&1; rc=$?
