@@ -190,10 +190,17 @@ class Device : private ObjectTables {
   // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
   void set_burst(uint32_t packets) { engines_.requester.set_burst(packets); }
   void run_pending(uint64_t now) { engines_.requester.run_pending(now); }
-  // Makes the writes queued into pinned MRs (HostMemory::write_later). simnicd calls it at the
-  // end of every event; the NIC calls it itself before a CQE, an ACK, or any other access to
-  // application memory, so nothing can report bytes that have not landed.
-  void flush_dma_writes() { engines_.dma.flush_dma_writes(); }
+  // One ACK per QP per event instead of one per request that asks (IBA 9.7.5.1.1); on unless
+  // turned off (simnicd: SIMNIC_ACK_COALESCING=0, for an A/B).
+  void set_ack_coalescing(bool on) { engines_.responder.set_ack_coalescing(on); }
+  // The end of an event (simnicd calls it after each): the writes queued into pinned MRs
+  // (HostMemory::write_later) land, then the pollers asleep on a context that got CQEs are
+  // woken, once per context. The NIC flushes by itself before a CQE, an ACK, or any other
+  // access to application memory, so nothing can report bytes that have not landed.
+  void finish_turn() {
+    engines_.dma.flush_dma_writes();
+    shared_.completions.wake_sleepers();
+  }
   const CongestionControl& congestion() const { return engines_.congestion.control(); }
   // Caps the bytes in flight towards each peer (simnicd: below its UDP receive buffer).
   void set_peer_window_cap(uint64_t bytes) { engines_.congestion.set_cap(bytes); }

@@ -8,7 +8,7 @@ SharedParts::SharedParts(Device& dev)
     : journal(dev.env_.logger, dev.counters_, dev.tracer_, dev.now_, dev.tables()),
       trace_points(dev.tracer_, dev.config_, dev.tables()),
       completions(dev.env_.notifier, dev.counters_, dev.tracer_, journal, dev.now_,
-                  Completions::EngineHooks{[&dev] { dev.flush_dma_writes(); },
+                  Completions::EngineHooks{[&dev] { dev.engines_.dma.flush_dma_writes(); },
                                            [&dev](Qp& qp, ibv_wc_status status) {
                                              dev.engines_.completer.complete_send_wqe(qp, status);
                                            }}),

@@ -14,9 +14,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/paths.h"
@@ -108,6 +110,8 @@ NicServer::NicServer(NicOptions options)
       viewer_watch_(io_) {
   port_.faults().configure(opt_.faults);
   device_.tracer().set_nic(opt_.device.name);
+  if (const char* v = std::getenv("SIMNIC_ACK_COALESCING"); v && std::string_view(v) == "0")
+    device_.set_ack_coalescing(false);
 }
 
 NicServer::~NicServer() {
@@ -598,7 +602,7 @@ void NicServer::ring_held_doorbell(uint32_t context_id, uint64_t t) {
 
 // After any event: let engines continue long work, and re-arm the transport timer.
 void NicServer::after_event() {
-  device_.flush_dma_writes();  // the event's writes into application memory, coalesced
+  device_.finish_turn();  // the event's writes into application memory, coalesced; pollers woken
   if (device_.has_pending_work()) continue_pending_work();
   arm_timer();
 }

@@ -1,6 +1,8 @@
 // CQEs, completion events, and the flush that the ERROR state implies (IBA 10.8, 11.4.2).
 #include "simnic/core/engines/completions.h"
 
+#include <algorithm>
+
 #include "simnic/abi/wc_status.h"
 #include "simnic/core/device.h"
 
@@ -99,8 +101,19 @@ void Completions::note_cqe_written(Context* ctx) {
   // Sequentially consistent on both sides (here: bump, then look for sleepers; the shim: count
   // itself a sleeper, then compare the sequence), so a poller either sees the new sequence or
   // is seen asleep and woken: no CQE waits out the shim's sleep timeout.
+  // The wake itself waits for the end of the event (wake_sleepers), which is at most one batch
+  // of packets away: the poller cannot run before the NIC's turn ends on a busy CPU anyway.
   ctx->shared->cqe_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (ctx->shared->sleepers.load(std::memory_order_seq_cst)) notifier_.wake_sleepers(&ctx->shared->cqe_seq);
+  if (!ctx->shared->sleepers.load(std::memory_order_seq_cst)) return;
+  if (std::find(wake_due_.begin(), wake_due_.end(), ctx) == wake_due_.end()) wake_due_.push_back(ctx);
 }
+
+void Completions::wake_sleepers() {
+  for (Context* ctx : wake_due_)
+    if (ctx->shared) notifier_.wake_sleepers(&ctx->shared->cqe_seq);
+  wake_due_.clear();
+}
+
+void Completions::forget(const Context* ctx) { std::erase(wake_due_, ctx); }
 
 }  // namespace simnic::core

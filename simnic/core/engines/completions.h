@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <infiniband/verbs.h>
 
@@ -39,8 +40,12 @@ class Completions {
   void flush_qp(Qp& qp);  // ERR state: complete everything posted with WR_FLUSH_ERR
   void flush_sq(Qp& qp);  // SQE state: the send queue only
   void send_async_event(Context* ctx, ibv_event_type type, uint32_t handle);
-  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is woken.
+  // After a CQE of ctx's: the sequence moves on, and a poller asleep on it is due a wake-up.
   void note_cqe_written(Context* ctx);
+  // Wakes the pollers due one, once per context (simnicd: at the end of every event).
+  void wake_sleepers();
+  // A context going away is no longer woken (its page is about to be unmapped).
+  void forget(const Context* ctx);
 
  private:
   Notifier& notifier_;
@@ -49,6 +54,11 @@ class Completions {
   Journal& journal_;
   const uint64_t& now_;
   EngineHooks hooks_;
+  // Contexts with a poller asleep that a CQE written in this event owes a wake-up: one
+  // FUTEX_WAKE per context per event rather than one per CQE (a 64-CQE receive batch woke a
+  // sleeping poller 64 times, each a system call, while the poller had not yet run to count
+  // itself awake).
+  std::vector<Context*> wake_due_;
 };
 
 }  // namespace simnic::core

@@ -50,9 +50,9 @@ void Requester::run_pending(uint64_t now) {
   for (auto& [qpn, qp] : busy_qps_) busy.push_back(qp);
   for (Qp* qp : busy) {
     if (!dev_.tables().find_qp_by_qpn(qp->qpn)) continue;
-    bool reads_done = responder_.send_read_responses(*qp, burst_);
-    if (qp->sq_running()) run(*qp, now);
-    if (reads_done && qp->resp.read_responses.empty() && !busy_qps_.count(qp->qpn)) continue;
+    const bool reads_done = responder_.send_read_responses(*qp, burst_);
+    if (qp->sq_running()) run(*qp, now);            // leaves the busy set by itself (idle) when done
+    else if (reads_done) busy_qps_.erase(qp->qpn);  // RTR: only its responder had work, and is done
     if (!reads_done) busy_qps_[qp->qpn] = qp;
   }
   run_scheduled(now);

@@ -32,12 +32,17 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   h.bth.psn = psn;
   h.aeth.syndrome = syndrome;
   h.aeth.msn = qp.resp.msn & kPsnMask;
-  // A NAK that ends the QP (IBA 9.9.3.1) goes at once: the QP stops answering after it.
+  // A NAK that ends the QP (IBA 9.9.3.1) goes at once: the QP stops answering after it. An
+  // ACK still waiting to be coalesced (below) goes first: it reports what came before.
   const bool fatal = aeth_class(syndrome) == kAethNak && (syndrome & 0x1f) != kNakPsnSeqError;
-  if (fatal) send_answer_now(qp, h);
-  else send_answer_in_order(qp, h);
+  if (fatal) {
+    send_waiting_answers(qp);
+    send_answer_now(qp, h);
+  } else {
+    send_answer_in_order(qp, h);
+  }
   switch (aeth_class(syndrome)) {
-    case kAethAck: ++dev_.counters_.acks_sent; break;
+    case kAethAck: break;  // counted as it leaves (send_answer_now): coalesced ones never do
     case kAethRnrNak:
       ++dev_.counters_.rnr_naks_sent;
       ++qp.counters.rnr_naks_sent;
@@ -53,13 +58,25 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // answers in PSN order (IBA 9.7.5.1), and an ACK acknowledges every earlier request, a READ's
 // responses included (9.7.5.1.1, coalesced ACKs). Sent ahead of them, it would tell the
 // requester those responses were lost (an implied NAK) and make it ask for the READ again.
+//
+// An ACK with nothing owed before it waits in the same queue until the end of the event
+// (Requester::run_pending, which the NIC runs before it sleeps), so that the ACKs a receive batch
+// earns collapse into one, the newest (9.7.5.1.1: an ACK acknowledges every earlier PSN; a
+// responder may coalesce). Anything the QP answers later queues behind it, so PSN order holds.
+// Not in step mode (a burst of 1), where each step shows its own packets.
 void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   auto& owed = qp.resp.read_responses;
-  if (owed.empty()) return send_answer_now(qp, h);
+  if (owed.empty() && !(coalesce_acks_ && requester_.burst() > 1 && is_plain_ack(h))) return send_answer_now(qp, h);
+  if (owed.empty()) {
+    ReadResponse waiting;
+    waiting.first_psn = h.bth.psn;
+    waiting.answer = h;
+    owed.push_back(waiting);
+    requester_.mark_busy(qp);
+    return;
+  }
   ReadResponse& last = owed.back();
-  const bool both_acks = last.answer && last.answer->bth.opcode == kRcAcknowledge &&
-                         aeth_class(last.answer->aeth.syndrome) == kAethAck && h.bth.opcode == kRcAcknowledge &&
-                         aeth_class(h.aeth.syndrome) == kAethAck;
+  const bool both_acks = last.answer && is_plain_ack(*last.answer) && is_plain_ack(h);
   if (both_acks) {  // the later ACK says all the earlier one did (9.7.5.1.1)
     last.answer = h;
     last.first_psn = h.bth.psn;
@@ -71,8 +88,23 @@ void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   owed.push_back(queued);
 }
 
+bool Responder::is_plain_ack(const PacketHeaders& h) {
+  return h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
+}
+
+// The answers at the head of the queue (ACKs, atomic answers), up to the first READ response.
+void Responder::send_waiting_answers(Qp& qp) {
+  auto& owed = qp.resp.read_responses;
+  while (!owed.empty() && owed.front().answer) {
+    const PacketHeaders h = *owed.front().answer;
+    owed.pop_front();
+    send_answer_now(qp, h);
+  }
+}
+
 void Responder::send_answer_now(Qp& qp, const PacketHeaders& h) {
   dma_.flush_dma_writes();  // what the answer reports is in memory before the requester hears of it
+  if (is_plain_ack(h)) ++dev_.counters_.acks_sent;
   transmit_.emit(qp, h, {});
 }
 

@@ -42,6 +42,8 @@ class Responder {
   bool can_receive(Qp& qp);                           // false (counted, traced) in RESET, INIT and ERR
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void forget_mr(const Mr* mr);                       // dereg_mr: messages in flight lose their MR
+  // ACKs an event earns are coalesced into one per QP (send_answer_in_order); on by default.
+  void set_ack_coalescing(bool on) { coalesce_acks_ = on; }
 
  private:
   // --- Steps ---
@@ -70,6 +72,8 @@ class Responder {
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
   void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
   void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
+  void send_waiting_answers(Qp& qp);  // the queued answers before the first READ response
+  static bool is_plain_ack(const proto::PacketHeaders& h);
   size_t rd_atomic_owed(const Qp& qp) const;
   // --- Errors ---
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
@@ -91,6 +95,7 @@ class Responder {
   WindowBinding& windows_;
   Requester& requester_;
   Completer& completer_;
+  bool coalesce_acks_ = true;
 };
 
 }  // namespace simnic::core

@@ -35,6 +35,7 @@ void ContextVerbs::close_context(Context* ctx) {
   for (auto h : std::vector<uint32_t>(ctx->channels)) dev_.queue_verbs().destroy_channel(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mws)) dev_.memory_verbs().dealloc_mw(ctx, h);
   for (auto h : std::vector<uint32_t>(ctx->mrs)) dev_.memory_verbs().dereg_mr(ctx, h);
+  dev_.completions().forget(ctx);  // its flushes' CQEs wake nobody: the page goes next
   release_context_page(ctx);
   dev_.memory_verbs().free_dms(ctx);  // after the MRs over them
   leave_group(ctx);                   // its PDs go to a context that imported it (ibv_import_device)

@@ -56,6 +56,47 @@ TEST_F(ContextPage, EveryCqeMovesTheSequenceButWakesOnlySleepers) {
   EXPECT_TRUE(b->notifier.wakes.empty());
 }
 
+// simnicd wakes a context's sleepers once per event (Device::finish_turn), not once per CQE:
+// the ACKs of three WRITEs arriving in one receive batch write three CQEs and one FUTEX_WAKE.
+TEST_F(ContextPage, CqesOfOneEventWakeTheirContextOnce) {
+  start();
+  abi::ContextShared* pa = map(*a);
+  ASSERT_NE(pa, nullptr);
+  pa->sleepers.store(1);
+  fabric.batch = true;
+  complete_writes(3);
+  EXPECT_EQ(pa->cqe_seq.load(), 3u);
+  ASSERT_EQ(a->notifier.wakes.size(), 1u);
+  EXPECT_EQ(a->notifier.wakes[0], &pa->cqe_seq);
+}
+
+// A context closed with a wake still due is not woken afterwards (its page is gone).
+TEST_F(ContextPage, AClosedContextIsNotWokenAfterItsPageIsGone) {
+  start();
+  abi::ContextShared* pa = map(*a);
+  ASSERT_NE(pa, nullptr);
+  pa->sleepers.store(1);
+  std::vector<abi::SendWqe> ws{rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 64, 4096)};
+  post_sends(*a, ws);
+  // The WRITE delivered and B's turn ended (its ACK leaves), then the ACK delivered without
+  // ending A's turn: A's CQE is written and its wake is due.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_FALSE(fabric.queue.empty());
+    WirePacket p = std::move(fabric.queue.front());
+    fabric.queue.pop_front();
+    fabric.devices.at(p.dst_ip)->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
+    if (i == 0) {
+      b->dev.run_pending(now);
+      b->dev.finish_turn();
+    }
+  }
+  EXPECT_EQ(pa->cqe_seq.load(), 1u);
+  EXPECT_TRUE(a->notifier.wakes.empty());
+  a->dev.context_verbs().close_context(a->ctx);
+  a->dev.finish_turn();
+  EXPECT_TRUE(a->notifier.wakes.empty());
+}
+
 TEST_F(ContextPage, AContextWithoutOneCompletesAsBefore) {
   start();
   complete_writes(4);

@@ -203,24 +203,35 @@ class Fabric {
             devices.at(member)->on_packet(p.src_ip, 4791, p.bytes, now, p.dst_ip, p.tos);
       } else if (auto it = devices.find(p.dst_ip); it != devices.end()) {
         it->second->on_packet(p.src_ip, 4791, p.bytes, now, 0, p.tos);
+        received_.insert(it->second);
       }
       if (batch_left == 0) after_events(now);
     }
     return n;
   }
-  // What simnicd does after each event: the NIC's queued writes land, then pending work runs.
+  // What simnicd does after each event: the NIC's queued writes land and sleeping pollers are
+  // woken, then pending work runs.
+  // The NICs that received in this batch end their events first: they share one FakeMemory,
+  // and the writes a NIC queued must land (and fail) on that NIC's turn, as in its own simnicd.
   void after_events(uint64_t now) {
-    for (auto& [ip, d] : devices) d->flush_dma_writes();
-    for (auto& [ip, d] : devices)
+    for (core::Device* d : received_) d->finish_turn();
+    received_.clear();
+    for (auto& [ip, d] : devices) d->finish_turn();
+    for (auto& [ip, d] : devices) {
+      int turns = 0;
       while (d->has_pending_work()) {
+        // simnicd would run such a NIC's pending work forever, at 100 % CPU.
+        if (++turns > 100000) return ADD_FAILURE() << "pending work that never ends";
         d->run_pending(now);
-        d->flush_dma_writes();
+        d->finish_turn();
       }
+    }
   }
   // Receive batches (as recvmmsg): the packets queued when a batch starts are all delivered
   // before the NICs flush and run pending work. Off: one packet per batch.
   bool batch = false;
   std::deque<WirePacket> queue;
+  std::set<core::Device*> received_;               // since the last after_events
   std::function<void(const WirePacket&)> on_send;  // sees every packet as it is sent
   // True: the sender's fault injector drops this packet (SendOutcome::kDropped).
   std::function<bool(const WirePacket&)> inject_loss;

@@ -62,6 +62,7 @@ struct LinkOptions {
   uint8_t rnr_retry = 7;
   ibv_mtu mtu = IBV_MTU_1024;
   uint8_t traffic_class = 0;  // the path's GRH traffic class (the packets' IPv4 TOS)
+  bool rtr_only = false;      // connect_one stops at RTR (a QP that only receives)
 };
 
 struct Host {
@@ -168,6 +169,7 @@ class QpPair : public ::testing::Test {
                                                 IBV_QP_RQ_PSN | rc_only,
                                             now),
               0);
+    if (l.rtr_only) return;
     at = {};
     at.qp_state = IBV_QPS_RTS;
     at.sq_psn = l.psn;

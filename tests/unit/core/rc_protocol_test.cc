@@ -32,6 +32,7 @@ TEST_F(RcProtocol, SendCompletesOnlyAfterAck) {
   WirePacket p = fabric.queue.front();
   fabric.queue.pop_front();
   b->dev.on_packet(p.src_ip, 4791, p.bytes, now);
+  run_pending();  // the end of B's event: its ACK leaves (coalesced ACKs wait for it)
   EXPECT_TRUE(poll(*a).empty()) << "a SEND must not complete before it is acknowledged";
   auto rwc = poll(*b);
   ASSERT_EQ(rwc.size(), 1u);
@@ -473,6 +474,7 @@ TEST_F(RcProtocol, ResetForgetsTransportStateSoTheQpConnectsAgain) {
   WirePacket p = fabric.queue.front();
   fabric.queue.pop_front();
   b->dev.on_packet(p.src_ip, 4791, p.bytes, now);
+  run_pending();
   // The ACK counts the first message since the reset: MSN 1 (IBA 9.7.5.1.3), not 4.
   ASSERT_EQ(fabric.queue.size(), 1u);
   auto ack = parse(fabric.queue.front());
