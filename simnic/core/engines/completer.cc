@@ -92,7 +92,7 @@ void Completer::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & mask];
     uint32_t last = psn_add(st.first_psn, st.npkts - 1);
     if (psn_diff(last, psn) > 0) break;
-    if (qp.comp.sq_consumer == qp.req.sq_next) break;  // not fully sent yet (being resent)
+    if (qp.comp.sq_consumer == qp.req.sq_next && !requester_.skip_acked_wqe(qp)) break;  // not fully sent yet
     if (st.rd_atomic && !st.done) {
       // Later requests were acknowledged but this READ/atomic has no answer: its responses
       // were lost (IBA 9.7.5.1.1, implied NAK). Ask again, and keep expecting the responses
@@ -107,7 +107,8 @@ void Completer::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     complete_send_wqe(qp, IBV_WC_SUCCESS);
     if (!qp.sq_running()) return;
   }
-  if (progress) {  // only progress resets the retry budgets: a NAK for the oldest PSN is none
+  if (progress) {                       // only progress resets the retry budgets: a NAK for the oldest PSN is none
+    requester_.skip_acked_packets(qp);  // a resend in this WQE goes on after what was ACKed
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_retry_left = qp.attr.rnr_retry;
   }
@@ -186,7 +187,9 @@ CompStep Completer::comp_check_state(CompletionWork& c) {
 // A response must be for a PSN we have sent and not yet retired.
 CompStep Completer::comp_check_psn(CompletionWork& c) {
   const uint32_t psn = c.pkt.h.bth.psn;
-  if (psn_diff(psn, c.qp.comp.una_psn) < 0 || psn_diff(psn, c.qp.req.next_psn) >= 0) {
+  // Up to the highest PSN ever sent, not the resend's cursor (next_psn): after a go-back-N the
+  // responder may already have everything up to a later PSN, and its (coalesced) ACK says so.
+  if (psn_diff(psn, c.qp.comp.una_psn) < 0 || psn_diff(psn, c.qp.req.psn_end) >= 0) {
     if (c.pkt.mask & kIsAck) ++dev_.counters_.duplicates;  // a late or repeated ACK
     else ++dev_.counters_.rx_drop_unexpected;
     return CompStep::kDone;

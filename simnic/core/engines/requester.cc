@@ -274,6 +274,7 @@ bool Requester::packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint6
     qp.req.next_psn = psn_add(st.first_psn, qp.req.pkt_in_wqe + 1);
     ++qp.req.pkt_in_wqe;
   }
+  if (psn_diff(qp.req.next_psn, qp.req.psn_end) > 0) qp.req.psn_end = qp.req.next_psn;
   if (qp.req.pkt_in_wqe >= st.npkts) {
     ++qp.req.sq_next;
     qp.req.pkt_in_wqe = 0;
@@ -324,6 +325,28 @@ bool Requester::local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
 
 // Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
 // run from there when the current event ends.
+bool Requester::skip_acked_wqe(Qp& qp) {
+  if (qp.req.sq_next == qp.req.sq_started) return false;
+  const SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
+  const uint32_t end = psn_add(st.first_psn, st.npkts);
+  if (psn_diff(end, qp.req.psn_end) > 0) return false;
+  ++qp.req.sq_next;
+  qp.req.pkt_in_wqe = 0;
+  if (psn_diff(end, qp.req.next_psn) > 0) qp.req.next_psn = end;
+  congestion_.sync(qp, true);
+  return true;
+}
+
+void Requester::skip_acked_packets(Qp& qp) {
+  if (qp.req.sq_next == qp.req.sq_started || psn_diff(qp.comp.una_psn, qp.req.next_psn) <= 0) return;
+  const SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
+  const int32_t acked = psn_diff(qp.comp.una_psn, st.first_psn);
+  if (st.rd_atomic || acked <= int32_t(qp.req.pkt_in_wqe) || acked >= int32_t(st.npkts)) return;
+  qp.req.pkt_in_wqe = uint32_t(acked);
+  qp.req.next_psn = qp.comp.una_psn;
+  congestion_.sync(qp, true);
+}
+
 void Requester::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
   for (uint32_t idx = qp.comp.sq_consumer; idx != qp.req.sq_started; ++idx) {

@@ -59,6 +59,12 @@ class Requester {
   void idle(Qp& qp);  // out of the busy set unless the responder owes answers
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
+  // An ACK covers the whole WQE at the cursor, which a go-back-N is resending: every packet of
+  // it was sent before, so the resend moves on to the next WQE. False if the WQE was never
+  // sent whole (the ACK cannot cover it).
+  bool skip_acked_wqe(Qp& qp);
+  // The same within the WQE at the cursor: the resend goes on after what the ACK covers.
+  void skip_acked_packets(Qp& qp);
 
  private:
   // --- Sending a WQE's packets ---

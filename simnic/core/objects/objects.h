@@ -188,6 +188,9 @@ struct QpRequester {
   uint32_t sq_seen = 0;     // trace: WQEs already reported as posted
   uint32_t pkt_in_wqe = 0;  // next packet index within sq_next
   uint32_t next_psn = 0;    // PSN of the next new packet
+  // One past the highest PSN sent since RTS. A go-back-N moves next_psn back, not this: an ACK
+  // for a PSN sent before the resend reached it again still acknowledges it (IBA 9.7.5.1.1).
+  uint32_t psn_end = 0;
   uint32_t rd_atomic_outstanding = 0;
   uint32_t msn_started = 0;  // messages given PSNs so far (24 bits): the most an ACK's MSN can count
   uint64_t last_seq = 0;     // its latest packet's number among those sent to the peer NIC (PeerProgress)

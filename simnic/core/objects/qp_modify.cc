@@ -104,7 +104,7 @@ void QueueVerbs::apply_qp_attr(Qp& qp, const ibv_qp_attr& a, int mask, uint64_t 
   if ((mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_SQD && qp.state == IBV_QPS_RTS)
     q.en_sqd_async_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) ? a.en_sqd_async_notify : 0;
   if (mask & IBV_QP_SQ_PSN) {
-    qp.req.next_psn = qp.comp.una_psn = qp.comp.rd_psn = q.sq_psn;
+    qp.req.next_psn = qp.req.psn_end = qp.comp.una_psn = qp.comp.rd_psn = q.sq_psn;
   }
   if (mask & IBV_QP_RQ_PSN) qp.resp.epsn = q.rq_psn;
   if (mask & IBV_QP_AV) {

@@ -45,7 +45,7 @@ void QpStates::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint3
       break;
     case IBV_QPS_RTS:
       if (from == IBV_QPS_RTR) {
-        qp.comp.una_psn = qp.req.next_psn = qp.comp.rd_psn = qp.attr.sq_psn;
+        qp.comp.una_psn = qp.req.next_psn = qp.req.psn_end = qp.comp.rd_psn = qp.attr.sq_psn;
         qp.req.msn_started = qp.comp.msn_retired = 0;  // the peer's MSN starts at 0 in RTR too
         qp.comp.retry_left = qp.attr.retry_cnt;
         qp.comp.rnr_retry_left = qp.attr.rnr_retry;

@@ -108,6 +108,37 @@ TEST_F(AckCoalescing, ABadRkeyAfterTheWritesIsNakedAfterTheirAck) {
   EXPECT_NE(from_b[1].h.aeth.syndrome >> 5, 0);
 }
 
+// Found with coalesced ACKs under loss (Stress.QuarterGibibyte...): after a go-back-N, the
+// responder may already hold everything up to a later PSN, and its one ACK says so. The
+// requester took an ACK past its resend cursor (next_psn) for a stray and dropped it; with its
+// resend window cut by the loss, the resend never reached that PSN, and every later answer was
+// the same ACK: RETRY_EXC_ERR with nothing lost. An ACK up to any PSN sent acknowledges it.
+TEST_F(AckCoalescing, AnAckPastTheResendCursorRetiresWhatItCoversAndTheResendMovesOn) {
+  post_sends(*a, writes());
+  // B gets all ten WRITEs; its one ACK is lost.
+  fabric.deliver_all(now, [](const WirePacket& w) { return w.src_ip != kIpB; });
+  ASSERT_TRUE(poll(*a).empty());
+  // A's ACK timer: A goes back to the first WRITE and, one packet per turn, resends it.
+  a->dev.set_burst(1);
+  now += 1'000'000'000;
+  a->dev.on_timer(now);
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(parse(fabric.queue.front()).h.bth.psn, 0u);
+  // B answers the duplicate with an ACK for everything it has: PSN 9.
+  WirePacket dup = std::move(fabric.queue.front());
+  fabric.queue.pop_front();
+  b->dev.on_packet(dup.src_ip, 4791, dup.bytes, now);
+  b->dev.run_pending(now);
+  b->dev.finish_turn();
+  ASSERT_EQ(fabric.queue.size(), 1u);
+  EXPECT_EQ(parse(fabric.queue.front()).h.bth.psn, kN - 1);
+  const uint64_t sent_before = a->dev.counters().tx_packets;
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), kN);
+  EXPECT_EQ(a->dev.counters().tx_packets, sent_before) << "the resend stops: B has every WRITE";
+  EXPECT_FALSE(a->dev.has_pending_work());
+}
+
 // perftest's ib_write_bw server leaves its QP in RTR: a QP whose requester never runs. Its
 // coalesced ACK (like its READ responses) makes it busy for one turn; once answered it must
 // leave the busy set, or simnicd runs its pending work forever (a NIC spinning at 100 % CPU).
