@@ -107,7 +107,8 @@ void Completer::complete_acked(Qp& qp, uint32_t psn, uint64_t now) {
     complete_send_wqe(qp, IBV_WC_SUCCESS);
     if (!qp.sq_running()) return;
   }
-  if (progress) {                       // only progress resets the retry budgets: a NAK for the oldest PSN is none
+  // Only progress resets the retry budgets: a NAK for the oldest PSN is none.
+  if (progress) {
     requester_.skip_acked_packets(qp);  // a resend in this WQE goes on after what was ACKed
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_retry_left = qp.attr.rnr_retry;

@@ -323,8 +323,8 @@ bool Requester::local_op(Qp& qp, const abi::SendWqe& w, SendWqeState& st) {
   return true;
 }
 
-// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
-// run from there when the current event ends.
+// An ACK past the resend cursor (IBA 9.7.5.1.1): the WQE at the cursor was sent whole before
+// the go-back-N and is acknowledged, so the resend goes on with the next one.
 bool Requester::skip_acked_wqe(Qp& qp) {
   if (qp.req.sq_next == qp.req.sq_started) return false;
   const SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
@@ -337,6 +337,8 @@ bool Requester::skip_acked_wqe(Qp& qp) {
   return true;
 }
 
+// The same inside the WQE at the cursor (not a READ or atomic: their responses are what is
+// awaited): the resend goes on after the last packet the ACK covers.
 void Requester::skip_acked_packets(Qp& qp) {
   if (qp.req.sq_next == qp.req.sq_started || psn_diff(qp.comp.una_psn, qp.req.next_psn) <= 0) return;
   const SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
@@ -347,6 +349,8 @@ void Requester::skip_acked_packets(Qp& qp) {
   congestion_.sync(qp, true);
 }
 
+// Resend everything from `psn` on (IBA 9.7.5.1.2: go back N): the requester is scheduled to
+// run from there when the current event ends.
 void Requester::go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
   const uint32_t mask = qp.sq_entries - 1;
   for (uint32_t idx = qp.comp.sq_consumer; idx != qp.req.sq_started; ++idx) {
