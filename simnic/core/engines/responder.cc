@@ -66,26 +66,18 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // Not in step mode (a burst of 1), where each step shows its own packets.
 void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   auto& owed = qp.resp.read_responses;
-  if (owed.empty() && !(coalesce_acks_ && requester_.burst() > 1 && is_plain_ack(h))) return send_answer_now(qp, h);
-  if (owed.empty()) {
-    ReadResponse waiting;
-    waiting.first_psn = h.bth.psn;
-    waiting.answer = h;
-    owed.push_back(waiting);
-    requester_.mark_busy(qp);
-    return;
-  }
-  ReadResponse& last = owed.back();
-  const bool both_acks = last.answer && is_plain_ack(*last.answer) && is_plain_ack(h);
-  if (both_acks) {  // the later ACK says all the earlier one did (9.7.5.1.1)
-    last.answer = h;
-    last.first_psn = h.bth.psn;
+  const bool nothing_owed = owed.empty();
+  if (nothing_owed && !(coalesce_acks_ && requester_.burst() > 1 && is_plain_ack(h))) return send_answer_now(qp, h);
+  if (!nothing_owed && owed.back().answer && is_plain_ack(*owed.back().answer) && is_plain_ack(h)) {
+    owed.back().answer = h;  // the later ACK says all the earlier one did (9.7.5.1.1)
+    owed.back().first_psn = h.bth.psn;
     return;
   }
   ReadResponse queued;
   queued.first_psn = h.bth.psn;
   queued.answer = h;
   owed.push_back(queued);
+  if (nothing_owed) requester_.mark_busy(qp);  // a waiting ACK: sent by run_pending
 }
 
 bool Responder::is_plain_ack(const PacketHeaders& h) {
