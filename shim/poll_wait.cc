@@ -1,13 +1,13 @@
 // What ibv_poll_cq and ibv_start_poll do when they find their CQ empty. A real RNIC has its own
 // silicon; simnicd shares the CPUs with the application, so a program that busy-polls must give
-// it room. A thread whose polls have found nothing spins for SIMNIC_POLL_BUSY_US microseconds
-// (default kDefaultBusyUs), yields the CPU until SIMNIC_POLL_SPIN_US have passed (default
-// kDefaultSpinUs), then sleeps on its context's completion sequence
+// it room. A thread whose polls have found nothing keeps polling for SIMNIC_POLL_SPIN_US
+// microseconds (default kDefaultSpinUs), then sleeps on its context's completion sequence
 // (abi::ContextShared, a futex) until simnicd writes a CQE for the context or
-// SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program costs no CPU, and on busy CPUs a
-// sleeping poller is woken at once instead of waiting out the scheduler slice a yield gives
-// away. SIMNIC_POLL_SPIN_US=off keeps yielding forever (simnic before issue 14).
-// docs/performance.md has the measurements behind the default.
+// SIMNIC_POLL_SLEEP_US (default 1,000) passes: an idle program costs no CPU, and a sleeping
+// poller is woken at once. It does not yield the CPU in between unless told to
+// (SIMNIC_POLL_BUSY_US below the spin: the spin's rest is spent in sched_yield), because a yield
+// hands the CPU to any other runnable task for a whole scheduler slice. SIMNIC_POLL_SPIN_US=off
+// keeps yielding forever (simnic before issue 14). docs/performance.md has the measurements.
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,18 +37,11 @@ int64_t env_us(const char* name, int64_t fallback) {
   return *end || us < 0 ? fallback : us;
 }
 
-// Longer than a small message's round trip through two NICs here (50-60 us on idle vCPUs), so a
-// ping-pong's answer is usually found before the thread sleeps (a futex sleep and wake-up on an
-// idle vCPU costs more than the answer); short enough that a thread waiting longer soon leaves
-// the CPUs to the NICs. Measured against 20 us and against yielding forever: docs/performance.md.
+// Longer than a small message's round trip through two NICs here (15-60 us), so a ping-pong's
+// answer is usually found before the thread sleeps (a futex sleep and wake-up on an idle vCPU
+// costs more than the answer); short enough that a thread waiting longer soon leaves the CPUs
+// to the NICs. Measured against 20 us and against yielding forever: docs/performance.md.
 constexpr int64_t kDefaultSpinUs = 100;
-
-// The first part of the spin does not even yield: on busy CPUs a sched_yield hands the CPU to
-// any runnable task for a whole slice (bench's nice-19 spinners, a build), which is where the
-// millisecond latencies came from, while a NIC that has work is woken by the kernel and
-// preempts a spinning poller anyway. 50 us covers a small message's round trip here (about
-// 20-25 us on busy CPUs). Measured against none: docs/performance.md, step 9.
-constexpr int64_t kDefaultBusyUs = 50;
 
 int64_t spin_ns_from_env() {
   const char* v = std::getenv("SIMNIC_POLL_SPIN_US");
@@ -56,13 +49,19 @@ int64_t spin_ns_from_env() {
   return env_us("SIMNIC_POLL_SPIN_US", kDefaultSpinUs) * 1000;
 }
 
+// The spin keeps the CPU (no sched_yield) unless SIMNIC_POLL_BUSY_US says for how long: a NIC
+// with work is woken by the kernel and preempts a spinning poller, while a yield hands the CPU
+// to any runnable task for a whole slice (bench's nice-19 spinners, a build). Spinning 50 us
+// and yielding until 100 (the default before 2026-11-27) ended 5-8 % of ib_write_lat and
+// ib_send_lat round trips after a scheduler tick (4 ms here) on CPUs kept busy; spinning the
+// whole 100 us, 0.1-0.5 % (docs/performance.md, "Polls that do not yield").
 const PollTuning& tuning() {
   static const PollTuning t = [] {
     PollTuning p{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000, 0};
     // The busy spin is part of the spin: none when the spin is off (yield forever, as before)
     // or when there is one CPU (the NIC could not run meanwhile).
     if (p.spin_ns != INT64_MAX && ::sysconf(_SC_NPROCESSORS_ONLN) > 1)
-      p.busy_ns = std::min(p.spin_ns, env_us("SIMNIC_POLL_BUSY_US", kDefaultBusyUs) * 1000);
+      p.busy_ns = std::min(p.spin_ns, env_us("SIMNIC_POLL_BUSY_US", p.spin_ns / 1000) * 1000);
     return p;
   }();
   return t;

@@ -50,7 +50,7 @@ TEST(PollWait, SleepingUdAndSrqPollersAreWokenByEveryCompletion) {
   sleeping_pingpong("ibv_srq_pingpong", {"-s", "2048", "-n", "200", "-q", "4"});
 }
 
-// The default: a short spin, then the same sleep.
+// The default: a spin that keeps the CPU for 100 us, then the same sleep.
 TEST(PollWait, DefaultPollersSpinThenSleepAndAreWoken) {
   sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, nullptr);
 }
@@ -59,6 +59,12 @@ TEST(PollWait, DefaultPollersSpinThenSleepAndAreWoken) {
 // a NIC with work is woken and preempts a spinning poller.
 TEST(PollWait, PollersThatOnlySpinStillLetTheNicsRun) {
   sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, "100000000", "100000000");
+}
+
+// A spin that yields after its first 50 us (SIMNIC_POLL_BUSY_US below the spin, the default
+// before 2026-11-27), then sleeps.
+TEST(PollWait, PollersThatYieldPartOfTheSpinThenSleepAreWoken) {
+  sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, "100", "50");
 }
 
 // The way back to yielding forever, for programs that want a CPU of their own.
