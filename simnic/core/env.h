@@ -99,6 +99,8 @@ class PacketSink {
     uint64_t socket = 0;  // the socket's identity (its inode): another one is a NIC started again
     uint64_t drops = 0;   // datagrams lost on the way: the socket's drops and this wire's own
     uint64_t queued = 0;  // bytes waiting in the socket's receive queue
+    bool busy = false;    // the NIC process holding it is running or waiting for a CPU (state R),
+                          // when this host lets it be seen (another user's NIC: false)
   };
   virtual PeerEnd peer_end(uint32_t /*dst_ip*/, uint16_t /*dst_port*/) { return {}; }
 };

@@ -346,10 +346,12 @@ core::PacketSink::PeerEnd UdpPort::peer_end(uint32_t dst_ip, uint16_t dst_port) 
   flush();  // what this turn sent is in the peer's queue before the kernel is asked about it
   if (const uint64_t t = monotonic_ns(); t - peer_table_read_ns_ >= kPeerTableEveryNs) {
     peer_sockets_.forget();
+    peer_processes_.forget();
     peer_table_read_ns_ = t;
     datagrams_at_peer_table_ = tx_datagrams_;
   }
   PeerEnd end = peer_sockets_.find(dst_ip, dst_port);
+  if (end.open) end.busy = peer_processes_.busy(end.socket);
   end.drops += tx_dropped_;
   if (end.queued == 0 && tx_datagrams_ != datagrams_at_peer_table_) end.queued = 1;
   return end;

@@ -17,6 +17,7 @@
 #include "simnic/core/env.h"
 #include "simnic/core/wire/fault_injector.h"
 #include "simnic/io/pcap_writer.h"
+#include "simnic/io/peer_process.h"
 #include "simnic/io/peer_sockets.h"
 
 namespace simnic::io {
@@ -139,6 +140,7 @@ class UdpPort final : public core::PacketSink {
   PcapWriter* pcap_ = nullptr;
   core::FaultInjector faults_;
   PeerSockets peer_sockets_;
+  PeerProcesses peer_processes_;
   uint64_t peer_table_read_ns_ = 0, tx_datagrams_ = 0, datagrams_at_peer_table_ = 0;
   std::deque<Delayed> delayed_;   // ordered by due time
   std::vector<Queued> tx_queue_;  // this turn's datagrams, in order

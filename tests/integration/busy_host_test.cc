@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "harness.h"
@@ -50,6 +52,25 @@ class BusyHost {
   bool ok_ = true;
 };
 
+// When a test ends, the NICs' own words on every ACK timeout they counted (the journal's "no ACK
+// from ... (why)" lines, at most five per NIC): a failure here says which rule of
+// completer_timers.cc judged a wait a loss.
+class TimeoutReasonsOnExit {
+ public:
+  explicit TimeoutReasonsOnExit(const Nics& nics) : nics_(nics) {}
+  ~TimeoutReasonsOnExit() {
+    for (const char* nic : {"simnic0", "simnic1"}) {
+      std::ifstream log(nics_.dir() + "/" + nic + ".log");
+      int shown = 0;
+      for (std::string line; shown < 5 && std::getline(log, line);)
+        if (line.find("no ACK from") != std::string::npos) std::printf("%s: %s\n", nic, line.c_str()), ++shown;
+    }
+  }
+
+ private:
+  const Nics& nics_;
+};
+
 TEST(BusyHost, AThousandQpPairsWriteUnderLoadWithoutAnErrorOrARetransmission) {
   if (!have_program("ib_write_bw")) GTEST_SKIP() << "perftest is not installed (scripts/setup.sh installs it)";
   Nics nics(2, {"--no-history"});
@@ -58,6 +79,7 @@ TEST(BusyHost, AThousandQpPairsWriteUnderLoadWithoutAnErrorOrARetransmission) {
   ASSERT_TRUE(load_nics.ok()) << load_nics.up_result().output;
   BusyHost load(load_nics);
   ASSERT_TRUE(load.ok()) << "the load's perftest servers did not listen";
+  const TimeoutReasonsOnExit reasons(nics);
   std::this_thread::sleep_for(1s);  // the load streams before the run starts
   std::string out;
   ASSERT_NO_FATAL_FAILURE(run_perftest_pair(nics, "ib_write_bw",
@@ -95,6 +117,7 @@ TEST(BusyHost, TheSoakRunsUnderLoadWithoutAnErrorOrARetransmission) {
   ASSERT_TRUE(load_nics.ok()) << load_nics.up_result().output;
   BusyHost load(load_nics, seconds + 20);
   ASSERT_TRUE(load.ok()) << "the load's perftest servers did not listen";
+  const TimeoutReasonsOnExit reasons(nics);
   std::this_thread::sleep_for(1s);
   std::vector<std::unique_ptr<Process>> clients;
   for (const char* own : {"", "", "-c"}) {

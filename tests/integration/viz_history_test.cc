@@ -124,14 +124,17 @@ TEST(VizLiveHistory, AViewerAttachingAfterAShortProgramSeesWhatItDid) {
 }
 
 TEST(VizLiveHistory, AViewerAttachingMidRunSeesTheSetupAndTheLiveTraffic) {
-  Nics nics(2);
+  // Every packet leaves 500 us late (the NICs' fault injector), so a round trip takes at least
+  // 1 ms whatever the data path's speed: the history (100,000 events) then spans several
+  // seconds, and the setup is still in it when the viewer under test attaches, even on a busy
+  // machine where attaching takes a while. Without the delay, round trips of 30-40 us filled the
+  // ring within a second, and a slow attach beside other tests found the setup gone.
+  Nics nics(2, {"--delay", "500"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  // Still running when the viewer's checks are made, however fast the data path is: one 4 KiB
-  // slot, so each round waits for the previous one's credit (a round trip, not bandwidth, sets
-  // the pace: 384 MiB take some 4 s here). A stream sized by bytes did not stay: 256 MiB, then
-  // 2 GiB, finished before the viewer had its snapshot once the data path got faster (issue 14).
-  auto prog = nics.start(
-      {bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "384", "-c", "4096", "-d", "1"});
+  // Still running when the viewer's checks are made: one 4 KiB slot, so each round waits for
+  // the previous one's credit; 3,072 rounds of at least 1 ms (about 8 s here).
+  auto prog =
+      nics.start({bin_dir() + "/simnic-stress", "-a", "simnic0", "-b", "simnic1", "-t", "12", "-c", "4096", "-d", "1"});
   // A first viewer waits until the program is connected and sending on both NICs; then the
   // viewer under test attaches, mid-run.
   viz::Timeline probe;

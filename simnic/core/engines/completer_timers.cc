@@ -158,7 +158,10 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 //         timeout, exactly as without this rule;
 //       - the peer has read it (its queue was seen empty since it was sent) and has not
 //         answered for a whole timeout since: it dropped it (no such QP, a QP in error) or its
-//         ACK was lost: a timeout;
+//         ACK was lost: a timeout; unless its NIC process is running or waiting for a CPU
+//         (PeerEnd::busy: a NIC that read a batch and was preempted before it answered, which on
+//         a host with several busy loops per CPU lasts longer than 8 ms), for up to
+//         kStalledPeerNs, as a queue that does not move;
 //       - the peer's queue has not moved (no answer, the queue not shrinking) for
 //         kStalledPeerNs: a NIC that was stopped (SIGSTOP) counts as a dead link does.
 //  3. a peer on another host: its queue cannot be seen. The timer is armed again without a
@@ -215,6 +218,8 @@ AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint
     return {false, "a packet towards the peer was dropped"};
   if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
     if (now - peer.read_ns < ack_timeout_ns(qp)) return {true, "the peer has just read it"};
+    if (peer.end.busy && now - peer.read_ns < kStalledPeerNs)
+      return {true, "the peer read it and its NIC has not had a CPU since"};
     return {false, "the peer read it and did not answer"};
   }
   if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};

@@ -261,6 +261,54 @@ TEST_F(AckTimeoutQueue, ALocalPeerThatReadsAndDropsStillRunsTheRetriesOut) {
   EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
 }
 
+// Send: a WRITE towards the local B, whose NIC read it and was then not given a CPU for 300 ms
+// (a NIC preempted between reading a batch and answering it, on a host with several busy loops
+// per CPU): its socket is empty, it answered nothing, and its process is runnable (busy).
+// Expect: no timeout, nothing resent; when B handles the packet, the WRITE completes and lands.
+TEST_F(AckTimeoutQueue, ALocalPeerThatReadItAndWaitsForACpuIsNotCountedAsALoss) {
+  start_two_pairs();
+  fabric.local_peers = true;
+  fabric.busy_peers.insert(kIpB);
+  post_writes(0, 1);
+  ASSERT_EQ(packets_from_a(), 1u);
+  WirePacket held = std::move(fabric.queue.front());  // read by B, not handled yet
+  fabric.queue.pop_front();
+  for (int i = 0; i < 30; ++i) tick(10 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  EXPECT_GE(a->dev.counters().timeouts_deferred, 2u);
+  b->dev.on_packet(held.src_ip, 4791, held.bytes, now);
+  run_pending();
+  acks_come_back();
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+}
+
+// Send: WRITEs towards the local B, which reads them and drops them while its NIC stays busy
+// (it serves other traffic), retry_cnt 2. Expect: each wait is bounded as a stalled queue is
+// (3 s), then counts: no timeout within 2 s, RETRY_EXC_ERR after three.
+TEST_F(AckTimeoutQueue, ABusyLocalPeerThatReadsAndDropsStillRunsTheRetriesOut) {
+  start_two_pairs(2);
+  fabric.local_peers = true;
+  fabric.busy_peers.insert(kIpB);
+  post_writes(0, 1);
+  for (int i = 0; i < 100; ++i) {
+    fabric.queue.clear();  // read, and dropped by B
+    tick(20 * kMs);
+  }
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  for (int i = 0; i < 500; ++i) {
+    fabric.queue.clear();
+    tick(20 * kMs);
+  }
+  EXPECT_EQ(a->dev.counters().timeouts, 3u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
 // Send: a WRITE towards the local B, whose NIC is gone (no socket). Expect: a timeout at once,
 // each time: RETRY_EXC_ERR after three (retry_cnt 2), nothing deferred.
 TEST_F(AckTimeoutQueue, ALocalPeerWhoseSocketIsGoneTimesOutAtOnce) {

@@ -173,6 +173,7 @@ class Fabric {
       e.open = !fabric_.gone.count(dst_ip);
       e.socket = e.open ? 1 : 0;
       e.drops = fabric_.socket_drops[dst_ip];
+      e.busy = fabric_.busy_peers.count(dst_ip) != 0;
       for (const WirePacket& p : fabric_.queue)
         if (p.dst_ip == dst_ip && e.open) e.queued += p.bytes.size();
       return e;
@@ -246,6 +247,7 @@ class Fabric {
   bool local_peers = false;
   std::map<uint32_t, uint64_t> socket_drops;
   std::set<uint32_t> gone;
+  std::set<uint32_t> busy_peers;  // local peers whose NIC process is running or waits for a CPU
   std::map<uint32_t, core::Device*> devices;
   std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;
