@@ -73,6 +73,22 @@ class AckTimeoutQueue : public QpPair {
     b->dev.on_timer(now);
     run_pending();
   }
+  // B reads every packet that reaches it and drops it (no such QP, a QP in error), for `ms`.
+  void peer_reads_and_drops_for(int ms) {
+    for (int t = 0; t < ms; t += 20) {
+      fabric.queue.clear();
+      tick(20 * kMs);
+    }
+  }
+  // The one WRITE posted on pair 0 completed with `status`; a successful one landed in B.
+  void expect_one_completion(ibv_wc_status status) {
+    auto wcs = poll(*a);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, status);
+    if (status == IBV_WC_SUCCESS) {
+      EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+    }
+  }
   size_t packets_from_a() const {
     return size_t(
         std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
@@ -251,10 +267,7 @@ TEST_F(AckTimeoutQueue, ALocalPeerThatReadsAndDropsStillRunsTheRetriesOut) {
   start_two_pairs(2);
   fabric.local_peers = true;
   post_writes(0, 1);
-  for (int i = 0; i < 40; ++i) {
-    fabric.queue.clear();  // read, and dropped by B
-    tick(20 * kMs);
-  }
+  peer_reads_and_drops_for(800);
   EXPECT_EQ(a->dev.counters().timeouts, 3u);
   auto wcs = poll(*a);
   ASSERT_EQ(wcs.size(), 1u);
@@ -280,10 +293,7 @@ TEST_F(AckTimeoutQueue, ALocalPeerThatReadItAndWaitsForACpuIsNotCountedAsALoss) 
   b->dev.on_packet(held.src_ip, 4791, held.bytes, now);
   run_pending();
   acks_come_back();
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
-  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+  expect_one_completion(IBV_WC_SUCCESS);
 }
 
 // Send: WRITEs towards the local B, which reads them and drops them while its NIC stays busy
@@ -294,19 +304,11 @@ TEST_F(AckTimeoutQueue, ABusyLocalPeerThatReadsAndDropsStillRunsTheRetriesOut) {
   fabric.local_peers = true;
   fabric.busy_peers.insert(kIpB);
   post_writes(0, 1);
-  for (int i = 0; i < 100; ++i) {
-    fabric.queue.clear();  // read, and dropped by B
-    tick(20 * kMs);
-  }
+  peer_reads_and_drops_for(2000);
   EXPECT_EQ(a->dev.counters().timeouts, 0u);
-  for (int i = 0; i < 500; ++i) {
-    fabric.queue.clear();
-    tick(20 * kMs);
-  }
+  peer_reads_and_drops_for(10000);
   EXPECT_EQ(a->dev.counters().timeouts, 3u);
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+  expect_one_completion(IBV_WC_RETRY_EXC_ERR);
 }
 
 // Send: a WRITE towards the local B, whose NIC is gone (no socket). Expect: a timeout at once,
