@@ -25,8 +25,9 @@ LAYERS = {
     "simnic/io": ["simnic/service", "simnic/core", "simnic/proto", "simnic/abi"],
     "simnic/daemon": ["simnic/io", "simnic/service", "simnic/core", "simnic/proto", "simnic/abi"],
     "simnic/client": ["simnic/abi"],
-    # netif.h (the host's interfaces) sits with io but has no Asio: `simnic up` needs it too.
-    "simnic/cli": ["simnic/client", "simnic/proto", "simnic/abi", "simnic/io/netif.h"],
+    # netif.h (the host's interfaces) and proc_stat.h sit with io but have no Asio: `simnic up`
+    # and `simnic down` need them too.
+    "simnic/cli": ["simnic/client", "simnic/proto", "simnic/abi", "simnic/io/netif.h", "simnic/io/proc_stat.h"],
     "shim": ["simnic/abi"],
     "rdmacm": ["simnic/abi"],
     "viz/model": [],

@@ -24,6 +24,7 @@
 #include "simnic/cli/cli.h"
 #include "simnic/cli/link_layer.h"
 #include "simnic/io/netif.h"
+#include "simnic/io/proc_stat.h"
 
 namespace simnic::cli {
 namespace {
@@ -41,25 +42,9 @@ std::string tail_of(const std::string& path, size_t lines) {
   return out;
 }
 
-// A process's command name and state letter from /proc/PID/stat ("42 (simnicd) S ..."): R
-// running, S sleeping, D in the kernel on a disk or lock, T stopped, Z a zombie; state 0 when
-// the process is gone or the line is malformed.
-struct ProcState {
-  std::string comm;
-  char state = 0;
-};
-ProcState proc_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return {};
-  auto open = stat.find('('), close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return {};
-  return {stat.substr(open + 1, close - open - 1), stat[close + 2]};
-}
-
 // A live simnicd: a zombie (exited, not yet reaped by whoever adopted it) does not count.
 bool is_simnicd(pid_t pid) {
-  const ProcState p = proc_state(pid);
+  const io::ProcStat p = io::read_proc_stat(pid);
   return p.comm == "simnicd" && p.state && p.state != 'Z';
 }
 
@@ -464,13 +449,13 @@ namespace {
 // a clean stop into a kill.
 constexpr std::chrono::seconds kStopWait{10};
 
-// What a process that outlived its wait was doing: its state letter (proc_state) and the
+// What a process that outlived its wait was doing: its state letter (io::ProcStat) and the
 // kernel function it sleeps in, so that a NIC that does not stop says why in the message.
 std::string where_it_waits(pid_t pid) {
   std::ifstream wchan_file("/proc/" + std::to_string(pid) + "/wchan");
   std::string wchan;
   std::getline(wchan_file, wchan);
-  const char state = proc_state(pid).state;
+  const char state = io::read_proc_stat(pid).state;
   return std::string("state ") + (state ? state : '?') + (wchan.empty() || wchan == "0" ? "" : ", waiting in " + wchan);
 }
 

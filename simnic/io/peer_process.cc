@@ -5,19 +5,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
+
+#include "simnic/io/proc_stat.h"
 
 namespace simnic::io {
 
 namespace {
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 pid_t pid_of_entry(const dirent* e) {
   char* end = nullptr;
@@ -27,16 +21,10 @@ pid_t pid_of_entry(const dirent* e) {
 
 }  // namespace
 
-char state_in_proc_stat(const std::string& line) {
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size() || line[close + 1] != ' ') return 0;
-  return line[close + 2];
-}
-
 bool PeerProcesses::busy(uint64_t socket) {
   if (auto it = states_.find(socket); it != states_.end()) return it->second;
   const pid_t pid = owner(socket);
-  const char state = pid ? state_in_proc_stat(first_line(proc_ + "/" + std::to_string(pid) + "/stat")) : 0;
+  const char state = pid ? read_proc_stat(pid).state : 0;
   if (pid && state == 0) owners_.erase(socket);  // gone: look for it again next time
   return states_[socket] = state == 'R';
 }
@@ -50,18 +38,18 @@ pid_t PeerProcesses::owner(uint64_t socket) {
 // Every process named comm_ whose descriptors can be read, until one holds the socket: a walk
 // of /proc that costs a few milliseconds on a busy server, once per peer socket.
 pid_t PeerProcesses::find_owner(uint64_t socket) const {
-  const std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_.c_str()), ::closedir);
+  const std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/proc"), ::closedir);
   if (!dir) return 0;
   const std::string link = "socket:[" + std::to_string(socket) + "]";
   while (const dirent* e = ::readdir(dir.get())) {
     const pid_t pid = pid_of_entry(e);
-    if (pid && first_line(proc_ + "/" + e->d_name + "/comm") == comm_ && holds(pid, link)) return pid;
+    if (pid && read_proc_stat(pid).comm == comm_ && holds(pid, link)) return pid;
   }
   return 0;
 }
 
 bool PeerProcesses::holds(pid_t pid, const std::string& link) const {
-  const std::string fds = proc_ + "/" + std::to_string(pid) + "/fd";
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
   const std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(fds.c_str()), ::closedir);
   if (!dir) return false;  // another user's process
   char target[64];

@@ -13,15 +13,10 @@
 
 namespace simnic::io {
 
-// The scheduler state letter of /proc/PID/stat's line ("4242 (simnicd) R 1 ...": 'R'); 0 if
-// malformed. The command name may hold spaces and parentheses: the state follows the last ')'.
-char state_in_proc_stat(const std::string& line);
-
 class PeerProcesses {
  public:
   // `comm`: the command name of the processes to look in (simnicd; tests pass their own).
-  explicit PeerProcesses(std::string comm = "simnicd", std::string proc = "/proc")
-      : comm_(std::move(comm)), proc_(std::move(proc)) {}
+  explicit PeerProcesses(std::string comm = "simnicd") : comm_(std::move(comm)) {}
   // True when the process holding the socket with inode `socket` is running or runnable (state
   // R); false when it sleeps, or its process is not one this user can see. Read once per socket
   // until forget(): a thousand QPs timing out together towards one peer read it once.
@@ -33,7 +28,7 @@ class PeerProcesses {
  private:
   pid_t find_owner(uint64_t socket) const;
   bool holds(pid_t pid, const std::string& link) const;
-  std::string comm_, proc_;
+  std::string comm_;
   std::map<uint64_t, pid_t> owners_;  // by socket inode; 0: looked for, not found
   std::map<uint64_t, bool> states_;   // busy(), by socket inode, since forget()
 };

@@ -1,6 +1,7 @@
 // Finding the NIC process behind a peer socket and whether it runs (issue 26: a peer that read
 // a packet and waits for a CPU has not lost it; completer_timers.cc).
 #include "simnic/io/peer_process.h"
+#include "simnic/io/proc_stat.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,37 +11,27 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 
 namespace simnic::io {
 namespace {
 
-std::string own_comm() {
-  std::ifstream in("/proc/self/comm");
-  std::string c;
-  std::getline(in, c);
-  return c;
-}
+std::string own_comm() { return read_proc_stat(::getpid()).comm; }
 
 uint64_t inode_of(int fd) {
   struct stat st {};
   return ::fstat(fd, &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
-char state_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  return state_in_proc_stat(line);
-}
-
-TEST(PeerProcess, TheStateIsTheLetterAfterTheCommandName) {
-  EXPECT_EQ(state_in_proc_stat("4242 (simnicd) R 1 4242 4242 0 -1"), 'R');
-  EXPECT_EQ(state_in_proc_stat("17 (a) b (c)) S 1 17"), 'S');  // a name with ") " in it
-  EXPECT_EQ(state_in_proc_stat("garbage"), 0);
-  EXPECT_EQ(state_in_proc_stat("17 (x)"), 0);
+TEST(ProcStat, TheCommandNameRunsToTheLastParenthesisAndTheStateFollows) {
+  EXPECT_EQ(parse_proc_stat("4242 (simnicd) R 1 4242 4242 0 -1").comm, "simnicd");
+  EXPECT_EQ(parse_proc_stat("4242 (simnicd) R 1 4242 4242 0 -1").state, 'R');
+  EXPECT_EQ(parse_proc_stat("17 (a) b (c)) S 1 17").comm, "a) b (c)");  // a name with ") " in it
+  EXPECT_EQ(parse_proc_stat("17 (a) b (c)) S 1 17").state, 'S');
+  EXPECT_EQ(parse_proc_stat("garbage").state, 0);
+  EXPECT_EQ(parse_proc_stat("17 (x)").state, 0);
+  EXPECT_EQ(read_proc_stat(::getpid()).state, 'R');  // this process, running as it asks
 }
 
 // This process holds a UDP socket and is running while it asks: found, and busy.
@@ -70,7 +61,8 @@ TEST(PeerProcess, ASleepingOwnerIsNotBusyAndAnUnknownSocketHasNoOwner) {
   uint64_t inode = 0;
   ASSERT_EQ(::read(pipe_fds[0], &inode, sizeof inode), ssize_t(sizeof inode));
   ::close(pipe_fds[0]);
-  for (int i = 0; i < 200 && state_of(child) != 'S'; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 200 && read_proc_stat(child).state != 'S'; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   PeerProcesses peers(own_comm());
   EXPECT_EQ(peers.owner(inode), child);
   EXPECT_FALSE(peers.busy(inode));
