@@ -219,7 +219,7 @@ AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint
   if (peer.read_seq >= qp.req.last_seq) {  // it read ours: a timeout to answer from then
     if (now - peer.read_ns < ack_timeout_ns(qp)) return {true, "the peer has just read it"};
     if (peer.end.busy && now - peer.read_ns < kStalledPeerNs)
-      return {true, "the peer read it and its NIC has not had a CPU since"};
+      return {true, "the peer read it and its NIC is running or waiting for a CPU"};
     return {false, "the peer read it and did not answer"};
   }
   if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};
