@@ -270,8 +270,13 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     }
     if (posted) qp->shm->rq.producer.value.store(prod, std::memory_order_release);
   }
-  // Receives need no doorbell to be found, but a QP in ERR must flush them at once.
-  if (posted && qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR) ring_doorbell(to_shim(ibqp->context));
+  // Receives need no doorbell to be found, but a QP in ERR must flush them at once, and a
+  // request waiting in simnicd for a receive (docs/performance.md, "A request that waits for
+  // its receive") must hear of it now rather than at the end of its wait.
+  const abi::CqShared* recv_cq = ibqp->recv_cq ? to_shim(ibqp->recv_cq)->shm : nullptr;
+  if (posted &&
+      (qp->shm->state.load(std::memory_order_acquire) == IBV_QPS_ERR || abi::receive_must_ring(*qp->shm, recv_cq)))
+    ring_doorbell(to_shim(ibqp->context));
   if (err && bad_wr) *bad_wr = wr;
   if (err) explain_refusal("ibv_post_recv", err, qp_prefix(ibqp) + why);
   return err;

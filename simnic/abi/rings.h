@@ -77,6 +77,9 @@ struct QpShared {
   alignas(kCacheLine) std::atomic<uint32_t> state{0};  // enum ibv_qp_state; written by simnicd only
   RingControl sq;  // producer: shim (post_send); consumer: simnicd, advanced on completion
   RingControl rq;  // producer: shim (post_recv); consumer: simnicd, advanced on use
+  // Non-zero while requests wait in simnicd for receive WQEs (ReceiveWait::hold): how
+  // many they take. Written by simnicd only; ibv_post_recv reads it (receive_must_ring).
+  alignas(kCacheLine) std::atomic<uint32_t> receives_awaited{0};
 };
 
 // Header of a CQ's shared memory; struct ibv_wc slots follow at cqe_offset(), then one
@@ -141,6 +144,32 @@ inline void open_doorbell_gate(ContextShared* page) {
   if (!page) return;
   page->doorbell_rung.store(0, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // F2: the word before the producer loads
+}
+
+// Whether requests waiting for receive WQEs can go on: as many receives are posted as they
+// take, or some are and the program has polled every completion of its receive CQ (it has
+// caught up, and posts no more until more work comes). Both halves ask it: the shim after
+// publishing the RQ producer index (ring the doorbell: receives otherwise never do), simnicd at
+// the end of each event (ReceiveWait::release_posted). simnicd stores receives_awaited and
+// fences before that look, the shim stores the index and fences before reading the word, so
+// one of them sees the other's store and a wait is never left to its deadline by a receive
+// posted in between (the Dekker pattern of the doorbell gate above). Counting once per post
+// and not ringing each time keeps a program catching up from waking the NIC per receive.
+inline bool awaited_receives_posted(const QpShared& qp, const CqShared* recv_cq) {
+  const uint32_t wanted = qp.receives_awaited.load(std::memory_order_relaxed);
+  if (!wanted) return false;
+  const uint32_t posted = qp.rq.producer.value.load(std::memory_order_acquire) -
+                          qp.rq.consumer.value.load(std::memory_order_relaxed);
+  if (posted >= wanted) return true;
+  const bool cq_drained = recv_cq && recv_cq->ring.producer.value.load(std::memory_order_relaxed) ==
+                                         recv_cq->ring.consumer.value.load(std::memory_order_relaxed);
+  return posted > 0 && cq_drained;
+}
+
+// The shim's half, after it published the RQ producer index.
+inline bool receive_must_ring(const QpShared& qp, const CqShared* recv_cq) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return awaited_receives_posted(qp, recv_cq);
 }
 
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmNext = 1, kCqArmSolicited = 2 };

@@ -52,6 +52,7 @@ const std::vector<Group>& groups() {
         {"naks_received"},
         {"rnr_naks_sent"},
         {"rnr_naks_received"},
+        {"receive_waits"},
         {"duplicates"}}},
       {"Back-pressure (the window towards each peer NIC, docs/congestion.md)",
        {{"cc_window_cap", "bytes in flight allowed towards one peer, all QPs together"},

@@ -14,6 +14,7 @@
 //   MemoryAccess (memory/), WindowBinding (objects/).
 // Packets, doorbells and timers come in through Device's data-path hand-offs.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -182,9 +183,15 @@ class Device : private ObjectTables {
     engines_.ingress.on_packet(src_ip, src_port, bytes, now, dst_ip, tos);
   }
   // Time passed: fire due timers (ACK timeout, RNR wait).
-  void on_timer(uint64_t now) { engines_.completer.on_timer(now); }
+  void on_timer(uint64_t now) {
+    engines_.completer.on_timer(now);
+    engines_.receive_wait.expire(now);
+  }
   // The earliest timer deadline, 0 if none.
-  uint64_t next_deadline() const { return engines_.completer.next_deadline(); }
+  uint64_t next_deadline() const {
+    const uint64_t acks = engines_.completer.next_deadline(), holds = engines_.receive_wait.next_deadline();
+    return acks && holds ? std::min(acks, holds) : acks | holds;
+  }
   // True when an engine stopped early to let the event loop breathe (a long READ reply).
   bool has_pending_work() const { return engines_.requester.has_pending_work(); }
   // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
@@ -193,11 +200,13 @@ class Device : private ObjectTables {
   // One ACK per QP per event instead of one per request that asks (IBA 9.7.5.1.1); on unless
   // turned off (simnicd: SIMNIC_ACK_COALESCING=0, for an A/B).
   void set_ack_coalescing(bool on) { engines_.responder.set_ack_coalescing(on); }
-  // The end of an event (simnicd calls it after each): the writes queued into pinned MRs
+  // The end of an event (simnicd calls it after each): requests that waited for a receive WQE
+  // go on if one was posted meanwhile (receive_wait.h), the writes queued into pinned MRs
   // (HostMemory::write_later) land, then the pollers asleep on a context that got CQEs are
   // woken, once per context. The NIC flushes by itself before a CQE, an ACK, or any other
   // access to application memory, so nothing can report bytes that have not landed.
   void finish_turn() {
+    engines_.receive_wait.release_posted();  // a receive posted meanwhile lets them go on
     engines_.dma.flush_dma_writes();
     shared_.completions.wake_sleepers();
   }
@@ -244,6 +253,7 @@ class Device : private ObjectTables {
   friend class Requester;
   friend class Completer;
   friend class Responder;
+  friend class ReceiveWait;
   friend class DatagramReceiver;
 };
 

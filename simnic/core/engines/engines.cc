@@ -18,7 +18,8 @@ Engines::Engines(Device& dev)
       congestion(dev, requester, peer_window(dev.config())),
       requester(dev, transmit, dma, windows, congestion, completer, responder),
       completer(dev, requester, dma, congestion),
-      responder(dev, transmit, dma, recv, windows, requester, completer),
+      responder(dev, transmit, dma, recv, windows, requester, completer, receive_wait),
+      receive_wait(dev, requester, responder),
       datagram(dev, recv, responder, ingress),
       ingress(dev, transmit, requester, completer, responder, datagram) {}
 

@@ -8,6 +8,7 @@
 #include "simnic/core/engines/congestion_hooks.h"
 #include "simnic/core/engines/datagram.h"
 #include "simnic/core/engines/receive_queue.h"
+#include "simnic/core/engines/receive_wait.h"
 #include "simnic/core/engines/requester.h"
 #include "simnic/core/engines/responder.h"
 #include "simnic/core/memory/memory_access.h"
@@ -29,6 +30,7 @@ struct Engines {
   Requester requester;            // send WQEs into packets, the work flag (engines/requester.h)
   Completer completer;            // ACKs, responses, the ACK and RNR timers (engines/completer.h)
   Responder responder;            // RC/UC/XRC requests in PSN order (engines/responder.h)
+  ReceiveWait receive_wait;       // requests waiting for a receive WQE (engines/receive_wait.h)
   DatagramReceiver datagram;      // UD and multicast receive (engines/datagram.h)
   Ingress ingress;                // the one receive path (wire/ingress.h)
 };

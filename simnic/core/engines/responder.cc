@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "simnic/core/device.h"
+#include "simnic/core/engines/receive_wait.h"
 #include "simnic/core/errors.h"
 #include "simnic/core/objects/qp_state_table.h"
 #include "simnic/core/text.h"
@@ -20,6 +21,10 @@ namespace {
 
 constexpr uint8_t kAckCredits = 0x1f;      // "credits invalid": simnic does no end-to-end credits
 constexpr size_t kAtomicReplayDepth = 16;  // remembered atomic results (>= max_dest_rd_atomic)
+
+bool is_plain_ack(const PacketHeaders& h) {
+  return h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
+}
 
 }  // namespace
 
@@ -78,10 +83,6 @@ void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   queued.answer = h;
   owed.push_back(queued);
   if (nothing_owed) requester_.mark_busy(qp);  // a waiting ACK: sent by run_pending
-}
-
-bool Responder::is_plain_ack(const PacketHeaders& h) {
-  return h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
 }
 
 // The answers at the head of the queue (ACKs, atomic answers), up to the first READ response.
@@ -219,6 +220,7 @@ const char* resp_step_name(RespStep step) {
 // The responder, as rxe's: a request walks named steps, each returning the next.
 void Responder::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   (void)now;
+  if (wait_.keep_behind(qp, pkt)) return;  // behind a request that waits for its receive WQE
   RespStep step = RespStep::kCheckState;
   StepPath path;
   const bool tracing = dev_.tracer_.engine_steps_on();
@@ -313,6 +315,7 @@ bool Responder::resp_begin_send(Qp& qp, const ParsedPacket& pkt) {
       uc_discard(qp, psn, "a SEND arrived and no receive WQE was posted");
       return false;
     }
+    if (wait_.hold(qp, pkt, "a SEND")) return false;
     send_rnr_nak(qp, psn);
     // The requester goes back to this PSN after the RNR wait: the rest of the message, still
     // in flight, is out of sequence and dropped without a second (sequence) NAK.
@@ -458,6 +461,7 @@ bool Responder::resp_take_write_imm_wqe(Qp& qp, const ParsedPacket& pkt) {
       uc_discard(qp, pkt.h.bth.psn, "a WRITE with immediate arrived and no receive WQE was posted");
       return false;
     }
+    if (wait_.hold(qp, pkt, "a WRITE with immediate")) return false;
     send_rnr_nak(qp, pkt.h.bth.psn, "a WRITE with immediate");
     // As after a SEND's RNR NAK: requests behind it are out of sequence until the retry, and
     // are dropped without a sequence NAK.

@@ -4,7 +4,8 @@
 // UC receive and XRC's routing to the SRQ an XRCETH names are here too (xrc_receive.cc).
 // Owns the per-QP responder state's use (qp.resp). Calls Transmit (answers), MemoryAccess
 // (rkeys, DMA, stages), ReceiveQueue, WindowBinding (SEND_WITH_INV), Requester (busy set,
-// burst) and Completer (responses for an XRC INI QP).
+// burst), Completer (responses for an XRC INI QP) and ReceiveWait (a request that waits for a
+// receive WQE instead of an RNR NAK).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,18 +24,20 @@ class ReceiveQueue;
 class WindowBinding;
 class Requester;
 class Completer;
+class ReceiveWait;
 
 class Responder {
  public:
   Responder(Device& dev, Transmit& transmit, MemoryAccess& dma, ReceiveQueue& recv, WindowBinding& windows,
-            Requester& requester, Completer& completer)
+            Requester& requester, Completer& completer, ReceiveWait& wait)
       : dev_(dev),
         transmit_(transmit),
         dma_(dma),
         recv_(recv),
         windows_(windows),
         requester_(requester),
-        completer_(completer) {}
+        completer_(completer),
+        wait_(wait) {}
 
   // --- Entry points ---
   void receive(Qp& qp, const proto::ParsedPacket& pkt, uint64_t now);
@@ -73,7 +76,6 @@ class Responder {
   void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
   void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
   void send_waiting_answers(Qp& qp);  // the queued answers before the first READ response
-  static bool is_plain_ack(const proto::PacketHeaders& h);
   size_t rd_atomic_owed(const Qp& qp) const;
   // --- Errors ---
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);
@@ -95,6 +97,7 @@ class Responder {
   WindowBinding& windows_;
   Requester& requester_;
   Completer& completer_;
+  ReceiveWait& wait_;
   bool coalesce_acks_ = true;
 };
 

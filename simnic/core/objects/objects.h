@@ -217,6 +217,14 @@ struct QpCompleter {
   uint32_t msn_retired = 0;                // the MSN of the last message retired
 };
 
+// A request that waits for a receive WQE (ReceiveWait::hold): its headers and its
+// payload, copied out of the datagram, which the NIC's receive buffer reuses.
+struct HeldRequest {
+  proto::PacketHeaders h;
+  uint32_t mask = 0;
+  std::vector<uint8_t> payload;
+};
+
 // The responder's state (rxe's qp->resp): the PSN it expects and the message in progress.
 struct QpResponder {
   uint32_t rq_seen = 0;      // trace: receive WQEs already reported as posted
@@ -231,6 +239,11 @@ struct QpResponder {
   uint32_t write_len = 0;  // RETH dma_len of the WRITE in progress
   std::deque<ReadResponse> read_responses;
   std::deque<AtomicResult> atomic_results;
+  // Requests waiting for a receive WQE, the first one the one that found none, in arrival order.
+  std::deque<HeldRequest> held;
+  uint64_t held_bytes = 0;
+  uint32_t held_wqes = 0;   // the receive WQEs they take (ReceiveWait::takes_receive_wqe)
+  uint64_t held_until = 0;  // when the wait ends in an RNR NAK; 0: nothing waits
 };
 
 struct Qp {

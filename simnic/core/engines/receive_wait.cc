@@ -1,0 +1,165 @@
+// A request that finds no receive WQE while its program is behind waits for the program's next
+// receive instead of being RNR NAKed at once (issue 26; docs/performance.md, "A request that
+// waits for its receive").
+//
+// Why: simnicd shares the host's CPUs with the programs it serves. A receiver that re-posts one
+// receive per completion it polls (perftest, most servers) and loses its CPU for a scheduler
+// slice finds, when it runs again, that the NIC has used up every receive it had posted: the next
+// SEND was RNR NAKed, the sender waited its RNR timer and then sent again everything behind it.
+// A real RNIC never takes its host's CPU, so this is the simulation's cost, not the program's
+// mistake. The program's receive CQ tells the two apart: completions it has not polled yet say it
+// is behind on work the NIC gave it (and will post receives as it catches up); an empty CQ says it
+// has nothing to catch up on and did not post, and that is answered by an RNR NAK at once, as
+// rxe does, so labs and tests that provoke RNR see it as before.
+//
+// The wait is what a slow responder looks like to the requester (IBA 9.7.5.2.8 says what to do
+// when the request is handled, not how soon): no more than the RNR timer the NAK would have asked
+// for (min_rnr_timer, IBA Table 45), and never over kMaxHoldNs, far below any ACK timeout a
+// requester here uses (8 ms at least, completer_timers.cc). When it is over, the request is
+// handled as before: RNR NAK, and the requests behind it dropped as out of sequence. Not in step
+// mode (a burst of 1), where a student steps to see the RNR NAK; not on UC (no RNR), nor for an
+// SRQ (posting to it rings no doorbell).
+#include <algorithm>
+
+#include "simnic/core/engines/receive_wait.h"
+
+#include "simnic/core/device.h"
+#include "simnic/core/text.h"
+#include "simnic/proto/opcode_table.h"
+
+namespace simnic::core {
+
+using namespace simnic::proto;
+
+namespace {
+
+constexpr uint64_t kMaxHoldNs = 1'000'000;     // 1 ms
+constexpr uint64_t kMaxHeldBytes = 512 << 10;  // per QP: a window of requests behind the first
+constexpr size_t kMaxHeldPackets = 1024;       // per QP
+constexpr size_t kMaxHoldingQps = 64;          // QPs waiting at once, the NIC's whole
+
+// The program has completions on the QP's receive CQ it has not polled yet.
+bool program_is_behind(const Qp& qp) {
+  const abi::RingControl& ring = qp.recv_cq->shm->ring;
+  return ring.producer.value.load(std::memory_order_relaxed) != ring.consumer.value.load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+bool ReceiveWait::may_hold(const Qp& qp) const {
+  if (holds_off_ || requester_.burst() <= 1) return false;
+  if (qp.type != IBV_QPT_RC || qp.srq || !qp.rq_entries || !qp.recv_cq || !qp.recv_cq->shm) return false;
+  return holding_.size() < kMaxHoldingQps && program_is_behind(qp);
+}
+
+// True when `pkt` (the request that found no receive WQE) waits; false: the caller RNR NAKs.
+bool ReceiveWait::hold(Qp& qp, const ParsedPacket& pkt, const char* what) {
+  if (!may_hold(qp) || !keep(qp, pkt)) return false;
+  const uint64_t wait = std::min(Completer::rnr_timer_ns(qp.attr.min_rnr_timer), kMaxHoldNs);
+  qp.resp.held_until = dev_.now() + wait;
+  holding_.push_back(qp.qpn);
+  // Before the look at the end of this event (release_posted): the receives posted from
+  // here on ring the doorbell once there are enough, those posted before are seen by that look
+  // (abi::awaited_receives_posted).
+  qp.shm->receives_awaited.store(receives_wanted(qp), std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ++dev_.counters_.receive_waits;
+  dev_.tracer_.event(TraceKind::kTimer)
+      .u("qp", qp.qpn)
+      .s("what", "receive_wait")
+      .s("action", "armed")
+      .u("psn", pkt.h.bth.psn)
+      .u("due_ns", qp.resp.held_until);
+  dev_.journal().log_limited(LogLevel::kInfo, "receive_wait", qp.qpn, [&] {
+    return "QP " + hex(qp.qpn) + ": " + what +
+           " found no receive WQE while the program had completions still to poll; it waits up to " +
+           std::to_string(wait / 1000) + " us for the next receive, then RNR NAK (docs/performance.md)";
+  });
+  return true;
+}
+
+bool ReceiveWait::keep_behind(Qp& qp, const ParsedPacket& pkt) {
+  if (qp.resp.held.empty()) return false;
+  if (keep(qp, pkt)) return true;
+  release(qp, true);  // no room for more: the wait ends now, in an RNR NAK
+  return false;
+}
+
+// A copy of `pkt` joins the QP's waiting requests; false when they would pass their bounds.
+bool ReceiveWait::keep(Qp& qp, const ParsedPacket& pkt) {
+  QpResponder& r = qp.resp;
+  if (r.held.size() >= kMaxHeldPackets || r.held_bytes + pkt.payload.size() > kMaxHeldBytes) return false;
+  r.held.push_back({pkt.h, pkt.mask, {pkt.payload.begin(), pkt.payload.end()}});
+  r.held_bytes += pkt.payload.size();
+  if (takes_receive_wqe(pkt.mask)) {
+    ++r.held_wqes;
+    if (r.held_until) qp.shm->receives_awaited.store(receives_wanted(qp), std::memory_order_relaxed);
+  }
+  return true;
+}
+
+// What the waiting requests take: one receive WQE each that begins a SEND or ends a WRITE with
+// immediate, up to the RQ's size.
+bool ReceiveWait::takes_receive_wqe(uint32_t mask) {
+  return ((mask & kIsSend) && (mask & kIsFirst)) || ((mask & kIsWrite) && (mask & kHasImm) && (mask & kIsLast));
+}
+
+uint32_t ReceiveWait::receives_wanted(const Qp& qp) {
+  return std::max<uint32_t>(1, std::min<uint32_t>(qp.resp.held_wqes, qp.cap.max_recv_wr));
+}
+
+// The QP's waiting requests are handled again, in order: found a receive WQE, they go on (and the
+// first that finds none may wait again); `expired`, the first is RNR NAKed as it would have been.
+void ReceiveWait::release(Qp& qp, bool expired) {
+  std::deque<HeldRequest> held;
+  held.swap(qp.resp.held);
+  qp.resp.held_bytes = 0;
+  qp.resp.held_wqes = 0;
+  qp.resp.held_until = 0;
+  qp.shm->receives_awaited.store(0, std::memory_order_relaxed);
+  std::erase(holding_, qp.qpn);
+  dev_.tracer_.event(TraceKind::kTimer)
+      .u("qp", qp.qpn)
+      .s("what", "receive_wait")
+      .s("action", expired ? "fired" : "stopped");
+  holds_off_ = expired;
+  for (const HeldRequest& r : held) responder_.receive(qp, ParsedPacket{r.h, r.mask, r.payload}, dev_.now());
+  holds_off_ = false;
+}
+
+// The end of an event: a QP with a receive WQE now, or that can no longer receive, lets its
+// requests go on.
+void ReceiveWait::release_posted() {
+  if (holding_.empty()) return;
+  const std::vector<uint32_t> qpns = holding_;
+  for (uint32_t qpn : qpns) {
+    Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
+    if (!qp || qp->resp.held.empty()) {  // destroyed, or reset: nothing waits any more
+      std::erase(holding_, qpn);
+      continue;
+    }
+    if (abi::awaited_receives_posted(*qp->shm, qp->recv_cq->shm) || qp->state == IBV_QPS_ERR ||
+        qp->state == IBV_QPS_RESET)
+      release(*qp, false);
+  }
+}
+
+void ReceiveWait::expire(uint64_t now) {
+  if (holding_.empty()) return;
+  const std::vector<uint32_t> qpns = holding_;
+  for (uint32_t qpn : qpns) {
+    Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
+    if (qp && !qp->resp.held.empty() && qp->resp.held_until <= now) release(*qp, true);
+  }
+  release_posted();
+}
+
+uint64_t ReceiveWait::next_deadline() const {
+  uint64_t due = 0;
+  for (uint32_t qpn : holding_)
+    if (const Qp* qp = dev_.tables().find_qp_by_qpn(qpn); qp && qp->resp.held_until)
+      due = due ? std::min(due, qp->resp.held_until) : qp->resp.held_until;
+  return due;
+}
+
+}  // namespace simnic::core

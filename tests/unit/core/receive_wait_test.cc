@@ -1,0 +1,174 @@
+// A request that finds no receive WQE while its program still has completions to poll waits for
+// the program's next receive, up to the RNR timer (at most 1 ms), instead of an RNR NAK at once
+// (engines/receive_wait.cc, issue 26). A program with nothing to poll is RNR NAKed at once, as by rxe.
+#include <gtest/gtest.h>
+
+#include "qp_pair.h"
+
+namespace simnic::testing {
+namespace {
+
+constexpr uint64_t kMaxWaitNs = 1'000'000;
+
+class ReceiveWait : public QpPair {
+ protected:
+  void SetUp() override { start(); }
+  uint64_t counter(Host& h, const char* name) {
+    uint64_t v = 0;
+    h.dev.counters().for_each([&](const char* n, uint64_t x) {
+      if (std::string(n) == name) v = x;
+    });
+    return v;
+  }
+  // A sends two 8-byte SENDs (from offsets 0 and 64) to B, which posted one receive (at 4096).
+  void two_sends_one_receive() {
+    fill(*a, 0, 128, 5);
+    post_recv(*b, 20, 4096, 64);
+    post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 8), wqe(*a, IBV_WR_SEND, 2, 64, 8)});
+    ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcSendOnly, proto::kRcSendOnly}));
+  }
+  // The answers B has put on the wire, as AETH syndrome classes (proto::kAethAck, kAethRnrNak).
+  std::vector<uint8_t> answers_from_b() {
+    std::vector<uint8_t> out;
+    for (const proto::ParsedPacket& p : sent_by(*b)) out.push_back(proto::aeth_class(p.h.aeth.syndrome));
+    return out;
+  }
+  // The receive WQEs B's waiting requests take, as the shim reads it.
+  uint32_t awaited() { return b->qp->shm->receives_awaited.load(); }
+  void expect_both_sends_landed() {
+    auto at_a = poll(*a);
+    ASSERT_EQ(at_a.size(), 2u);
+    for (const ibv_wc& wc : at_a) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+    EXPECT_TRUE(same(*a, 0, *b, 4096, 8));
+    EXPECT_TRUE(same(*a, 64, *b, 4096 + 64, 8));
+  }
+};
+
+TEST_F(ReceiveWait, ASendWaitsForTheReceiveOfAProgramBehindOnItsCompletions) {
+  two_sends_one_receive();
+  deliver_one();  // the first lands: a CQE B's program has not polled
+  deliver_one();  // the second finds no receive WQE: it waits, no RNR NAK
+  EXPECT_EQ(counter(*b, "receive_waits"), 1u);
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
+  EXPECT_EQ(b->dev.next_deadline(), now + 10'000u);                    // B's min_rnr_timer 1: 0.01 ms (IBA Table 45)
+  EXPECT_EQ(awaited(), 1u);                                            // the shim rings when it posts one
+  EXPECT_EQ(answers_from_b(), std::vector<uint8_t>{proto::kAethAck});  // for the first only
+
+  auto at_b = poll(*b);  // the program catches up and posts the next receive
+  ASSERT_EQ(at_b.size(), 1u);
+  post_recv(*b, 21, 4096 + 64, 64);
+  run_pending();  // the end of the doorbell's event: the waiting SEND goes on
+  EXPECT_EQ(awaited(), 0u);
+  EXPECT_EQ(b->dev.next_deadline(), 0u);
+  fabric.deliver_all(now);
+  run_pending();
+  at_b = poll(*b);
+  ASSERT_EQ(at_b.size(), 1u);
+  EXPECT_EQ(at_b[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(at_b[0].wr_id, 21u);
+  EXPECT_EQ(at_b[0].byte_len, 8u);
+  expect_both_sends_landed();
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
+  EXPECT_EQ(counter(*a, "retransmits"), 0u);
+}
+
+// The shim rings (and the NIC lets them go) once as many receives are posted as the waiting
+// requests take, not at each receive of a program catching up.
+TEST_F(ReceiveWait, TheWaitingSendsGoOnOnceAsManyReceivesArePostedAsTheyTake) {
+  fill(*a, 0, 256, 9);
+  post_recv(*b, 20, 4096, 64);
+  post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 8), wqe(*a, IBV_WR_SEND, 2, 64, 8), wqe(*a, IBV_WR_SEND, 3, 128, 8),
+                  wqe(*a, IBV_WR_SEND, 4, 192, 8)});
+  for (int i = 0; i < 4; ++i) deliver_one();  // the first lands, three wait
+  EXPECT_EQ(awaited(), 3u);
+  EXPECT_EQ(counter(*b, "receive_waits"), 1u);
+  post_recv(*b, 21, 4096 + 64, 64);
+  EXPECT_FALSE(abi::awaited_receives_posted(*b->qp->shm, b->cq->shm));  // one of three, a CQE unpolled
+  run_pending();
+  EXPECT_EQ(awaited(), 3u);  // still waiting
+  post_recv(*b, 22, 4096 + 128, 64);
+  post_recv(*b, 23, 4096 + 192, 64);
+  EXPECT_TRUE(abi::awaited_receives_posted(*b->qp->shm, b->cq->shm));
+  run_pending();
+  EXPECT_EQ(awaited(), 0u);
+  fabric.deliver_all(now);
+  run_pending();
+  auto at_b = poll(*b);
+  ASSERT_EQ(wr_ids(at_b), (std::vector<uint64_t>{20, 21, 22, 23}));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(same(*a, 64 * i, *b, 4096 + 64 * i, 8)) << i;
+  auto at_a = poll(*a);
+  ASSERT_EQ(at_a.size(), 4u);
+  for (const ibv_wc& wc : at_a) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
+  EXPECT_EQ(counter(*a, "retransmits"), 0u);
+}
+
+TEST_F(ReceiveWait, AProgramWithNothingToPollIsRnrNakedAtOnce) {
+  two_sends_one_receive();
+  deliver_one();
+  ASSERT_EQ(poll(*b).size(), 1u);  // polled: the program is not behind, it did not post
+  deliver_one();
+  EXPECT_EQ(counter(*b, "receive_waits"), 0u);
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_EQ(answers_from_b(), (std::vector<uint8_t>{proto::kAethAck, proto::kAethRnrNak}));
+  EXPECT_EQ(awaited(), 0u);
+}
+
+TEST_F(ReceiveWait, TheWaitEndsInAnRnrNakAfterTheRnrTimerAtMostOneMillisecond) {
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RTS;
+  at.min_rnr_timer = 14;  // 1.28 ms: the wait stops at 1 ms
+  ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, now), 0);
+  two_sends_one_receive();
+  deliver_one();
+  deliver_one();
+  const uint64_t due = now + kMaxWaitNs;
+  EXPECT_EQ(b->dev.next_deadline(), due);
+  now = due - 1;
+  b->dev.on_timer(now);
+  run_pending();
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);  // still waiting
+  now = due;
+  b->dev.on_timer(now);
+  run_pending();
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_TRUE(queued(kIpB, proto::kRcAcknowledge));
+  EXPECT_EQ(awaited(), 0u);
+
+  // Handed the NAK, A waits its 1.28 ms and sends the second again; B has a receive by then.
+  fabric.deliver_all(now);
+  run_pending();
+  ASSERT_EQ(poll(*b).size(), 1u);
+  post_recv(*b, 21, 4096 + 64, 64);
+  now += 1'280'000;
+  a->dev.on_timer(now);
+  run_pending();
+  fabric.deliver_all(now);
+  run_pending();
+  expect_both_sends_landed();
+}
+
+TEST_F(ReceiveWait, NotInStepModeWhereEachRnrNakIsShown) {
+  b->dev.set_burst(1);
+  two_sends_one_receive();
+  deliver_one();
+  deliver_one();
+  EXPECT_EQ(counter(*b, "receive_waits"), 0u);
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+}
+
+TEST_F(ReceiveWait, AQpMovedToErrorWhileItsSendWaitsDropsItAndFlushes) {
+  two_sends_one_receive();
+  deliver_one();
+  deliver_one();
+  ASSERT_EQ(counter(*b, "receive_waits"), 1u);
+  ASSERT_EQ(b->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
+  run_pending();
+  EXPECT_EQ(b->dev.next_deadline(), 0u);
+  EXPECT_EQ(awaited(), 0u);
+  EXPECT_TRUE(b->qp->resp.held.empty());
+  EXPECT_EQ(counter(*b, "rx_drop_qp_state"), 1u);  // the waiting SEND, handled in ERR
+}
+
+}  // namespace
+}  // namespace simnic::testing
