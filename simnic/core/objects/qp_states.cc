@@ -98,6 +98,7 @@ void QpStates::reset_qp(Qp& qp) {
   qp.req = QpRequester{};
   qp.comp = QpCompleter{};
   qp.resp = QpResponder{};
+  qp.shm->receives_awaited.store(0, std::memory_order_relaxed);  // the requests that waited are gone
   qp.comp.sq_consumer = qp.req.sq_next = sq_prod;
   qp.req.sq_started = qp.req.sq_fetched = qp.req.sq_seen = sq_prod;
   qp.resp.rq_seen = qp.rq_entries ? qp.shm->rq.producer.value.load(std::memory_order_acquire) : 0;
