@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "qp_pair.h"
+#include "simnic/proto/psn.h"
 
 namespace simnic::testing {
 namespace {
@@ -168,6 +169,39 @@ TEST_F(ReceiveWait, AQpMovedToErrorWhileItsSendWaitsDropsItAndFlushes) {
   EXPECT_EQ(awaited(), 0u);
   EXPECT_TRUE(b->qp->resp.held.empty());
   EXPECT_EQ(counter(*b, "rx_drop_qp_state"), 1u);  // the waiting SEND, handled in ERR
+}
+
+// A peer that keeps sending behind a waiting SEND cannot make the NIC keep more than a bounded
+// number of its packets: past 1,024 the wait ends in an RNR NAK and the rest are dropped as out
+// of sequence (IBA 9.7.5.2.8), as without the wait.
+TEST_F(ReceiveWait, AFloodBehindAWaitingSendEndsTheWaitInAnRnrNak) {
+  post_recv(*b, 20, 4096, 64);
+  const uint32_t psn0 = b->qp->resp.epsn;
+  const std::vector<uint8_t> payload(8, 0x5a);
+  auto send_only = [&](uint32_t psn) {
+    proto::PacketHeaders h{};
+    h.bth.opcode = proto::kRcSendOnly;
+    h.bth.pkey = 0xffff;
+    h.bth.dest_qp = b->qp->qpn;
+    h.bth.psn = psn & proto::kPsnMask;
+    return h;
+  };
+  inject(*a, *b, send_only(psn0), payload);      // lands: a CQE unpolled
+  inject(*a, *b, send_only(psn0 + 1), payload);  // waits
+  ASSERT_EQ(counter(*b, "receive_waits"), 1u);
+  size_t most_kept = 0;
+  for (uint32_t i = 2; i < 1200; ++i) {
+    inject(*a, *b, send_only(psn0 + i), payload);
+    most_kept = std::max(most_kept, b->qp->resp.held.size());
+  }
+  EXPECT_EQ(most_kept, 1024u);
+  EXPECT_TRUE(b->qp->resp.held.empty());
+  EXPECT_EQ(b->dev.next_deadline(), 0u);
+  EXPECT_EQ(awaited(), 0u);
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_EQ(b->qp->resp.epsn, (psn0 + 1) & proto::kPsnMask);  // the RNR NAKed SEND is next
+  EXPECT_GE(counter(*b, "rx_drop_out_of_sequence"), 1198u - 1u);
+  EXPECT_EQ(poll(*b).size(), 1u);
 }
 
 }  // namespace
