@@ -13,12 +13,18 @@
 // rxe does, so labs and tests that provoke RNR see it as before.
 //
 // The wait is what a slow responder looks like to the requester (IBA 9.7.5.2.8 says what to do
-// when the request is handled, not how soon): no more than the RNR timer the NAK would have asked
-// for (min_rnr_timer, IBA Table 45), and never over kMaxHoldNs, far below any ACK timeout a
-// requester here uses (8 ms at least, completer_timers.cc). When it is over, the request is
-// handled as before: RNR NAK, and the requests behind it dropped as out of sequence. Not in step
-// mode (a burst of 1), where a student steps to see the RNR NAK; not on UC (no RNR), nor for an
-// SRQ (posting to it rings no doorbell).
+// when the request is handled, not how soon), and it ends the moment the receives are posted.
+// It lasts at most half the QP's own Local ACK Timeout (IBA 9.7.6.1: 4.096 us * 2^timeout),
+// since both ends of an RC connection set it alike (perftest, rdma_cm, the labs) and the
+// requester's ACK timer must not fire on a request that only waits; never less than 4 ms (half
+// the shortest timeout a simnic requester runs, completer_timers.cc) nor more than 64 ms; 8 ms
+// for a QP that only receives (RTR, as perftest's bandwidth servers), which has no timeout of
+// its own. On a loaded 2-vCPU machine a receiver waits several ms for a CPU: waits of 0.64, 2
+// and 4 ms still ended in RNR NAKs and resends beside busy loops (docs/performance.md). It does
+// not follow min_rnr_timer: a short RNR timer would only turn the wait back into a storm of NAKs
+// and resends. When it is over, the request is handled as before: RNR NAK, and the requests
+// behind it dropped as out of sequence. Not in step mode (a burst of 1), where a student steps to
+// see the RNR NAK; not on UC (no RNR), nor for an SRQ (posting to it rings no doorbell).
 #include <algorithm>
 
 #include "simnic/core/engines/receive_wait.h"
@@ -33,15 +39,29 @@ using namespace simnic::proto;
 
 namespace {
 
-constexpr uint64_t kMaxHoldNs = 1'000'000;     // 1 ms
-constexpr uint64_t kMaxHeldBytes = 512 << 10;  // per QP: a window of requests behind the first
-constexpr size_t kMaxHeldPackets = 1024;       // per QP
-constexpr size_t kMaxHoldingQps = 64;          // QPs waiting at once, the NIC's whole
+constexpr uint64_t kMinHoldNs = 4'000'000;        // 4 ms
+constexpr uint64_t kMaxHoldNs = 64'000'000;       // 64 ms
+constexpr uint64_t kNoTimeoutHoldNs = 8'000'000;  // a QP that only receives (RTR) has no timeout of its own
+constexpr uint64_t kRecentNs = 4'000'000;         // a receive taken this recently: the program was receiving
+constexpr uint64_t kMaxHeldBytes = 512 << 10;     // per QP: a window of requests behind the first
+constexpr size_t kMaxHeldPackets = 1024;          // per QP
+constexpr size_t kMaxHoldingQps = 64;             // QPs waiting at once, the NIC's whole
 
-// The program has completions on the QP's receive CQ it has not polled yet.
-bool program_is_behind(const Qp& qp) {
+// The program is behind on work the NIC gave it: completions on the QP's receive CQ it has not
+// polled yet, or, all polled, the NIC took one of its receives moments ago (a program preempted
+// between polling a batch and posting its receives again).
+bool program_is_behind(const Qp& qp, uint64_t now) {
   const abi::RingControl& ring = qp.recv_cq->shm->ring;
-  return ring.producer.value.load(std::memory_order_relaxed) != ring.consumer.value.load(std::memory_order_acquire);
+  if (ring.producer.value.load(std::memory_order_relaxed) != ring.consumer.value.load(std::memory_order_acquire))
+    return true;
+  return qp.resp.rq_taken_ns && now - qp.resp.rq_taken_ns < kRecentNs;
+}
+
+// Half the QP's Local ACK Timeout, within [kMinHoldNs, kMaxHoldNs]; kNoTimeoutHoldNs without one.
+uint64_t hold_ns(const Qp& qp) {
+  if (qp.attr.timeout == 0) return kNoTimeoutHoldNs;
+  const uint64_t half = (uint64_t(4096) << std::min<unsigned>(qp.attr.timeout, 31)) / 2;
+  return std::clamp(half, kMinHoldNs, kMaxHoldNs);
 }
 
 }  // namespace
@@ -49,13 +69,13 @@ bool program_is_behind(const Qp& qp) {
 bool ReceiveWait::may_hold(const Qp& qp) const {
   if (holds_off_ || requester_.burst() <= 1) return false;
   if (qp.type != IBV_QPT_RC || qp.srq || !qp.rq_entries || !qp.recv_cq || !qp.recv_cq->shm) return false;
-  return holding_.size() < kMaxHoldingQps && program_is_behind(qp);
+  return holding_.size() < kMaxHoldingQps && program_is_behind(qp, dev_.now());
 }
 
 // True when `pkt` (the request that found no receive WQE) waits; false: the caller RNR NAKs.
 bool ReceiveWait::hold(Qp& qp, const ParsedPacket& pkt, const char* what) {
   if (!may_hold(qp) || !keep(qp, pkt)) return false;
-  const uint64_t wait = std::min(Completer::rnr_timer_ns(qp.attr.min_rnr_timer), kMaxHoldNs);
+  const uint64_t wait = hold_ns(qp);
   qp.resp.held_until = dev_.now() + wait;
   holding_.push_back(qp.qpn);
   // Before the look at the end of this event (release_posted): the receives posted from

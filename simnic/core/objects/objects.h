@@ -242,8 +242,9 @@ struct QpResponder {
   // Requests waiting for a receive WQE, the first one the one that found none, in arrival order.
   std::deque<HeldRequest> held;
   uint64_t held_bytes = 0;
-  uint32_t held_wqes = 0;   // the receive WQEs they take (ReceiveWait::takes_receive_wqe)
-  uint64_t held_until = 0;  // when the wait ends in an RNR NAK; 0: nothing waits
+  uint32_t held_wqes = 0;    // the receive WQEs they take (ReceiveWait::takes_receive_wqe)
+  uint64_t held_until = 0;   // when the wait ends in an RNR NAK; 0: nothing waits
+  uint64_t rq_taken_ns = 0;  // when the NIC last took a WQE from the QP's own RQ (ReceiveWait)
 };
 
 struct Qp {

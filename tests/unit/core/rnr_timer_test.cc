@@ -40,6 +40,7 @@ TEST_F(RnrTimer, EachFieldArmsTheWaitOfIbaTable45) {
   start();
   for (auto [field, ns] :
        {std::pair<uint8_t, uint64_t>{1, 10'000}, {14, 1'280'000}, {31, 491'520'000}, {0, 655'360'000}}) {
+    now += 5 * kMs;  // B took its last receive long ago: RNR NAK at once, no wait (receive_wait.cc)
     set_b_min_rnr_timer(field);
     const uint64_t nak_time = now;
     send_into_empty_receive_queue();
