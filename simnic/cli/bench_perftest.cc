@@ -2,6 +2,7 @@
 // simnic1 (RoCE GID index 0), both through `simnic run`, each bounded in time. The figure is the
 // client's report row; the NICs' counters say how many completions failed and how many packets
 // were resent meanwhile.
+#include <cctype>
 #include <sstream>
 
 #include "simnic/abi/control.h"
@@ -59,6 +60,10 @@ std::vector<double> parse_perftest_row(const std::string& output, const std::str
       continue;
     }
     if (!header) continue;
+    // The shim's notes to the program ("simnic: QP ...: ... RNR NAK ...") go to stderr, which the
+    // log shares: one may land between the header and its row when perftest's stdout flushes.
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || !std::isdigit(static_cast<unsigned char>(line[first]))) continue;
     header = false;
     std::istringstream ls(line);
     std::vector<double> v;
