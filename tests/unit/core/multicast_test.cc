@@ -90,13 +90,6 @@ class Multicast : public QpPair {
     for (const ibv_wc& wc : poll(h)) out[wc.qp_num].push_back(wc);
     return out;
   }
-  uint64_t counter(Host& h, const char* name) {
-    uint64_t v = 0;
-    h.dev.counters().for_each([&](const char* n, uint64_t x) {
-      if (std::string(n) == name) v = x;
-    });
-    return v;
-  }
   // A received datagram: success, from `a`'s first QP, `len` bytes behind the GRH, whose IPv4
   // header shows the group as its destination.
   void expect_datagram(const ibv_wc& wc, Host& h, size_t buf, size_t src_off, uint32_t len) {

@@ -348,6 +348,14 @@ class QpPair : public ::testing::Test {
     run_pending();
   }
   void run_pending() { fabric.after_events(now); }
+  // The NIC counter `name` of `h` (`simnic status`'s names), 0 if there is none.
+  static uint64_t counter(Host& h, const std::string& name) {
+    uint64_t v = 0;
+    h.dev.counters().for_each([&](const char* n, uint64_t x) {
+      if (name == n) v = x;
+    });
+    return v;
+  }
   static std::vector<uint64_t> wr_ids(const std::vector<ibv_wc>& wcs) {
     std::vector<uint64_t> out;
     for (auto& wc : wcs) out.push_back(wc.wr_id);

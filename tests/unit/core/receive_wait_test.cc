@@ -15,13 +15,6 @@ constexpr uint64_t kWaitNs = (uint64_t(4096) << 14) / 2;
 
 class ReceiveWait : public QpPair {
  protected:
-  uint64_t counter(Host& h, const char* name) {
-    uint64_t v = 0;
-    h.dev.counters().for_each([&](const char* n, uint64_t x) {
-      if (std::string(n) == name) v = x;
-    });
-    return v;
-  }
   // A sends two 8-byte SENDs (from offsets 0 and 64) to B, which posted one receive (at 4096).
   void two_sends_one_receive() {
     fill(*a, 0, 128, 5);

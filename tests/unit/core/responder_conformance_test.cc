@@ -49,13 +49,6 @@ class ResponderConformance : public QpPair {
       if (t == uint32_t(type) && handle == h.qp->handle) return true;
     return false;
   }
-  uint64_t counter(Host& h, const std::string& name) {
-    uint64_t v = 0;
-    h.dev.counters().for_each([&](const char* n, uint64_t x) {
-      if (name == n) v = x;
-    });
-    return v;
-  }
   // Delivers everything and lets every due timer fire, `rounds` times, 10 ms apart.
   void run_rounds(int rounds) {
     for (int i = 0; i < rounds; ++i) {

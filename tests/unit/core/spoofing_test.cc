@@ -20,13 +20,6 @@ constexpr uint32_t kIpStranger = 0x7f000063;  // 127.0.0.99: an address no NIC o
 
 class Spoofing : public QpPair {
  protected:
-  uint64_t counter(Host& h, const char* name) {
-    uint64_t v = 0;
-    h.dev.counters().for_each([&](const char* n, uint64_t x) {
-      if (std::string(n) == name) v = x;
-    });
-    return v;
-  }
   // A well-formed packet (valid ICRC for the addresses and ports it travels with).
   static std::vector<uint8_t> forge(const proto::PacketHeaders& h, std::span<const uint8_t> payload, uint32_t src_ip,
                                     uint32_t dst_ip, uint16_t src_port) {

@@ -28,13 +28,6 @@ class Datagram : public QpPair {
   abi::SendWqe ud_send(Host& h, Host& peer, uint64_t wr_id, size_t off, uint32_t len, uint32_t qkey = kQkey) {
     return ud_wqe(h, ah_to(h, peer), peer, wr_id, off, len, qkey);
   }
-  uint64_t counter(Host& h, const char* name) {
-    uint64_t v = 0;
-    h.dev.counters().for_each([&](const char* n, uint64_t x) {
-      if (std::string(n) == name) v = x;
-    });
-    return v;
-  }
   void deliver_all() {
     fabric.deliver_all(now);
     run_pending();
