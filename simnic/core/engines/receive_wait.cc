@@ -92,7 +92,8 @@ bool ReceiveWait::hold(Qp& qp, const ParsedPacket& pkt, const char* what) {
       .u("due_ns", qp.resp.held_until);
   dev_.journal().log_limited(LogLevel::kInfo, "receive_wait", qp.qpn, [&] {
     return "QP " + hex(qp.qpn) + ": " + what +
-           " found no receive WQE while the program had completions still to poll; it waits up to " +
+           " found no receive WQE while the program was behind (completions to poll, or a receive taken moments "
+           "ago); it waits up to " +
            std::to_string(wait / 1000) + " us for the next receive, then RNR NAK (docs/performance.md)";
   });
   return true;
