@@ -39,6 +39,7 @@ class Completer {
 
   // --- The requester's timers ---
   static uint64_t rnr_timer_ns(uint32_t timer_field);  // IBA Table 45
+  static uint64_t ack_timeout_ns(const Qp& qp);        // IBA 9.7.6.1, at least 8 ms here
   void arm_ack_timer(Qp& qp, uint64_t now);
   void stop_ack_timer(Qp& qp);
   void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);

@@ -14,11 +14,13 @@ namespace {
 
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 
-// The local ACK timeout the QP's `timeout` attribute asks for (4.096 µs * 2^timeout), never
-// below kMinAckTimeoutNs.
-uint64_t ack_timeout_ns(const Qp& qp) { return std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs); }
-
 }  // namespace
+
+// The local ACK timeout the QP's `timeout` attribute asks for (4.096 µs * 2^timeout, IBA
+// 9.7.6.1), never below kMinAckTimeoutNs.
+uint64_t Completer::ack_timeout_ns(const Qp& qp) {
+  return std::max(uint64_t(4096) << qp.attr.timeout, kMinAckTimeoutNs);
+}
 
 // RNR NAK timer field -> nanoseconds (IBA Table 45: 0 is 655.36 ms, 1 is 0.01 ms, ...,
 // 31 is 491.52 ms). The table is in units of 10 µs.

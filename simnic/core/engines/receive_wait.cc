@@ -39,7 +39,6 @@ using namespace simnic::proto;
 
 namespace {
 
-constexpr uint64_t kMinHoldNs = 4'000'000;        // 4 ms
 constexpr uint64_t kMaxHoldNs = 64'000'000;       // 64 ms
 constexpr uint64_t kNoTimeoutHoldNs = 8'000'000;  // a QP that only receives (RTR) has no timeout of its own
 constexpr uint64_t kRecentNs = 4'000'000;         // a receive taken this recently: the program was receiving
@@ -57,11 +56,11 @@ bool program_is_behind(const Qp& qp, uint64_t now) {
   return qp.resp.rq_taken_ns && now - qp.resp.rq_taken_ns < kRecentNs;
 }
 
-// Half the QP's Local ACK Timeout, within [kMinHoldNs, kMaxHoldNs]; kNoTimeoutHoldNs without one.
+// Half the QP's Local ACK Timeout as its own requester runs it (so at least 4 ms), at most
+// kMaxHoldNs; kNoTimeoutHoldNs without one.
 uint64_t hold_ns(const Qp& qp) {
   if (qp.attr.timeout == 0) return kNoTimeoutHoldNs;
-  const uint64_t half = (uint64_t(4096) << std::min<unsigned>(qp.attr.timeout, 31)) / 2;
-  return std::clamp(half, kMinHoldNs, kMaxHoldNs);
+  return std::min(Completer::ack_timeout_ns(qp) / 2, kMaxHoldNs);
 }
 
 }  // namespace
