@@ -42,8 +42,10 @@ void ReceiveQueue::consume_recv_wqe(Qp& qp) {
   uint32_t cons = q.ring->consumer.value.load(std::memory_order_relaxed);
   uint32_t prod = q.ring->producer.value.load(std::memory_order_acquire);
   q.ring->consumer.value.store(cons + 1, std::memory_order_release);
-  if (!qp.srq) qp.resp.rq_taken_ns = dev_.now();
-  if (!qp.srq) dev_.tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "rq").u("index", cons);
+  if (!qp.srq) {
+    qp.resp.rq_taken_ns = dev_.now();  // ReceiveWait: the program was receiving
+    dev_.tracer_.event(TraceKind::kWqeDone).u("qp", qp.qpn).s("queue", "rq").u("index", cons);
+  }
   if (qp.srq) {
     // SRQ limit: one async event when the queue falls below the armed limit.
     uint32_t limit = qp.srq->shm->limit.load();

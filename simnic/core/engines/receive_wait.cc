@@ -7,10 +7,12 @@
 // slice finds, when it runs again, that the NIC has used up every receive it had posted: the next
 // SEND was RNR NAKed, the sender waited its RNR timer and then sent again everything behind it.
 // A real RNIC never takes its host's CPU, so this is the simulation's cost, not the program's
-// mistake. The program's receive CQ tells the two apart: completions it has not polled yet say it
-// is behind on work the NIC gave it (and will post receives as it catches up); an empty CQ says it
-// has nothing to catch up on and did not post, and that is answered by an RNR NAK at once, as
-// rxe does, so labs and tests that provoke RNR see it as before.
+// mistake. What the NIC sees tells the two apart: completions on the receive CQ the program has
+// not polled yet, or a receive the NIC took from this RQ moments ago (a program preempted between
+// polling a batch and posting it again), say it is behind on work the NIC gave it and will post
+// receives as it catches up; neither says it has not been receiving and did not post, and that
+// is answered by an RNR NAK at once, as rxe does, so labs and tests that provoke RNR see it as
+// before.
 //
 // The wait is what a slow responder looks like to the requester (IBA 9.7.5.2.8 says what to do
 // when the request is handled, not how soon), and it ends the moment the receives are posted.
