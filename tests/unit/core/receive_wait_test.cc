@@ -22,6 +22,12 @@ class ReceiveWait : public QpPair {
     post_sends(*a, {wqe(*a, IBV_WR_SEND, 1, 0, 8), wqe(*a, IBV_WR_SEND, 2, 64, 8)});
     ASSERT_EQ(queued_opcodes(kIpA), (std::vector<uint8_t>{proto::kRcSendOnly, proto::kRcSendOnly}));
   }
+  // The first SEND lands in B's receive; the second finds none, while B's program is behind.
+  void second_send_finds_no_receive() {
+    two_sends_one_receive();
+    deliver_one();  // the first lands: a CQE B's program has not polled
+    deliver_one();  // the second finds no receive WQE
+  }
   // The answers B has put on the wire, as AETH syndrome classes (proto::kAethAck, kAethRnrNak).
   std::vector<uint8_t> answers_from_b() {
     std::vector<uint8_t> out;
@@ -41,9 +47,7 @@ class ReceiveWait : public QpPair {
 
 TEST_F(ReceiveWait, ASendWaitsForTheReceiveOfAProgramBehindOnItsCompletions) {
   start();
-  two_sends_one_receive();
-  deliver_one();  // the first lands: a CQE B's program has not polled
-  deliver_one();  // the second finds no receive WQE: it waits, no RNR NAK
+  second_send_finds_no_receive();  // it waits: no RNR NAK
   EXPECT_EQ(counter(*b, "receive_waits"), 1u);
   EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
   EXPECT_EQ(b->dev.next_deadline(), now + kWaitNs);                    // not B's min_rnr_timer (1: 0.01 ms)
@@ -139,9 +143,7 @@ TEST_F(ReceiveWait, TheWaitEndsInAnRnrNakAfterHalfTheAckTimeout) {
   at.qp_state = IBV_QPS_RTS;
   at.min_rnr_timer = 14;  // 1.28 ms: what A waits after the NAK, not what B waits
   ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, now), 0);
-  two_sends_one_receive();
-  deliver_one();
-  deliver_one();
+  second_send_finds_no_receive();
   const uint64_t due = now + kWaitNs;
   EXPECT_EQ(b->dev.next_deadline(), due);
   now = due - 1;
@@ -171,18 +173,14 @@ TEST_F(ReceiveWait, TheWaitEndsInAnRnrNakAfterHalfTheAckTimeout) {
 TEST_F(ReceiveWait, NotInStepModeWhereEachRnrNakIsShown) {
   start();
   b->dev.set_burst(1);
-  two_sends_one_receive();
-  deliver_one();
-  deliver_one();
+  second_send_finds_no_receive();
   EXPECT_EQ(counter(*b, "receive_waits"), 0u);
   EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
 }
 
 TEST_F(ReceiveWait, AQpMovedToErrorWhileItsSendWaitsDropsItAndFlushes) {
   start();
-  two_sends_one_receive();
-  deliver_one();
-  deliver_one();
+  second_send_finds_no_receive();
   ASSERT_EQ(counter(*b, "receive_waits"), 1u);
   ASSERT_EQ(b->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
   run_pending();
@@ -200,9 +198,7 @@ TEST_F(ReceiveWait, AReceiveOnlyQpWaitsEightMilliseconds) {
   LinkOptions receive_only;
   receive_only.rtr_only = true;
   connect_one(*b, *a, receive_only);
-  two_sends_one_receive();
-  deliver_one();
-  deliver_one();
+  second_send_finds_no_receive();
   EXPECT_EQ(counter(*b, "receive_waits"), 1u);
   EXPECT_EQ(b->dev.next_deadline(), now + 8'000'000u);
 }
