@@ -103,6 +103,9 @@ class PacketSink {
                           // when this host lets it be seen (another user's NIC: false)
   };
   virtual PeerEnd peer_end(uint32_t /*dst_ip*/, uint16_t /*dst_port*/) { return {}; }
+  // Datagrams wait unread in this NIC's own socket (a NIC that was not scheduled reads a
+  // bounded batch before its timers run, so answers may still be behind it).
+  virtual bool holds_unread() { return false; }
 };
 
 // Shared memory for queues: a mapping the application can map too (a memfd in simnicd).

@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <algorithm>
@@ -355,6 +356,12 @@ core::PacketSink::PeerEnd UdpPort::peer_end(uint32_t dst_ip, uint16_t dst_port) 
   end.drops += tx_dropped_;
   if (end.queued == 0 && tx_datagrams_ != datagrams_at_peer_table_) end.queued = 1;
   return end;
+}
+
+// FIONREAD on a UDP socket gives the size of the next datagram: 0 when none waits.
+bool UdpPort::holds_unread() {
+  int next = 0;
+  return socket_.is_open() && ::ioctl(socket_.native_handle(), FIONREAD, &next) == 0 && next > 0;
 }
 
 // Datagrams leave at the end of the event loop's turn, all of the turn's in one sendmmsg (and

@@ -57,6 +57,7 @@ class UdpPort final : public core::PacketSink {
   // A peer NIC's socket on this host (peer_sockets.h), its drops counted with this port's own
   // (datagrams the kernel would not send): either way a packet that did not reach the peer.
   PeerEnd peer_end(uint32_t dst_ip, uint16_t dst_port) override;
+  bool holds_unread() override;
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).

@@ -170,6 +170,12 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 //     retry only while the peer answered packets sent before ours, more of them than when the
 //     timer was armed (it is alive and still reading the queue ahead of ours); a peer that
 //     answered nothing is counted as lost at once.
+// A verdict of loss that rests on the peer's answers (cases 1, 2's "read it and did not
+// answer", 3) is put off once more while this NIC's own socket holds unread datagrams: a NIC
+// that was not scheduled reads one bounded batch (512) before its timers run, and the peer
+// sends its coalesced ACKs in its own QP order, so an ACK for a later packet can be read while
+// the one this QP waits for is still in the socket. Once: the next expiry without an answer
+// counts, so a socket kept full by a flood cannot hide a lost ACK.
 // Each case ends: a queue ahead of a packet is finite and a local peer that stops reading is
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
 // back by the fault injector (lost_seq) and is resent as before.
@@ -178,6 +184,7 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
                                   SendOutcome outcome) {
   if (!qp.acked()) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
+  peer.note_sending(dev_.now());
   const uint64_t seq = ++peer.sent;
   qp.req.last_seq = seq;
   if (pkt_in_wqe == 0 || st.first_seq == 0) st.first_seq = seq;
@@ -187,6 +194,7 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
 void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
+  qp.comp.waited_for_unread = false;
   if (!st.last_seq) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.answered = std::max(peer.answered, st.last_seq);
@@ -194,21 +202,32 @@ void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now)
 }
 
 void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
+  qp.comp.waited_for_unread = false;
   qp.comp.resent_from_seq = peer_progress_[qp.remote_ip].sent + 1;  // the resend's first packet
   requester_.go_back_n(qp, psn, now, cause);
 }
 
-// The cases above, in order.
+// The cases above, in order; then, for a verdict that rests on what the peer answered, the
+// answer may still wait in this NIC's own socket.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
+  const AckWait wait = judge_peer(qp, now);
+  if (wait.unanswered && !qp.comp.waited_for_unread && dev_.env_.wire.holds_unread()) {
+    qp.comp.waited_for_unread = true;
+    return {true, "answers wait unread in this NIC's own socket"};
+  }
+  return wait;
+}
+
+AckWait Completer::judge_peer(Qp& qp, uint64_t now) {
   PeerProgress& peer = peer_progress_[qp.remote_ip];
-  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it"};
+  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it", true};
   const PacketSink::PeerEnd end = dev_.env_.wire.peer_end(qp.remote_ip, dev_.config_.udp_port);
   if (end.local) {
     peer.look(end, now);
     return judge_local_peer(qp, peer, now);
   }
   if (peer.answered != qp.comp.timer_answered_seq) return {true, "the peer is still answering packets sent before it"};
-  return {false, "the peer answered nothing meanwhile"};
+  return {false, "the peer answered nothing meanwhile", true};
 }
 
 // Case 2: a peer on this host, whose socket the kernel shows.
@@ -222,7 +241,7 @@ AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint
     if (now - peer.read_ns < ack_timeout_ns(qp)) return {true, "the peer has just read it"};
     if (peer.end.busy && now - peer.read_ns < kStalledPeerNs)
       return {true, "the peer read it and its NIC is running or waiting for a CPU"};
-    return {false, "the peer read it and did not answer"};
+    return {false, "the peer read it and did not answer", true};
   }
   if (now - peer.moved_ns >= kStalledPeerNs) return {false, "the peer NIC has read nothing for 3 s"};
   return {true, "it waits in the peer NIC's socket"};

@@ -1,6 +1,7 @@
 // How far a peer NIC has read what this NIC sent it: what an ACK timer needs to tell a packet
 // that waits from one that was lost (issue 26; completer_timers.cc, "A queue is not a loss").
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "simnic/core/env.h"
@@ -20,6 +21,13 @@ struct PeerProgress {
   uint64_t read_seq = 0;  // its queue was seen empty with this many packets sent: it had read them
   uint64_t read_ns = 0;   // ... at this time
   uint64_t moved_ns = 0;  // its last sign of life: an answer, its queue shrinking or empty
+
+  // Before a packet is sent: a peer that held nothing of ours (everything read or answered)
+  // had nothing to move, so a stall is measured from now, not from its last answer, which may
+  // be seconds old after a pause (between two programs, or before the first of a run's QPs).
+  void note_sending(uint64_t now) {
+    if (std::max(answered, read_seq) >= sent) moved_ns = now;
+  }
 
   // Takes in the socket as the kernel shows it now.
   void look(const PacketSink::PeerEnd& e, uint64_t now) {
@@ -42,6 +50,7 @@ struct PeerProgress {
 struct AckWait {
   bool waiting = false;
   const char* why = "";
+  bool unanswered = false;  // a loss judged from an answer not (yet) read, not from the peer's socket
 };
 
 }  // namespace simnic::core

@@ -208,6 +208,9 @@ struct QpCompleter {
   // The peer-packet number the QP's last retransmission started at: a drop before it was
   // already paid for by a retry (completer_timers.cc).
   uint64_t resent_from_seq = 0;
+  // The timer was put off once because this NIC's own socket still held unread datagrams (an
+  // answer may be among them); the next expiry without an answer counts (completer_timers.cc).
+  bool waited_for_unread = false;
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

@@ -89,6 +89,28 @@ class AckTimeoutQueue : public QpPair {
       EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
     }
   }
+  // B reads every packet A sent; its answers wait on the fabric, unread by A.
+  void peer_reads_all() {
+    while (packets_from_a()) {
+      auto from_a =
+          std::find_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; });
+      WirePacket p = std::move(*from_a);
+      fabric.queue.erase(from_a);
+      b->dev.on_packet(p.src_ip, 4791, p.bytes, now);
+    }
+    run_pending();
+  }
+  // A reads B's answer to pair i (`keep` false: it is lost instead).
+  void answer_to_pair(int i, bool keep = true) {
+    auto it = std::find_if(fabric.queue.begin(), fabric.queue.end(), [&](const WirePacket& p) {
+      return p.src_ip == kIpB && proto::decode_bth(p.bytes.data()).dest_qp == qa[size_t(i)]->qpn;
+    });
+    ASSERT_NE(it, fabric.queue.end());
+    WirePacket p = std::move(*it);
+    fabric.queue.erase(it);
+    if (keep) a->dev.on_packet(p.src_ip, 4791, p.bytes, now);
+    run_pending();
+  }
   size_t packets_from_a() const {
     return size_t(
         std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
@@ -340,6 +362,88 @@ TEST_F(AckTimeoutQueue, ALocalPeerThatStopsReadingStillTimesOutAfterItsQueueStal
   auto wcs = poll(*a);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
+// Send: one WRITE towards the local B, which reads it only after a timeout (A looks at B's
+// socket and puts the timer off), and answers. Then nothing is sent for 5 s: the NICs of
+// `simnic bench` between two runs, while the next program starts its QPs. Then two WRITEs, on
+// both pairs, which B reads only after 100 ms.
+// Expect: no timeout. B's queue did not move for 5 s because it held nothing of A's, so those
+// seconds are not a stall: the stall clock starts when A sends into an empty queue (it used to
+// start at B's last answer, and `bench --load all`'s 1,000-QP row counted "the peer NIC has
+// read nothing for 3 s" once its first timers fired).
+TEST_F(AckTimeoutQueue, APeerThatHadNothingToReadForSecondsIsNotStalled) {
+  start_two_pairs();
+  fabric.local_peers = true;
+  post_writes(0, 1);
+  tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 1u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  ASSERT_EQ(poll(*a).size(), 1u);
+  for (int i = 0; i < 50; ++i) tick(100 * kMs);
+  post_writes(0, 1);
+  post_writes(1, 1);
+  tick(70 * kMs);
+  tick(30 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  ASSERT_NO_FATAL_FAILURE(peer_reads_one());
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
+}
+
+// Send: one WRITE on pair 0, then one on pair 1; B reads both and answers. A reads only pair
+// 1's ACK before the timeout (67 ms): pair 0's waits in A's own socket, as when A was not
+// scheduled and read one bounded batch, and B sent its coalesced ACKs in QPN order.
+// Expect: B answered a packet sent after pair 0's, but A's socket still holds unread answers,
+// so the timer is put off once, not counted; pair 0's ACK is then read and both WRITEs land.
+TEST_F(AckTimeoutQueue, AnAnswerStillUnreadInThisNicsSocketIsNotALoss) {
+  start_two_pairs();
+  post_writes(0, 1);
+  post_writes(1, 1);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_all());
+  ASSERT_NO_FATAL_FAILURE(answer_to_pair(1));
+  tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 1u);
+  ASSERT_NO_FATAL_FAILURE(answer_to_pair(0));
+  tick(70 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
+  EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
+}
+
+// Send: as above, but pair 0's ACK is lost, and a later WRITE on pair 1 keeps an unread answer
+// in A's socket at every expiry (a socket kept busy by other traffic).
+// Expect: the unread socket puts the timer off once; the next expiry counts the loss: one
+// timeout, one retry, and the resent WRITE completes and lands.
+TEST_F(AckTimeoutQueue, ASocketKeptBusyDelaysALostAckOnlyOnce) {
+  start_two_pairs();
+  post_writes(0, 1);
+  post_writes(1, 1);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_all());
+  ASSERT_NO_FATAL_FAILURE(answer_to_pair(1));
+  ASSERT_NO_FATAL_FAILURE(answer_to_pair(0, false));
+  post_writes(1, 1);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_all());  // its ACK stays unread
+  tick(70 * kMs);
+  EXPECT_EQ(qa[0]->counters.timeouts, 0u);
+  tick(70 * kMs);
+  EXPECT_EQ(qa[0]->counters.timeouts, 1u);  // (pair 1's unread ACK, never read, counts too)
+  EXPECT_EQ(qa[0]->counters.retransmits, 1u);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_all());
+  acks_come_back();
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 3u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
 }
 
 }  // namespace

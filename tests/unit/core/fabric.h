@@ -178,6 +178,11 @@ class Fabric {
         if (p.dst_ip == dst_ip && e.open) e.queued += p.bytes.size();
       return e;
     }
+    // This port's own socket: what waits for it on the fabric.
+    bool holds_unread() override {
+      return std::any_of(fabric_.queue.begin(), fabric_.queue.end(),
+                         [this](const WirePacket& p) { return p.dst_ip == ip_; });
+    }
 
    private:
     Fabric& fabric_;
