@@ -230,7 +230,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     qp->shm->sq.producer.value.store(prod, std::memory_order_release);
   }
-  if (posted) ring_doorbell(to_shim(ibqp->context));
+  if (posted && abi::send_must_ring(*qp->shm)) ring_doorbell(to_shim(ibqp->context));
   if (err && bad_wr) *bad_wr = wr;
   if (err) explain_refusal("ibv_post_send", err, qp_prefix(ibqp) + why);
   return err;

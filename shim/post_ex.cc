@@ -157,7 +157,7 @@ int wr_complete(ibv_qp_ex* q) {
   if (posted) s->shm->sq.producer.value.store(s->wr_prod, std::memory_order_release);
   s->wr_cur = nullptr;
   s->sq_mu.unlock();
-  if (posted) ring_doorbell(to_shim(q->qp_base.context));
+  if (posted && abi::send_must_ring(*s->shm)) ring_doorbell(to_shim(q->qp_base.context));
   return err;
 }
 

@@ -80,6 +80,10 @@ struct QpShared {
   // Non-zero while requests wait in simnicd for receive WQEs (ReceiveWait::hold): how
   // many they take. Written by simnicd only; ibv_post_recv reads it (receive_must_ring).
   alignas(kCacheLine) std::atomic<uint32_t> receives_awaited{0};
+  // Non-zero while simnicd has packets of this RC QP in flight: the ACK, NAK or timer they
+  // bring gives the requester a turn that reads the SQ producer index, so ibv_post_send need
+  // not ring (send_must_ring). Written by simnicd only, beside the other word it alone writes.
+  std::atomic<uint32_t> sq_watched{0};
 };
 
 // Header of a CQ's shared memory; struct ibv_wc slots follow at cqe_offset(), then one
@@ -170,6 +174,27 @@ inline bool awaited_receives_posted(const QpShared& qp, const CqShared* recv_cq)
 inline bool receive_must_ring(const QpShared& qp, const CqShared* recv_cq) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return awaited_receives_posted(qp, recv_cq);
+}
+
+// A post while the QP's SQ is watched needs no doorbell. On 2 vCPUs a NIC that shares its CPU
+// with the posting program preempts it at each doorbell and sends what one post made; a stream
+// then costs a wake-up and a small batch per message, where the turn an ACK brings anyway
+// takes every WQE posted since (docs/performance.md, "A stream's posts ride on its ACKs").
+// Why no WQE is left unseen: the shim stores the SQ producer index, fences, reads the word
+// (send_must_ring); simnicd stores 0, fences, reads the index (stop_watching_sq, then
+// Requester::watch_sq) whenever it stops watching, on the QP's last ACK or any state change.
+// One of the two sees the other's store (the Dekker pattern of the doorbell gate above):
+// either the post rings, or the read after the clear finds its WQE. While the word stays set
+// every ACK's turn reads the index again, so a WQE missed by one turn is found by the next.
+inline bool send_must_ring(const QpShared& qp) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return qp.sq_watched.load(std::memory_order_relaxed) == 0;
+}
+
+// simnicd's half: a post from here on rings, and one that did not is seen by later reads.
+inline void stop_watching_sq(QpShared& qp) {
+  qp.sq_watched.store(0, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmNext = 1, kCqArmSolicited = 2 };

@@ -69,6 +69,7 @@ void Requester::run(Qp& qp, uint64_t now) {
   if (!qp.sq_running() || qp.comp.rnr_wait) {
     idle(qp);
     congestion_.end_turn(qp);
+    watch_sq(qp);
     return;
   }
   // The engine may find WQEs before their doorbell is handled (it reads the ring): report them
@@ -80,6 +81,24 @@ void Requester::run(Qp& qp, uint64_t now) {
   if (more && qp.sq_running()) busy_qps_[qp.qpn] = &qp;
   else idle(qp);
   congestion_.end_turn(qp);
+  watch_sq(qp);
+}
+
+// While an RC QP has packets in flight and a timer armed (the ACK timeout, or an RNR wait), an
+// ACK, a NAK or the timer brings it another turn, which reads the SQ producer index
+// (may_send): posts made meanwhile need no doorbell (abi::send_must_ring), and a stream's WQEs
+// are taken a batch per ACK. Not in step mode, where each doorbell is a step a student sees;
+// not with timeout 0 (no timer: a lost packet would hide the posts behind it). On the last
+// ACK, or when it stops for any reason, the producer index is read again after the clear, so
+// no post is left unseen.
+void Requester::watch_sq(Qp& qp) {
+  const bool watch = burst_ > 1 && qp.acked() && qp.state == IBV_QPS_RTS && qp.comp.timer_deadline_ns != 0 &&
+                     qp.comp.una_psn != qp.req.next_psn;
+  if (watch == qp.req.sq_watched) return;
+  qp.req.sq_watched = watch;
+  if (watch) return qp.shm->sq_watched.store(1, std::memory_order_relaxed);
+  abi::stop_watching_sq(*qp.shm);
+  if (qp.shm->sq.producer.value.load(std::memory_order_acquire) != qp.req.sq_fetched) schedule(qp, kWorkRequester);
 }
 
 // The requester has nothing to send this turn. The QP leaves the busy set only if its responder

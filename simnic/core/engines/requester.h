@@ -56,7 +56,8 @@ class Requester {
 
   // --- What the completer, timers and QP state changes ask of it ---
   void run(Qp& qp, uint64_t now);
-  void idle(Qp& qp);  // out of the busy set unless the responder owes answers
+  void idle(Qp& qp);      // out of the busy set unless the responder owes answers
+  void watch_sq(Qp& qp);  // posts need no doorbell while an ACK is sure to come (abi::send_must_ring)
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   // An ACK covers the whole WQE at the cursor, which a go-back-N is resending: every packet of

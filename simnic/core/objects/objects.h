@@ -194,6 +194,7 @@ struct QpRequester {
   uint32_t rd_atomic_outstanding = 0;
   uint32_t msn_started = 0;  // messages given PSNs so far (24 bits): the most an ACK's MSN can count
   uint64_t last_seq = 0;     // its latest packet's number among those sent to the peer NIC (PeerProgress)
+  bool sq_watched = false;   // QpShared::sq_watched as last stored (Requester::watch_sq)
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and

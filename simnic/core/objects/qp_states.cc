@@ -33,6 +33,10 @@ void QpStates::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint3
   qp.state = state;
   qp.attr.qp_state = state;
   qp.shm->state.store(state, std::memory_order_release);
+  if (qp.req.sq_watched) {  // posts ring again; the flush or wake below reads the SQ after this
+    qp.req.sq_watched = false;
+    abi::stop_watching_sq(*qp.shm);
+  }
   if (state != IBV_QPS_SQD) qp.sq_draining = false;
   switch (state) {
     case IBV_QPS_RESET: reset_qp(qp); break;
