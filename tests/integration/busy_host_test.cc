@@ -137,9 +137,17 @@ TEST(BusyHost, TheSoakRunsUnderLoadWithoutAnErrorOrARetransmission) {
     EXPECT_EQ(st["completion_errors"], "0") << nic;
     EXPECT_EQ(st["retransmits"], "0") << nic;
     EXPECT_EQ(st["timeouts"], "0") << nic;
-    std::printf("%s: completions %s completion_errors %s retransmits %s timeouts %s timeouts_deferred %s\n", nic,
-                st["completions"].c_str(), st["completion_errors"].c_str(), st["retransmits"].c_str(),
-                st["timeouts"].c_str(), st["timeouts_deferred"].c_str());
+    std::printf(
+        "%s: completions %s completion_errors %s retransmits %s timeouts %s timeouts_deferred %s receive_waits %s "
+        "rnr_naks_sent %s rx_drop_socket_overflow %s rx_socket_buffer %s\n",
+        nic, st["completions"].c_str(), st["completion_errors"].c_str(), st["retransmits"].c_str(),
+        st["timeouts"].c_str(), st["timeouts_deferred"].c_str(), st["receive_waits"].c_str(),
+        st["rnr_naks_sent"].c_str(), st["rx_drop_socket_overflow"].c_str(), st["rx_socket_buffer"].c_str());
+    for (const auto& [key, value] : st)  // why a packet was not answered, if one was not
+      if ((key.rfind("rx_drop", 0) == 0 || key == "duplicates" || key.rfind("naks", 0) == 0 ||
+           key.rfind("cc_", 0) == 0 || key.rfind("tx_", 0) == 0 || key == "acks_sent" || key == "acks_received") &&
+          value != "0")
+        std::printf("%s: %s %s\n", nic, key.c_str(), value.c_str());
   }
   EXPECT_NE(load_nics.status("simnic1")["tx_packets"], "0");
 }

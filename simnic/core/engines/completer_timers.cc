@@ -13,6 +13,9 @@ namespace simnic::core {
 namespace {
 
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
+// How long unread datagrams in this NIC's own socket may keep a QP's answer-based loss verdict
+// off (the one grace, below): as long as a peer's queue that does not move (kStalledPeerNs).
+constexpr uint64_t kUnreadGraceNs = 3'000'000'000;
 
 }  // namespace
 
@@ -144,9 +147,10 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 // Every packet an RC/XRC requester sends to a peer gets a number (PeerProgress::sent); a WQE
 // remembers its first and last packets' numbers, and when an ACK retires the WQE the peer has
 // read at least that far (PeerProgress::answered). When a QP's ACK timer expires:
-//  1. the peer answered a packet sent after this QP's latest one: it read and handled past all
-//     of ours (the last packet before a QP pauses always asks for an ACK), so a packet of ours
-//     or its ACK was lost: a timeout, a retry spent, as IBA 9.7.5.1 says.
+//  1. the peer answered a packet sent after this QP's latest one: it read past all of ours
+//     (the last packet before a QP pauses always asks for an ACK), so unless it is still
+//     working on it (the one grace below) a packet of ours or its ACK was lost: a timeout, a
+//     retry spent, as IBA 9.7.5.1 says.
 //  2. the peer is on this host (its socket is in this network namespace: the wire's peer_end):
 //     the kernel says whether the packet could have been lost. A datagram sent to a live local
 //     socket is either in its queue or counted in its drops. So the packet is not lost but
@@ -170,12 +174,17 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 //     retry only while the peer answered packets sent before ours, more of them than when the
 //     timer was armed (it is alive and still reading the queue ahead of ours); a peer that
 //     answered nothing is counted as lost at once.
-// A verdict of loss that rests on the peer's answers (cases 1, 2's "read it and did not
-// answer", 3) is put off once more while this NIC's own socket holds unread datagrams: a NIC
-// that was not scheduled reads one bounded batch (512) before its timers run, and the peer
-// sends its coalesced ACKs in its own QP order, so an ACK for a later packet can be read while
-// the one this QP waits for is still in the socket. Once: the next expiry without an answer
-// counts, so a socket kept full by a flood cannot hide a lost ACK.
+// The grace. A verdict of loss that rests on the peer's answers (cases 1, 2's "read it and
+// did not answer", 3) is put off:
+//  - once, until the next expiry, in case 1: the peer read ours but may still be working on it
+//    while it answers later packets (a READ whose responses it streams over several turns, an
+//    ACK queued behind them);
+//  - while this NIC's own socket holds unread datagrams, for up to kUnreadGraceNs: the answer
+//    may be among them. A NIC that was not scheduled reads one bounded batch (512) before its
+//    timers run, and a busy one can hold thousands; the peer sends its coalesced ACKs in its
+//    own QPN order, so an ACK for a later packet can be read while the one this QP waits for is
+//    still in the socket. The bound keeps a socket kept full by a flood from hiding a lost ACK.
+// An answer or a resend starts the grace over. A real loss costs one more timeout.
 // Each case ends: a queue ahead of a packet is finite and a local peer that stops reading is
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
 // back by the fault injector (lost_seq) and is resent as before.
@@ -194,7 +203,8 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
 void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
-  qp.comp.waited_for_unread = false;
+  qp.comp.answer_grace_used = false;
+  qp.comp.unread_since_ns = 0;
   if (!st.last_seq) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.answered = std::max(peer.answered, st.last_seq);
@@ -202,25 +212,30 @@ void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now)
 }
 
 void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
-  qp.comp.waited_for_unread = false;
+  qp.comp.answer_grace_used = false;
+  qp.comp.unread_since_ns = 0;
   qp.comp.resent_from_seq = peer_progress_[qp.remote_ip].sent + 1;  // the resend's first packet
   requester_.go_back_n(qp, psn, now, cause);
 }
 
-// The cases above, in order; then, for a verdict that rests on what the peer answered, the
-// answer may still wait in this NIC's own socket.
+// The cases above, in order; then the one grace a verdict resting on the peer's answers gets.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   const AckWait wait = judge_peer(qp, now);
-  if (wait.unanswered && !qp.comp.waited_for_unread && dev_.env_.wire.holds_unread()) {
-    qp.comp.waited_for_unread = true;
-    return {true, "answers wait unread in this NIC's own socket"};
+  if (!wait.unanswered) return wait;
+  if (wait.passed && !qp.comp.answer_grace_used) {
+    qp.comp.answer_grace_used = true;
+    return {true, "the peer answered later packets and may still be working on it"};
+  }
+  if (dev_.env_.wire.holds_unread()) {
+    if (!qp.comp.unread_since_ns) qp.comp.unread_since_ns = now;
+    if (now - qp.comp.unread_since_ns < kUnreadGraceNs) return {true, "answers wait unread in this NIC's own socket"};
   }
   return wait;
 }
 
 AckWait Completer::judge_peer(Qp& qp, uint64_t now) {
   PeerProgress& peer = peer_progress_[qp.remote_ip];
-  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it", true};
+  if (peer.answered > qp.req.last_seq) return {false, "the peer answered packets sent after it", true, true};
   const PacketSink::PeerEnd end = dev_.env_.wire.peer_end(qp.remote_ip, dev_.config_.udp_port);
   if (end.local) {
     peer.look(end, now);

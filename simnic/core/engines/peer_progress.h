@@ -50,7 +50,8 @@ struct PeerProgress {
 struct AckWait {
   bool waiting = false;
   const char* why = "";
-  bool unanswered = false;  // a loss judged from an answer not (yet) read, not from the peer's socket
+  bool unanswered = false;  // a loss judged from the peer's answers, not from its socket
+  bool passed = false;      // ... because it answered packets sent after this QP's (case 1)
 };
 
 }  // namespace simnic::core

@@ -144,8 +144,9 @@ TEST_F(AckTimeoutQueue, APacketWaitingBehindOthersInThePeersQueueIsNotLost) {
 }
 
 // Send: one WRITE on pair 0, lost; then one on pair 1, which B reads and ACKs at once.
-// Expect: B answered a packet sent after the lost one, so pair 0's timer counts a loss when it
-// expires (67 ms), not later: one timeout, one retry spent, the resent WRITE completes.
+// Expect: B answered a packet sent after the lost one. At the first expiry (67 ms) B might
+// still be working on pair 0's (a SEND waiting for a receive, a READ's responses): one grace;
+// the second expiry (134 ms) counts the loss: one timeout, one retry, the resend completes.
 TEST_F(AckTimeoutQueue, ALossIsStillSeenAtTheTimeoutWhenThePeerAnswersLaterPackets) {
   start_two_pairs();
   post_writes(0, 1);
@@ -156,8 +157,13 @@ TEST_F(AckTimeoutQueue, ALossIsStillSeenAtTheTimeoutWhenThePeerAnswersLaterPacke
   tick(60 * kMs);
   EXPECT_EQ(a->dev.counters().timeouts, 0u);
   tick(8 * kMs);  // past 4.096 us * 2^14 = 67.1 ms
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 1u);
+  tick(60 * kMs);
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  tick(8 * kMs);
   EXPECT_EQ(a->dev.counters().timeouts, 1u);
-  EXPECT_EQ(a->dev.counters().timeouts_deferred, 0u);
+  EXPECT_EQ(a->dev.counters().timeouts_deferred, 1u);
   EXPECT_EQ(a->dev.counters().retransmits, 1u);
   EXPECT_EQ(qa[0]->comp.retry_left, 6u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
@@ -422,9 +428,9 @@ TEST_F(AckTimeoutQueue, AnAnswerStillUnreadInThisNicsSocketIsNotALoss) {
 
 // Send: as above, but pair 0's ACK is lost, and a later WRITE on pair 1 keeps an unread answer
 // in A's socket at every expiry (a socket kept busy by other traffic).
-// Expect: the unread socket puts the timer off once; the next expiry counts the loss: one
-// timeout, one retry, and the resent WRITE completes and lands.
-TEST_F(AckTimeoutQueue, ASocketKeptBusyDelaysALostAckOnlyOnce) {
+// Expect: the first expiry is case 1's one grace; then the unread socket keeps the verdict off,
+// but for 3 s at most: one timeout for pair 0 by 3.2 s, one retry, and the resent WRITE lands.
+TEST_F(AckTimeoutQueue, ASocketKeptBusyDelaysALostAckForThreeSecondsAtMost) {
   start_two_pairs();
   post_writes(0, 1);
   post_writes(1, 1);
@@ -432,11 +438,11 @@ TEST_F(AckTimeoutQueue, ASocketKeptBusyDelaysALostAckOnlyOnce) {
   ASSERT_NO_FATAL_FAILURE(answer_to_pair(1));
   ASSERT_NO_FATAL_FAILURE(answer_to_pair(0, false));
   post_writes(1, 1);
-  ASSERT_NO_FATAL_FAILURE(peer_reads_all());  // its ACK stays unread
-  tick(70 * kMs);
+  ASSERT_NO_FATAL_FAILURE(peer_reads_all());    // its ACK stays unread
+  for (int i = 0; i < 40; ++i) tick(70 * kMs);  // 2.8 s
   EXPECT_EQ(qa[0]->counters.timeouts, 0u);
-  tick(70 * kMs);
-  EXPECT_EQ(qa[0]->counters.timeouts, 1u);  // (pair 1's unread ACK, never read, counts too)
+  for (int i = 0; i < 10; ++i) tick(70 * kMs);  // 3.5 s
+  EXPECT_EQ(qa[0]->counters.timeouts, 1u);      // (pair 1's unread ACK, never read, counts too)
   EXPECT_EQ(qa[0]->counters.retransmits, 1u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_all());
   acks_come_back();
