@@ -111,6 +111,12 @@ class AckTimeoutQueue : public QpPair {
     if (keep) a->dev.on_packet(p.src_ip, 4791, p.bytes, now);
     run_pending();
   }
+  // A polls exactly `n` completions, all successful.
+  void expect_successes(size_t n) {
+    auto wcs = poll(*a);
+    ASSERT_EQ(wcs.size(), n);
+    for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  }
   size_t packets_from_a() const {
     return size_t(
         std::count_if(fabric.queue.begin(), fabric.queue.end(), [](const WirePacket& p) { return p.src_ip == kIpA; }));
@@ -135,9 +141,7 @@ TEST_F(AckTimeoutQueue, APacketWaitingBehindOthersInThePeersQueueIsNotLost) {
   EXPECT_EQ(a->dev.counters().timeouts, 0u);
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
   EXPECT_GE(a->dev.counters().timeouts_deferred, 1u);
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 5u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(5));
   for (int k = 0; k < 4; ++k) EXPECT_TRUE(same(*a, size_t(k) * kMsg, *b, size_t(k) * kMsg, kMsg)) << k;
   EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
   EXPECT_EQ(a->dev.congestion().in_flight(kIpB), 0u);
@@ -167,9 +171,7 @@ TEST_F(AckTimeoutQueue, ALossIsStillSeenAtTheTimeoutWhenThePeerAnswersLaterPacke
   EXPECT_EQ(a->dev.counters().retransmits, 1u);
   EXPECT_EQ(qa[0]->comp.retry_left, 6u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(2));
   EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
 }
 
@@ -209,9 +211,7 @@ TEST_F(AckTimeoutQueue, APacketWaitingInALocalPeersSocketIsNotLostWhileThePeerIs
   EXPECT_GE(a->dev.counters().timeouts_deferred, 2u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(2));
   EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
   EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
 }
@@ -395,9 +395,7 @@ TEST_F(AckTimeoutQueue, APeerThatHadNothingToReadForSecondsIsNotStalled) {
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
   ASSERT_NO_FATAL_FAILURE(peer_reads_one());
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(2));
   EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
 }
 
@@ -419,9 +417,7 @@ TEST_F(AckTimeoutQueue, AnAnswerStillUnreadInThisNicsSocketIsNotALoss) {
   tick(70 * kMs);
   EXPECT_EQ(a->dev.counters().timeouts, 0u);
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 2u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(2));
   EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
   EXPECT_TRUE(same(*a, 65536, *b, 65536, kMsg));
 }
@@ -446,9 +442,7 @@ TEST_F(AckTimeoutQueue, ASocketKeptBusyDelaysALostAckForThreeSecondsAtMost) {
   EXPECT_EQ(qa[0]->counters.retransmits, 1u);
   ASSERT_NO_FATAL_FAILURE(peer_reads_all());
   acks_come_back();
-  auto wcs = poll(*a);
-  ASSERT_EQ(wcs.size(), 3u);
-  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  ASSERT_NO_FATAL_FAILURE(expect_successes(3));
   EXPECT_TRUE(same(*a, 0, *b, 0, kMsg));
 }
 
