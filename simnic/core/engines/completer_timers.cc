@@ -14,7 +14,7 @@ namespace {
 
 constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of µs; don't spin
 // How long unread datagrams in this NIC's own socket may keep a QP's answer-based loss verdict
-// off (the one grace, below): as long as a peer's queue that does not move (kStalledPeerNs).
+// off (the grace, below): as long as a peer's queue that does not move (kStalledPeerNs).
 constexpr uint64_t kUnreadGraceNs = 3'000'000'000;
 
 }  // namespace
@@ -149,7 +149,7 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 // read at least that far (PeerProgress::answered). When a QP's ACK timer expires:
 //  1. the peer answered a packet sent after this QP's latest one: it read past all of ours
 //     (the last packet before a QP pauses always asks for an ACK), so unless it is still
-//     working on it (the one grace below) a packet of ours or its ACK was lost: a timeout, a
+//     working on it (the grace below) a packet of ours or its ACK was lost: a timeout, a
 //     retry spent, as IBA 9.7.5.1 says.
 //  2. the peer is on this host (its socket is in this network namespace: the wire's peer_end):
 //     the kernel says whether the packet could have been lost. A datagram sent to a live local
@@ -203,8 +203,7 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.
 void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now) {
-  qp.comp.answer_grace_used = false;
-  qp.comp.unread_since_ns = 0;
+  qp.comp.grace = {};
   if (!st.last_seq) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.answered = std::max(peer.answered, st.last_seq);
@@ -212,23 +211,23 @@ void Completer::note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now)
 }
 
 void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* cause) {
-  qp.comp.answer_grace_used = false;
-  qp.comp.unread_since_ns = 0;
+  qp.comp.grace = {};
   qp.comp.resent_from_seq = peer_progress_[qp.remote_ip].sent + 1;  // the resend's first packet
   requester_.go_back_n(qp, psn, now, cause);
 }
 
-// The cases above, in order; then the one grace a verdict resting on the peer's answers gets.
+// The cases above, in order; then the grace a verdict resting on the peer's answers gets.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   const AckWait wait = judge_peer(qp, now);
   if (!wait.unanswered) return wait;
-  if (wait.passed && !qp.comp.answer_grace_used) {
-    qp.comp.answer_grace_used = true;
+  if (wait.passed && !qp.comp.grace.passed_used) {
+    qp.comp.grace.passed_used = true;
     return {true, "the peer answered later packets and may still be working on it"};
   }
   if (dev_.env_.wire.holds_unread()) {
-    if (!qp.comp.unread_since_ns) qp.comp.unread_since_ns = now;
-    if (now - qp.comp.unread_since_ns < kUnreadGraceNs) return {true, "answers wait unread in this NIC's own socket"};
+    if (!qp.comp.grace.unread_since_ns) qp.comp.grace.unread_since_ns = now;
+    if (now - qp.comp.grace.unread_since_ns < kUnreadGraceNs)
+      return {true, "answers wait unread in this NIC's own socket"};
   }
   return wait;
 }

@@ -209,10 +209,12 @@ struct QpCompleter {
   // The peer-packet number the QP's last retransmission started at: a drop before it was
   // already paid for by a retry (completer_timers.cc).
   uint64_t resent_from_seq = 0;
-  // The grace a loss verdict resting on the peer's answers gets (completer_timers.cc): case 1's
-  // one expiry used, and since when this NIC's own unread socket has put verdicts off (0: not).
-  bool answer_grace_used = false;
-  uint64_t unread_since_ns = 0;
+  // The grace a loss verdict resting on the peer's answers gets (completer_timers.cc); an answer
+  // or a resend starts it over ({}).
+  struct AnswerGrace {
+    bool passed_used = false;      // case 1's one expiry is spent
+    uint64_t unread_since_ns = 0;  // since when this NIC's unread socket has put verdicts off (0: not)
+  } grace;
   bool rnr_wait = false;
   uint32_t retry_left = 0;
   uint32_t rnr_retry_left = 0;

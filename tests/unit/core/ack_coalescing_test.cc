@@ -23,21 +23,7 @@ class AckCoalescing : public QpPair {
     };
   }
   // kN signaled 64-byte WRITEs from A to B, posted together (one doorbell, one burst).
-  std::vector<abi::SendWqe> writes() {
-    std::vector<abi::SendWqe> ws;
-    for (size_t i = 0; i < kN; ++i) {
-      fill(*a, i * 64, 64, uint8_t(i + 1));
-      ws.push_back(rdma(*a, *b, IBV_WR_RDMA_WRITE, 100 + i, i * 64, 64, 8192 + i * 64));
-    }
-    return ws;
-  }
-  void expect_in_order_success(const std::vector<ibv_wc>& wcs, size_t n) {
-    ASSERT_EQ(wcs.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-      EXPECT_EQ(wcs[i].wr_id, 100 + i);
-      EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << "WRITE " << i;
-    }
-  }
+  std::vector<abi::SendWqe> writes() { return small_writes(0, kN); }
   size_t acks_from_b() const {
     size_t n = 0;
     for (const auto& p : from_b) n += p.h.bth.opcode == proto::kRcAcknowledge;

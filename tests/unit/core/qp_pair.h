@@ -297,6 +297,24 @@ class QpPair : public ::testing::Test {
   bool same(Host& x, size_t xoff, Host& y, size_t yoff, size_t n) {
     return std::memcmp(mem.ptr(x.pid, xoff), mem.ptr(y.pid, yoff), n) == 0;
   }
+  // Signaled 64-byte WRITEs k in [first, first + n) from A to B: A's bytes at k * 64 (filled
+  // with seed k + 1) to B's at 8192 + k * 64, wr_id 100 + k.
+  std::vector<abi::SendWqe> small_writes(size_t first, size_t n) {
+    std::vector<abi::SendWqe> ws;
+    for (size_t k = first; k < first + n; ++k) {
+      fill(*a, k * 64, 64, uint8_t(k + 1));
+      ws.push_back(rdma(*a, *b, IBV_WR_RDMA_WRITE, 100 + k, k * 64, 64, 8192 + k * 64));
+    }
+    return ws;
+  }
+  // `wcs` are the completions of small_writes(0, n), in order, all successful.
+  void expect_in_order_success(const std::vector<ibv_wc>& wcs, size_t n) {
+    ASSERT_EQ(wcs.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(wcs[i].wr_id, 100 + i);
+      EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << "WRITE " << i;
+    }
+  }
   static proto::ParsedPacket parse(const WirePacket& p) {
     proto::ParsedPacket pkt;
     EXPECT_EQ(proto::parse_packet(p.bytes, proto::IpUdpInfo{p.src_ip, p.dst_ip, 4791, 4791}, pkt),

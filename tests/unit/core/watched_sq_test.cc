@@ -14,15 +14,6 @@ namespace {
 class WatchedSq : public QpPair {
  protected:
   void SetUp() override { start(); }
-  // 64-byte WRITEs k in [first, first + n) from A to B.
-  std::vector<abi::SendWqe> writes(size_t first, size_t n) {
-    std::vector<abi::SendWqe> ws;
-    for (size_t k = first; k < first + n; ++k) {
-      fill(*a, k * 64, 64, uint8_t(k + 1));
-      ws.push_back(rdma(*a, *b, IBV_WR_RDMA_WRITE, 100 + k, k * 64, 64, 8192 + k * 64));
-    }
-    return ws;
-  }
   // What the shim does when send_must_ring says no: the WQEs and the producer index, no doorbell.
   void post_without_doorbell(const std::vector<abi::SendWqe>& ws) {
     ASSERT_FALSE(abi::send_must_ring(*a->qp->shm));
@@ -36,13 +27,9 @@ class WatchedSq : public QpPair {
     fabric.deliver_all(now, [](const WirePacket& w) { return w.src_ip == kIpA; });
   }
   bool watched() const { return a->qp->shm->sq_watched.load() != 0; }
-  void expect_in_order_success(size_t n) {
-    auto wcs = poll(*a);
-    ASSERT_EQ(wcs.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-      EXPECT_EQ(wcs[i].wr_id, 100 + i);
-      EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << "WRITE " << i;
-    }
+  // A's completions are those of small_writes(0, n), in order and successful, and B has the bytes.
+  void expect_all_landed(size_t n) {
+    ASSERT_NO_FATAL_FAILURE(expect_in_order_success(poll(*a), n));
     EXPECT_TRUE(same(*a, 0, *b, 8192, n * 64));
   }
 };
@@ -51,11 +38,11 @@ class WatchedSq : public QpPair {
 // Expect: the word is set while packets are in flight; B's ACK gives A the turn that sends the
 // three; all seven complete in order and land; the word is clear once all are acknowledged.
 TEST_F(WatchedSq, WritesPostedWhilePacketsAreInFlightGoOutWithTheNextAck) {
-  post_sends(*a, writes(0, 4));
+  post_sends(*a, small_writes(0, 4));
   EXPECT_TRUE(watched());
-  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(writes(4, 3)));
+  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(small_writes(4, 3)));
   fabric.deliver_all(now);
-  expect_in_order_success(7);
+  expect_all_landed(7);
   EXPECT_FALSE(watched());
   EXPECT_TRUE(abi::send_must_ring(*a->qp->shm));
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
@@ -65,15 +52,15 @@ TEST_F(WatchedSq, WritesPostedWhilePacketsAreInFlightGoOutWithTheNextAck) {
 // doorbell meanwhile.
 // Expect: the timer's turn (not only an ACK's) reads the SQ: both WRITEs complete and land.
 TEST_F(WatchedSq, APostHiddenBehindALostAckGoesOutWithTheResend) {
-  post_sends(*a, writes(0, 1));
+  post_sends(*a, small_writes(0, 1));
   fabric.deliver_all(now, [](const WirePacket& w) { return w.src_ip == kIpA; });  // the ACK is lost
   EXPECT_TRUE(watched());
-  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(writes(1, 1)));
+  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(small_writes(1, 1)));
   now += 100'000'000;
   a->dev.on_timer(now);
   run_pending();
   fabric.deliver_all(now);
-  expect_in_order_success(2);
+  expect_all_landed(2);
   EXPECT_EQ(a->dev.counters().timeouts, 1u);
   EXPECT_FALSE(watched());
 }
@@ -83,8 +70,8 @@ TEST_F(WatchedSq, APostHiddenBehindALostAckGoesOutWithTheResend) {
 // Expect: the state change clears the word and the ERR QP flushes both WQEs (IBA 10.3.1.1:
 // posted work completes with WR_FLUSH_ERR), the hidden one included.
 TEST_F(WatchedSq, AStateChangeClearsTheWordAndFlushesWhatWasPostedSilently) {
-  post_sends(*a, writes(0, 1));
-  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(writes(1, 1)));
+  post_sends(*a, small_writes(0, 1));
+  ASSERT_NO_FATAL_FAILURE(post_without_doorbell(small_writes(1, 1)));
   ASSERT_EQ(a->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
   EXPECT_FALSE(watched());
   auto wcs = poll(*a);
@@ -96,10 +83,10 @@ TEST_F(WatchedSq, AStateChangeClearsTheWordAndFlushesWhatWasPostedSilently) {
 // Expect: the word is never set: each post rings, and each doorbell is a step a student sees.
 TEST_F(WatchedSq, StepModeNeverSetsTheWord) {
   a->dev.set_burst(1);
-  post_sends(*a, writes(0, 4));
+  post_sends(*a, small_writes(0, 4));
   EXPECT_FALSE(watched());
   fabric.deliver_all(now);
-  expect_in_order_success(4);
+  expect_all_landed(4);
 }
 
 }  // namespace
