@@ -31,7 +31,7 @@ using namespace bench;
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
     "                    [--baseline-only | --floor-only] [--gso | --no-gso] [--addr A.B.C.D]\n"
-    "                    [--timeout S] [--load cpu|traffic|all]\n"
+    "                    [--timeout S] [--load cpu|traffic|all] [--separate-processes]\n"
     "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
@@ -54,6 +54,10 @@ const char kBenchUsage[] =
     "                    --no-gso (one datagram per packet) instead of the default (GSO on\n"
     "                    loopback while nobody captures lo); the floor follows. Compared only\n"
     "                    with earlier runs of the same choice\n"
+    "  --separate-processes\n"
+    "                    start the two NICs as a simnicd each (`simnic up --separate-processes`),\n"
+    "                    the shape before they shared one loop by default. Compared only with\n"
+    "                    earlier runs started the same way\n"
     "  --addr A.B.C.D    simnic0's address (default 127.254.N.1, N from the pid); simnic1 is next\n"
     "  --timeout S       limit for each perftest run (default 120, 60 with --quick)\n"
     "  --load KIND       a busy machine for the whole run, kernel baseline and simnic alike: cpu\n"
@@ -64,7 +68,8 @@ const char kBenchUsage[] =
 
 struct Options {
   bool quick = false, spin = true, baseline_only = false, floor_only = false;
-  std::string gso;  // "", "--gso" or "--no-gso": passed to simnic up
+  std::string gso;        // "", "--gso" or "--no-gso": passed to simnic up
+  bool separate = false;  // simnic up --separate-processes
   std::string out = "bench-results", baseline = "auto", addr, show, load;
   int timeout_s = 0;
 };
@@ -95,6 +100,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     if (a == "--help" || a == "-h") return std::fputs(kBenchUsage, stdout), 0;
     if (a == "--quick") o->quick = true;
     else if (a == "--gso" || a == "--no-gso") o->gso = a;
+    else if (a == "--separate-processes") o->separate = true;
     else if (a == "--spin") o->spin = true;
     else if (a == "--no-spin") o->spin = false;
     else if (a == "--baseline-only") o->baseline_only = true;
@@ -200,6 +206,7 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   if (o.baseline_only) i.mode += "-baseline";
   else if (o.floor_only) i.mode += "-floor";
   if (!o.gso.empty() && !o.baseline_only) i.mode += o.gso == "--gso" ? "-gso" : "-no-gso";
+  if (o.separate && !o.baseline_only) i.mode += "-separate";
   if (!o.load.empty()) i.mode += "-load-" + o.load;  // compared only with runs under the same load
   i.load = o.load;
   i.spin = o.spin;
@@ -239,13 +246,14 @@ void progress_done() {
 // Two NICs in a fresh private SIMNIC_DIR; stopped (and killed by pid if need be) on destruction.
 class PrivateNics {
  public:
-  PrivateNics(const std::string& addr, const std::string& log_dir, const std::string& gso) : log_dir_(log_dir) {
+  PrivateNics(const std::string& addr, const std::string& log_dir, const std::vector<std::string>& up_extra)
+      : log_dir_(log_dir) {
     char tmpl[] = "/tmp/simnic-bench-XXXXXX";
     if (!::mkdtemp(tmpl)) return;
     dir_ = tmpl;
     ::setenv("SIMNIC_DIR", dir_.c_str(), 1);
     std::vector<std::string> up_argv = {self_dir() + "/simnic", "up", "2", "--addr", addr, "--no-history"};
-    if (!gso.empty()) up_argv.push_back(gso);
+    up_argv.insert(up_argv.end(), up_extra.begin(), up_extra.end());
     Outcome up = run_logged(up_argv, log_dir + "/simnic-up.log", 60s);
     for (const char* name : {"simnic0", "simnic1"}) {
       std::ifstream in(abi::pid_file_path(dir_, name));
@@ -286,10 +294,18 @@ void attach_baseline(Figure* f, const std::vector<Figure>& base) {
   }
 }
 
+// What `simnic up` is told beyond the defaults.
+std::vector<std::string> up_extra(const Options& o) {
+  std::vector<std::string> args;
+  if (!o.gso.empty()) args.push_back(o.gso);
+  if (o.separate) args.push_back("--separate-processes");
+  return args;
+}
+
 // Runs every perftest of the plan on the private NICs. False when the NICs would not start.
 bool measure_simnic(const Plan& plan, const std::string& addr, const std::string& log_dir, int timeout_s,
-                    const std::string& gso, std::vector<Figure>* figures) {
-  PrivateNics nics(addr, log_dir, gso);
+                    const std::vector<std::string>& up_extra, std::vector<Figure>* figures) {
+  PrivateNics nics(addr, log_dir, up_extra);
   if (!nics.ok()) {
     std::fprintf(stderr, "\nsimnic bench: the NICs did not start:\n%s", read_file(log_dir + "/simnic-up.log").c_str());
     return false;
@@ -387,7 +403,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       attach_baseline(&f, base), figures.push_back(f);
   }
   const int timeout_s = o.timeout_s ? o.timeout_s : (o.quick ? 60 : 120);
-  bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, o.gso, &figures);
+  bool nics_ok = plan.runs.empty() || measure_simnic(plan, addr, run_dir + "/logs", timeout_s, up_extra(o), &figures);
   for (pid_t pid : spinners) kill_and_reap(pid);
   stop_load(&load, run_dir + "/logs");
   progress_done();

@@ -10,11 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -128,6 +130,18 @@ pid_t read_pid(const std::string& dir, const std::string& name) {
   return 0;
 }
 
+// Keeps the previous run's log as NAME.log.1. A log that is a link to another NIC's (one
+// process served both) becomes a link to that NIC's previous log.
+void rotate_log(const std::string& log) {
+  char target[256];
+  const ssize_t n = ::readlink(log.c_str(), target, sizeof target - 1);
+  if (n <= 0) return (void)::rename(log.c_str(), (log + ".1").c_str());
+  const std::string previous = std::string(target, size_t(n)) + ".1";
+  ::unlink((log + ".1").c_str());
+  [[maybe_unused]] int rc = ::symlink(previous.c_str(), (log + ".1").c_str());
+  ::unlink(log.c_str());
+}
+
 // Starts one simnicd detached from this terminal; returns its pid or 0.
 pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, const std::string& log) {
   pid_t pid = ::fork();
@@ -135,8 +149,8 @@ pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, co
   if (pid == 0) {
     ::setsid();
     int in = ::open("/dev/null", O_RDONLY);
-    ::rename(log.c_str(), (log + ".1").c_str());  // the previous run's log stays, as NAME.log.1
-    int out = abi::create_private_file(log);      // never through a planted symlink
+    rotate_log(log);
+    int out = abi::create_private_file(log);  // never through a planted symlink
     if (in >= 0) ::dup2(in, 0);
     if (out >= 0) {
       ::dup2(out, 1);
@@ -168,7 +182,8 @@ const char kUpUsage[] =
     "usage: simnic up [N] [options]\n"
     "Starts N simulated NICs (default 2; 1 with --iface, --name or an address outside 127/8):\n"
     "simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
-    "Each runs as a background simnicd; its log is <dir>/<name>.log.\n"
+    "They run as one background simnicd when on loopback addresses (see --one-process), else one\n"
+    "each; a NIC's log is <dir>/<name>.log.\n"
     "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up. Any\n"
     "                      address of this host: on a LAN address, NICs on other hosts reach it\n"
     "                      (docs/wire.md; anyone on that network can send it packets)\n"
@@ -193,6 +208,12 @@ const char kUpUsage[] =
     "                      lo (tcpdump, Wireshark), so captures show the packets (docs/wire.md)\n"
     "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
     "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
+    "  --one-process       run the N NICs as one simnicd, on one event loop, as the ports of one\n"
+    "                      card: a message between them wakes no other process (less latency and\n"
+    "                      CPU, docs/performance.md). They stop and restart together (`simnic\n"
+    "                      down` or `simnic restart` of one: all) and share one log.\n"
+    "                      The default for N >= 2 on loopback addresses without --busy-poll-us\n"
+    "  --separate-processes  one simnicd per NIC: each can be stopped, restarted or can die alone\n"
     "  --verbose           verbose NIC logs\n";
 
 // Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up
@@ -237,6 +258,8 @@ struct UpOptions {
   LinkLayerSetup link;         // --link-layer, --gid-table, --lid-map
   bool addr_given = false;     // --addr, --iface, --name: where the NICs go and what they are called
   std::string iface, first_name;
+  bool one_process = false;  // --one-process: one simnicd serves all N (simnicd --next)
+  bool separate = false;     // --separate-processes: one simnicd each, even on loopback
 };
 
 // Options simnicd takes as they are: with a value, and without.
@@ -300,6 +323,10 @@ int parse_up_arg(const std::vector<std::string>& args, size_t& i, UpOptions* opt
     if (!value(&v)) return std::fputs(kUpUsage, stderr), 2;
     opt->common.push_back(a);
     opt->common.push_back(v);
+  } else if (a == "--one-process") {
+    opt->one_process = true;
+  } else if (a == "--separate-processes") {
+    opt->separate = true;
   } else if (is_passed_flag(a)) {
     opt->common.push_back(a);
   } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
@@ -349,26 +376,43 @@ std::vector<std::string> simnicd_args(const UpOptions& opt, const std::string& d
   return argv;
 }
 
-// Starts NIC i unless it already runs; false if it could not be started.
-bool start_nic(const std::string& simnicd, const std::string& dir, UpOptions& opt, int i,
-               std::vector<Started>* started) {
-  std::string name = opt.first_name.empty() ? "simnic" + std::to_string(i) : opt.first_name;
-  if (query_nic(dir, name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
-    std::printf("%s is already running (pid %d)\n", name.c_str(), int(read_pid(dir, name)));
-    return true;
+// NIC i to start: its name, address and simnicd arguments. False if it already runs (said so)
+// or its arguments could not be made (*failed set).
+bool nic_to_start(const std::string& dir, UpOptions& opt, int i, Started* nic, std::vector<std::string>* argv,
+                  bool* failed) {
+  nic->name = opt.first_name.empty() ? "simnic" + std::to_string(i) : opt.first_name;
+  if (query_nic(dir, nic->name, unsigned(abi::Op::Hello), "", nullptr) == 0) {
+    std::printf("%s is already running (pid %d)\n", nic->name.c_str(), int(read_pid(dir, nic->name)));
+    return false;
   }
   in_addr ia{htonl(opt.base + uint32_t(i))};
   char addr[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &ia, addr, sizeof addr);
-  std::vector<std::string> argv = simnicd_args(opt, dir, name, addr);
-  if (!opt.link.nic_args(name, opt.base + uint32_t(i), &argv)) return false;
-  pid_t pid = spawn(simnicd, argv, log_path(dir, name));
+  nic->addr = addr;
+  *argv = simnicd_args(opt, dir, nic->name, addr);
+  *failed = !opt.link.nic_args(nic->name, opt.base + uint32_t(i), argv);
+  return !*failed;
+}
+
+// Spawns one simnicd for `nics` (with --one-process several, their arguments joined by --next;
+// the others' logs are links to the first's). False if it could not be started.
+bool spawn_nics(const std::string& simnicd, const std::string& dir, const std::vector<Started>& nics,
+                const std::vector<std::string>& argv, std::vector<Started>* started) {
+  const std::string log = log_path(dir, nics.front().name);
+  pid_t pid = spawn(simnicd, argv, log);
   if (!pid) {
-    std::fprintf(stderr, "simnic: cannot start %s: %s\n", name.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "simnic: cannot start %s: %s\n", nics.front().name.c_str(), std::strerror(errno));
     return false;
   }
-  write_pid_file(abi::pid_file_path(dir, name), pid);
-  started->push_back({name, pid, addr});
+  for (Started nic : nics) {
+    if (nic.name != nics.front().name) {  // relative: the directory may be reached by another path
+      rotate_log(log_path(dir, nic.name));
+      [[maybe_unused]] int rc = ::symlink((nics.front().name + ".log").c_str(), log_path(dir, nic.name).c_str());
+    }
+    write_pid_file(abi::pid_file_path(dir, nic.name), pid);
+    nic.pid = pid;
+    started->push_back(nic);
+  }
   return true;
 }
 
@@ -381,6 +425,7 @@ StartOutcome wait_for_start(const std::string& dir, const Started& s) {
   while (std::chrono::steady_clock::now() < deadline) {
     if (query_nic(dir, s.name, unsigned(abi::Op::Hello), "", nullptr) == 0) return StartOutcome::kUp;
     if (::waitpid(s.pid, &status, WNOHANG) == s.pid) return StartOutcome::kExited;
+    if (::kill(s.pid, 0) != 0 && errno == ESRCH) return StartOutcome::kExited;  // reaped for a NIC sharing it
     std::this_thread::sleep_for(20ms);
   }
   return StartOutcome::kTimedOut;
@@ -403,11 +448,27 @@ void report_failed_start(const std::string& dir, const Started& s, bool exited, 
 
 // Starts the NICs and waits for each; the number that failed.
 int start_and_wait(const std::string& simnicd, const std::string& dir, UpOptions& opt) {
-  std::vector<Started> started;
+  std::vector<Started> started, together;
+  std::vector<std::string> together_argv;
   int failures = 0;
   for (int i = 0; i < opt.count; ++i) {
-    if (!start_nic(simnicd, dir, opt, i, &started)) ++failures;
+    Started nic{};
+    std::vector<std::string> argv;
+    bool failed = false;
+    if (!nic_to_start(dir, opt, i, &nic, &argv, &failed)) {
+      failures += failed;
+      continue;
+    }
+    if (!opt.one_process) {
+      failures += !spawn_nics(simnicd, dir, {nic}, argv, &started);
+      continue;
+    }
+    if (!together.empty()) together_argv.push_back("--next");
+    together_argv.insert(together_argv.end(), argv.begin(), argv.end());
+    together.push_back(nic);
   }
+  if (!together.empty() && !spawn_nics(simnicd, dir, together, together_argv, &started))
+    failures += int(together.size());
   // The LID registry: NICs read it only when a program names a LID, after `simnic up` is done.
   if (!opt.link.commit()) ++failures;
   for (const auto& s : started) {
@@ -424,12 +485,28 @@ int start_and_wait(const std::string& simnicd, const std::string& dir, UpOptions
 
 }  // namespace
 
+namespace {
+bool busy_polls(const UpOptions& opt) {
+  for (size_t i = 0; i + 1 < opt.common.size(); ++i)
+    if (opt.common[i] == "--busy-poll-us" && std::atoi(opt.common[i + 1].c_str()) > 0) return true;
+  return false;
+}
+}  // namespace
+
 int cmd_up(const std::vector<std::string>& args) {
   UpOptions opt;
   if (int rc = parse_up_args(args, &opt); rc != kKeepGoing) return rc;
   // A host has one address to give (its interface's), not a range: one NIC unless told more.
   if (!opt.count_given && (!opt.iface.empty() || !opt.first_name.empty() || (opt.base >> 24) != 127)) opt.count = 1;
   if (int rc = check_addresses(opt.iface, opt.addr_given, opt.first_name, opt.count, &opt.base)) return rc;
+  if (opt.one_process && opt.separate) {
+    std::fprintf(stderr, "simnic up: give --one-process or --separate-processes, not both\n");
+    return 2;
+  }
+  // NICs on loopback addresses talk only to each other (and to other users' NICs on this host):
+  // one loop serves them best. Elsewhere each address is a host's, and one NIC each is usual.
+  // A busy poll is for NICs with cores of their own: one poller each.
+  if (!opt.separate && opt.count >= 2 && (opt.base >> 24) == 127 && !busy_polls(opt)) opt.one_process = true;
   const std::string simnicd = find_simnicd();
   if (simnicd.empty()) {
     std::fprintf(stderr, "simnic: simnicd not found next to %s/simnic; build it (cmake --build build)\n",
@@ -459,6 +536,20 @@ std::string where_it_waits(pid_t pid) {
   return std::string("state ") + (state ? state : '?') + (wchan.empty() || wchan == "0" ? "" : ", waiting in " + wchan);
 }
 
+// The other NICs one simnicd serves with `name` (simnic up --one-process).
+std::vector<std::string> sharing_process(const std::string& dir, const std::string& name, pid_t pid) {
+  std::vector<std::string> others;
+  for (const auto& other : list_nics(dir))
+    if (other != name && read_pid(dir, other) == pid) others.push_back(other);
+  return others;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 }  // namespace
 
 int cmd_down(const std::vector<std::string>& args) {
@@ -471,8 +562,14 @@ int cmd_down(const std::vector<std::string>& args) {
     return 0;
   }
   int failures = 0;
+  std::set<pid_t> stopped;  // a process serving several of the names (--one-process) stops once
   for (const auto& name : names) {
     pid_t pid = read_pid(dir, name);
+    if (stopped.count(pid)) {
+      ::unlink(abi::pid_file_path(dir, name).c_str());
+      std::printf("%s stopped (pid %d)\n", name.c_str(), int(pid));
+      continue;
+    }
     if (pid <= 0 || !is_simnicd(pid)) {
       // Not running: clear what a crashed daemon left behind.
       bool stale = ::unlink(abi::control_socket_path(dir, name).c_str()) == 0;
@@ -480,6 +577,10 @@ int cmd_down(const std::vector<std::string>& args) {
       std::printf("%s is not running%s\n", name.c_str(), stale ? " (removed its stale socket)" : "");
       continue;
     }
+    const std::vector<std::string> others = sharing_process(dir, name, pid);
+    if (!others.empty() && std::find(names.begin(), names.end(), others.front()) == names.end())
+      std::printf("%s shares its process with %s (simnic up --one-process): they stop too\n", name.c_str(),
+                  joined(others).c_str());
     ::kill(pid, SIGTERM);
     auto deadline = std::chrono::steady_clock::now() + kStopWait;
     while (std::chrono::steady_clock::now() < deadline && is_simnicd(pid)) std::this_thread::sleep_for(10ms);
@@ -493,6 +594,9 @@ int cmd_down(const std::vector<std::string>& args) {
     }
     ::unlink(abi::pid_file_path(dir, name).c_str());
     std::printf("%s stopped (pid %d)\n", name.c_str(), int(pid));
+    stopped.insert(pid);
+    for (const auto& other : others)
+      if (std::find(names.begin(), names.end(), other) == names.end()) ::unlink(abi::pid_file_path(dir, other).c_str());
   }
   return failures ? 1 : 0;
 }
@@ -527,6 +631,7 @@ int restart_one(const std::string& dir, const std::string& name) {
     std::fprintf(stderr, "simnic: %s is not running in %s; start it with `simnic up`\n", name.c_str(), dir.c_str());
     return 1;
   }
+  const std::vector<std::string> others = sharing_process(dir, name, pid);
   std::string text;
   query_nic(dir, name, unsigned(abi::Op::Status), "", &text);
   const std::string addr = parse_kv(text)["addr"];
@@ -540,13 +645,18 @@ int restart_one(const std::string& dir, const std::string& name) {
   ::kill(pid, SIGUSR2);
   const bool went = wait_for_hangup(held, 5s);
   ::close(held);
-  if (!went || !wait_until_answering(dir, name, 10s)) {
+  bool answering = went && wait_until_answering(dir, name, 10s);
+  for (const auto& other : others) answering = answering && wait_until_answering(dir, other, 10s);
+  if (!answering) {
     std::fprintf(stderr, "simnic: %s did not restart%s:\n%s", name.c_str(),
                  went ? " (it exec'd but does not answer)" : "", tail_of(log_path(dir, name), 5).c_str());
     return 1;
   }
   std::printf("%s restarted in place (pid %d; %s:4791 stayed bound throughout)\n", name.c_str(), int(pid),
               addr.empty() ? "its address" : addr.c_str());
+  if (!others.empty())
+    std::printf("%s restarted with it: one process serves them (simnic up --one-process), each kept its address\n",
+                joined(others).c_str());
   return 0;
 }
 
@@ -561,7 +671,9 @@ int cmd_restart(const std::vector<std::string>& args) {
     return 1;
   }
   int failures = 0;
-  for (const auto& name : names) failures += restart_one(dir, name);
+  std::set<pid_t> restarted;  // a process serving several of the names restarts once
+  for (const auto& name : names)
+    if (restarted.insert(read_pid(dir, name)).second) failures += restart_one(dir, name);
   return failures ? 1 : 0;
 }
 

@@ -8,13 +8,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "simnic/abi/lid_map.h"
 #include "simnic/abi/paths.h"
+#include "simnic/io/exec_in_place.h"
 #include "simnic/io/netif.h"
 #include "simnic/io/nic_server.h"
 #include "simnic/proto/ipv4_udp.h"
@@ -68,6 +71,10 @@ const char kUsage[] =
     "  --lid-map FILE   ib: the LID registry, \"LID ADDRESS [NAME]\" lines (default <dir>/lids)\n"
     "  --gid-table T    eth: simple (one IPv4-mapped RoCE v2 GID, the default), rxe or mlx5:\n"
     "                   the GID table those devices list for an IPv4 address\n"
+    "  --next ...       the options of one more NIC, served by this process on the same event loop\n"
+    "                   (`simnic up N --one-process`): a message between two NICs of one process\n"
+    "                   wakes no other process (docs/performance.md). They stop and restart\n"
+    "                   together\n"
     "  --help           this text\n";
 
 bool parse_prob(const char* s, double* out) {
@@ -333,7 +340,8 @@ void raise_descriptor_limit() {
 
 int run_nic(const simnic::io::NicOptions& opt) {
   raise_descriptor_limit();
-  simnic::io::NicServer server(opt);
+  boost::asio::io_context io;
+  simnic::io::NicServer server(opt, io);
   std::string error;
   if (int rc = server.start(&error)) {
     std::fprintf(stderr, "simnicd: %s\n", error.c_str());
@@ -345,16 +353,63 @@ int run_nic(const simnic::io::NicOptions& opt) {
   return 0;
 }
 
+// Several NICs on one loop, one thread (--next): a packet one sends to another is read on the
+// same loop's next turn instead of waking a second process. The loop ends with the last NIC;
+// `simnic restart` of any restarts them all, each keeping its UDP socket.
+int run_nics(const std::vector<simnic::io::NicOptions>& opts) {
+  raise_descriptor_limit();
+  boost::asio::io_context io;
+  size_t running = opts.size();
+  std::vector<std::unique_ptr<simnic::io::NicServer>> servers;
+  auto restart_all = [&servers] {
+    std::vector<int> fds;
+    for (auto& s : servers) fds.push_back(s->prepare_restart());
+    const int error = simnic::io::exec_in_place(fds);
+    for (auto& s : servers) s->restart_failed(error);
+  };
+  for (const auto& opt : opts) {
+    auto stopped = [&io, &running, name = opt.device.name] {
+      std::fprintf(stderr, "simnicd: %s stopped\n", name.c_str());
+      if (--running == 0) io.stop();
+    };
+    servers.push_back(
+        std::make_unique<simnic::io::NicServer>(opt, io, simnic::io::NicServer::ProcessHooks{stopped, restart_all}));
+    std::string error;
+    if (int rc = servers.back()->start(&error)) {
+      std::fprintf(stderr, "simnicd: %s: %s\n", opt.device.name.c_str(), error.c_str());
+      return rc;
+    }
+    say_ready(opt);
+  }
+  if (opts.front().busy_poll_us) servers.front()->run();  // the loop's poll, counted by the first
+  else io.run();
+  return 0;
+}
+
+// One NIC's options from its part of the command line. Returns 0, or the exit code.
+int nic_options(std::vector<char*> argv, simnic::io::NicOptions* opt) {
+  Flags flags;
+  if (int rc = parse_command_line(int(argv.size()), argv.data(), &flags); rc >= 0) return rc ? rc : -1;
+  opt->dir = simnic::abi::simnic_dir();
+  if (int rc = to_port_options(flags, *opt)) return rc;
+  if (int rc = to_run_options(flags, *opt)) return rc;
+  if (int rc = check_link_layer(*opt)) return rc;
+  return fit_port_to_interface(*opt, flags.mtu.has_value());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
-  if (int rc = parse_command_line(argc, argv, &flags); rc >= 0) return rc;
-  simnic::io::NicOptions opt;
-  opt.dir = simnic::abi::simnic_dir();
-  if (int rc = to_port_options(flags, opt)) return rc;
-  if (int rc = to_run_options(flags, opt)) return rc;
-  if (int rc = check_link_layer(opt)) return rc;
-  if (int rc = fit_port_to_interface(opt, flags.mtu.has_value())) return rc;
-  return run_nic(opt);
+  std::vector<simnic::io::NicOptions> opts(1);
+  std::vector<char*> part{argv[0]};
+  for (int i = 1; i <= argc; ++i) {
+    if (i < argc && std::strcmp(argv[i], "--next") != 0) {
+      part.push_back(argv[i]);
+      continue;
+    }
+    if (int rc = nic_options(part, &opts.back())) return rc < 0 ? 0 : rc;  // -1: --help
+    if (i < argc) opts.emplace_back(), part = {argv[0]};
+  }
+  if (opts.size() == 1) return run_nic(opts.front());
+  return run_nics(opts);
 }

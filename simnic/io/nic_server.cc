@@ -19,13 +19,16 @@
 #include <filesystem>
 #include <fstream>
 #include <string_view>
+#include <utility>
 
 #include "simnic/abi/daemon_alive.h"
 #include "simnic/abi/paths.h"
 #include "simnic/abi/seqpacket.h"
 #include "simnic/abi/state_dir.h"
+#include "simnic/io/exec_in_place.h"
 #include "simnic/io/fd_checks.h"
 #include "simnic/io/netif.h"
+#include "simnic/io/peer_process.h"
 
 namespace simnic::io {
 
@@ -81,8 +84,10 @@ void StderrLogger::log(core::LogLevel level, const std::string& line) {
   std::fprintf(stderr, "simnicd[%s] %s: %s\n", name_.c_str(), kTag[int(level)], line.c_str());
 }
 
-NicServer::NicServer(NicOptions options)
+NicServer::NicServer(NicOptions options, boost::asio::io_context& io, ProcessHooks hooks)
     : opt_(std::move(options)),
+      io_(io),
+      hooks_(std::move(hooks)),
       signals_(io_, SIGINT, SIGTERM),
       timer_(io_),
       clock_(monotonic_ns()),
@@ -180,58 +185,28 @@ void NicServer::wait_for_signals() {
   });
 }
 
-namespace {
-// This process' command line, without a --udp-fd it was given.
-std::vector<std::string> own_command_line_without_udp_fd() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  for (std::string a; std::getline(in, a, '\0');) {
-    if (a == "--udp-fd") {
-      std::getline(in, a, '\0');
-      continue;
-    }
-    if (a.rfind("--udp-fd=", 0) != 0) args.push_back(a);
-  }
-  return args;
-}
-
-std::string own_executable_path() {
-  std::error_code ec;
-  std::string path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  const std::string deleted = " (deleted)";  // the binary was replaced since: run the new one
-  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
-    path.resize(path.size() - deleted.size());
-  return ec ? "/proc/self/exe" : path;
-}
-}  // namespace
-
 // `simnic restart NAME` (SIGUSR2): simnicd executes itself anew, same pid and command line,
 // handing its bound UDP socket to the new image (--udp-fd). The NIC's address is never
 // released, so no other local user can bind it between the old NIC and the new one and
 // receive its peers' packets (issue 29 point 3). Contexts end as on any restart: the control
 // connections close, and the kernel clears the alive word (abi/daemon_alive.h) at exec.
 void NicServer::restart_in_place() {
-  const int fd = port_.native_fd();
-  std::vector<std::string> args = own_command_line_without_udp_fd();
-  if (fd < 0 || args.empty())
-    return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket or command line");
-  args.insert(args.end(), {"--udp-fd", std::to_string(fd)});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  if (hooks_.restart) return hooks_.restart();  // several NICs in this process: they restart together
+  const int fd = prepare_restart();
+  if (fd < 0) return logger_.log(core::LogLevel::kError, "cannot restart in place: no UDP socket");
+  restart_failed(exec_in_place({fd}));
+}
+
+int NicServer::prepare_restart() {
   logger_.log(core::LogLevel::kInfo, "restarting in place (simnic restart): keeping " + ipv4_string(opt_.device.ipv4) +
                                          ":" + std::to_string(opt_.device.udp_port) + " bound");
   trace_.flush_file();
-  std::fflush(nullptr);
-  ::fcntl(fd, F_SETFD, 0);  // the one descriptor the new image keeps
-  // By its path, not /proc/self/exe: the new image's name (comm) must stay "simnicd", which
-  // `simnic down` looks for; a rebuilt binary at that path is what a restart should run.
-  const std::string exe = own_executable_path();
-  ::execv(exe.c_str(), argv.data());
-  const int e = errno;
-  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return port_.native_fd();
+}
+
+void NicServer::restart_failed(int error) {
   logger_.log(core::LogLevel::kError,
-              std::string("cannot restart in place: exec: ") + std::strerror(e) + "; the NIC goes on as it was");
+              std::string("cannot restart in place: exec: ") + std::strerror(error) + "; the NIC goes on as it was");
 }
 
 // The pcap file, the trace file and the trace socket. Returns 0, or an exit code with *error set.
@@ -267,6 +242,11 @@ void NicServer::start_port() {
         device_.on_packet(src, sport, bytes, now(), dst, tos);
       },
       [this] { after_event(); });
+  // For the NICs sharing this loop: this one is behind while it holds work for a later turn
+  // (a paused NIC is not behind: it waits for a user, as a stopped process would).
+  struct stat st {};
+  if (::fstat(port_.native_fd(), &st) == 0) port_inode_ = uint64_t(st.st_ino);
+  LoopNics::add(port_inode_, [this] { return !step_.paused() && (pending_posted_ || device_.has_pending_work()); });
 }
 
 // Without a busy poll the loop sleeps in epoll whenever nothing is ready. With one, after each
@@ -307,6 +287,7 @@ void NicServer::stop() {
   while (!sessions_.empty()) close_session(sessions_.begin()->first);
   device_.tracer().set_sink(nullptr);
   trace_.close();
+  LoopNics::remove(port_inode_);
   port_.close();
   pcap_.close();
   if (!sysfs_root_.empty()) {
@@ -314,6 +295,7 @@ void NicServer::stop() {
     remove_sysfs_tree(sysfs_root_, device_.addressing().port_attr().gid_tbl_len);
   }
   sysfs_root_.clear();
+  if (hooks_.stopped) return std::exchange(hooks_.stopped, nullptr)();  // once: the destructor stops again
   io_.stop();
 }
 
@@ -621,18 +603,19 @@ void NicServer::continue_pending_work() {
   });
 }
 
+// Each change of the expiry costs a timerfd_settime, and a stream moves its ACK deadline with
+// every packet (a ping-pong: once per message). So an armed expiry no later than the deadline
+// stays: it fires early, finds nothing due, and arms the real one; a timer no longer needed
+// fires once for nothing. Only an earlier deadline re-arms at once.
 void NicServer::arm_timer() {
-  uint64_t due = step_.paused() ? 0 : device_.next_deadline();
-  if (due == timer_due_) return;
+  const uint64_t due = step_.paused() ? 0 : device_.next_deadline();
+  if (!due || (timer_due_ && timer_due_ <= due)) return;
   timer_due_ = due;
-  if (!due) {
-    timer_.cancel();
-    return;
-  }
   timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_.real_time_of(due))));
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || step_.paused()) return;
+    if (ec) return;  // re-armed earlier, or stopped
     timer_due_ = 0;
+    if (step_.paused()) return;
     // A NIC that was not scheduled finds its timers late and its peer's ACKs waiting in its
     // socket: read those first, so a timeout counts packets lost, not time this process lost.
     port_.read_queued();

@@ -8,6 +8,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,7 +67,14 @@ class StderrLogger final : public core::Logger {
 
 class NicServer {
  public:
-  explicit NicServer(NicOptions options);
+  // What a process serving several NICs on one loop (simnicd --next) does for them all.
+  struct ProcessHooks {
+    std::function<void()> stopped;  // this NIC stopped: the loop stops after the last one
+    std::function<void()> restart;  // `simnic restart` (SIGUSR2): every NIC of the process
+  };
+  // The NIC runs on `io`, which other NICs of the same process may share; without hooks, it
+  // is the process' only NIC, and stops the loop itself.
+  NicServer(NicOptions options, boost::asio::io_context& io, ProcessHooks hooks = {});
   ~NicServer();
 
   // Binds the port and the sockets. Returns 0, or an exit code with *error set.
@@ -74,6 +82,10 @@ class NicServer {
   // Runs until SIGTERM/SIGINT.
   void run();
   void stop();
+  // For a restart of the whole process: says so, flushes the trace, and returns the UDP
+  // socket the new image keeps (-1: none); restart_failed logs why exec did not happen.
+  int prepare_restart();
+  void restart_failed(int error);
 
  private:
   struct Session;
@@ -111,10 +123,12 @@ class NicServer {
   void restart_in_place();
 
   NicOptions opt_;
-  boost::asio::io_context io_;
+  boost::asio::io_context& io_;
+  ProcessHooks hooks_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer timer_;
   uint64_t timer_due_ = 0;
+  uint64_t port_inode_ = 0;  // the UDP socket's, as LoopNics knows this NIC
   bool pending_posted_ = false;
   uint64_t busy_poll_found_ = 0;     // handlers the busy poll ran (events served without sleeping)
   uint64_t busy_poll_sleeps_ = 0;    // windows that ended with nothing to do: back to epoll

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "simnic/io/proc_stat.h"
 
@@ -19,11 +20,26 @@ pid_t pid_of_entry(const dirent* e) {
   return *end || pid <= 0 ? 0 : pid_t(pid);
 }
 
+std::map<uint64_t, std::function<bool()>>& loop_nics() {
+  static std::map<uint64_t, std::function<bool()>> nics;  // the loop's thread only
+  return nics;
+}
+
 }  // namespace
+
+void LoopNics::add(uint64_t socket, std::function<bool()> behind) { loop_nics()[socket] = std::move(behind); }
+void LoopNics::remove(uint64_t socket) { loop_nics().erase(socket); }
+bool LoopNics::behind(uint64_t socket) {
+  auto it = loop_nics().find(socket);
+  return it != loop_nics().end() && it->second();
+}
 
 bool PeerProcesses::busy(uint64_t socket) {
   if (auto it = states_.find(socket); it != states_.end()) return it->second;
   const pid_t pid = owner(socket);
+  // A peer NIC on this process' own loop (simnic up --one-process) is running: this is it. It
+  // is behind only if it left work for a later turn of the loop.
+  if (pid == ::getpid()) return states_[socket] = LoopNics::behind(socket);
   const char state = pid ? read_proc_stat(pid).state : 0;
   if (pid && state == 0) owners_.erase(socket);  // gone: look for it again next time
   return states_[socket] = state == 'R';

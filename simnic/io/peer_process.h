@@ -8,17 +8,30 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
 namespace simnic::io {
+
+// The NICs on this process' own loop (simnicd --next), by the inode of their UDP socket: for
+// each, whether it has read packets it has not finished with (work left for a later turn of
+// the loop, such as coalesced ACKs still to send). One thread serves them all, so that is the
+// one way such a peer can be "behind".
+class LoopNics {
+ public:
+  static void add(uint64_t socket, std::function<bool()> behind);
+  static void remove(uint64_t socket);
+  static bool behind(uint64_t socket);  // false for a socket no NIC of this process holds
+};
 
 class PeerProcesses {
  public:
   // `comm`: the command name of the processes to look in (simnicd; tests pass their own).
   explicit PeerProcesses(std::string comm = "simnicd") : comm_(std::move(comm)) {}
   // True when the process holding the socket with inode `socket` is running or runnable (state
-  // R); false when it sleeps, or its process is not one this user can see. Read once per socket
+  // R), or is this process and the NIC holding it is behind (LoopNics); false when it sleeps,
+  // or is not one this user can see. Read once per socket
   // until forget(): a thousand QPs timing out together towards one peer read it once.
   bool busy(uint64_t socket);
   void forget() { states_.clear(); }

@@ -34,33 +34,79 @@ TEST(ProcStat, TheCommandNameRunsToTheLastParenthesisAndTheStateFollows) {
   EXPECT_EQ(read_proc_stat(::getpid()).state, 'R');  // this process, running as it asks
 }
 
-// This process holds a UDP socket and is running while it asks: found, and busy.
-TEST(PeerProcess, TheRunningOwnerOfASocketIsFoundAndBusy) {
+// This process holds a UDP socket and is running while it asks: found, and busy only while the
+// NIC on this loop that holds the socket says it is behind (work left for a later turn).
+TEST(PeerProcess, ASocketOfThisProcessIsBusyOnlyWhileItsNicIsBehind) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
+  const uint64_t inode = inode_of(fd);
+  {
+    PeerProcesses peers(own_comm());
+    EXPECT_EQ(peers.owner(inode), ::getpid());
+    EXPECT_FALSE(peers.busy(inode)) << "no NIC of this loop holds it";
+  }
+  bool behind = true;
+  LoopNics::add(inode, [&behind] { return behind; });
+  {
+    PeerProcesses peers(own_comm());
+    EXPECT_TRUE(peers.busy(inode));
+    EXPECT_TRUE(peers.busy(inode));
+    behind = false;
+    EXPECT_TRUE(peers.busy(inode)) << "read once until forget()";
+    peers.forget();
+    EXPECT_FALSE(peers.busy(inode));
+  }
+  behind = true;
+  LoopNics::remove(inode);
   PeerProcesses peers(own_comm());
-  EXPECT_EQ(peers.owner(inode_of(fd)), ::getpid());
-  EXPECT_TRUE(peers.busy(inode_of(fd)));
+  EXPECT_FALSE(peers.busy(inode));
   ::close(fd);
 }
 
-// A child holds the socket and sleeps: found, not busy; a socket nobody holds has no owner.
-TEST(PeerProcess, ASleepingOwnerIsNotBusyAndAnUnknownSocketHasNoOwner) {
+// A child process holding a UDP socket, spinning or asleep, until killed.
+struct ChildWithSocket {
+  pid_t pid = -1;
+  uint64_t inode = 0;
+};
+
+ChildWithSocket fork_child_with_socket(bool spin) {
   int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
+  if (::pipe(pipe_fds) != 0) return {};
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     const uint64_t inode = inode_of(fd);
     if (::write(pipe_fds[1], &inode, sizeof inode) != sizeof inode) ::_exit(1);
-    ::pause();
+    for (volatile bool forever = true; forever;)
+      if (!spin) ::pause();
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
-  uint64_t inode = 0;
-  ASSERT_EQ(::read(pipe_fds[0], &inode, sizeof inode), ssize_t(sizeof inode));
+  ChildWithSocket c{child, 0};
+  if (child < 0 || ::read(pipe_fds[0], &c.inode, sizeof c.inode) != ssize_t(sizeof c.inode)) c.inode = 0;
   ::close(pipe_fds[0]);
+  return c;
+}
+
+// A child holds the socket and spins: found, and busy.
+TEST(PeerProcess, ARunningOwnerIsBusy) {
+  const ChildWithSocket child = fork_child_with_socket(true);
+  ASSERT_GT(child.pid, 0);
+  ASSERT_NE(child.inode, 0u);
+  PeerProcesses peers(own_comm());
+  EXPECT_EQ(peers.owner(child.inode), child.pid);
+  EXPECT_TRUE(peers.busy(child.inode));
+  ::kill(child.pid, SIGKILL);
+  ::waitpid(child.pid, nullptr, 0);
+}
+
+// A child holds the socket and sleeps: found, not busy; a socket nobody holds has no owner.
+TEST(PeerProcess, ASleepingOwnerIsNotBusyAndAnUnknownSocketHasNoOwner) {
+  const ChildWithSocket c = fork_child_with_socket(false);
+  ASSERT_GT(c.pid, 0);
+  ASSERT_NE(c.inode, 0u);
+  const pid_t child = c.pid;
+  const uint64_t inode = c.inode;
   for (int i = 0; i < 200 && read_proc_stat(child).state != 'S'; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   PeerProcesses peers(own_comm());
