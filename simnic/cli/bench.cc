@@ -31,7 +31,7 @@ using namespace bench;
 const char kBenchUsage[] =
     "usage: simnic bench [--quick] [--out DIR] [--spin | --no-spin] [--baseline auto|qperf|builtin]\n"
     "                    [--baseline-only | --floor-only] [--gso | --no-gso] [--addr A.B.C.D]\n"
-    "                    [--timeout S] [--load cpu|traffic|all] [--separate-processes]\n"
+    "                    [--timeout S] [--load cpu|traffic|all] [--one-process]\n"
     "       simnic bench --show RUN_DIR   print a saved run's table again and redraw its plot\n"
     "Measures simnic against the kernel's TCP on this machine, in one run: qperf tcp_bw and tcp_lat\n"
     "over loopback, then perftest through `simnic run` on two private NICs (ib_write_bw, ib_read_bw,\n"
@@ -54,10 +54,9 @@ const char kBenchUsage[] =
     "                    --no-gso (one datagram per packet) instead of the default (GSO on\n"
     "                    loopback while nobody captures lo); the floor follows. Compared only\n"
     "                    with earlier runs of the same choice\n"
-    "  --separate-processes\n"
-    "                    start the two NICs as a simnicd each (`simnic up --separate-processes`),\n"
-    "                    the shape before they shared one loop by default. Compared only with\n"
-    "                    earlier runs started the same way\n"
+    "  --one-process     start the two NICs as one simnicd (`simnic up --one-process`): a message\n"
+    "                    between them wakes no other process. Compared only with earlier runs\n"
+    "                    started the same way\n"
     "  --addr A.B.C.D    simnic0's address (default 127.254.N.1, N from the pid); simnic1 is next\n"
     "  --timeout S       limit for each perftest run (default 120, 60 with --quick)\n"
     "  --load KIND       a busy machine for the whole run, kernel baseline and simnic alike: cpu\n"
@@ -68,8 +67,8 @@ const char kBenchUsage[] =
 
 struct Options {
   bool quick = false, spin = true, baseline_only = false, floor_only = false;
-  std::string gso;        // "", "--gso" or "--no-gso": passed to simnic up
-  bool separate = false;  // simnic up --separate-processes
+  std::string gso;           // "", "--gso" or "--no-gso": passed to simnic up
+  bool one_process = false;  // simnic up --one-process
   std::string out = "bench-results", baseline = "auto", addr, show, load;
   int timeout_s = 0;
 };
@@ -100,7 +99,7 @@ int parse_options(const std::vector<std::string>& args, Options* o) {
     if (a == "--help" || a == "-h") return std::fputs(kBenchUsage, stdout), 0;
     if (a == "--quick") o->quick = true;
     else if (a == "--gso" || a == "--no-gso") o->gso = a;
-    else if (a == "--separate-processes") o->separate = true;
+    else if (a == "--one-process") o->one_process = true;
     else if (a == "--spin") o->spin = true;
     else if (a == "--no-spin") o->spin = false;
     else if (a == "--baseline-only") o->baseline_only = true;
@@ -206,7 +205,7 @@ RunInfo describe_run(const Options& o, const Plan& plan, const std::string& addr
   if (o.baseline_only) i.mode += "-baseline";
   else if (o.floor_only) i.mode += "-floor";
   if (!o.gso.empty() && !o.baseline_only) i.mode += o.gso == "--gso" ? "-gso" : "-no-gso";
-  if (o.separate && !o.baseline_only) i.mode += "-separate";
+  if (o.one_process && !o.baseline_only) i.mode += "-one-process";
   if (!o.load.empty()) i.mode += "-load-" + o.load;  // compared only with runs under the same load
   i.load = o.load;
   i.spin = o.spin;
@@ -298,7 +297,7 @@ void attach_baseline(Figure* f, const std::vector<Figure>& base) {
 std::vector<std::string> up_extra(const Options& o) {
   std::vector<std::string> args;
   if (!o.gso.empty()) args.push_back(o.gso);
-  if (o.separate) args.push_back("--separate-processes");
+  if (o.one_process) args.push_back("--one-process");
   return args;
 }
 

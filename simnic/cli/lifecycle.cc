@@ -182,8 +182,8 @@ const char kUpUsage[] =
     "usage: simnic up [N] [options]\n"
     "Starts N simulated NICs (default 2; 1 with --iface, --name or an address outside 127/8):\n"
     "simnic0 on 127.0.0.1, simnic1 on 127.0.0.2, ...\n"
-    "They run as one background simnicd when on loopback addresses (see --one-process), else one\n"
-    "each; a NIC's log is <dir>/<name>.log.\n"
+    "Each runs as a background simnicd (all as one with --one-process); a NIC's log is\n"
+    "<dir>/<name>.log.\n"
     "  --addr A.B.C.D      address of simnic0 (default 127.0.0.1); the next NICs count up. Any\n"
     "                      address of this host: on a LAN address, NICs on other hosts reach it\n"
     "                      (docs/wire.md; anyone on that network can send it packets)\n"
@@ -209,11 +209,10 @@ const char kUpUsage[] =
     "  --busy-poll-us N    each NIC keeps looking for work N microseconds after an event before\n"
     "                      it sleeps (0: sleep at once; default 0; docs/performance.md)\n"
     "  --one-process       run the N NICs as one simnicd, on one event loop, as the ports of one\n"
-    "                      card: a message between them wakes no other process (less latency and\n"
-    "                      CPU, docs/performance.md). They stop and restart together (`simnic\n"
-    "                      down` or `simnic restart` of one: all) and share one log.\n"
-    "                      The default for N >= 2 on loopback addresses without --busy-poll-us\n"
-    "  --separate-processes  one simnicd per NIC: each can be stopped, restarted or can die alone\n"
+    "                      card: a message between them wakes no other process (a third less\n"
+    "                      latency on a quiet machine; on a busy one the pair gets one process'\n"
+    "                      share of the CPU: docs/performance.md). They stop and restart together\n"
+    "                      (`simnic down` or `simnic restart` of one: all) and share one log\n"
     "  --verbose           verbose NIC logs\n";
 
 // Where the NICs go: --iface NAME's first address, or --addr and the addresses counting up
@@ -259,7 +258,6 @@ struct UpOptions {
   bool addr_given = false;     // --addr, --iface, --name: where the NICs go and what they are called
   std::string iface, first_name;
   bool one_process = false;  // --one-process: one simnicd serves all N (simnicd --next)
-  bool separate = false;     // --separate-processes: one simnicd each, even on loopback
 };
 
 // Options simnicd takes as they are: with a value, and without.
@@ -325,8 +323,6 @@ int parse_up_arg(const std::vector<std::string>& args, size_t& i, UpOptions* opt
     opt->common.push_back(v);
   } else if (a == "--one-process") {
     opt->one_process = true;
-  } else if (a == "--separate-processes") {
-    opt->separate = true;
   } else if (is_passed_flag(a)) {
     opt->common.push_back(a);
   } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
@@ -485,28 +481,12 @@ int start_and_wait(const std::string& simnicd, const std::string& dir, UpOptions
 
 }  // namespace
 
-namespace {
-bool busy_polls(const UpOptions& opt) {
-  for (size_t i = 0; i + 1 < opt.common.size(); ++i)
-    if (opt.common[i] == "--busy-poll-us" && std::atoi(opt.common[i + 1].c_str()) > 0) return true;
-  return false;
-}
-}  // namespace
-
 int cmd_up(const std::vector<std::string>& args) {
   UpOptions opt;
   if (int rc = parse_up_args(args, &opt); rc != kKeepGoing) return rc;
   // A host has one address to give (its interface's), not a range: one NIC unless told more.
   if (!opt.count_given && (!opt.iface.empty() || !opt.first_name.empty() || (opt.base >> 24) != 127)) opt.count = 1;
   if (int rc = check_addresses(opt.iface, opt.addr_given, opt.first_name, opt.count, &opt.base)) return rc;
-  if (opt.one_process && opt.separate) {
-    std::fprintf(stderr, "simnic up: give --one-process or --separate-processes, not both\n");
-    return 2;
-  }
-  // NICs on loopback addresses talk only to each other (and to other users' NICs on this host):
-  // one loop serves them best. Elsewhere each address is a host's, and one NIC each is usual.
-  // A busy poll is for NICs with cores of their own: one poller each.
-  if (!opt.separate && opt.count >= 2 && (opt.base >> 24) == 127 && !busy_polls(opt)) opt.one_process = true;
   const std::string simnicd = find_simnicd();
   if (simnicd.empty()) {
     std::fprintf(stderr, "simnic: simnicd not found next to %s/simnic; build it (cmake --build build)\n",

@@ -149,7 +149,7 @@ TEST(Cli, DownStopsEveryDaemonByPid) {
 // gets it; the NIC comes back with the same pid and address and carries traffic again.
 TEST(Cli, RestartKeepsTheAddressSoNoOtherUserCanTakeIt) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to run the squatter as user nobody";
-  Nics nics(2);  // one process for both: it restarts with both sockets bound
+  Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::string addr = nics.addr(1);
   const pid_t nic_pid = nics.daemon_pids().at(1);

@@ -1,5 +1,5 @@
-// NICs on loopback addresses run as one simnicd, on one event loop (`simnic up`'s default for
-// two or more; simnicd --next): what a user sees of that, and that the data still arrives.
+// NICs that run as one simnicd, on one event loop (`simnic up --one-process`; simnicd --next):
+// what a user sees of that, and that the data still arrives.
 
 #include <gtest/gtest.h>
 
@@ -36,7 +36,7 @@ bool gone_within(pid_t pid, std::chrono::milliseconds limit) {
 // pid and addresses) and they carry traffic again; `simnic down` of one NIC says the others stop
 // too, and stops the process.
 TEST(OneProcess, NicsOnLoopbackShareOneProcessCarryTrafficAndStopTogether) {
-  Nics nics(3, {"--no-history"});
+  Nics nics(3, {"--no-history", "--one-process"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::vector<pid_t> pids = nics.daemon_pids();
   ASSERT_EQ(pids.size(), 3u);
@@ -88,7 +88,7 @@ TEST(OneProcess, NicsOnLoopbackShareOneProcessCarryTrafficAndStopTogether) {
   EXPECT_NE(status.exit_code, 0) << status.output;
 
   // One log for the process, reached by each NIC's name; the next `up` keeps it as the previous.
-  Result up = run({bin_dir() + "/simnic", "up", "2", "--addr", nics.addr(0)}, nics.env(), 30s);
+  Result up = run({bin_dir() + "/simnic", "up", "2", "--addr", nics.addr(0), "--one-process"}, nics.env(), 30s);
   ASSERT_EQ(up.exit_code, 0) << up.output;
   Result logs = run({bin_dir() + "/simnic", "logs", "simnic1"}, nics.env(), 10s);
   EXPECT_NE(logs.output.find("simnic1 ready on " + nics.addr(1)), std::string::npos) << logs.output;
@@ -97,10 +97,10 @@ TEST(OneProcess, NicsOnLoopbackShareOneProcessCarryTrafficAndStopTogether) {
   EXPECT_EQ(logs.output.find("simnic2"), std::string::npos) << "this run has two NICs: " << logs.output;
 }
 
-// --separate-processes keeps the old shape: a simnicd each, so one can die alone and its peer
-// goes on serving.
-TEST(OneProcess, SeparateProcessesGiveEachNicItsOwn) {
-  Nics nics(2, {"--separate-processes"});
+// Without --one-process each NIC is a simnicd of its own, so one can die alone and its peer goes
+// on serving.
+TEST(OneProcess, WithoutItEachNicHasItsOwnProcess) {
+  Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   const std::vector<pid_t> pids = nics.daemon_pids();
   ASSERT_EQ(pids.size(), 2u);

@@ -125,7 +125,7 @@ TEST(OutputFiles, SizeLimitsStopEachFileWholeCountedAndLoggedOnce) {
   EXPECT_GT(test::whole_pcap_records(pcap), 0) << "cut mid-record: " << pcap.size() << " bytes";
   EXPECT_GT(whole_lines(trace), 0) << "cut mid-line";
   const std::string log = test::read_all(nics.dir() + "/simnic0.log");
-  // The two NICs run as one process and share that log; each says it of its own files.
+  // Each NIC says it of its own files (with --one-process both would share the log).
   EXPECT_EQ(count_of(log, "/simnic0.pcap reached its size limit of 20480 bytes (--pcap-max-bytes"), 1u) << log;
   EXPECT_EQ(count_of(log, "/simnic0.jsonl reached its size limit of 16384 bytes (--trace-max-bytes"), 1u) << log;
   std::filesystem::remove_all(out);
