@@ -603,19 +603,18 @@ void NicServer::continue_pending_work() {
   });
 }
 
-// Each change of the expiry costs a timerfd_settime, and a stream moves its ACK deadline with
-// every packet (a ping-pong: once per message). So an armed expiry no later than the deadline
-// stays: it fires early, finds nothing due, and arms the real one; a timer no longer needed
-// fires once for nothing. Only an earlier deadline re-arms at once.
 void NicServer::arm_timer() {
-  const uint64_t due = step_.paused() ? 0 : device_.next_deadline();
-  if (!due || (timer_due_ && timer_due_ <= due)) return;
+  uint64_t due = step_.paused() ? 0 : device_.next_deadline();
+  if (due == timer_due_) return;
   timer_due_ = due;
+  if (!due) {
+    timer_.cancel();
+    return;
+  }
   timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_.real_time_of(due))));
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;  // re-armed earlier, or stopped
+    if (ec || step_.paused()) return;
     timer_due_ = 0;
-    if (step_.paused()) return;
     // A NIC that was not scheduled finds its timers late and its peer's ACKs waiting in its
     // socket: read those first, so a timeout counts packets lost, not time this process lost.
     port_.read_queued();
