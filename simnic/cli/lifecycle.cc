@@ -652,8 +652,10 @@ int cmd_restart(const std::vector<std::string>& args) {
   }
   int failures = 0;
   std::set<pid_t> restarted;  // a process serving several of the names restarts once
-  for (const auto& name : names)
-    if (restarted.insert(read_pid(dir, name)).second) failures += restart_one(dir, name);
+  for (const auto& name : names) {
+    const pid_t pid = read_pid(dir, name);
+    if (pid <= 0 || restarted.insert(pid).second) failures += restart_one(dir, name);  // each not running says so
+  }
   return failures ? 1 : 0;
 }
 

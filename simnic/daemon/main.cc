@@ -381,8 +381,7 @@ int run_nics(const std::vector<simnic::io::NicOptions>& opts) {
     }
     say_ready(opt);
   }
-  if (opts.front().busy_poll_us) servers.front()->run();  // the loop's poll, counted by the first
-  else io.run();
+  servers.front()->run();  // the shared loop, with the first NIC's busy poll if it has one
   return 0;
 }
 

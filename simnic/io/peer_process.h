@@ -31,8 +31,8 @@ class PeerProcesses {
   explicit PeerProcesses(std::string comm = "simnicd") : comm_(std::move(comm)) {}
   // True when the process holding the socket with inode `socket` is running or runnable (state
   // R), or is this process and the NIC holding it is behind (LoopNics); false when it sleeps,
-  // or is not one this user can see. Read once per socket
-  // until forget(): a thousand QPs timing out together towards one peer read it once.
+  // or is not one this user can see. Read once per socket until forget(): a thousand QPs
+  // timing out together towards one peer read it once.
   bool busy(uint64_t socket);
   void forget() { states_.clear(); }
   // The process found for `socket` (0: none), looking it up the first time.
