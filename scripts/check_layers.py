@@ -28,7 +28,8 @@ LAYERS = {
     # netif.h (the host's interfaces) and proc_stat.h sit with io but have no Asio: `simnic up`
     # and `simnic down` need them too.
     "simnic/cli": ["simnic/client", "simnic/proto", "simnic/abi", "simnic/io/netif.h", "simnic/io/proc_stat.h"],
-    "shim": ["simnic/abi"],
+    # The packet codec too: a post that sends itself builds its packet (shim/direct_packet.cc).
+    "shim": ["simnic/abi", "simnic/proto"],
     "rdmacm": ["simnic/abi"],
     "viz/model": [],
     "viz/app": ["viz/model", "simnic/client", "simnic/abi"],

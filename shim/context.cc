@@ -288,6 +288,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
   c->vctx.sz = sizeof(verbs_context);
   fill_context_ops(c);
   map_context_page(c);
+  open_direct_send(c);
   c->ctl_shared_mu = new_shared_ctl_mutex();
   debug("opened %s (simnicd pid %u)", device->name, hello.daemon_pid);
   return &ctx;
@@ -298,6 +299,7 @@ int ibv_close_device(struct ibv_context* context) {
   // Closing the control connection makes simnicd free whatever the application left behind.
   ::close(c->ctl_fd);
   ::close(c->doorbell_fd);
+  if (c->direct_fd >= 0) ::close(c->direct_fd);
   ::close(context->async_fd);
   if (c->page) ::munmap(c->page, c->page_bytes);
   if (c->alive) ::munmap(const_cast<DaemonAlive*>(c->alive), kDaemonAliveBytes);

@@ -161,6 +161,7 @@ int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, si
     errno = e;
     return IBV_REREG_MR_ERR_INPUT;
   }
+  forget_local_mr(mr);  // its posts go to the NIC from now on
   ReregMrReq req{mr->handle,
                  uint32_t(flags),
                  (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0,

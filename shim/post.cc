@@ -203,10 +203,11 @@ bool refuse_if_lost(ibv_context* context, Wr* wr, Wr** bad_wr) {
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (refuse_if_lost(ibqp->context, wr, bad_wr)) return EIO;
   ShimQp* qp = to_shim(ibqp);
+  ShimContext* ctx = to_shim(ibqp->context);
   auto state = ibv_qp_state(qp->shm->state.load(std::memory_order_acquire));
   std::string why;
   int err = 0;
-  bool posted = false;
+  bool posted = false, sent_here = false;
   {
     std::lock_guard lock(qp->sq_mu);
     // Sends need RTS (or SQD/SQE/ERR, where they are held or flushed), as on a real RNIC.
@@ -228,9 +229,17 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       ++prod;
       posted = true;
     }
+    // One WQE, while the NIC lends the QP its next PSN: its packet is built before the WQE is
+    // published and sent after (direct_send.cc), and the NIC needs no doorbell for it.
+    DirectPacket direct;
+    const uint32_t first = prod - 1;
+    const bool one = posted && !err && wr == nullptr &&
+                     first == qp->shm->sq.producer.value.load(std::memory_order_relaxed);
+    const bool built = one && prepare_direct_send(ctx, qp, qp->sq[first & (qp->sq_entries - 1)], first, &direct);
     qp->shm->sq.producer.value.store(prod, std::memory_order_release);
+    sent_here = built && send_direct_packet(ctx, qp, direct);
   }
-  if (posted && abi::send_must_ring(*qp->shm)) ring_doorbell(to_shim(ibqp->context));
+  if (posted && !sent_here && abi::send_must_ring(*qp->shm)) ring_doorbell(ctx);
   if (err && bad_wr) *bad_wr = wr;
   if (err) explain_refusal("ibv_post_send", err, qp_prefix(ibqp) + why);
   return err;

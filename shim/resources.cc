@@ -38,7 +38,9 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
     explain_refusal("ibv_reg_mr", st, simnic::abi::last_refusal());
     return fail_null<ibv_mr>(st);
   }
-  return new_ibv_mr(pd, addr, length, rep.handle, rep.lkey, rep.rkey);
+  ibv_mr* mr = new_ibv_mr(pd, addr, length, rep.handle, rep.lkey, rep.rkey);
+  note_local_mr(mr, iova, access);
+  return mr;
 }
 
 }  // namespace
@@ -81,6 +83,7 @@ struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, ui
 }
 
 int ibv_dereg_mr(struct ibv_mr* mr) {
+  forget_local_mr(mr);  // before the NIC forgets it: no post reads it past its deregistration
   int st = rpc_status(to_shim(mr->context), Op::DeregMr, HandleReq{mr->handle, 0});
   if (st) explain_refusal("ibv_dereg_mr", st, simnic::abi::last_refusal());  // e.g. windows still bound
   if (st == 0) set_imported_mr(mr, false), delete mr;

@@ -59,7 +59,12 @@ struct ShimContext {
   std::atomic<int64_t> notices_asked_ns{0};  // when the NIC's notices were last fetched (explain.cc)
   abi::ContextShared* page = nullptr;        // shared with simnicd: the sequence idle pollers sleep on
   size_t page_bytes = 0;
-  const abi::DaemonAlive* alive = nullptr;   // simnicd's alive page, read-only (abi/daemon_alive.h)
+  const abi::DaemonAlive* alive = nullptr;  // simnicd's alive page, read-only (abi/daemon_alive.h)
+  // The NIC's UDP socket, its address and port, for posts that send themselves (direct_send.cc);
+  // -1 when the NIC lends nothing.
+  int direct_fd = -1;
+  uint32_t direct_src_ip = 0;
+  uint16_t direct_port = 0;
   pthread_mutex_t* ctl_shared_mu = nullptr;  // ctl_fd across the processes a fork shares it with (context.cc)
 };
 
@@ -218,6 +223,22 @@ void explain_while_waiting(ibv_context* context);
 
 // Wakes simnicd after new WQEs were published: the doorbell of a real RNIC.
 void ring_doorbell(ShimContext* c);
+
+// direct_send.cc: posts that send themselves (abi/direct_send.h). open_direct_send asks simnicd
+// for its socket once per context. note_local_mr/forget_local_mr keep the MRs whose bytes a post
+// may read (ibv_reg_mr's; forgotten before ibv_dereg_mr and ibv_rereg_mr). A post of one WQE at
+// SQ index `index` calls prepare_direct_send before it publishes the WQE (the packet is built
+// under the lend on offer), then send_direct_packet after (the PSN taken, the packet sent): true
+// when the NIC needs no doorbell for it.
+struct DirectPacket {
+  abi::DirectLend lend;
+  size_t bytes = 0;
+};
+void open_direct_send(ShimContext* c);
+void note_local_mr(const ibv_mr* mr, uint64_t iova, unsigned access);
+void forget_local_mr(const ibv_mr* mr);
+bool prepare_direct_send(ShimContext* c, ShimQp* qp, const abi::SendWqe& w, uint32_t index, DirectPacket* out);
+bool send_direct_packet(ShimContext* c, ShimQp* qp, const DirectPacket& p);
 
 // poll_wait.cc: an empty poll spins briefly, then sleeps until simnicd writes a CQE for the
 // context. Read the sequence before looking at the ring; call note_completions_found() when a

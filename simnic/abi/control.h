@@ -20,7 +20,7 @@
 
 namespace simnic::abi {
 
-constexpr uint32_t kAbiVersion = 2;          // 2: RegMrReq::pages_base (shared pages)
+constexpr uint32_t kAbiVersion = 3;  // 2: RegMrReq::pages_base (shared pages); 3: QpShared::direct, OpenDirectSend
 constexpr uint32_t kMaxMessage = 64 * 1024;  // largest control message, header included
 
 enum class Op : uint32_t {
@@ -85,6 +85,8 @@ enum class Op : uint32_t {
   ImportMr,     // HandleReq{mr handle} -> ImportMrReply
   JoinContext,  // fds: [another context's cmd_fd] (ibv_import_device): share its PDs and MRs
   AdviseMr,     // AdviseMrReq (ibv_advise_mr: on-demand paging, memory/odp.cc)
+  // Posts that send themselves (issue 26; abi/direct_send.h): once per context.
+  OpenDirectSend,  // -> OpenDirectSendReply, fds: [the NIC's UDP socket]
   Count_
 };
 
@@ -124,6 +126,13 @@ struct HelloReq {
   uint32_t ctl_fd;       // the caller's descriptor number of this socket: how simnicd recognizes
                          // the socket when another process imports it (ibv_import_device);
                          // 0: not given (query-only connections)
+};
+
+// The NIC's UDP socket comes with it: the shim sends a lent PSN's packet from the NIC's own
+// address and port, which its peers accept (ingress.cc, from_nic_port), on the NIC's path.
+struct OpenDirectSendReply {
+  uint32_t ipv4;      // the NIC's address, host order (the packet's source, in its ICRC)
+  uint32_t udp_port;  // the NIC's port, its peers' too: the packet's source and destination
 };
 
 struct MapContextPageReply {
@@ -466,6 +475,7 @@ inline const char* op_name(Op op) {
     case Op::ImportMr: return "ImportMr";
     case Op::JoinContext: return "JoinContext";
     case Op::AdviseMr: return "AdviseMr";
+    case Op::OpenDirectSend: return "OpenDirectSend";
     case Op::Count_: break;
   }
   return "?";

@@ -10,6 +10,7 @@ namespace simnic::abi {
 #define SIMNIC_DEVICE_COUNTERS(X)                                                                               \
   X(tx_packets, "RoCEv2 packets sent")                                                                          \
   X(tx_bytes, "bytes sent (BTH to ICRC)")                                                                       \
+  X(direct_sends, "of those, requests a program sent itself from this NIC's socket (a lent PSN, docs/shim.md)") \
   X(rx_packets, "packets received")                                                                             \
   X(rx_bytes, "bytes received")                                                                                 \
   X(rx_drop_malformed, "not a well-formed RoCEv2 packet")                                                       \

@@ -16,6 +16,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "simnic/abi/direct_send.h"
+
 namespace simnic::abi {
 
 constexpr uint32_t kMaxSge = 16;          // per send or receive WQE
@@ -84,6 +86,8 @@ struct QpShared {
   // bring gives the requester a turn that reads the SQ producer index, so ibv_post_send need
   // not ring (send_must_ring). Written by simnicd only, beside the other word it alone writes.
   std::atomic<uint32_t> sq_watched{0};
+  // The next PSN lent to the program while the requester has nothing to send (direct_send.h).
+  DirectSend direct;
 };
 
 // Header of a CQ's shared memory; struct ibv_wc slots follow at cqe_offset(), then one

@@ -38,6 +38,7 @@ const std::vector<Group>& groups() {
       {"Traffic",
        {{"tx_packets"},
         {"tx_bytes"},
+        {"direct_sends"},
         {"rx_packets"},
         {"rx_bytes"},
         {"acks_sent"},

@@ -184,18 +184,26 @@ class Device : private ObjectTables {
   }
   // Time passed: fire due timers (ACK timeout, RNR wait).
   void on_timer(uint64_t now) {
+    engines_.direct.sweep(now);  // first: a packet a program sent under a lend then has its ACK timer
     engines_.completer.on_timer(now);
     engines_.receive_wait.expire(now);
   }
   // The earliest timer deadline, 0 if none.
   uint64_t next_deadline() const {
-    const uint64_t acks = engines_.completer.next_deadline(), holds = engines_.receive_wait.next_deadline();
-    return acks && holds ? std::min(acks, holds) : acks | holds;
+    uint64_t best = 0;
+    for (uint64_t t :
+         {engines_.completer.next_deadline(), engines_.receive_wait.next_deadline(), engines_.direct.next_deadline()})
+      if (t && (!best || t < best)) best = t;
+    return best;
   }
   // True when an engine stopped early to let the event loop breathe (a long READ reply).
   bool has_pending_work() const { return engines_.requester.has_pending_work(); }
-  // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one.
-  void set_burst(uint32_t packets) { engines_.requester.set_burst(packets); }
+  // Packets an engine may send per turn; step mode sets 1 so a user sees them one by one, and
+  // then no program sends past the NIC (engines/direct_send.h).
+  void set_burst(uint32_t packets) {
+    engines_.requester.set_burst(packets);
+    if (packets <= 1) engines_.direct.take_back_all(now_);
+  }
   void run_pending(uint64_t now) { engines_.requester.run_pending(now); }
   // One ACK per QP per event instead of one per request that asks (IBA 9.7.5.1.1); on unless
   // turned off (simnicd: SIMNIC_ACK_COALESCING=0, for an A/B).
@@ -204,8 +212,11 @@ class Device : private ObjectTables {
   // go on if one was posted meanwhile (receive_wait.h), the writes queued into pinned MRs
   // (HostMemory::write_later) land, then the pollers asleep on a context that got CQEs are
   // woken, once per context. The NIC flushes by itself before a CQE, an ACK, or any other
-  // access to application memory, so nothing can report bytes that have not landed.
+  // access to application memory, so nothing can report bytes that have not landed. A wire
+  // that no longer takes a program's own packets (a fault set, engines/direct_send.h) gets
+  // every lent PSN back first.
   void finish_turn() {
+    if (!env_.wire.takes_direct_sends()) engines_.direct.take_back_all(now_);
     engines_.receive_wait.release_posted();  // a receive posted meanwhile lets them go on
     engines_.dma.flush_dma_writes();
     shared_.completions.wake_sleepers();
@@ -254,6 +265,7 @@ class Device : private ObjectTables {
   friend class Completer;
   friend class Responder;
   friend class ReceiveWait;
+  friend class DirectSend;
   friend class DatagramReceiver;
 };
 

@@ -106,6 +106,10 @@ class PacketSink {
   // Datagrams wait unread in this NIC's own socket (a NIC that was not scheduled reads a
   // bounded batch before its timers run, so answers may still be behind it).
   virtual bool holds_unread() { return false; }
+  // Whether a program may send a request packet from the NIC's socket itself (a lent PSN,
+  // engines/direct_send.h): the wire would send it as it is, with no fault injected into it and
+  // no capture of this NIC's packets to miss it. A wire that cannot tell says no.
+  virtual bool takes_direct_sends() const { return false; }
 };
 
 // Shared memory for queues: a mapping the application can map too (a memfd in simnicd).

@@ -16,6 +16,7 @@ SharedParts::SharedParts(Device& dev)
                 QpStates::EngineHooks{[&dev](Qp& qp) { dev.engines_.requester.mark_busy(qp); },
                                       [&dev](Qp& qp) { dev.engines_.requester.not_busy(qp); },
                                       [&dev](Qp& qp) { dev.engines_.requester.idle(qp); },
-                                      [&dev](Qp& qp) { dev.engines_.congestion.sync(qp, true); }}) {}
+                                      [&dev](Qp& qp) { dev.engines_.congestion.sync(qp, true); },
+                                      [&dev](Qp& qp) { dev.engines_.requester.end_lend(qp, dev.now_); }}) {}
 
 }  // namespace simnic::core

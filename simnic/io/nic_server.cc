@@ -103,7 +103,8 @@ NicServer::NicServer(NicOptions options, boost::asio::io_context& io, ProcessHoo
                    [this](service::FdRole role, int fd, const service::ControlSession& s) {
                      return check_client_fd(role, fd, s);
                    },
-                   file_identity, same_file, [this] { return daemon_alive_fd(); }}),
+                   file_identity, same_file, [this] { return daemon_alive_fd(); },
+                   [this] { return direct_send_socket(); }}),
       step_(device_, clock_, opt_.device.name,
             {[this](uint32_t context_id, uint64_t t) { ring_held_doorbell(context_id, t); }, [this] { after_event(); },
              [this] {
@@ -126,6 +127,18 @@ NicServer::~NicServer() {
 
 // A descriptor of the alive page for one reply (the I/O layer closes what it sent).
 int NicServer::daemon_alive_fd() const { return alive_fd_ < 0 ? -1 : ::fcntl(alive_fd_, F_DUPFD_CLOEXEC, 0); }
+
+// A descriptor of the NIC's UDP socket for a program that sends its QPs' lent PSNs itself
+// (abi/direct_send.h; the I/O layer closes what it sent). SIMNIC_DIRECT_SEND=0 in simnicd's
+// environment keeps every packet the NIC's own (an A/B, docs/performance.md).
+int NicServer::direct_send_socket() {
+  static const bool off = [] {
+    const char* v = std::getenv("SIMNIC_DIRECT_SEND");
+    return v && std::string_view(v) == "0";
+  }();
+  const int fd = port_.native_fd();
+  return off || fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
 
 uint64_t NicServer::now() const { return clock_.now(monotonic_ns()); }
 

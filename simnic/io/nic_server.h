@@ -119,6 +119,7 @@ class NicServer {
   std::string set_faults(const std::string& spec, int* status);
   std::string status_text();
   int daemon_alive_fd() const;
+  int direct_send_socket();
   void wait_for_signals();
   void restart_in_place();
 

@@ -58,6 +58,8 @@ class UdpPort final : public core::PacketSink {
   // (datagrams the kernel would not send): either way a packet that did not reach the peer.
   PeerEnd peer_end(uint32_t dst_ip, uint16_t dst_port) override;
   bool holds_unread() override;
+  // No fault to inject and no pcap file: a program's own packet would leave as the NIC's would.
+  bool takes_direct_sends() const override { return socket_.is_open() && !faults_.active() && !pcap_; }
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).

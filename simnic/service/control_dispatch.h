@@ -52,6 +52,9 @@ class ControlDispatcher {
     // A new descriptor of simnicd's DaemonAlive page (abi/daemon_alive.h), sent with each
     // context's page so the shim sees a dead NIC on every post; -1 or unset (tests): none.
     std::function<int()> daemon_alive_fd;
+    // A new descriptor of the NIC's UDP socket, for a program that sends its QPs' lent PSNs
+    // itself (abi/direct_send.h); -1 or unset: the NIC lends nothing.
+    std::function<int()> direct_send_socket;
   };
 
   ControlDispatcher(core::Device& device, pid_t daemon_pid, Hooks hooks = {});

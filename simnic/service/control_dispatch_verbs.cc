@@ -130,6 +130,18 @@ ControlReply map_context_page(Request& r) {
   return reply;
 }
 
+// Posts that send themselves (abi/direct_send.h): the NIC's UDP socket, once per context. From
+// then on the NIC lends the context's RC QPs their next PSN whenever they have nothing to send.
+ControlReply open_direct_send(Request& r) {
+  if (r.ctx->direct_send) return fail(EALREADY);
+  const int fd = r.hooks.direct_send_socket ? r.hooks.direct_send_socket() : -1;
+  if (fd < 0) return fail(EOPNOTSUPP);
+  r.dev.context_verbs().allow_direct_send(r.ctx);
+  ControlReply reply = ok(OpenDirectSendReply{r.dev.config().ipv4, r.dev.config().udp_port});
+  reply.fds.push_back(fd);
+  return reply;
+}
+
 ControlReply create_qp(Request& r, const CreateQpReq& q) {
   // Only declared ibv_qp_type values reach the cast (create_qp refuses those it lacks).
   if (!is_qp_type(q.qp_type)) return fail(EOPNOTSUPP);

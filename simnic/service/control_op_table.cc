@@ -39,6 +39,7 @@ constexpr OpRule kOpTable[] = {
     entry<create_cq>(Op::CreateCq, "CreateCq", N::kContext),
     entry<resize_cq>(Op::ResizeCq, "ResizeCq", N::kContext),
     entry<map_context_page>(Op::MapContextPage, "MapContextPage", N::kContext),
+    entry<open_direct_send>(Op::OpenDirectSend, "OpenDirectSend", N::kContext),
     // Issue 17's verbs (control_dispatch_verbs_ext.cc).
     entry<rereg_mr>(Op::ReregMr, "ReregMr", N::kContext),
     entry<query_clock>(Op::QueryClock, "QueryClock", N::kContext),

@@ -126,6 +126,7 @@ ControlReply create_comp_channel(Request& r);
 ControlReply create_cq(Request& r, const abi::CreateCqReq& q);
 ControlReply resize_cq(Request& r, const abi::ResizeCqReq& q);
 ControlReply map_context_page(Request& r);
+ControlReply open_direct_send(Request& r);
 
 // control_dispatch_verbs_ext.cc: issue 17's verbs
 ControlReply rereg_mr(Request& r, const abi::ReregMrReq& q);

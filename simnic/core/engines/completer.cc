@@ -145,6 +145,7 @@ const char* comp_step_name(CompStep step) {
 // The completer, as rxe's: a packet walks named steps, each returning the next, from the
 // cheap checks to retiring WQEs (IBA 9.7.5.1).
 void Completer::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
+  requester_.end_lend(qp, now);  // the ACK may answer the program's own packet (direct_send.h)
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   StepPath path;
@@ -166,7 +167,12 @@ CompStep Completer::run_step(CompletionWork& c, CompStep step) {
     case CompStep::kReadData: return comp_read_data(c);
     case CompStep::kReadAtomicDone: return comp_read_atomic_done(c);
     case CompStep::kCheckMsn: return comp_check_msn(c);
-    case CompStep::kAck: complete_acked(c.qp, c.pkt.h.bth.psn, c.now); return CompStep::kRunRequester;
+    case CompStep::kAck:
+      // Before the CQEs it brings, which let a program post again at once: the PSN is on offer
+      // by then (direct_send.h). An ACK retires WQEs and stops a timer, nothing the offer rests on.
+      requester_.offer_lend(c.qp, c.now);
+      complete_acked(c.qp, c.pkt.h.bth.psn, c.now);
+      return CompStep::kRunRequester;
     case CompStep::kRnrNak: return comp_rnr_nak(c);
     case CompStep::kNak: return comp_nak(c);
     case CompStep::kRunRequester: requester_.schedule(c.qp, Requester::kWorkRequester); return CompStep::kDone;

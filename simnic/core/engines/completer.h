@@ -43,7 +43,12 @@ class Completer {
   void arm_ack_timer(Qp& qp, uint64_t now);
   void stop_ack_timer(Qp& qp);
   void arm_rnr_timer(Qp& qp, uint32_t psn, uint32_t timer_field, uint64_t now);
-  void note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome);
+  // `lent_at_seq`: the program sent the packet under a PSN lent when the peer NIC had been
+  // handed that many packets (direct_send.h), at some moment since; kNotLent: this NIC sends it.
+  static constexpr uint64_t kNotLent = ~uint64_t(0);
+  void note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome,
+                         uint64_t lent_at_seq = kNotLent);
+  uint64_t packets_sent_to(uint32_t peer_ip) const;  // RC/XRC request packets, so far (PeerProgress::sent)
 
  private:
   // --- The completer's steps ---

@@ -89,6 +89,7 @@ void Completer::on_timer(uint64_t now) {
 
 void Completer::timer_fired(Qp& qp, uint64_t now) {
   qp.comp.timer_deadline_ns = 0;
+  requester_.end_lend(qp, now);  // a resend moves next_psn
   if (!qp.sq_running()) return;  // SQD still retransmits what it is draining
   if (qp.comp.rnr_wait) {        // the RNR wait is over: try again from the NAKed PSN
     qp.comp.rnr_wait = false;
@@ -189,8 +190,8 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
 // back by the fault injector (lost_seq) and is resent as before.
 
-void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet,
-                                  SendOutcome outcome) {
+void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome,
+                                  uint64_t lent_at_seq) {
   if (!qp.acked()) return;
   PeerProgress& peer = peer_progress_[qp.remote_ip];
   peer.note_sending(dev_.now());
@@ -199,6 +200,20 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
   if (pkt_in_wqe == 0 || st.first_seq == 0) st.first_seq = seq;
   if (last_packet) st.last_seq = seq;  // the last packet always asks for an ACK
   if (outcome == SendOutcome::kDropped || outcome == SendOutcome::kDelayed) peer.lost_seq = seq;
+  // A packet the program sent itself left at some moment between the lend and now, maybe ahead
+  // of packets this NIC had queued but not yet flushed: it is numbered now (the latest it can
+  // be) where a number says what was sent after it (rule 1, "it read ours"); any drop since the
+  // lend may have been its own; and its ACK proves nothing about what the peer read before it.
+  // No verdict rests on an order the NIC did not see.
+  if (lent_at_seq != kNotLent) {
+    st.first_seq = lent_at_seq + 1;
+    st.last_seq = 0;
+  }
+}
+
+uint64_t Completer::packets_sent_to(uint32_t peer_ip) const {
+  auto it = peer_progress_.find(peer_ip);
+  return it == peer_progress_.end() ? 0 : it->second.sent;
 }
 
 // An ACK retires `st`: the peer has read every packet this NIC sent it up to st's last one.

@@ -21,6 +21,10 @@ bool CongestionHooks::admit(Qp& qp) {
   return cc_.admit(qp.qpn, qp.remote_ip, qp.mtu_bytes);
 }
 
+bool CongestionHooks::room_for_one_more(const Qp& qp) const {
+  return !qp.acked() || !cc_.would_wait(qp.qpn, qp.remote_ip, qp.mtu_bytes);
+}
+
 bool CongestionHooks::ack_req(const Qp& qp, bool asked) {
   if (!qp.acked()) return false;
   asked = asked || cc_.would_wait(qp.qpn, qp.remote_ip, qp.mtu_bytes);

@@ -22,6 +22,9 @@ class CongestionHooks {
   void set_cap(uint64_t bytes) { cc_.set_cap(bytes); }
 
   bool admit(Qp& qp);  // false: the QP waits for credit (queued)
+  // Whether one more packet of the QP's would pass admit now and leave room after it, asking
+  // nothing of the queue (a lent PSN, direct_send.h).
+  bool room_for_one_more(const Qp& qp) const;
   // Whether the packet about to leave asks for an ACK: `asked` (the requester's own rule), or
   // because the QP would have to wait after it, and what it holds must come back without an
   // ACK timeout (CongestionControl::would_wait, note_ack_req).

@@ -7,6 +7,7 @@
 #include "simnic/core/engines/completer.h"
 #include "simnic/core/engines/congestion_hooks.h"
 #include "simnic/core/engines/datagram.h"
+#include "simnic/core/engines/direct_send.h"
 #include "simnic/core/engines/receive_queue.h"
 #include "simnic/core/engines/receive_wait.h"
 #include "simnic/core/engines/requester.h"
@@ -28,6 +29,7 @@ struct Engines {
   ReceiveQueue recv;              // receive WQEs of a QP or its SRQ (engines/receive_queue.h)
   CongestionHooks congestion;     // credit towards each peer NIC (engines/congestion_hooks.h)
   Requester requester;            // send WQEs into packets, the work flag (engines/requester.h)
+  DirectSend direct;              // a QP's next PSN lent to its program (engines/direct_send.h)
   Completer completer;            // ACKs, responses, the ACK and RNR timers (engines/completer.h)
   Responder responder;            // RC/UC/XRC requests in PSN order (engines/responder.h)
   ReceiveWait receive_wait;       // requests waiting for a receive WQE (engines/receive_wait.h)

@@ -65,7 +65,21 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 
 }  // namespace
 
+void Requester::end_lend(Qp& qp, uint64_t now) { direct_.take_back(qp, now); }
+void Requester::offer_lend(Qp& qp, uint64_t now) { direct_.offer(qp, now); }
+
 void Requester::run(Qp& qp, uint64_t now) {
+  // A PSN on offer to the program stays on offer while nothing new is posted: a turn with
+  // nothing to send does not take it back (the program may be about to use it). Anything
+  // posted meanwhile ends the offer first, so this turn sends it, or the program's packet
+  // is accounted for (DirectSend::take_back).
+  if (direct_.on_offer(qp) && qp.shm->sq.producer.value.load(std::memory_order_acquire) == qp.req.sq_next) {
+    idle(qp);
+    congestion_.end_turn(qp);
+    watch_sq(qp);
+    return;
+  }
+  direct_.take_back(qp, now);
   if (!qp.sq_running() || qp.comp.rnr_wait) {
     idle(qp);
     congestion_.end_turn(qp);
@@ -82,6 +96,7 @@ void Requester::run(Qp& qp, uint64_t now) {
   else idle(qp);
   congestion_.end_turn(qp);
   watch_sq(qp);
+  if (!more) direct_.offer(qp, now);
 }
 
 // While an RC QP has packets in flight and a timer armed (the ACK timeout, or an RNR wait), an
@@ -202,6 +217,10 @@ Requester::WqeStart Requester::start_wqe(Qp& qp, SendWqeState& st) {
   return WqeStart::kBegun;
 }
 
+uint32_t Requester::window_packets(const Qp& qp) const {
+  return std::max(4u, std::min(dev_.config_.window_packets, dev_.config_.window_bytes / qp.mtu_bytes));
+}
+
 // Whether the requester may send now: there is a WQE, the ring is sane, the window is open.
 bool Requester::may_send(Qp& qp) {
   if (!qp.send_cq) return false;  // an XRC TGT QP has no send queue, whatever its ring says
@@ -212,8 +231,7 @@ bool Requester::may_send(Qp& qp) {
                                "the SQ producer index ran past the ring (posted more than max_send_wr)");
     return false;
   }
-  uint32_t window = std::max(4u, std::min(dev_.config_.window_packets, dev_.config_.window_bytes / qp.mtu_bytes));
-  if (qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window)) return false;
+  if (qp.acked() && psn_diff(qp.req.next_psn, qp.comp.una_psn) >= int32_t(window_packets(qp))) return false;
   // The NIC-wide window towards the peer (congestion.h): a QP that does not fit waits in line.
   return congestion_.admit(qp);
 }
@@ -253,8 +271,9 @@ uint32_t Requester::request_headers(const Qp& qp, const SendWqeState& st, uint32
 }
 
 // Sends the next packet of the WQE at sq_next, first checking and starting the WQE; false
-// when nothing more may go now.
-bool Requester::send_packet(Qp& qp, uint64_t now) {
+// when nothing more may go now. `sent_by_program`: the program already sent it under a lent PSN
+// (direct_send.h), so it is accounted for, not sent.
+bool Requester::send_packet(Qp& qp, uint64_t now, bool sent_by_program) {
   if (!may_send(qp)) return false;
   SendWqeState& st = qp.sq_state[qp.req.sq_next & (qp.sq_entries - 1)];
   if (qp.req.sq_next == qp.req.sq_started) {
@@ -271,7 +290,8 @@ bool Requester::send_packet(Qp& qp, uint64_t now) {
   const uint32_t payload_len = request_headers(qp, st, i, h);
   std::string why;
   const uint8_t* payload = nullptr;  // send_payload points it at the bytes
-  if (payload_len && dma_.send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
+  if (payload_len && !sent_by_program &&
+      dma_.send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;
     completer_.requester_error(qp, Error::kLocalProtection, why);
     return false;
@@ -279,9 +299,25 @@ bool Requester::send_packet(Qp& qp, uint64_t now) {
   const uint32_t mask = opcode_info(h.bth.opcode).mask;
   const bool last_pkt = (mask & (kIsReadReq | kIsAtomic)) || i + 1 == st.npkts;
   h.bth.ack_req = congestion_.ack_req(qp, last_pkt || (i + 1) % kAckEvery == 0);
-  const SendOutcome out = transmit_.emit_to(qp, st.dst_ip, h, std::span<const uint8_t>(payload, payload_len), st.tos);
-  completer_.note_request_sent(qp, st, i, last_pkt, out);
+  const std::span<const uint8_t> bytes(payload, payload_len);
+  const SendOutcome out = sent_by_program ? transmit_.count_sent_by_program(qp, st.dst_ip, h, payload_len)
+                                          : transmit_.emit_to(qp, st.dst_ip, h, bytes, st.tos);
+  completer_.note_request_sent(qp, st, i, last_pkt, out, sent_by_program ? qp.req.lend_seq : Completer::kNotLent);
   return packet_sent(qp, st, mask, now);
+}
+
+// The program sent the first packet of the WQE at sq_next itself, under a PSN the NIC lent it
+// (direct_send.cc). The WQE goes through the requester's steps as if this NIC had sent that
+// packet: checked, given its PSN (the lent one: next_psn did not move meanwhile), its ACK
+// timer armed. Its payload is not read: the program's post carried it. If the requester cannot
+// take it now (a check fails, the peer's window filled meanwhile), it is sent again later with
+// the same PSN, a duplicate the responder answers and does not execute twice (IBA 9.7.5.1.1).
+void Requester::adopt_direct_packet(Qp& qp, uint64_t now) {
+  if (qp.shm->sq.producer.value.load(std::memory_order_acquire) == qp.req.sq_next) return;  // nothing published
+  if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(qp);
+  const uint64_t sent = dev_.counters_.direct_sends;
+  send_packet(qp, now, true);
+  if (dev_.counters_.direct_sends == sent) schedule(qp, kWorkRequester);  // not taken: the requester sends it
 }
 
 // Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.

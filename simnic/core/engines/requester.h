@@ -5,7 +5,8 @@
 // returns (engine_events.cc); QPs that stopped early to let the event loop breathe are "busy".
 // Owns the schedule, the busy set and the burst size. Calls Transmit (packets out),
 // MemoryAccess (checks, payload), WindowBinding (BIND_MW, LOCAL_INV), CongestionHooks,
-// Completer (ACK timer, errors, completions) and Responder (owed READ responses, run_pending).
+// Completer (ACK timer, errors, completions), Responder (owed READ responses, run_pending) and
+// DirectSend (a PSN lent to the program: ended before each turn, offered after one that ran dry).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -25,18 +26,20 @@ class WindowBinding;
 class CongestionHooks;
 class Completer;
 class Responder;
+class DirectSend;
 
 class Requester {
  public:
   Requester(Device& dev, Transmit& transmit, MemoryAccess& dma, WindowBinding& windows, CongestionHooks& congestion,
-            Completer& completer, Responder& responder)
+            Completer& completer, Responder& responder, DirectSend& direct)
       : dev_(dev),
         transmit_(transmit),
         dma_(dma),
         windows_(windows),
         congestion_(congestion),
         completer_(completer),
-        responder_(responder) {}
+        responder_(responder),
+        direct_(direct) {}
 
   // --- Event entry points (Device hands them over) ---
   // The application rang its doorbell `rings` times since the NIC last looked.
@@ -56,8 +59,12 @@ class Requester {
 
   // --- What the completer, timers and QP state changes ask of it ---
   void run(Qp& qp, uint64_t now);
-  void idle(Qp& qp);      // out of the busy set unless the responder owes answers
-  void watch_sq(Qp& qp);  // posts need no doorbell while an ACK is sure to come (abi::send_must_ring)
+  // Before anything reads or changes the QP's send side: a PSN lent to its program comes back
+  // (DirectSend::take_back), with the packet the program sent under it.
+  void end_lend(Qp& qp, uint64_t now);
+  void offer_lend(Qp& qp, uint64_t now);  // DirectSend::offer
+  void idle(Qp& qp);                      // out of the busy set unless the responder owes answers
+  void watch_sq(Qp& qp);                  // posts need no doorbell while an ACK is sure to come (abi::send_must_ring)
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   // An ACK covers the whole WQE at the cursor, which a go-back-N is resending: every packet of
@@ -66,11 +73,15 @@ class Requester {
   bool skip_acked_wqe(Qp& qp);
   // The same within the WQE at the cursor: the resend goes on after what the ACK covers.
   void skip_acked_packets(Qp& qp);
+  // The program sent the WQE at sq_next under a lent PSN (direct_send.h): account for it.
+  void adopt_direct_packet(Qp& qp, uint64_t now);
+  // What may_send allows a QP in flight: its window, in packets.
+  uint32_t window_packets(const Qp& qp) const;
 
  private:
   // --- Sending a WQE's packets ---
   enum class WqeStart { kWait, kDoneLocally, kBegun };
-  bool send_packet(Qp& qp, uint64_t now);  // false when nothing more may go now
+  bool send_packet(Qp& qp, uint64_t now, bool sent_by_program = false);  // false when nothing more may go now
   bool may_send(Qp& qp);
   uint32_t request_headers(const Qp& qp, const SendWqeState& st, uint32_t i, proto::PacketHeaders& h);
   bool packet_sent(Qp& qp, const SendWqeState& st, uint32_t mask, uint64_t now);
@@ -89,6 +100,7 @@ class Requester {
   CongestionHooks& congestion_;
   Completer& completer_;
   Responder& responder_;
+  DirectSend& direct_;
 
   // --- State ---
   std::vector<uint32_t> scheduled_;   // QPNs whose work flag is set

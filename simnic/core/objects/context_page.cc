@@ -1,6 +1,7 @@
 // A context's page shared with its application (abi::ContextShared): the word an idle
 // ibv_poll_cq sleeps on, so that a polling program leaves the CPUs to the NICs while it waits
-// and still learns of a CQE at once (the shim's half is in shim/cq.cc).
+// and still learns of a CQE at once (the shim's half is in shim/cq.cc). Also the other promise
+// made to a context once: that it may send its QPs' lent PSNs itself (engines/direct_send.h).
 #include "simnic/core/device.h"
 
 namespace simnic::core {
@@ -13,6 +14,12 @@ int ContextVerbs::map_context_page(Context* ctx, ShmRegion** page) {
   // This NIC keeps the doorbell gate: Requester::on_doorbell opens it before every look.
   ctx->shared->doorbell_gate.store(abi::kDoorbellGateOn, std::memory_order_relaxed);
   *page = &ctx->page;
+  return 0;
+}
+
+int ContextVerbs::allow_direct_send(Context* ctx) {
+  if (ctx->direct_send) return EALREADY;  // the socket went to the client the first time
+  ctx->direct_send = true;
   return 0;
 }
 

@@ -36,6 +36,9 @@ class ContextVerbs {
   // context_page.cc: the page an idle ibv_poll_cq sleeps on (abi::ContextShared). Allocated on
   // the shim's first request (EALREADY after that); *page's memfd goes to the client.
   int map_context_page(Context* ctx, ShmRegion** page);
+  // The program now holds the NIC's socket (Op::OpenDirectSend): its QPs' next PSN may be lent
+  // to it (engines/direct_send.h). EALREADY the second time.
+  int allow_direct_send(Context* ctx);
 
   // import.cc: set_ctl_fd_number: what the context's Hello said its socket's descriptor number
   // is; join_context: `holds(pid, fd)` says whether that descriptor of that process is the

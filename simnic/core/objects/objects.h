@@ -195,6 +195,11 @@ struct QpRequester {
   uint32_t msn_started = 0;  // messages given PSNs so far (24 bits): the most an ACK's MSN can count
   uint64_t last_seq = 0;     // its latest packet's number among those sent to the peer NIC (PeerProgress)
   bool sq_watched = false;   // QpShared::sq_watched as last stored (Requester::watch_sq)
+  // Its next PSN lent to the program (engines/direct_send.h): while `lent`, the offer's epoch,
+  // and how many packets the peer NIC had been sent then (the program's packet comes after them).
+  bool lent = false;
+  uint32_t lend_epoch = 0;
+  uint64_t lend_seq = 0;
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and
@@ -313,6 +318,7 @@ struct Context {
   std::deque<std::string> notices;  // what the NIC noticed about its QPs, for the program (TakeNotices)
   ShmRegion page;                   // its ContextShared page, once the shim asked (context_page.cc)
   abi::ContextShared* shared = nullptr;
+  bool direct_send = false;  // it holds the NIC's socket: its QPs' next PSN may be lent (direct_send.h)
 };
 
 }  // namespace simnic::core

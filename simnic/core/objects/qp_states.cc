@@ -11,6 +11,7 @@
 namespace simnic::core {
 
 void QpStates::set_qp_state(Qp& qp, ibv_qp_state state, const char* cause, uint32_t mask) {
+  if (qp.req.lent) hooks_.end_lend(qp);  // the program's packet, if it sent one, counts as sent before the change
   ibv_qp_state from = qp.state;
   if (tracer_.on())
     tracer_.event(TraceKind::kQpState)

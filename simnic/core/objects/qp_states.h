@@ -22,6 +22,7 @@ class QpStates {
     std::function<void(Qp&)> forget_busy;     // ERR, RESET: the engines have no more to do on it
     std::function<void(Qp&)> requester_idle;  // SQE: the requester stops
     std::function<void(Qp&)> sync_credit;     // after any change: cc_sync(qp, rewound = true)
+    std::function<void(Qp&)> end_lend;        // before any change: a PSN lent to the program comes back
   };
   QpStates(Tracer& tracer, Journal& journal, TracePoints& trace_points, Completions& completions, EngineHooks hooks)
       : tracer_(tracer),

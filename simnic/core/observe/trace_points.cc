@@ -142,7 +142,7 @@ void TracePoints::trace_new_wqes(Qp& qp) {
 }
 
 void Transmit::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const PacketHeaders& h,
-                            uint32_t mask, size_t payload, const char* fault) {
+                            uint32_t mask, size_t payload, const char* fault, const char* sent_by) {
   auto e = dev_.tracer_.event(kind);
   if (qp) e.u("qp", qp->qpn);
   e.ip("src", src)
@@ -175,6 +175,7 @@ void Transmit::trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t
   if (mask & kHasIeth) e.u("ieth_rkey", h.ieth_rkey);
   if (mask & kHasXrceth) e.u("xrc_srqn", h.xrc_srqn);
   if (fault) e.s("fault", fault);
+  if (sent_by) e.s("sent_by", sent_by);
 }
 
 void TracePoints::trace_mr_create(const Mr& mr) { trace_mr(TraceKind::kMrCreate, mr); }

@@ -46,6 +46,17 @@ SendOutcome Transmit::emit_to(Qp& qp, uint32_t dst_ip, const PacketHeaders& rc_h
   return out;
 }
 
+SendOutcome Transmit::count_sent_by_program(Qp& qp, uint32_t dst_ip, const PacketHeaders& h, size_t payload_len) {
+  ++dev_.counters_.tx_packets;
+  ++dev_.counters_.direct_sends;
+  dev_.counters_.tx_bytes += packet_size(h.bth.opcode, payload_len);
+  ++qp.counters.tx_packets;
+  if (dev_.tracer_.on())
+    trace_packet(TraceKind::kPktTx, &qp, dev_.config_.ipv4, dst_ip, h, opcode_info(h.bth.opcode).mask, payload_len,
+                 nullptr, "program");
+  return SendOutcome::kSent;
+}
+
 // The traffic class a WQE's packets carry as their IPv4 TOS: a UD WQE's AH's (checked by
 // ud_destination), a connected QP's path's (IBA Annex A17; rxe's rxe_get_av).
 uint8_t Transmit::wqe_tos(const Qp& qp, const abi::SendWqe& w) {

@@ -30,14 +30,19 @@ class Transmit {
   SendOutcome emit_to(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, std::span<const uint8_t> payload,
                       uint8_t tos);
 
+  // A request the program sent itself from the NIC's socket (a lent PSN, direct_send.h):
+  // counted and traced as this NIC's own, which it is from now on.
+  SendOutcome count_sent_by_program(Qp& qp, uint32_t dst_ip, const proto::PacketHeaders& h, size_t payload_len);
+
   // --- Traffic class ---
   // The traffic class of a connected QP's path (ibv_modify_qp's ah_attr.grh), 0 without a GRH.
   static uint8_t path_tos(const Qp& qp) { return qp.attr.ah_attr.is_global ? qp.attr.ah_attr.grh.traffic_class : 0; }
   uint8_t wqe_tos(const Qp& qp, const abi::SendWqe& w);
 
   // --- Tracing (observe/trace_points.cc): a packet sent or received ---
+  // `sent_by`: who put it on the wire, when not this NIC ("program": a lent PSN).
   void trace_packet(TraceKind kind, const Qp* qp, uint32_t src, uint32_t dst, const proto::PacketHeaders& h,
-                    uint32_t mask, size_t payload, const char* fault);
+                    uint32_t mask, size_t payload, const char* fault, const char* sent_by = nullptr);
 
  private:
   Device& dev_;

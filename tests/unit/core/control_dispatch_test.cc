@@ -348,7 +348,7 @@ TEST(ControlDispatch, AQueryOnlyConnectionCannotCreateOrUseObjects) {
     EXPECT_EQ(fds[0], kForeignFd) << rule.name;
     ++refused;
   }
-  EXPECT_EQ(refused, 40);
+  EXPECT_EQ(refused, 41);
   EXPECT_EQ(nic.call(s, Op(0xffff), std::span<const uint8_t>{}).status, EPROTO);
   EXPECT_EQ(nic.snapshot(), before);
   EXPECT_EQ(s.ctx, nullptr);

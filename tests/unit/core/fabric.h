@@ -183,6 +183,7 @@ class Fabric {
       return std::any_of(fabric_.queue.begin(), fabric_.queue.end(),
                          [this](const WirePacket& p) { return p.dst_ip == ip_; });
     }
+    bool takes_direct_sends() const override { return fabric_.direct_sends; }
 
    private:
     Fabric& fabric_;
@@ -253,6 +254,8 @@ class Fabric {
   std::map<uint32_t, uint64_t> socket_drops;
   std::set<uint32_t> gone;
   std::set<uint32_t> busy_peers;  // local peers whose NIC process is running or waits for a CPU
+  // The ports take packets a program sends itself under a lent PSN (engines/direct_send.h).
+  bool direct_sends = false;
   std::map<uint32_t, core::Device*> devices;
   std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;

@@ -1,0 +1,331 @@
+// Posts that send themselves (issue 26 point 4; abi/direct_send.h): while an RC QP has nothing
+// to send, the NIC lends its next PSN to the program, whose post builds and sends the packet
+// (shim/direct_packet.cc) from the NIC's socket. What must hold: the program's packet is byte
+// for byte the one the NIC would have sent; it completes as the NIC's own, at its ACK or, lost,
+// after the lend's end and a resend; WQEs posted behind it go out in order; whichever side
+// takes the PSN first has it, and the other falls back (the post rings, or the NIC sends it
+// again under the same PSN); no lend in step mode, with faults, for READs, or to a program
+// without the socket; a program scribbling on the lend hurts nothing but its own next packet.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include "qp_pair.h"
+#include "shim/direct_packet.h"
+
+namespace simnic::testing {
+namespace {
+
+class DirectSendTest : public QpPair {
+ protected:
+  void SetUp() override {
+    start();
+    fabric.direct_sends = true;
+    ASSERT_EQ(a->dev.context_verbs().allow_direct_send(a->ctx), 0);  // B's program never asks
+    EXPECT_EQ(a->dev.context_verbs().allow_direct_send(a->ctx), EALREADY);
+  }
+  abi::DirectSend& lend_of(Host& h) { return h.qp->shm->direct; }
+  abi::LendState lend_state(Host& h) { return abi::lend_state(lend_of(h).lend.load()); }
+  // One WRITE through the NIC, answered: from then on A's requester has nothing to send.
+  void warm_up() {
+    post_send(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 1, 0, 64, 8192));
+    fabric.deliver_all(now);
+    ASSERT_EQ(poll(*a).size(), 1u);
+  }
+  // The program's packet for `w` under the lend on offer, built as the shim builds it; `w`'s one
+  // SGE (or its inline bytes) is the payload.
+  std::vector<uint8_t> program_packet(Host& h, const abi::SendWqe& w, abi::DirectLend* lend) {
+    EXPECT_TRUE(abi::read_direct_lend(lend_of(h), lend));
+    std::span<const uint8_t> payload;
+    if (w.send_flags & IBV_SEND_INLINE) payload = {w.inline_data, w.inline_len};
+    else if (w.num_sge) payload = {mem.ptr(h.pid, w.sge[0].addr - FakeMemory::kBase), w.sge[0].length};
+    std::vector<uint8_t> out;
+    const size_t n = shim::build_direct_packet(w, *lend, h.dev.config().ipv4, h.dev.config().udp_port, payload, out);
+    out.resize(n);
+    return out;
+  }
+  // What the shim's post does under an offered lend: the packet built, the WQE published, the
+  // PSN taken, the packet on the wire (unless `lose` it), no doorbell. False when the NIC took
+  // the PSN back first.
+  bool program_sends(Host& h, const abi::SendWqe& w, bool lose = false) {
+    abi::DirectLend lend;
+    const std::vector<uint8_t> pkt = program_packet(h, w, &lend);
+    EXPECT_FALSE(pkt.empty());
+    publish(h, w);
+    if (!abi::take_direct_lend(lend_of(h), lend)) return false;
+    if (!lose) fabric.queue.push_back({h.dev.config().ipv4, lend.dst_ip, pkt, 0});
+    return true;
+  }
+  void publish(Host& h, const abi::SendWqe& w) {
+    auto& ring = h.qp->shm->sq;
+    const uint32_t p = ring.producer.value.load();
+    h.qp->sq[p & (h.qp->sq_entries - 1)] = w;
+    ring.producer.value.store(p + 1);
+  }
+  // The packet A's NIC itself sends for `w` at this point (posted with a doorbell), off the wire.
+  std::vector<uint8_t> nic_packet(const abi::SendWqe& w) {
+    post_send(*a, w);
+    for (auto it = fabric.queue.begin(); it != fabric.queue.end(); ++it)
+      if (it->src_ip == kIpA) {
+        std::vector<uint8_t> bytes = it->bytes;
+        fabric.queue.erase(it);
+        return bytes;
+      }
+    return {};
+  }
+  abi::SendWqe send_imm(uint64_t wr_id, size_t off, uint32_t len, uint32_t flags) {
+    abi::SendWqe w = wqe(*a, IBV_WR_SEND_WITH_IMM, wr_id, off, len, flags);
+    w.imm_data = htonl(0x1234567);
+    return w;
+  }
+};
+
+// Send: a warm-up WRITE, then for each kind of WQE a program may send, its packet built as the
+// shim builds it and, from the same state, the one the NIC sends for the WQE posted with a
+// doorbell (which takes the lend back first).
+// Expect: the two are the same bytes, headers, payload and ICRC.
+TEST_F(DirectSendTest, TheProgramsPacketIsTheOneTheNicWouldSend) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  fill(*a, 0, 4096, 9);
+  std::vector<abi::SendWqe> ws = {rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 0, 100, 8192),
+                                  rdma(*a, *b, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 0, 1024, 8192),
+                                  wqe(*a, IBV_WR_SEND, 4, 0, 1024),
+                                  send_imm(5, 8, 7, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED),
+                                  wqe(*a, IBV_WR_SEND, 6, 0, 0)};
+  ws[1].imm_data = htonl(77);
+  abi::SendWqe inl = wqe(*a, IBV_WR_SEND, 7, 0, 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+  inl.num_sge = 0;
+  inl.inline_len = 33;
+  for (uint32_t i = 0; i < 33; ++i) inl.inline_data[i] = uint8_t(i * 3);
+  ws.push_back(inl);
+  for (uint32_t r = 0; r < 6; ++r) post_recv(*b, 50 + r, 16384, 2048);
+  for (const abi::SendWqe& w : ws) {
+    ASSERT_EQ(lend_state(*a), abi::kLendOffered) << w.wr_id;
+    abi::DirectLend lend;
+    const std::vector<uint8_t> mine = program_packet(*a, w, &lend);
+    const std::vector<uint8_t> nics = nic_packet(w);
+    EXPECT_EQ(mine, nics) << "WQE " << w.wr_id;
+    fabric.queue.push_back({kIpA, kIpB, nics, 0});
+    fabric.deliver_all(now);
+    auto wcs = poll(*a);
+    ASSERT_EQ(wcs.size(), 1u) << w.wr_id;
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(a->dev.counters().direct_sends, 0u);
+}
+
+// Send: a warm-up WRITE, then a 64-byte WRITE and a SEND with immediate the program sends itself.
+// Expect: both land at B (bytes compared, the immediate and the receive's length), complete at A
+// in order and successfully, count as A's packets and as direct sends, nothing resent; the
+// lend is on offer again after each.
+TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  const uint64_t tx_before = a->dev.counters().tx_packets;
+  fill(*a, 256, 64, 21);
+  ASSERT_TRUE(program_sends(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 256, 64, 12288)));
+  EXPECT_EQ(lend_state(*a), abi::kLendTaken);
+  fabric.deliver_all(now);
+  EXPECT_TRUE(same(*a, 256, *b, 12288, 64));
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 2u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(lend_state(*a), abi::kLendOffered);
+
+  post_recv(*b, 60, 16384, 256);
+  fill(*a, 512, 200, 5);
+  ASSERT_TRUE(program_sends(*a, send_imm(3, 512, 200, IBV_SEND_SIGNALED)));
+  fabric.deliver_all(now);
+  auto at_b = poll(*b);
+  ASSERT_EQ(at_b.size(), 1u);
+  EXPECT_EQ(at_b[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(at_b[0].byte_len, 200u);
+  EXPECT_EQ(at_b[0].imm_data, htonl(0x1234567));
+  EXPECT_TRUE(same(*a, 512, *b, 16384, 200));
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 3u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a->dev.counters().direct_sends, 2u);
+  EXPECT_EQ(a->dev.counters().tx_packets, tx_before + 2);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  EXPECT_EQ(b->dev.counters().duplicates, 0u);
+}
+
+// Send: the program's WRITE, then two more posted normally (a doorbell) before anything is
+// delivered.
+// Expect: the doorbell's turn accounts for the program's packet first and sends the two
+// behind it with the next PSNs: all three land and complete in order, nothing resent.
+TEST_F(DirectSendTest, WqesPostedBehindTheProgramsPacketFollowItInOrder) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  std::vector<abi::SendWqe> ws = small_writes(0, 3);
+  ASSERT_TRUE(program_sends(*a, ws[0]));
+  post_sends(*a, {ws[1], ws[2]});
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 3);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, 3 * 64));
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  EXPECT_EQ(b->dev.counters().rx_drop_out_of_sequence, 0u);
+}
+
+// Send: the program's WRITE, lost on the wire (no ACK ever comes).
+// Expect: the lend ends at the sweep (kLendNs) and the packet becomes the NIC's, whose ACK
+// timer resends it: it lands and completes once, with one timeout and one retransmission.
+TEST_F(DirectSendTest, ALostPacketOfTheProgramsIsResentAfterTheLendEnds) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  std::vector<abi::SendWqe> ws = small_writes(0, 1);
+  ASSERT_TRUE(program_sends(*a, ws[0], /*lose=*/true));
+  EXPECT_EQ(a->dev.next_deadline(), now + core::DirectSend::kLendNs);
+  now += core::DirectSend::kLendNs;
+  a->dev.on_timer(now);
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+  EXPECT_TRUE(fabric.queue.empty());
+  ASSERT_NE(a->dev.next_deadline(), 0u);  // the ACK timer now
+  now = a->dev.next_deadline();
+  a->dev.on_timer(now);
+  run_pending();
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, 64));
+  EXPECT_EQ(a->dev.counters().timeouts, 1u);
+  EXPECT_EQ(a->dev.counters().retransmits, 1u);
+}
+
+// Send: a lend nobody takes.
+// Expect: the sweep ends it at kLendNs and nothing else happens (no packet, no timer left):
+// an idle QP costs no more timer wake-ups.
+TEST_F(DirectSendTest, ALendNobodyTakesEndsAndLeavesNoTimer) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  now += core::DirectSend::kLendNs;
+  a->dev.on_timer(now);
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  EXPECT_EQ(a->dev.next_deadline(), 0u);
+  EXPECT_TRUE(fabric.queue.empty());
+  // The next post goes the NIC's way, and the lend comes back once it is answered.
+  post_sends(*a, small_writes(0, 1));
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_EQ(lend_state(*a), abi::kLendOffered);
+}
+
+// Send: the program reads the lend and builds its packet, and is preempted; meanwhile the
+// lend's time runs out and the sweep takes the PSN back.
+// Expect: the program's exchange fails (its post would ring), and its published WQE is the
+// NIC's to send: it completes once, nothing was sent twice.
+TEST_F(DirectSendTest, WhenTheNicTakesThePsnBackFirstTheProgramsPostRings) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  abi::DirectLend lend;
+  std::vector<abi::SendWqe> ws = small_writes(0, 1);
+  ASSERT_FALSE(program_packet(*a, ws[0], &lend).empty());
+  now += core::DirectSend::kLendNs;
+  a->dev.on_timer(now);
+  publish(*a, ws[0]);
+  EXPECT_FALSE(abi::take_direct_lend(lend_of(*a), lend));
+  a->dev.on_doorbell(a->ctx, now);  // the post's doorbell
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_EQ(a->dev.counters().direct_sends, 0u);
+  EXPECT_EQ(b->dev.counters().duplicates, 0u);
+}
+
+// Send: the program's WRITE is on the wire, and the program moves the QP to ERR before anything
+// is delivered.
+// Expect: the state change accounts for the packet and flushes the WQE (WR_FLUSH_ERR); the lend
+// is gone; B's answer afterwards is dropped (ERR hears no responses).
+TEST_F(DirectSendTest, AStateChangeEndsTheLendFirst) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_TRUE(program_sends(*a, small_writes(0, 1)[0]));
+  ASSERT_EQ(a->modify_state(IBV_QPS_ERR, 0, 0, now), 0);
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_WR_FLUSH_ERR);
+  fabric.deliver_all(now);
+  EXPECT_TRUE(poll(*a).empty());
+}
+
+// Send: a doorbell with nothing new posted, then an ACK of an earlier WRITE, while a lend is on
+// offer.
+// Expect: neither turn takes the offer back: the program's post still sends its packet itself.
+TEST_F(DirectSendTest, TurnsWithNothingNewPostedLeaveTheOfferStanding) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  const uint32_t offered = lend_of(*a).lend.load();
+  a->dev.on_doorbell(a->ctx, now);
+  EXPECT_EQ(lend_of(*a).lend.load(), offered);
+  ASSERT_TRUE(program_sends(*a, small_writes(0, 1)[0]));
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+  // A READ posted while the lend is on offer (the program's post rings): the NIC sends it.
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 7, 1024, 64, 8192));
+  fabric.deliver_all(now);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(*a, 1024, *b, 8192, 64));
+}
+
+// Expect: no lend in step mode (each packet a step a student sees), when the wire injects
+// faults, for a context that never took the NIC's socket, or while a READ is outstanding.
+TEST_F(DirectSendTest, NoLendWhereTheNicMustSendItself) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  a->dev.set_burst(1);
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  post_sends(*a, small_writes(0, 1));
+  fabric.deliver_all(now);
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  a->dev.set_burst(64);
+
+  post_sends(*a, small_writes(1, 1));
+  fabric.deliver_all(now);
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  fabric.direct_sends = false;  // a fault set: the end of the event takes the lend back
+  a->dev.finish_turn();
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  fabric.direct_sends = true;
+
+  // B's program never took the socket: B's QP gets no lend however idle.
+  post_send(*b, rdma(*b, *a, IBV_WR_RDMA_WRITE, 9, 0, 64, 8192));
+  fabric.deliver_all(now);
+  EXPECT_EQ(poll(*b).size(), 1u);
+  EXPECT_EQ(lend_state(*b), abi::kLendOff);
+
+  // A READ outstanding: nothing lent until its response is in.
+  poll(*a);
+  post_send(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 10, 1024, 64, 8192));
+  EXPECT_EQ(lend_state(*a), abi::kLendOff);
+  fabric.deliver_all(now);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(lend_state(*a), abi::kLendOffered);
+}
+
+// Send: the program scribbles on the lend: kTaken without publishing a WQE, garbage, an old
+// epoch's taken word.
+// Expect: the NIC accounts for nothing it did not find, crashes on nothing, and a WRITE posted
+// afterwards goes out and completes.
+TEST_F(DirectSendTest, AScribbledLendHurtsNothing) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  for (uint32_t w : {abi::lend_word(1, abi::kLendTaken), 0xffffffffu, abi::lend_word(0x3fffffff, abi::kLendTaken)}) {
+    lend_of(*a).lend.store(w);
+    a->dev.on_doorbell(a->ctx, now);
+    now += core::DirectSend::kLendNs;
+    a->dev.on_timer(now);
+  }
+  const uint32_t cur = lend_of(*a).lend.load();
+  lend_of(*a).lend.store((cur & ~3u) | abi::kLendTaken);  // taken, no WQE published
+  a->dev.on_doorbell(a->ctx, now);
+  EXPECT_EQ(a->dev.counters().direct_sends, 0u);
+  post_sends(*a, small_writes(0, 1));
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_EQ(a->dev.counters().direct_sends, 0u);
+}
+
+}  // namespace
+}  // namespace simnic::testing
