@@ -15,6 +15,11 @@
 namespace simnic::testing {
 namespace {
 
+struct LineSink : core::TraceSink {
+  void write_line(const std::string& line) override { lines.push_back(line); }
+  std::vector<std::string> lines;
+};
+
 class DirectSendTest : public QpPair {
  protected:
   void SetUp() override {
@@ -116,9 +121,12 @@ TEST_F(DirectSendTest, TheProgramsPacketIsTheOneTheNicWouldSend) {
 // Send: a warm-up WRITE, then a 64-byte WRITE and a SEND with immediate the program sends itself.
 // Expect: both land at B (bytes compared, the immediate and the receive's length), complete at A
 // in order and successfully, count as A's packets and as direct sends, nothing resent; the
-// lend is on offer again after each.
+// lend is on offer again after each; A's trace shows each as a pkt_tx sent by the program,
+// after the WQE's posted event.
 TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
   ASSERT_NO_FATAL_FAILURE(warm_up());
+  LineSink trace;
+  a->dev.tracer().set_sink(&trace);
   ASSERT_EQ(lend_state(*a), abi::kLendOffered);
   const uint64_t tx_before = a->dev.counters().tx_packets;
   fill(*a, 256, 64, 21);
@@ -151,6 +159,20 @@ TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
   EXPECT_EQ(a->dev.counters().tx_packets, tx_before + 2);
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
   EXPECT_EQ(b->dev.counters().duplicates, 0u);
+  a->dev.tracer().set_sink(nullptr);
+  std::vector<std::string> by_program;
+  size_t posted = 0;
+  for (size_t i = 0; i < trace.lines.size(); ++i) {
+    const std::string& l = trace.lines[i];
+    if (l.find("\"kind\":\"wqe_posted\"") != std::string::npos && !posted) posted = i + 1;
+    if (l.find("\"sent_by\":\"program\"") == std::string::npos) continue;
+    EXPECT_NE(l.find("\"kind\":\"pkt_tx\""), std::string::npos) << l;
+    EXPECT_GT(i + 1, posted) << "the WQE is reported as posted before its packet";
+    by_program.push_back(l);
+  }
+  ASSERT_EQ(by_program.size(), 2u);
+  EXPECT_NE(by_program[0].find("\"opcode\":\"RC_RDMA_WRITE_ONLY\""), std::string::npos) << by_program[0];
+  EXPECT_NE(by_program[1].find("\"opcode\":\"RC_SEND_ONLY_WITH_IMMEDIATE\""), std::string::npos) << by_program[1];
 }
 
 // Send: the program's WRITE, then two more posted normally (a doorbell) before anything is
