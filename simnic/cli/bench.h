@@ -137,7 +137,10 @@ Figure tcp_message_rate(const std::vector<Figure>& baseline, const BaselinePlan&
 // shape since issue 14; the floor_* figures), or a shared mapping of it, as simnicd reaches an
 // MR whose pages the shim moved onto a memfd (issue 26 point 4; the floor_map_* figures): the
 // sending NIC sends straight from the mapping, the receiving NIC copies into it with memcpy.
-enum class FloorPath { kProcessVm, kMapped };
+// kDirect (latency only; floor_direct_lat): the mapped shape where the application sends its
+// ping itself from its NIC's socket, as a post under a lent PSN does (docs/architecture.md,
+// "Posts that send themselves"): application -> UDP -> NIC process -> application.
+enum class FloorPath { kProcessVm, kMapped, kDirect };
 
 // Typical one-way latency (µs) of a `size`-byte ping-pong, application -> NIC process -> UDP ->
 // NIC process -> application, with simnic's copies, sessions and waits; NaN if it did not finish
@@ -149,8 +152,8 @@ double floor_bw(FloorPath path, uint64_t size, long messages, bool gso);
 // by application A with `window` in flight, along the same path, as ib_write_bw's message rate.
 double floor_rate(FloorPath path, uint64_t size, long messages, int window);
 // floor_lat at 2 B, floor_bw at 64 KiB and floor_rate at 64 B, each for both paths
-// (floor_map_lat, floor_map_bw, floor_map_rate), as figures compared with tcp_lat, tcp_bw and
-// tcp_rate.
+// (floor_map_lat, floor_map_bw, floor_map_rate), and floor_direct_lat, as figures compared with
+// tcp_lat, tcp_bw and tcp_rate.
 std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step);
 
 // ---- bench_perftest.cc ----

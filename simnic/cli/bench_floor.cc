@@ -25,6 +25,13 @@
 // Everything else is as above. Each byte is copied three times (mapping -> socket by the
 // sender's kernel, socket -> NIC B, NIC B -> mapping) where the process_vm_* shape copies it
 // four times and TCP twice.
+//
+// And the latency of the direct shape (floor_direct_lat), where a post sends its packet itself
+// from the NIC's socket under a lent PSN (docs/architecture.md, "Posts that send themselves"):
+//
+//   application A --UDP (from the mapping)--> NIC B --memcpy--> application B
+//
+// one process hand-off per one-way message where the other shapes have two.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -146,6 +153,7 @@ struct Setup {
   bool gso = false;
   int window = 0;       // rate: messages in flight (perftest's -t)
   bool mapped = false;  // NIC i reaches mem[i] through a mapping it shares, not process_vm_*
+  bool direct = false;  // latency: application i sends its ping itself (kDirect)
   AppMemory mem[2];     // application i's buffers, at these addresses in application i and NIC i
 };
 
@@ -186,8 +194,13 @@ void latency_app(const Setup& s, int i) {
       if (s.mem[i].recv[0] != want || s.mem[i].recv[s.size - 1] != want) return (void)s.shared->failed.store(1);
     }
     std::memset(s.mem[i].send, int(k), s.size);
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(s.doorbell[i], &one, sizeof one);
+    if (s.direct) {  // the post sends the packet itself, from the NIC's socket
+      ::sendto(s.sock[i], s.mem[i].send, s.size, 0, reinterpret_cast<const sockaddr*>(&s.addr[1 - i]),
+               sizeof s.addr[1 - i]);
+    } else {
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(s.doorbell[i], &one, sizeof one);
+    }
     if (i == 0 && !wait_delivered(*s.shared, me, uint32_t(k + 1))) return;
     if (i == 0) rtt.push_back(now_ns() - t0);
   }
@@ -562,7 +575,8 @@ uint8_t* map_app_memory(Setup* s) {
 bool place_app_memory(FloorPath path, Setup* s, uint8_t** mapping) {
   for (size_t i = 0; i < s->size; ++i) g_app_send[i] = uint8_t(i * 7 + 1);  // what bandwidth moves
   *mapping = nullptr;
-  s->mapped = path == FloorPath::kMapped;
+  s->mapped = path != FloorPath::kProcessVm;
+  s->direct = path == FloorPath::kDirect;
   if (!s->mapped) {
     for (AppMemory& m : s->mem) m = {g_app_send, g_app_recv};  // private to each process after fork
     return true;
@@ -578,6 +592,7 @@ double run_floor(Shape shape, FloorPath path, size_t size, long count, bool gso,
                  std::pair<double, double>* stats = nullptr, int window = 0) {
   const bool latency = shape == Shape::kLatency;
   if (size == 0 || size > kMaxMessage || (latency && size > kChunk)) return NAN;
+  if (path == FloorPath::kDirect && !latency) return NAN;  // streams go through the NIC
   if (shape == Shape::kRate && (window <= 0 || size_t(window) * size > kMaxMessage)) return NAN;
   void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return NAN;
@@ -632,13 +647,15 @@ double run_floor(Shape shape, FloorPath path, size_t size, long count, bool gso,
 // "floor_lat", or "floor_map_lat" for the mapped shape: the names the table, the JSON and the
 // comparison with earlier runs know them by.
 std::string floor_name(FloorPath path, const std::string& kind) {
-  return (path == FloorPath::kMapped ? "floor_map_" : "floor_") + kind;
+  static const char* const kPrefix[] = {"floor_", "floor_map_", "floor_direct_"};
+  return kPrefix[int(path)] + kind;
 }
 
 // The progress line of one floor measurement.
 std::string floor_step(FloorPath path, const std::string& what) {
-  return what + (path == FloorPath::kMapped ? " (the mapped shape: memcpy, no process_vm_*" : " (simnic's shape") +
-         ", no protocol)";
+  static const char* const kShape[] = {" (simnic's shape", " (the mapped shape: memcpy, no process_vm_*",
+                                       " (the direct shape: the application sends, no doorbell"};
+  return what + kShape[int(path)] + ", no protocol)";
 }
 
 Figure floor_figure(const std::string& test, const std::string& kind, uint64_t size, long count, double value) {
@@ -700,7 +717,7 @@ std::vector<Figure> measure_floor(bool quick, bool gso, StepFn step) {
   constexpr FloorPath kPaths[] = {FloorPath::kProcessVm, FloorPath::kMapped};
   std::vector<Figure> out;
   const long lat_iters = quick ? 1000 : 4000, bw_msgs = quick ? 4000 : 20000;
-  for (FloorPath path : kPaths) {
+  for (FloorPath path : {FloorPath::kProcessVm, FloorPath::kMapped, FloorPath::kDirect}) {
     step(floor_step(path, floor_name(path, "lat") + " 2 B, best of 5"));
     if (!interrupted()) out.push_back(best_floor_lat(path, lat_iters));
   }

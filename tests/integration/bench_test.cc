@@ -247,6 +247,15 @@ void expect_mapped_floor_rows(const std::string& out, const json& doc) {
     ASSERT_NE(old_floor, nullptr) << "floor_" << kind;
     EXPECT_EQ((*old_floor)["status"], "ok") << old_floor->dump();
   }
+  // The direct shape's latency floor (a post that sends itself), its note the ratio to the mapped
+  // floor of the same run.
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(
+floor_direct_lat\s+2 B\s+1\s+[0-9.]+ us\s+[0-9.]+ us\s+[0-9.]+x\s+0\s+0\s+[0-9.]+x floor_map_lat, avg )")))
+      << out;
+  const json* direct = find_figure(doc, "floor_direct_lat", 2, 1);
+  ASSERT_NE(direct, nullptr);
+  EXPECT_EQ((*direct)["status"], "ok") << direct->dump();
+  EXPECT_TRUE((*direct)["value"].is_number() && (*direct)["value"].get<double>() > 0) << direct->dump();
 }
 
 // The same in bench.json: TCP's p99 on every tcp_lat, carried to the latency rows with its
