@@ -110,6 +110,9 @@ class PacketSink {
   // engines/direct_send.h): the wire would send it as it is, with no fault injected into it and
   // no capture of this NIC's packets to miss it. A wire that cannot tell says no.
   virtual bool takes_direct_sends() const { return false; }
+  // Puts on the wire now what the wire holds back to send at the end of the event loop's turn
+  // (batching): before a lend, so that the program's packet cannot overtake its QP's earlier ones.
+  virtual void send_queued() {}
 };
 
 // Shared memory for queues: a mapping the application can map too (a memfd in simnicd).

@@ -60,6 +60,7 @@ class UdpPort final : public core::PacketSink {
   bool holds_unread() override;
   // No fault to inject and no pcap file: a program's own packet would leave as the NIC's would.
   bool takes_direct_sends() const override { return socket_.is_open() && !faults_.active() && !pcap_; }
+  void send_queued() override { flush(); }
 
   void set_pcap(PcapWriter* pcap) { pcap_ = pcap; }
   // UDP GSO: a run of same-sized datagrams to one peer leaves in one send (docs/performance.md).

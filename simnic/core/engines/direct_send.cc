@@ -33,8 +33,11 @@ void DirectSend::offer(Qp& qp, uint64_t now) {
   if (++epoch_ >= (1u << 30)) epoch_ = 1;  // the word keeps 30 bits of it; 0 never names a lend
   qp.req.lent = true;
   qp.req.lend_epoch = epoch_;
-  // The program's packet will follow every packet sent to the peer so far (PeerProgress).
+  // The program's packet will follow every packet sent to the peer so far (PeerProgress), on
+  // the wire too: what this turn queued leaves first, or the program's packet could overtake
+  // the QP's last ones and meet a sequence NAK (IBA 9.7.5.1.2).
   qp.req.lend_seq = completer_.packets_sent_to(qp.remote_ip);
+  dev_.env_.wire.send_queued();
   abi::offer_direct_lend(qp.shm->direct, epoch_,
                          {0, qp.req.sq_next, qp.req.next_psn, qp.attr.dest_qp_num, qp.remote_ip, qp.mtu_bytes});
   lent_.push_back({qp.qpn, epoch_, now + kLendNs});

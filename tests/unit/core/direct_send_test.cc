@@ -192,6 +192,25 @@ TEST_F(DirectSendTest, WqesPostedBehindTheProgramsPacketFollowItInOrder) {
   EXPECT_EQ(b->dev.counters().rx_drop_out_of_sequence, 0u);
 }
 
+// Send: with the NIC's sends held until its turn ends (as UdpPort batches them), a WRITE the NIC
+// sends in the very turn that ends with the lend on offer, then the program's own WRITE.
+// Expect: the NIC's queued packet leaves before the lend is published, so the program's packet
+// follows it on the wire: both land in order, no sequence NAK, nothing resent.
+TEST_F(DirectSendTest, TheNicsQueuedPacketsLeaveBeforeTheLend) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  fabric.hold_until_turn_ends = true;
+  std::vector<abi::SendWqe> ws = small_writes(0, 2);
+  post_sends(*a, {ws[0]});  // the NIC's turn: sends it (held), runs dry, offers the next PSN
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  ASSERT_EQ(queued_opcodes(kIpA).size(), 1u) << "the held packet left when the lend was offered";
+  ASSERT_TRUE(program_sends(*a, ws[1]));
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 2);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, 2 * 64));
+  EXPECT_EQ(b->dev.counters().naks_sent, 0u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+}
+
 // Send: the program's WRITE, lost on the wire (no ACK ever comes).
 // Expect: the lend ends at the sweep (kLendNs) and the packet becomes the NIC's, whose ACK
 // timer resends it: it lands and completes once, with one timeout and one retransmission.

@@ -142,13 +142,20 @@ class Fabric {
  public:
   class Port : public core::PacketSink {
    public:
-    Port(Fabric& f, uint32_t ip) : fabric_(f), ip_(ip) {}
+    Port(Fabric& f, uint32_t ip) : fabric_(f), ip_(ip) { fabric_.ports.insert(this); }
+    ~Port() override { fabric_.ports.erase(this); }
+    Port(const Port&) = delete;
+    Port& operator=(const Port&) = delete;
     core::SendOutcome send(uint32_t dst_ip, uint16_t port, std::span<const uint8_t> b) override {
       return send_with_tos(dst_ip, port, b, 0);
     }
     core::SendOutcome send_with_tos(uint32_t dst_ip, uint16_t, std::span<const uint8_t> b, uint8_t tos) override {
       if (fabric_.inject_loss && fabric_.inject_loss(WirePacket{ip_, dst_ip, {b.begin(), b.end()}, tos}))
         return core::SendOutcome::kDropped;  // as simnicd's fault injector: never sent
+      if (fabric_.hold_until_turn_ends) {    // as UdpPort: sent at the end of the turn
+        held_.push_back({ip_, dst_ip, {b.begin(), b.end()}, tos});
+        return core::SendOutcome::kSent;
+      }
       fabric_.queue.push_back({ip_, dst_ip, {b.begin(), b.end()}, tos});
       if (fabric_.on_send) fabric_.on_send(fabric_.queue.back());
       ++fabric_.sent;
@@ -184,10 +191,19 @@ class Fabric {
                          [this](const WirePacket& p) { return p.dst_ip == ip_; });
     }
     bool takes_direct_sends() const override { return fabric_.direct_sends; }
+    void send_queued() override {
+      for (WirePacket& p : held_) {
+        fabric_.queue.push_back(std::move(p));
+        if (fabric_.on_send) fabric_.on_send(fabric_.queue.back());
+        ++fabric_.sent;
+      }
+      held_.clear();
+    }
 
    private:
     Fabric& fabric_;
     uint32_t ip_;
+    std::vector<WirePacket> held_;  // hold_until_turn_ends: this turn's packets
   };
 
   void attach(uint32_t ip, core::Device* d) { devices[ip] = d; }
@@ -223,6 +239,7 @@ class Fabric {
   // The NICs that received in this batch end their events first: they share one FakeMemory,
   // and the writes a NIC queued must land (and fail) on that NIC's turn, as in its own simnicd.
   void after_events(uint64_t now) {
+    for (Port* port : ports) port->send_queued();
     for (core::Device* d : received_) d->finish_turn();
     received_.clear();
     for (auto& [ip, d] : devices) d->finish_turn();
@@ -256,6 +273,10 @@ class Fabric {
   std::set<uint32_t> busy_peers;  // local peers whose NIC process is running or waits for a CPU
   // The ports take packets a program sends itself under a lent PSN (engines/direct_send.h).
   bool direct_sends = false;
+  // The ports hold what a NIC sends until its turn ends (after_events, or the NIC's own
+  // send_queued), as UdpPort batches a turn's datagrams into one sendmmsg.
+  bool hold_until_turn_ends = false;
+  std::set<Port*> ports;
   std::map<uint32_t, core::Device*> devices;
   std::map<uint32_t, std::set<uint32_t>> groups;  // IP group -> addresses of the ports that joined
   int sent = 0, dropped = 0;
