@@ -1,10 +1,10 @@
 // Posts that send themselves (simnic/abi/direct_send.h has the protocol): while simnicd lends
-// an RC QP's next PSN, ibv_post_send of one SEND or WRITE that fits a packet sends that packet
-// from the NIC's socket itself, instead of ringing the doorbell and waiting for the NIC process
-// to be scheduled, which on a machine whose CPUs run the programs is most of a small message's
-// latency (docs/performance.md). It reads the payload where the program's memory is, as a
-// post's inline copy does: from this process's registrations (the MRs it registered itself,
-// checked as simnicd checks an SGE), never an imported, device-memory or on-demand MR.
+// an RC QP's next PSN, ibv_post_send of one SEND or WRITE that fits a packet (or a READ of one
+// response packet, an atomic) sends that request packet from the NIC's socket itself, instead of ringing the doorbell
+// and waiting for the NIC process to be scheduled, which on a machine whose CPUs run the programs is most of a small
+// message's latency (docs/performance.md). It reads the payload where the program's memory is, as a post's inline copy
+// does: from this process's registrations (the MRs it registered itself, checked as simnicd checks an SGE), never an
+// imported, device-memory or on-demand MR.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -47,17 +47,24 @@ const uint8_t* local_bytes(const ibv_qp* qp, const ibv_sge& s) {
   return reinterpret_cast<const uint8_t*>(mr.addr + (s.addr - mr.iova));
 }
 
-// The WQE's payload, at most `max` bytes: its inline bytes, its one SGE where it lies, or its
-// SGEs gathered into `gather`. False when an SGE is not this process's to read, or too long.
-bool payload_of(const ibv_qp* qp, const SendWqe& w, uint32_t max, std::vector<uint8_t>& gather,
+// The message's length: its inline bytes, or its SGEs'; UINT64_MAX for a malformed WQE (the
+// NIC's to fail).
+uint64_t length_of(const SendWqe& w) {
+  if (w.send_flags & IBV_SEND_INLINE) return w.inline_len <= kMaxInlineData ? w.inline_len : UINT64_MAX;
+  if (w.num_sge > kMaxSge) return UINT64_MAX;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
+  return total;
+}
+
+// The `total` bytes of the WQE's payload: its inline bytes, its one SGE where it lies, or its
+// SGEs gathered into `gather`. False when an SGE is not this process's to read.
+bool payload_of(const ibv_qp* qp, const SendWqe& w, uint64_t total, std::vector<uint8_t>& gather,
                 std::span<const uint8_t>* out) {
   if (w.send_flags & IBV_SEND_INLINE) {
-    *out = {w.inline_data, std::min<size_t>(w.inline_len, kMaxInlineData)};
+    *out = {w.inline_data, size_t(total)};
     return true;
   }
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < w.num_sge && i < kMaxSge; ++i) total += w.sge[i].length;
-  if (total > max || w.num_sge > kMaxSge) return false;
   gather.clear();
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     if (w.sge[i].length == 0) continue;
@@ -111,10 +118,13 @@ bool prepare_direct_send(ShimContext* c, ShimQp* qp, const SendWqe& w, uint32_t 
   const ibv_qp* q = &qp->qpx.qp_base;
   if (c->direct_fd < 0 || q->qp_type != IBV_QPT_RC) return false;
   if (!read_direct_lend(qp->shm->direct, &out->lend) || out->lend.sq_index != index) return false;
+  const uint64_t length = length_of(w);
+  const DirectKind kind = direct_kind(w, length, out->lend);
   thread_local std::vector<uint8_t> gather;
-  std::span<const uint8_t> payload;
-  if (!direct_packet_allowed(w, 0, out->lend) || !payload_of(q, w, out->lend.mtu, gather, &payload)) return false;
-  out->bytes = build_direct_packet(w, out->lend, c->direct_src_ip, c->direct_port, payload, packet);
+  std::span<const uint8_t> payload;  // a READ or atomic reads nothing here: its answer lands later
+  if (kind == DirectKind::kNone || (kind == DirectKind::kData && !payload_of(q, w, length, gather, &payload)))
+    return false;
+  out->bytes = build_direct_packet(w, out->lend, c->direct_src_ip, c->direct_port, length, payload, packet);
   return out->bytes != 0;
 }
 
@@ -128,6 +138,7 @@ bool send_direct_packet(ShimContext* c, ShimQp* qp, const DirectPacket& p) {
   // failure rings, and its ACK timer resends it.
   const ssize_t n = ::sendto(c->direct_fd, packet.data(), p.bytes, MSG_DONTWAIT | MSG_NOSIGNAL,
                              reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  mark_direct_packet_sent(qp->shm->direct, p.lend);  // simnicd's ACK timer waits for this
   return n == ssize_t(p.bytes);
 }
 

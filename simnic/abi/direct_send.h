@@ -1,11 +1,11 @@
 // Posts that send themselves (issue 26 point 4; docs/architecture.md, "Posts that send
 // themselves"). While an RC QP's requester has nothing left to send, simnicd lends the QP's
 // next PSN to its program: the shim's ibv_post_send then builds the request packet of a
-// one-packet SEND or WRITE itself and sends it from the NIC's own UDP socket (a descriptor
-// simnicd gave it, Op::OpenDirectSend), instead of ringing the doorbell and waiting for the NIC
-// process to be scheduled. simnicd accounts the packet as its own the next time it looks at
-// the QP: the ACK that answers it, a doorbell, a timer, a state change. A real RNIC has the
-// same shortcut: mlx5's BlueFlame doorbell carries the WQE itself, so the NIC need not fetch it.
+// one-packet SEND or WRITE (or a one-response READ, an atomic) itself and sends it from the
+// NIC's own UDP socket (a descriptor simnicd gave it, Op::OpenDirectSend), instead of ringing
+// the doorbell and waiting for the NIC process to be scheduled. simnicd accounts the packet as its own the next time it
+// looks at the QP: the ACK that answers it, a doorbell, a timer, a state change. A real RNIC has the same shortcut:
+// mlx5's BlueFlame doorbell carries the WQE itself, so the NIC need not fetch it.
 //
 // The lend is one word, written by both sides: epoch << 2 | state. simnicd writes the
 // parameters, then stores kLendOffered with a new epoch (release). The shim reads the word
@@ -22,13 +22,21 @@
 // epoch that ended are never used: the exchange then fails, its expected word gone. A program
 // that scribbles on the word changes only how its own QP's next packet leaves: simnicd
 // accounts a packet it did not send, which its ACK timer resends, or sends one again.
+//
+// A taken PSN is not yet a packet on the wire: a program preempted between the exchange and
+// its sendto (tens of milliseconds on a busy host) holds it. So the shim, once sendto returned,
+// exchanges kLendTaken for kLendSent (same epoch), and simnicd leaves a taken word as it found
+// it: until the word says sent, its ACK timer counts no wait for that packet as a loss (the
+// packet has not left; what the peer answered meanwhile says nothing about it) and it offers the
+// QP no new lend, which would overwrite the word. A program that never marks it is waited for
+// only as long as a stalled peer is (completer_timers.cc).
 #pragma once
 #include <atomic>
 #include <cstdint>
 
 namespace simnic::abi {
 
-enum LendState : uint32_t { kLendOff = 0, kLendOffered = 1, kLendTaken = 2 };
+enum LendState : uint32_t { kLendOff = 0, kLendOffered = 1, kLendTaken = 2, kLendSent = 3 };
 
 constexpr uint32_t lend_word(uint32_t epoch, LendState state) { return (epoch << 2) | uint32_t(state); }
 constexpr LendState lend_state(uint32_t word) { return LendState(word & 3u); }
@@ -69,6 +77,14 @@ inline bool take_direct_lend(DirectSend& d, const DirectLend& lend) {
                                         std::memory_order_relaxed);
 }
 
+// The shim, after its sendto under a lend it took (whatever sendto returned): the packet is
+// out of its hands.
+inline void mark_direct_packet_sent(DirectSend& d, const DirectLend& lend) {
+  uint32_t expected = (lend.word & ~3u) | kLendTaken;
+  d.lend.compare_exchange_strong(expected, (lend.word & ~3u) | kLendSent, std::memory_order_release,
+                                 std::memory_order_relaxed);
+}
+
 // simnicd: offers the next PSN under `epoch` (non-zero, new for each offer).
 inline void offer_direct_lend(DirectSend& d, uint32_t epoch, const DirectLend& lend) {
   d.sq_index.store(lend.sq_index, std::memory_order_relaxed);
@@ -80,14 +96,21 @@ inline void offer_direct_lend(DirectSend& d, uint32_t epoch, const DirectLend& l
 }
 
 // simnicd: ends the lend of `epoch`. True when the program took it: its WQE at sq_index is
-// published, and its packet is on the wire or about to be.
+// published, and its packet is on the wire or about to be (direct_packet_held says which); the
+// word is then left for the shim to mark sent.
 inline bool end_direct_lend(DirectSend& d, uint32_t epoch) {
   uint32_t w = d.lend.load(std::memory_order_acquire);
   if (w == lend_word(epoch, kLendOffered) &&
       d.lend.compare_exchange_strong(w, 0, std::memory_order_acq_rel, std::memory_order_acquire))
     return false;
+  if (w == lend_word(epoch, kLendTaken)) return true;
   d.lend.store(0, std::memory_order_relaxed);
-  return w == lend_word(epoch, kLendTaken);
+  return w == lend_word(epoch, kLendSent);
+}
+
+// simnicd: whether the program that took the lend of `epoch` has yet to send its packet.
+inline bool direct_packet_held(const DirectSend& d, uint32_t epoch) {
+  return d.lend.load(std::memory_order_acquire) == lend_word(epoch, kLendTaken);
 }
 
 }  // namespace simnic::abi

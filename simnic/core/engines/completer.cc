@@ -146,6 +146,11 @@ const char* comp_step_name(CompStep step) {
 // cheap checks to retiring WQEs (IBA 9.7.5.1).
 void Completer::receive(Qp& qp, const ParsedPacket& pkt, uint64_t now) {
   requester_.end_lend(qp, now);  // the ACK may answer the program's own packet (direct_send.h)
+  // An answer at or past the PSN of a packet its program held has proof it left (no NAK: that
+  // names what the peer still waits for).
+  if (qp.req.held_epoch && !((pkt.mask & kHasAeth) && aeth_class(pkt.h.aeth.syndrome) != kAethAck) &&
+      psn_diff(pkt.h.bth.psn, qp.req.held_psn) >= 0)
+    qp.req.held_epoch = 0;
   CompletionWork c{qp, pkt, now};
   CompStep step = CompStep::kCheckState;
   StepPath path;

@@ -75,6 +75,7 @@ class Completer {
   void timer_fired(Qp& qp, uint64_t now);
   void note_peer_answered(Qp& qp, const SendWqeState& st, uint64_t now);
   AckWait judge_ack_wait(Qp& qp, uint64_t now);
+  bool program_still_sending(Qp& qp, uint64_t now);
   AckWait judge_peer(Qp& qp, uint64_t now);
   AckWait judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const;
   // Goes back N from `psn` (Requester::go_back_n), noting where the resend starts among the

@@ -16,6 +16,9 @@ constexpr uint64_t kMinAckTimeoutNs = 8'000'000;  // a loopback RTT is tens of Â
 // How long unread datagrams in this NIC's own socket may keep a QP's answer-based loss verdict
 // off (the grace, below): as long as a peer's queue that does not move (kStalledPeerNs).
 constexpr uint64_t kUnreadGraceNs = 3'000'000'000;
+// How long a NIC on this host may sit on a queue that does not move before it counts as dead,
+// and a program on a PSN it took before it sends the packet (abi/direct_send.h).
+constexpr uint64_t kStalledPeerNs = 3'000'000'000;
 
 }  // namespace
 
@@ -188,7 +191,9 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 // An answer or a resend starts the grace over. A real loss costs one more timeout.
 // Each case ends: a queue ahead of a packet is finite and a local peer that stops reading is
 // found by its stalled queue. Reordering (--reorder) breaks the FIFO; a reordered packet is held
-// back by the fault injector (lost_seq) and is resent as before.
+// back by the fault injector (lost_seq) and is resent as before. A packet its program sent
+// itself (direct_send.h) is not late while the program still holds it (preempted between taking
+// its PSN and its sendto), up to kStalledPeerNs; once it has left it is numbered as sent then.
 
 void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome,
                                   uint64_t lent_at_seq) {
@@ -208,7 +213,23 @@ void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe,
   if (lent_at_seq != kNotLent) {
     st.first_seq = lent_at_seq + 1;
     st.last_seq = 0;
+  } else if (qp.req.held_epoch && !requester_.program_holds_packet(qp)) {
+    qp.req.held_epoch = 0;  // the program's packet left before this one
   }
+}
+
+// The QP's latest packet is one its program took a PSN for (direct_send.h) and may still hold:
+// not sent, it cannot be late. Once it has left, it is numbered anew, as sent now (the latest
+// it can have left): what the peer answered before says nothing about it.
+bool Completer::program_still_sending(Qp& qp, uint64_t now) {
+  if (!qp.req.held_epoch) return false;
+  if (requester_.program_holds_packet(qp) && now - qp.req.held_since_ns < kStalledPeerNs) return true;
+  qp.req.held_epoch = 0;
+  PeerProgress& peer = peer_progress_[qp.remote_ip];
+  peer.note_sending(now);
+  qp.req.last_seq = ++peer.sent;
+  qp.comp.grace = {};
+  return false;
 }
 
 uint64_t Completer::packets_sent_to(uint32_t peer_ip) const {
@@ -233,6 +254,7 @@ void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* caus
 
 // The cases above, in order; then the grace a verdict resting on the peer's answers gets.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
+  if (program_still_sending(qp, now)) return {true, "its program has not sent it yet"};
   const AckWait wait = judge_peer(qp, now);
   if (!wait.unanswered) return wait;
   if (wait.passed && !qp.comp.grace.passed_used) {
@@ -261,7 +283,6 @@ AckWait Completer::judge_peer(Qp& qp, uint64_t now) {
 
 // Case 2: a peer on this host, whose socket the kernel shows.
 AckWait Completer::judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const {
-  constexpr uint64_t kStalledPeerNs = 3'000'000'000;
   if (!peer.end.open) return {false, "the peer NIC's socket is gone"};
   const SendWqeState& oldest = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
   if (peer.lost_seq >= std::max(oldest.first_seq, qp.comp.resent_from_seq))

@@ -15,6 +15,9 @@ bool DirectSend::may_lend(const Qp& qp) const {
   if (!qp.ctx || !qp.ctx->direct_send || !dev_.env_.wire.takes_direct_sends()) return false;
   // RC in RTS, not waiting out an RNR NAK, not in step mode (where each packet is a step).
   if (qp.type != IBV_QPT_RC || qp.state != IBV_QPS_RTS || qp.comp.rnr_wait || requester_.burst() == 1) return false;
+  // The last lend's packet has left the program (a new offer would overwrite the word that
+  // says when it does).
+  if (program_holds_packet(qp)) return false;
   // Nothing of its own to send: every posted WQE started and sent whole, no resend under way, no
   // READ or atomic outstanding (a FENCE would wait for them).
   const uint32_t produced = qp.shm->sq.producer.value.load(std::memory_order_acquire);
@@ -29,6 +32,9 @@ bool DirectSend::may_lend(const Qp& qp) const {
 
 void DirectSend::offer(Qp& qp, uint64_t now) {
   if (qp.req.lent || !may_lend(qp)) return;
+  // What the QP owes its peer (coalesced ACKs) goes first: the program's packet must not reach
+  // the peer before the answers to the requests that led to it. Not while READ responses stream.
+  if (!responder_.send_answers_now(qp)) return;
   drop_ended();
   if (++epoch_ >= (1u << 30)) epoch_ = 1;  // the word keeps 30 bits of it; 0 never names a lend
   qp.req.lent = true;
@@ -51,8 +57,18 @@ bool DirectSend::on_offer(const Qp& qp) const {
 void DirectSend::take_back(Qp& qp, uint64_t now) {
   if (!qp.req.lent) return;
   qp.req.lent = false;
-  if (abi::end_direct_lend(qp.shm->direct, qp.req.lend_epoch)) requester_.adopt_direct_packet(qp, now);
+  const uint32_t psn = qp.req.next_psn;  // as lent
+  if (abi::end_direct_lend(qp.shm->direct, qp.req.lend_epoch) && requester_.adopt_direct_packet(qp, now) &&
+      abi::direct_packet_held(qp.shm->direct, qp.req.lend_epoch)) {  // accounted as sent, not yet sent
+    qp.req.held_epoch = qp.req.lend_epoch;
+    qp.req.held_psn = psn;
+    qp.req.held_since_ns = now;
+  }
   drop_ended();
+}
+
+bool DirectSend::program_holds_packet(const Qp& qp) const {
+  return qp.req.held_epoch && abi::direct_packet_held(qp.shm->direct, qp.req.held_epoch);
 }
 
 void DirectSend::take_back_all(uint64_t now) {

@@ -1,15 +1,16 @@
 // Posts that send themselves (issue 26 point 4; abi/direct_send.h has the protocol, and
 // docs/architecture.md why). While an RC QP's requester has nothing left to send, this unit
 // lends the QP's next PSN to its program, whose ibv_post_send then sends a one-packet SEND or
-// WRITE from the NIC's socket without waking the NIC. The lend ends before the requester or the
-// completer touches the QP again (an ACK, a doorbell, a timer, a state change), and a packet the
+// WRITE, a one-response READ or an atomic from the NIC's socket without waking the NIC. The lend ends before the
+// requester or the completer touches the QP again (an ACK, a doorbell, a timer, a state change), and a packet the
 // program sent under it becomes the NIC's own there (Requester::adopt_direct_packet). A lend
 // nobody ends lasts kLendNs: then the sweep ends it, so a packet the program sent and the wire
 // lost is resent kLendNs later than the NIC's own would be, and an idle QP stops costing
 // timer wake-ups.
 //
-// Owns the lends that are out (their QPNs, oldest first). Calls Requester (adopt) and reads the
-// Completer's and CongestionHooks' view of the peer.
+// Owns the lends that are out (their QPNs, oldest first). Calls Requester (adopt), Responder
+// (what the QP owes its peer leaves before a lend) and reads the Completer's and
+// CongestionHooks' view of the peer.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -22,11 +23,12 @@ class Device;
 class Requester;
 class Completer;
 class CongestionHooks;
+class Responder;
 
 class DirectSend {
  public:
-  DirectSend(Device& dev, Requester& requester, Completer& completer, CongestionHooks& congestion)
-      : dev_(dev), requester_(requester), completer_(completer), congestion_(congestion) {}
+  DirectSend(Device& dev, Requester& requester, Completer& completer, CongestionHooks& congestion, Responder& responder)
+      : dev_(dev), requester_(requester), completer_(completer), congestion_(congestion), responder_(responder) {}
 
   // The requester has nothing to send on `qp`: lend its next PSN, where the program may use it.
   void offer(Qp& qp, uint64_t now);
@@ -35,6 +37,9 @@ class DirectSend {
   void take_back(Qp& qp, uint64_t now);
   // Whether qp's lend is out and untaken.
   bool on_offer(const Qp& qp) const;
+  // Whether the program took qp's last lend and has not yet sent its packet (handed it to the
+  // kernel): the NIC accounts it as sent, but it is not on the wire yet.
+  bool program_holds_packet(const Qp& qp) const;
   // Step mode on, a fault set: no program sends past the NIC from now on (an event entry point:
   // what adoption scheduled runs before it returns).
   void take_back_all(uint64_t now);
@@ -62,6 +67,7 @@ class DirectSend {
   Requester& requester_;
   Completer& completer_;
   CongestionHooks& congestion_;
+  Responder& responder_;
   std::deque<Lent> lent_;  // in the order offered, which is the order they are due
   uint32_t epoch_ = 0;     // the last offer's (per NIC: a QP recreated under a known QPN cannot match)
 };

@@ -17,7 +17,7 @@ Engines::Engines(Device& dev)
       recv(dev, dma),
       congestion(dev, requester, peer_window(dev.config())),
       requester(dev, transmit, dma, windows, congestion, completer, responder, direct),
-      direct(dev, requester, completer, congestion),
+      direct(dev, requester, completer, congestion, responder),
       completer(dev, requester, dma, congestion),
       responder(dev, transmit, dma, recv, windows, requester, completer, receive_wait),
       receive_wait(dev, requester, responder),

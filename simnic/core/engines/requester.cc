@@ -67,6 +67,7 @@ uint8_t packet_opcode(ibv_qp_type type, const abi::SendWqe& w, uint32_t i, uint3
 
 void Requester::end_lend(Qp& qp, uint64_t now) { direct_.take_back(qp, now); }
 void Requester::offer_lend(Qp& qp, uint64_t now) { direct_.offer(qp, now); }
+bool Requester::program_holds_packet(const Qp& qp) const { return direct_.program_holds_packet(qp); }
 
 void Requester::run(Qp& qp, uint64_t now) {
   // A PSN on offer to the program stays on offer while nothing new is posted: a turn with
@@ -290,8 +291,9 @@ bool Requester::send_packet(Qp& qp, uint64_t now, bool sent_by_program) {
   const uint32_t payload_len = request_headers(qp, st, i, h);
   std::string why;
   const uint8_t* payload = nullptr;  // send_payload points it at the bytes
-  if (payload_len && !sent_by_program &&
-      dma_.send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why)) {
+  if (payload_len &&
+      (sent_by_program ? dma_.check_program_read(qp, st.wqe, payload_len, &why)
+                       : dma_.send_payload(qp, qp.req.sq_next, st, i * qp.mtu_bytes, payload_len, &payload, &why))) {
     if (qp.comp.sq_consumer != qp.req.sq_next) return false;
     completer_.requester_error(qp, Error::kLocalProtection, why);
     return false;
@@ -309,15 +311,18 @@ bool Requester::send_packet(Qp& qp, uint64_t now, bool sent_by_program) {
 // The program sent the first packet of the WQE at sq_next itself, under a PSN the NIC lent it
 // (direct_send.cc). The WQE goes through the requester's steps as if this NIC had sent that
 // packet: checked, given its PSN (the lent one: next_psn did not move meanwhile), its ACK
-// timer armed. Its payload is not read: the program's post carried it. If the requester cannot
+// timer armed. Its payload is not read again: the program's post carried it (checked and traced
+// as the NIC's read, MemoryAccess::check_program_read). If the requester cannot
 // take it now (a check fails, the peer's window filled meanwhile), it is sent again later with
 // the same PSN, a duplicate the responder answers and does not execute twice (IBA 9.7.5.1.1).
-void Requester::adopt_direct_packet(Qp& qp, uint64_t now) {
-  if (qp.shm->sq.producer.value.load(std::memory_order_acquire) == qp.req.sq_next) return;  // nothing published
+bool Requester::adopt_direct_packet(Qp& qp, uint64_t now) {
+  if (qp.shm->sq.producer.value.load(std::memory_order_acquire) == qp.req.sq_next) return false;  // nothing published
   if (dev_.tracer_.on()) dev_.trace_points().trace_new_wqes(qp);
   const uint64_t sent = dev_.counters_.direct_sends;
   send_packet(qp, now, true);
-  if (dev_.counters_.direct_sends == sent) schedule(qp, kWorkRequester);  // not taken: the requester sends it
+  if (dev_.counters_.direct_sends != sent) return true;
+  schedule(qp, kWorkRequester);  // not taken: the requester sends it
+  return false;
 }
 
 // Advances past the packet just sent; a UC/UD WQE is done once its last packet is out.

@@ -62,9 +62,10 @@ class Requester {
   // Before anything reads or changes the QP's send side: a PSN lent to its program comes back
   // (DirectSend::take_back), with the packet the program sent under it.
   void end_lend(Qp& qp, uint64_t now);
-  void offer_lend(Qp& qp, uint64_t now);  // DirectSend::offer
-  void idle(Qp& qp);                      // out of the busy set unless the responder owes answers
-  void watch_sq(Qp& qp);                  // posts need no doorbell while an ACK is sure to come (abi::send_must_ring)
+  void offer_lend(Qp& qp, uint64_t now);          // DirectSend::offer
+  bool program_holds_packet(const Qp& qp) const;  // DirectSend::program_holds_packet
+  void idle(Qp& qp);                              // out of the busy set unless the responder owes answers
+  void watch_sq(Qp& qp);  // posts need no doorbell while an ACK is sure to come (abi::send_must_ring)
   void go_back_n(Qp& qp, uint32_t psn, uint64_t now, const char* cause);
   const abi::SendWqe& fetch_send_wqe(Qp& qp, uint32_t index);
   // An ACK covers the whole WQE at the cursor, which a go-back-N is resending: every packet of
@@ -73,8 +74,9 @@ class Requester {
   bool skip_acked_wqe(Qp& qp);
   // The same within the WQE at the cursor: the resend goes on after what the ACK covers.
   void skip_acked_packets(Qp& qp);
-  // The program sent the WQE at sq_next under a lent PSN (direct_send.h): account for it.
-  void adopt_direct_packet(Qp& qp, uint64_t now);
+  // The program sent the WQE at sq_next under a lent PSN (direct_send.h): account for it. False
+  // when there was none, or the requester sends it itself.
+  bool adopt_direct_packet(Qp& qp, uint64_t now);
   // What may_send allows a QP in flight: its window, in packets.
   uint32_t window_packets(const Qp& qp) const;
 

@@ -26,6 +26,28 @@ bool is_plain_ack(const PacketHeaders& h) {
   return h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;
 }
 
+// The SEND's last packet is in: the completion of its receive WQE, which is done with.
+ibv_wc finish_send_recv(Qp& qp, const ParsedPacket& pkt) {
+  ibv_wc wc{};
+  wc.wr_id = qp.resp.recv->wqe.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = qp.resp.recv->offset;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  if (pkt.mask & kHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = pkt.h.imm_be;
+  }
+  if (pkt.mask & kHasIeth) {
+    wc.wc_flags |= IBV_WC_WITH_INV;
+    wc.invalidated_rkey = pkt.h.ieth_rkey;
+  }
+  qp.resp.recv.reset();
+  ++qp.resp.msn;
+  return wc;
+}
+
 }  // namespace
 
 void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
@@ -41,7 +63,7 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   // ACK still waiting to be coalesced (below) goes first: it reports what came before.
   const bool fatal = aeth_class(syndrome) == kAethNak && (syndrome & 0x1f) != kNakPsnSeqError;
   if (fatal) {
-    send_waiting_answers(qp);
+    send_answers_now(qp);
     send_answer_now(qp, h);
   } else {
     send_answer_in_order(qp, h);
@@ -86,13 +108,14 @@ void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
 }
 
 // The answers at the head of the queue (ACKs, atomic answers), up to the first READ response.
-void Responder::send_waiting_answers(Qp& qp) {
+bool Responder::send_answers_now(Qp& qp) {
   auto& owed = qp.resp.read_responses;
   while (!owed.empty() && owed.front().answer) {
     const PacketHeaders h = *owed.front().answer;
     owed.pop_front();
     send_answer_now(qp, h);
   }
+  return owed.empty();
 }
 
 void Responder::send_answer_now(Qp& qp, const PacketHeaders& h) {
@@ -377,29 +400,27 @@ void Responder::respond_send(Qp& qp, const ParsedPacket& pkt) {
     return;
   }
   qp.resp.epsn = psn_add(qp.resp.epsn, 1);
-  if (pkt.mask & kIsLast) complete_send_recv(qp, pkt);
+  if (pkt.mask & kIsLast) return complete_receive(qp, finish_send_recv(qp, pkt), pkt);
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), psn);
 }
 
-// The SEND's last packet is in: its receive WQE completes.
-void Responder::complete_send_recv(Qp& qp, const ParsedPacket& pkt) {
-  ibv_wc wc{};
-  wc.wr_id = qp.resp.recv->wqe.wr_id;
-  wc.status = IBV_WC_SUCCESS;
-  wc.opcode = IBV_WC_RECV;
-  wc.byte_len = qp.resp.recv->offset;
-  wc.qp_num = qp.qpn;
-  wc.src_qp = qp.attr.dest_qp_num;
-  if (pkt.mask & kHasImm) {
-    wc.wc_flags |= IBV_WC_WITH_IMM;
-    wc.imm_data = pkt.h.imm_be;
+// A receive WQE completes, its request acknowledged: first the CQE, then the ACK (which waits
+// for the end of the event, coalesced) - or, on a QP whose next PSN is lent to its program
+// (direct_send.h), first the ACK and whatever else the NIC owes the peer, on the wire. That
+// program may post the moment it sees the CQE, and its packet leaves past the NIC: were the
+// NIC's answers still queued, the peer would hear the program's next request before the ACK of
+// the request that made it (its send completing after its next receive), an order no RNIC
+// shows, since one acknowledges a request before it completes the receive.
+void Responder::complete_receive(Qp& qp, const ibv_wc& wc, const ParsedPacket& pkt) {
+  const bool ack = pkt.h.bth.ack_req;
+  if (!qp.req.lent) {
+    dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+    if (ack) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);
+    return;
   }
-  if (pkt.mask & kHasIeth) {
-    wc.wc_flags |= IBV_WC_WITH_INV;
-    wc.invalidated_rkey = pkt.h.ieth_rkey;
-  }
-  qp.resp.recv.reset();
-  ++qp.resp.msn;
+  if (ack) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);
+  if (!send_answers_now(qp)) requester_.end_lend(qp, dev_.now());  // READ responses first: the NIC keeps order
+  dev_.env_.wire.send_queued();
   dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
 }
 
@@ -517,7 +538,7 @@ void Responder::respond_write(Qp& qp, const ParsedPacket& pkt) {
       wc.src_qp = qp.attr.dest_qp_num;
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = pkt.h.imm_be;
-      dev_.completions().push_cqe(*qp.recv_cq, wc, pkt.h.bth.solicited);
+      return complete_receive(qp, wc, pkt);
     }
   }
   if (pkt.h.bth.ack_req) send_ack(qp, aeth_ack(kAckCredits), pkt.h.bth.psn);

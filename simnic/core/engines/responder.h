@@ -47,6 +47,10 @@ class Responder {
   void forget_mr(const Mr* mr);                       // dereg_mr: messages in flight lose their MR
   // ACKs an event earns are coalesced into one per QP (send_answer_in_order); on by default.
   void set_ack_coalescing(bool on) { coalesce_acks_ = on; }
+  // The answers waiting for the end of the event leave now, before a lent PSN's packet can
+  // follow them (direct_send.h). False while READ responses are still owed (they stream out
+  // over turns, and what the QP answers later queues behind them).
+  bool send_answers_now(Qp& qp);
 
  private:
   // --- Steps ---
@@ -58,7 +62,6 @@ class Responder {
   void respond_send(Qp& qp, const proto::ParsedPacket& pkt);
   bool resp_begin_send(Qp& qp, const proto::ParsedPacket& pkt);
   void send_rnr_nak(Qp& qp, uint32_t psn, const char* what = "a SEND");
-  void complete_send_recv(Qp& qp, const proto::ParsedPacket& pkt);
   // --- WRITE ---
   void respond_write(Qp& qp, const proto::ParsedPacket& pkt);
   bool resp_check_write(Qp& qp, const proto::ParsedPacket& pkt);
@@ -75,7 +78,7 @@ class Responder {
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
   void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
   void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
-  void send_waiting_answers(Qp& qp);  // the queued answers before the first READ response
+  void complete_receive(Qp& qp, const ibv_wc& wc, const proto::ParsedPacket& pkt);  // CQE and ACK, in order
   size_t rd_atomic_owed(const Qp& qp) const;
   // --- Errors ---
   void responder_error(Qp& qp, Error e, uint32_t psn, const std::string& detail);

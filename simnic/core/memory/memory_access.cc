@@ -156,6 +156,11 @@ int MemoryAccess::sge_dma(const Qp& qp, const ibv_sge* sge, uint32_t num_sge, ui
   return len ? (to_memory ? EMSGSIZE : EINVAL) : 0;
 }
 
+int MemoryAccess::check_program_read(const Qp& qp, const abi::SendWqe& w, uint32_t len, std::string* why) {
+  if (w.send_flags & IBV_SEND_INLINE) return 0;
+  return sge_dma(qp, w.sge, std::min(w.num_sge, abi::kMaxSge), 0, nullptr, len, SgeDma::kCheck, why);
+}
+
 int MemoryAccess::gather(const Qp& qp, const abi::SendWqe& wqe, uint32_t offset, uint8_t* dst, uint32_t len,
                          std::string* why) {
   if (wqe.send_flags & IBV_SEND_INLINE) {

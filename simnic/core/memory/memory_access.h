@@ -55,6 +55,11 @@ class MemoryAccess {
   // payload_buffer_; *out points at them.
   int send_payload(const Qp& qp, uint32_t slot, const SendWqeState& st, uint32_t offset, uint32_t len,
                    const uint8_t** out, std::string* why);
+  // A packet the program sent itself under a lent PSN (engines/direct_send.h): the `len` bytes
+  // its post read from its memory for WQE `w`, checked and traced as the NIC's own read of them
+  // (nothing moves); 0, or the errno a read would have failed with. Inline data was never in
+  // memory the NIC reads.
+  int check_program_read(const Qp& qp, const abi::SendWqe& w, uint32_t len, std::string* why);
   // The same for a READ response's bytes [offset, +len) (rr.mr must be set).
   int read_response_payload(const Qp& qp, const ReadResponse& rr, uint32_t offset, uint32_t len, const uint8_t** out);
   static uint64_t read_stage_tag(const ReadResponse& rr) { return (1ull << 32) | rr.first_psn; }

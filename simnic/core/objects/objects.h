@@ -200,6 +200,12 @@ struct QpRequester {
   bool lent = false;
   uint32_t lend_epoch = 0;
   uint64_t lend_seq = 0;
+  // The program took the lend of this epoch (0: none) at held_since_ns and may not have sent its
+  // packet (held_psn) yet (abi::direct_packet_held): the ACK timer waits for it
+  // (completer_timers.cc); an answer at or past held_psn says it left (Completer::receive).
+  uint32_t held_epoch = 0;
+  uint32_t held_psn = 0;
+  uint64_t held_since_ns = 0;
 };
 
 // The completer's state (rxe's qp->comp): what the peer has acknowledged, the retry budget and

@@ -37,28 +37,38 @@ class DirectSendTest : public QpPair {
     ASSERT_EQ(poll(*a).size(), 1u);
   }
   // The program's packet for `w` under the lend on offer, built as the shim builds it; `w`'s one
-  // SGE (or its inline bytes) is the payload.
+  // SGE (or its inline bytes) is the payload of a SEND or WRITE.
   std::vector<uint8_t> program_packet(Host& h, const abi::SendWqe& w, abi::DirectLend* lend) {
     EXPECT_TRUE(abi::read_direct_lend(lend_of(h), lend));
+    const bool in_line = w.send_flags & IBV_SEND_INLINE;
+    const uint64_t length = in_line ? w.inline_len : w.num_sge ? w.sge[0].length : 0;
     std::span<const uint8_t> payload;
-    if (w.send_flags & IBV_SEND_INLINE) payload = {w.inline_data, w.inline_len};
-    else if (w.num_sge) payload = {mem.ptr(h.pid, w.sge[0].addr - FakeMemory::kBase), w.sge[0].length};
+    if (shim::direct_kind(w, length, *lend) == shim::DirectKind::kData && length)
+      payload = in_line ? std::span<const uint8_t>(w.inline_data, length)
+                        : std::span<const uint8_t>(mem.ptr(h.pid, w.sge[0].addr - FakeMemory::kBase), length);
     std::vector<uint8_t> out;
-    const size_t n = shim::build_direct_packet(w, *lend, h.dev.config().ipv4, h.dev.config().udp_port, payload, out);
+    const size_t n =
+        shim::build_direct_packet(w, *lend, h.dev.config().ipv4, h.dev.config().udp_port, length, payload, out);
     out.resize(n);
     return out;
   }
   // What the shim's post does under an offered lend: the packet built, the WQE published, the
-  // PSN taken, the packet on the wire (unless `lose` it), no doorbell. False when the NIC took
-  // the PSN back first.
+  // PSN taken, the packet on the wire (unless `lose` it) and marked sent, no doorbell. False
+  // when the NIC took the PSN back first.
   bool program_sends(Host& h, const abi::SendWqe& w, bool lose = false) {
     abi::DirectLend lend;
-    const std::vector<uint8_t> pkt = program_packet(h, w, &lend);
-    EXPECT_FALSE(pkt.empty());
-    publish(h, w);
-    if (!abi::take_direct_lend(lend_of(h), lend)) return false;
+    std::vector<uint8_t> pkt;
+    if (!program_takes(h, w, &lend, &pkt)) return false;
     if (!lose) fabric.queue.push_back({h.dev.config().ipv4, lend.dst_ip, pkt, 0});
+    abi::mark_direct_packet_sent(lend_of(h), lend);
     return true;
+  }
+  // Its first half: up to the exchange that takes the PSN, before its sendto.
+  bool program_takes(Host& h, const abi::SendWqe& w, abi::DirectLend* lend, std::vector<uint8_t>* pkt) {
+    *pkt = program_packet(h, w, lend);
+    EXPECT_FALSE(pkt->empty());
+    publish(h, w);
+    return abi::take_direct_lend(lend_of(h), *lend);
   }
   void publish(Host& h, const abi::SendWqe& w) {
     auto& ring = h.qp->shm->sq;
@@ -102,6 +112,14 @@ TEST_F(DirectSendTest, TheProgramsPacketIsTheOneTheNicWouldSend) {
   inl.inline_len = 33;
   for (uint32_t i = 0; i < 33; ++i) inl.inline_data[i] = uint8_t(i * 3);
   ws.push_back(inl);
+  // The requests answered into the WQE's buffer: a READ of one packet, the two atomics.
+  ws.push_back(rdma(*a, *b, IBV_WR_RDMA_READ, 8, 2048, 512, 8192));
+  abi::SendWqe cas = rdma(*a, *b, IBV_WR_ATOMIC_CMP_AND_SWP, 9, 3072, 8, 16384);
+  cas.compare_add = 0, cas.swap = 0x1122334455667788ull;
+  abi::SendWqe faa = rdma(*a, *b, IBV_WR_ATOMIC_FETCH_AND_ADD, 10, 3080, 8, 16384);
+  faa.compare_add = 5;
+  ws.push_back(cas);
+  ws.push_back(faa);
   for (uint32_t r = 0; r < 6; ++r) post_recv(*b, 50 + r, 16384, 2048);
   for (const abi::SendWqe& w : ws) {
     ASSERT_EQ(lend_state(*a), abi::kLendOffered) << w.wr_id;
@@ -131,7 +149,7 @@ TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
   const uint64_t tx_before = a->dev.counters().tx_packets;
   fill(*a, 256, 64, 21);
   ASSERT_TRUE(program_sends(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 256, 64, 12288)));
-  EXPECT_EQ(lend_state(*a), abi::kLendTaken);
+  EXPECT_EQ(lend_state(*a), abi::kLendSent);
   fabric.deliver_all(now);
   EXPECT_TRUE(same(*a, 256, *b, 12288, 64));
   auto wcs = poll(*a);
@@ -175,6 +193,41 @@ TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
   EXPECT_NE(by_program[1].find("\"opcode\":\"RC_SEND_ONLY_WITH_IMMEDIATE\""), std::string::npos) << by_program[1];
 }
 
+// Send: a READ and a FETCH_ADD the program sends itself.
+// Expect: the NIC accounts for each request at its response, scatters the answer into the WQE's
+// buffer (bytes compared; the original value) and completes it; no lend while each is out.
+TEST_F(DirectSendTest, AReadOrAnAtomicTheProgramSentIsAnsweredIntoItsBuffer) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  fill(*b, 20000, 300, 77);
+  ASSERT_TRUE(program_sends(*a, rdma(*a, *b, IBV_WR_RDMA_READ, 5, 40000, 300, 20000)));
+  fabric.deliver_all(now);
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(wcs[0].byte_len, 300u);
+  EXPECT_TRUE(same(*b, 20000, *a, 40000, 300));
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+
+  uint64_t word = 40;
+  std::memcpy(mem.ptr(b->pid, 24576), &word, 8);
+  abi::SendWqe faa = rdma(*a, *b, IBV_WR_ATOMIC_FETCH_AND_ADD, 6, 41000, 8, 24576);
+  faa.compare_add = 2;
+  ASSERT_TRUE(program_sends(*a, faa));
+  EXPECT_EQ(lend_state(*a), abi::kLendSent);
+  fabric.deliver_all(now);
+  wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  uint64_t orig = 0, now_word = 0;
+  std::memcpy(&orig, mem.ptr(a->pid, 41000), 8);
+  std::memcpy(&now_word, mem.ptr(b->pid, 24576), 8);
+  EXPECT_EQ(orig, 40u);
+  EXPECT_EQ(now_word, 42u);
+  EXPECT_EQ(a->dev.counters().direct_sends, 2u);
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+}
+
 // Send: the program's WRITE, then two more posted normally (a doorbell) before anything is
 // delivered.
 // Expect: the doorbell's turn accounts for the program's packet first and sends the two
@@ -211,6 +264,32 @@ TEST_F(DirectSendTest, TheNicsQueuedPacketsLeaveBeforeTheLend) {
   EXPECT_EQ(a->dev.counters().retransmits, 0u);
 }
 
+// Send: with the NICs' sends held until their turn ends, a SEND from B to A, whose QP has its
+// next PSN on offer.
+// Expect: when A's receive completion becomes visible (A's program could post and send at
+// once), A's ACK of that SEND is already on the wire, not coalesced or held for the end of the
+// turn: B hears the ACK before anything A's program sends next. The lend stays on offer.
+TEST_F(DirectSendTest, AReceiveCompletionOnALentQpFollowsItsAckOnTheWire) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  fabric.hold_until_turn_ends = true;
+  post_recv(*a, 70, 16384, 256);
+  post_send(*b, wqe(*b, IBV_WR_SEND, 71, 0, 100));
+  fabric.after_events(now);  // B's turn ends: its SEND goes on the wire
+  ASSERT_EQ(queued_opcodes(kIpB).size(), 1u);
+  WirePacket send = fabric.queue.front();
+  fabric.queue.pop_front();
+  a->dev.on_packet(send.src_ip, 4791, send.bytes, now);  // A's turn, not yet ended
+  auto wcs = poll(*a);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].opcode, IBV_WC_RECV);
+  EXPECT_TRUE(queued(kIpA, proto::kRcAcknowledge)) << "the ACK waits behind the completion";
+  EXPECT_EQ(lend_state(*a), abi::kLendOffered);
+  fabric.hold_until_turn_ends = false;
+  fabric.deliver_all(now);
+  ASSERT_EQ(poll(*b).size(), 1u);
+}
+
 // Send: the program's WRITE, lost on the wire (no ACK ever comes).
 // Expect: the lend ends at the sweep (kLendNs) and the packet becomes the NIC's, whose ACK
 // timer resends it: it lands and completes once, with one timeout and one retransmission.
@@ -232,6 +311,81 @@ TEST_F(DirectSendTest, ALostPacketOfTheProgramsIsResentAfterTheLendEnds) {
   EXPECT_TRUE(same(*a, 0, *b, 8192, 64));
   EXPECT_EQ(a->dev.counters().timeouts, 1u);
   EXPECT_EQ(a->dev.counters().retransmits, 1u);
+}
+
+// Send: the program takes the PSN and is preempted before its sendto; the NIC ends the lend
+// (its time is up) and accounts the packet as sent; ACK timeouts pass; then the program sends.
+// Expect: no timeout, no resend and no new lend while the program holds the packet (the timer
+// is deferred: the packet cannot be late); once sent it is answered and completes once.
+TEST_F(DirectSendTest, APacketTheProgramStillHoldsIsNotLate) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  abi::DirectLend lend;
+  std::vector<uint8_t> pkt;
+  std::vector<abi::SendWqe> ws = small_writes(0, 1);
+  ASSERT_TRUE(program_takes(*a, ws[0], &lend, &pkt));
+  now += core::DirectSend::kLendNs;
+  a->dev.on_timer(now);  // the sweep: adopted, its ACK timer armed
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_NE(a->dev.next_deadline(), 0u);
+    now = a->dev.next_deadline();
+    a->dev.on_timer(now);
+    run_pending();
+  }
+  EXPECT_EQ(a->dev.counters().timeouts, 0u);
+  EXPECT_GE(a->dev.counters().timeouts_deferred, 5u);
+  EXPECT_TRUE(fabric.queue.empty());           // nothing resent
+  EXPECT_EQ(lend_state(*a), abi::kLendTaken);  // and no new lend over the word
+  fabric.queue.push_back({kIpA, lend.dst_ip, pkt, 0});
+  abi::mark_direct_packet_sent(lend_of(*a), lend);
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, 64));
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+  EXPECT_EQ(lend_state(*a), abi::kLendOffered);  // lent again once answered
+}
+
+// Send: the program's packet is answered before its post marks it sent (the peer NIC ran on
+// the other CPU while the post was still in sendto).
+// Expect: the ACK proves it left: the WQE completes and the next lend is offered at once; the
+// post's late mark changes nothing.
+TEST_F(DirectSendTest, AnAnswerToAHeldPacketShowsItLeft) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  abi::DirectLend lend;
+  std::vector<uint8_t> pkt;
+  ASSERT_TRUE(program_takes(*a, small_writes(0, 1)[0], &lend, &pkt));
+  fabric.queue.push_back({kIpA, lend.dst_ip, pkt, 0});
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  ASSERT_EQ(lend_state(*a), abi::kLendOffered);
+  const uint32_t word = lend_of(*a).lend.load();
+  abi::mark_direct_packet_sent(lend_of(*a), lend);
+  EXPECT_EQ(lend_of(*a).lend.load(), word);
+  EXPECT_EQ(a->dev.counters().direct_sends, 1u);
+}
+
+// Send: as above, but the program never sends (stopped for good).
+// Expect: it is waited for as a stalled peer is (3 s), then timed out and resent by the NIC:
+// the WQE completes.
+TEST_F(DirectSendTest, APacketTheProgramNeverSendsIsResentAfterThreeSeconds) {
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  abi::DirectLend lend;
+  std::vector<uint8_t> pkt;
+  ASSERT_TRUE(program_takes(*a, small_writes(0, 1)[0], &lend, &pkt));
+  now += core::DirectSend::kLendNs;
+  a->dev.on_timer(now);
+  const uint64_t adopted = now;
+  while (a->dev.counters().timeouts == 0 && now - adopted < 4'000'000'000) {
+    ASSERT_NE(a->dev.next_deadline(), 0u);
+    now = a->dev.next_deadline();
+    a->dev.on_timer(now);
+    run_pending();
+  }
+  EXPECT_EQ(a->dev.counters().timeouts, 1u);
+  EXPECT_GE(now - adopted, 3'000'000'000u);
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), 1);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, 64));
 }
 
 // Send: a lend nobody takes.
