@@ -213,10 +213,10 @@ class Device : private ObjectTables {
   // (HostMemory::write_later) land, then the pollers asleep on a context that got CQEs are
   // woken, once per context. The NIC flushes by itself before a CQE, an ACK, or any other
   // access to application memory, so nothing can report bytes that have not landed. A wire
-  // that no longer takes a program's own packets (a fault set, engines/direct_send.h) gets
-  // every lent PSN back first.
+  // that no longer takes a program's own packets (a fault set, a trace started:
+  // engines/direct_send.h) gets every lent PSN back first.
   void finish_turn() {
-    if (!env_.wire.takes_direct_sends()) engines_.direct.take_back_all(now_);
+    if (!engines_.direct.lends_allowed()) engines_.direct.take_back_all(now_);
     engines_.receive_wait.release_posted();  // a receive posted meanwhile lets them go on
     engines_.dma.flush_dma_writes();
     shared_.completions.wake_sleepers();
