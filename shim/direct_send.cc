@@ -1,10 +1,11 @@
-// Posts that send themselves (simnic/abi/direct_send.h has the protocol): while simnicd lends
-// an RC QP's next PSN, ibv_post_send of one SEND or WRITE that fits a packet (or a READ of one
-// response packet, an atomic) sends that request packet from the NIC's socket itself, instead of ringing the doorbell
-// and waiting for the NIC process to be scheduled, which on a machine whose CPUs run the programs is most of a small
-// message's latency (docs/performance.md). It reads the payload where the program's memory is, as a post's inline copy
-// does: from this process's registrations (the MRs it registered itself, checked as simnicd checks an SGE), never an
-// imported, device-memory or on-demand MR.
+// Posts that send themselves (simnic/abi/direct_send.h has the protocol): while simnicd lends an RC
+// QP's next PSN, ibv_post_send of one SEND or WRITE that fits a packet (or a READ of one response
+// packet, an atomic) sends that request packet from the NIC's socket itself, instead of ringing the
+// doorbell and waiting for the NIC process to be scheduled, which on a machine whose CPUs run the
+// programs is most of a small message's latency (docs/performance.md). It reads the payload where
+// the program's memory is, as a post's inline copy does: from this process's registrations (the MRs
+// it registered itself, checked as simnicd checks an SGE), never an imported, device-memory or
+// on-demand MR.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -51,10 +52,7 @@ const uint8_t* local_bytes(const ibv_qp* qp, const ibv_sge& s) {
 // NIC's to fail).
 uint64_t length_of(const SendWqe& w) {
   if (w.send_flags & IBV_SEND_INLINE) return w.inline_len <= kMaxInlineData ? w.inline_len : UINT64_MAX;
-  if (w.num_sge > kMaxSge) return UINT64_MAX;
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
-  return total;
+  return w.num_sge <= kMaxSge ? sge_bytes(w) : UINT64_MAX;
 }
 
 // The `total` bytes of the WQE's payload: its inline bytes, its one SGE where it lies, or its

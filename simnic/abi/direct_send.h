@@ -1,11 +1,11 @@
 // Posts that send themselves (issue 26 point 4; docs/architecture.md, "Posts that send
-// themselves"). While an RC QP's requester has nothing left to send, simnicd lends the QP's
-// next PSN to its program: the shim's ibv_post_send then builds the request packet of a
-// one-packet SEND or WRITE (or a one-response READ, an atomic) itself and sends it from the
-// NIC's own UDP socket (a descriptor simnicd gave it, Op::OpenDirectSend), instead of ringing
-// the doorbell and waiting for the NIC process to be scheduled. simnicd accounts the packet as its own the next time it
-// looks at the QP: the ACK that answers it, a doorbell, a timer, a state change. A real RNIC has the same shortcut:
-// mlx5's BlueFlame doorbell carries the WQE itself, so the NIC need not fetch it.
+// themselves"). While an RC QP's requester has nothing left to send, simnicd lends the QP's next
+// PSN to its program: the shim's ibv_post_send then builds the request packet of a one-packet SEND
+// or WRITE (or a one-response READ, an atomic) itself and sends it from the NIC's own UDP socket (a
+// descriptor simnicd gave it, Op::OpenDirectSend), instead of ringing the doorbell and waiting for
+// the NIC process to be scheduled. simnicd accounts the packet as its own the next time it looks at
+// the QP: the ACK that answers it, a doorbell, a timer, a state change. A real RNIC has the same
+// shortcut: mlx5's BlueFlame doorbell carries the WQE itself, so the NIC need not fetch it.
 //
 // The lend is one word, written by both sides: epoch << 2 | state. simnicd writes the
 // parameters, then stores kLendOffered with a new epoch (release). The shim reads the word

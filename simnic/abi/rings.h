@@ -73,6 +73,15 @@ struct RecvWqe {
 };
 static_assert(std::is_trivially_copyable_v<RecvWqe>);
 
+// The bytes a send or receive WQE's scatter/gather list spans, lkeys unchecked. At most
+// kMaxSge entries are read, whatever num_sge says: the program writes it.
+template <class Wqe>
+uint64_t sge_bytes(const Wqe& w) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < w.num_sge && i < kMaxSge; ++i) sum += w.sge[i].length;
+  return sum;
+}
+
 // Header of a QP's shared memory. The SQ slots start at sq_offset and the RQ slots at
 // rq_offset (both given in the CreateQp reply); a QP attached to an SRQ has no RQ slots.
 struct QpShared {

@@ -42,11 +42,7 @@ namespace {
 uint8_t wc_sl(bool infiniband) { return infiniband ? 0 : 2; }
 
 // The bytes a receive WQE's scatter list holds (their MRs are checked as bytes land).
-uint64_t ud_room(const abi::RecvWqe& wqe) {
-  uint64_t room = 0;
-  for (uint32_t i = 0; i < wqe.num_sge; ++i) room += wqe.sge[i].length;
-  return room;
-}
+uint64_t ud_room(const abi::RecvWqe& wqe) { return abi::sge_bytes(wqe); }
 
 std::string ud_too_long_why(const abi::RecvWqe& wqe, uint32_t len, size_t payload) {
   return "the datagram needs " + std::to_string(len) + " bytes (40 of GRH + " + std::to_string(payload) +

@@ -1,12 +1,12 @@
 // Posts that send themselves (issue 26 point 4; abi/direct_send.h has the protocol, and
-// docs/architecture.md why). While an RC QP's requester has nothing left to send, this unit
-// lends the QP's next PSN to its program, whose ibv_post_send then sends a one-packet SEND or
-// WRITE, a one-response READ or an atomic from the NIC's socket without waking the NIC. The lend ends before the
-// requester or the completer touches the QP again (an ACK, a doorbell, a timer, a state change), and a packet the
-// program sent under it becomes the NIC's own there (Requester::adopt_direct_packet). A lend
-// nobody ends lasts kLendNs: then the sweep ends it, so a packet the program sent and the wire
-// lost is resent kLendNs later than the NIC's own would be, and an idle QP stops costing
-// timer wake-ups.
+// docs/architecture.md why). While an RC QP's requester has nothing left to send, this unit lends
+// the QP's next PSN to its program, whose ibv_post_send then sends a one-packet SEND or WRITE, a
+// one-response READ or an atomic from the NIC's socket without waking the NIC. The lend ends before
+// the requester or the completer touches the QP again (an ACK, a doorbell, a timer, a state
+// change), and a packet the program sent under it becomes the NIC's own there
+// (Requester::adopt_direct_packet). A lend nobody ends lasts kLendNs: then the sweep ends it, so a
+// packet the program sent and the wire lost is resent kLendNs later than the NIC's own would be,
+// and an idle QP stops costing timer wake-ups.
 //
 // Owns the lends that are out (their QPNs, oldest first). Calls Requester (adopt), Responder
 // (what the QP owes its peer leaves before a lend) and reads the Completer's and
@@ -35,8 +35,8 @@ class DirectSend {
   // Before the engines read or change qp's send side: the lend ends, and a packet its program
   // sent under it is accounted for.
   void take_back(Qp& qp, uint64_t now);
-  // No fault injected, no pcap, no trace read as it is written: lends may be offered (else every lend is taken back
-  // at the end of the event, Device::finish_turn).
+  // No fault injected, no pcap, no trace read as it is written: lends may be offered (else every
+  // lend is taken back at the end of the event, Device::finish_turn).
   bool lends_allowed() const;
   // Whether qp's lend is out and untaken.
   bool on_offer(const Qp& qp) const;

@@ -28,18 +28,6 @@ bool is_read_or_atomic(uint32_t opcode) {
 bool lands_locally(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrRead | abi::kWrAtomic); }
 bool is_eight_bytes(uint32_t opcode) { return abi::wr_has(opcode, abi::kWrAtomic | abi::kWrAtomicWrite); }
 
-// The bytes a WQE's scatter/gather list spans, lkeys unchecked. A READ or an atomic is sent
-// before its local buffer is looked at: the responder executes it, and a bad lkey, PD, range
-// or missing LOCAL_WRITE fails the WQE with LOC_PROT_ERR only when the response cannot be
-// placed (the L_Key checks of IBA 10.6.3.1, made where rxe makes them: rxe_comp.c
-// do_read/do_atomic -> copy_data fails -> COMPST_ERROR with IB_WC_LOC_PROT_ERR).
-// The remote side effect (a compare-and-swap done) stays done, and the QP goes to ERR.
-uint64_t sge_bytes(const abi::SendWqe& w) {
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < w.num_sge; ++i) sum += w.sge[i].length;
-  return sum;
-}
-
 // The transport bits of the packet opcodes a QP type sends (IBA Table 38): the WR opcode
 // table holds RC's, and UC, UD and XRC carry the same operations at these offsets.
 uint8_t transport_bits(ibv_qp_type type) {
@@ -163,7 +151,13 @@ bool Requester::check_send_wqe(const Qp& qp, const abi::SendWqe& w, uint64_t* to
   } else if (w.num_sge > abi::kMaxSge) {
     return fail(Error::kWqeMalformed, "num_sge " + std::to_string(w.num_sge) + " exceeds max_send_sge");
   } else if (lands) {
-    *total = sge_bytes(w);  // its lkeys are checked when the response lands (scatter), as on rxe
+    // A READ or an atomic is sent before its local buffer is looked at: the responder executes
+    // it, and a bad lkey, PD, range or missing LOCAL_WRITE fails the WQE with LOC_PROT_ERR only
+    // when the response cannot be placed (the L_Key checks of IBA 10.6.3.1, made where rxe
+    // makes them: rxe_comp.c do_read/do_atomic -> copy_data fails -> COMPST_ERROR with
+    // IB_WC_LOC_PROT_ERR). The remote side effect (a compare-and-swap done) stays done, and the
+    // QP goes to ERR.
+    *total = abi::sge_bytes(w);
   } else if (!dma_.check_sges(qp, w.sge, w.num_sge, 0, total, why)) {
     return fail(Error::kLocalProtection, *why);
   }

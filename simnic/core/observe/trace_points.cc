@@ -110,9 +110,9 @@ void TracePoints::trace_new_wqes(Qp& qp) {
   uint32_t prod = qp.shm->sq.producer.value.load(std::memory_order_acquire);
   for (int guard = 0; qp.req.sq_seen != prod && guard < int(qp.sq_entries); ++qp.req.sq_seen, ++guard) {
     const abi::SendWqe& w = qp.sq[qp.req.sq_seen & (qp.sq_entries - 1)];
-    uint64_t len = w.opcode == IBV_WR_BIND_MW ? w.bind_length : w.send_flags & IBV_SEND_INLINE ? w.inline_len : 0;
-    if (!(w.send_flags & IBV_SEND_INLINE) && w.opcode != IBV_WR_BIND_MW)
-      for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
+    const uint64_t len = w.opcode == IBV_WR_BIND_MW       ? w.bind_length
+                         : w.send_flags & IBV_SEND_INLINE ? w.inline_len
+                                                          : abi::sge_bytes(w);
     tracer_.event(TraceKind::kWqePosted)
         .u("qp", qp.qpn)
         .s("queue", "sq")
@@ -127,8 +127,7 @@ void TracePoints::trace_new_wqes(Qp& qp) {
   prod = qp.shm->rq.producer.value.load(std::memory_order_acquire);
   for (int guard = 0; qp.resp.rq_seen != prod && guard < int(qp.rq_entries); ++qp.resp.rq_seen, ++guard) {
     const abi::RecvWqe& w = qp.rq[qp.resp.rq_seen & (qp.rq_entries - 1)];
-    uint64_t len = 0;
-    for (uint32_t i = 0; i < w.num_sge && i < abi::kMaxSge; ++i) len += w.sge[i].length;
+    const uint64_t len = abi::sge_bytes(w);
     tracer_.event(TraceKind::kWqePosted)
         .u("qp", qp.qpn)
         .s("queue", "rq")
