@@ -234,7 +234,6 @@ int NicServer::open_outputs(std::string* error) {
   device_.tracer().set_engine_steps(opt_.trace_steps);
   if (!trace_.listen(trace_sock, error, [this] {
         device_.tracer().set_sink(&trace_);
-        device_.tracer().set_watched(true);
         device_.tracer().set_time(now());
         device_.tracer().set_wall_ns(realtime_ns());
         device_.trace_points().trace_snapshot();
@@ -323,10 +322,7 @@ void NicServer::write_device_files() {
 }
 
 // Tracing costs only while someone listens: a trace file or a live subscriber.
-void NicServer::update_tracing() {
-  device_.tracer().set_sink(trace_.active() ? &trace_ : nullptr);
-  device_.tracer().set_watched(trace_.watched());
-}
+void NicServer::update_tracing() { device_.tracer().set_sink(trace_.active() ? &trace_ : nullptr); }
 
 // ibv_post_recv rings no doorbell (a real RNIC finds receives when a packet needs one), so a
 // live viewer would see a posted receive only when the first SEND arrives. While a viewer is

@@ -36,8 +36,6 @@ class TraceHub final : public core::TraceSink {
   // While listening with the history on, every event is kept in it, so tracing is on: that
   // costs the data path (ib_write_bw ~20% on a 2-vCPU machine); --no-history saves it.
   bool active() const { return file_.is_open() || !subscribers_.empty() || (listener_ != nullptr && history_on_); }
-  // A file or a viewer reads the events as they come (not only the history).
-  bool watched() const { return file_.is_open() || !subscribers_.empty(); }
   void set_history(bool on) { history_on_ = on; }
   void write_line(const std::string& line) override;
   // The history keeps events in the tracer's compact form; the JSON is made only for the file,

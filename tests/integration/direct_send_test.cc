@@ -31,10 +31,10 @@ void expect_clean(const Nics& nics) {
 }
 
 // A soak round posts one operation on each QP pair and waits for all of them: between rounds
-// every QP is idle, so its next SEND or WRITE of up to 4 KiB goes from the program. The NICs
-// keep their history (a viewer could attach): the program's packets are traced at the NIC.
+// every QP is idle, so its next SEND or WRITE of up to 4 KiB goes from the program. No history:
+// a NIC that traces lends nothing (direct_send.cc).
 TEST(DirectSend, ASoaksSendsAndWritesLeaveFromTheProgramAndEveryByteArrives) {
-  Nics nics(2);
+  Nics nics(2, {"--no-history"});
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
   auto soak = nics.run({bin_dir() + "/simnic-soak", "-t", "2", "-q", "4", "-s", "4096", "-d", "4", "-T", "60"}, 90s);
   EXPECT_EQ(soak.exit_code, 0) << soak.output;

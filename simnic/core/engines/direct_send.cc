@@ -30,12 +30,12 @@ bool DirectSend::may_lend(const Qp& qp) const {
 }
 
 // The wire sends packets as they are (no fault to inject, no capture file that would miss
-// them), and nobody reads the NIC's trace as it is written (a file, a viewer: simnic-viz, the
-// labs' graders): a trace records each packet when the NIC sends it, and a program's packet
-// is recorded only when the NIC adopts it, at its ACK or later, so the trace would show it
-// received before it was sent. The history ring alone (kept for a viewer that may attach,
-// on by default) does not stop lends: there such a pkt_tx is marked sent_by "program".
-bool DirectSend::lends_allowed() const { return dev_.env_.wire.takes_direct_sends() && !dev_.tracer_.watched(); }
+// them), and the NIC does not trace (a --trace file, a viewer, or the history ring kept for a
+// viewer that may attach later, on unless --no-history): a trace records each packet when the
+// NIC sends it, and a program's packet is recorded only when the NIC adopts it, at its ACK or
+// later, so the trace would show it received before it was sent and simnic-viz could not pair
+// it with its pkt_rx.
+bool DirectSend::lends_allowed() const { return dev_.env_.wire.takes_direct_sends() && !dev_.tracer_.on(); }
 
 void DirectSend::offer(Qp& qp, uint64_t now) {
   if (qp.req.lent || !may_lend(qp)) return;

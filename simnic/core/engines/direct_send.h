@@ -35,7 +35,7 @@ class DirectSend {
   // Before the engines read or change qp's send side: the lend ends, and a packet its program
   // sent under it is accounted for.
   void take_back(Qp& qp, uint64_t now);
-  // No fault injected, no pcap, no trace read as it is written: lends may be offered (else every
+  // No fault injected, no pcap, no trace: lends may be offered (else every
   // lend is taken back at the end of the event, Device::finish_turn).
   bool lends_allowed() const;
   // Whether qp's lend is out and untaken.

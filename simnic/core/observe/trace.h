@@ -68,11 +68,6 @@ class Tracer {
   void set_wall_ns(uint64_t w) { wall_ns_ = w; }
   uint64_t wall_ns() const { return wall_ns_; }
   bool on() const { return sink_ != nullptr; }
-  // Someone reads the trace as it is written (a file, a viewer), not only the history ring a
-  // viewer may fetch later: what it records must come in the order it happened (direct_send.h
-  // lends no PSN then). Set by the I/O layer.
-  void set_watched(bool w) { watched_ = w; }
-  bool watched() const { return sink_ != nullptr && watched_; }
   // The engines' steps (engine_steps events, one per packet) are traced only when asked
   // (simnicd --trace-steps): a viewer's history would otherwise pay for them on every packet.
   void set_engine_steps(bool on) { steps_ = on; }
@@ -90,7 +85,6 @@ class Tracer {
   uint64_t t_ns_ = 0;
   uint64_t wall_ns_ = 0;
   bool steps_ = false;
-  bool watched_ = false;
 };
 
 }  // namespace simnic::core

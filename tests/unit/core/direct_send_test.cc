@@ -176,8 +176,8 @@ TEST_F(DirectSendTest, APacketTheProgramSentCompletesAsTheNicsOwn) {
   EXPECT_EQ(b->dev.counters().duplicates, 0u);
 }
 
-// Send: the program sends a WRITE itself under a lend; then A's trace is turned on (a file or
-// a viewer reads it), and the turn ends; then the WRITE's ACK comes, and a second WRITE is posted.
+// Send: the program sends a WRITE itself under a lend; then A's trace is turned on, and the
+// turn ends; then the WRITE's ACK comes, and a second WRITE is posted.
 // Expect: tracing takes the lend back (a trace records a packet when the NIC sends it, and a
 // program's packet would be recorded only at its adoption, maybe after the peer's pkt_rx):
 // the taken packet is adopted then and traced as a pkt_tx sent by the program, after its
@@ -188,7 +188,6 @@ TEST_F(DirectSendTest, TracingTakesTheLendBack) {
   ASSERT_TRUE(program_sends(*a, rdma(*a, *b, IBV_WR_RDMA_WRITE, 2, 256, 64, 12288)));
   LineSink trace;
   a->dev.tracer().set_sink(&trace);
-  a->dev.tracer().set_watched(true);  // a file or a viewer (the history alone lends on)
   a->dev.finish_turn();
   EXPECT_EQ(a->dev.counters().direct_sends, 1u);
   fabric.deliver_all(now);
@@ -204,7 +203,6 @@ TEST_F(DirectSendTest, TracingTakesTheLendBack) {
   EXPECT_EQ(a->dev.counters().direct_sends, 1u);
   EXPECT_NE(lend_state(*a), abi::kLendOffered);
   a->dev.tracer().set_sink(nullptr);
-  a->dev.tracer().set_watched(false);
   std::vector<std::string> by_program;
   size_t posted = 0;
   for (size_t i = 0; i < trace.lines.size(); ++i) {
