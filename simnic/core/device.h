@@ -98,7 +98,9 @@ struct DeviceLimits {
   static constexpr uint32_t kMaxPd = 4096;
   static constexpr uint32_t kMaxSrq = 1024;
   static constexpr uint32_t kMaxSrqWr = 16384;
-  static constexpr uint32_t kMaxRdAtomic = 16;
+  // READs and atomics in flight per QP, each way: rxe's RXE_MAX_QP_RD_ATOM and
+  // RXE_MAX_QP_INIT_RD_ATOM (rxe_param.h). perftest keeps as many READs in flight as this allows.
+  static constexpr uint32_t kMaxRdAtomic = 128;
   static constexpr uint32_t kMaxAh = 32767;  // rxe's RXE_MAX_AH ((1 << 15) - 1, rxe_param.h)
   static constexpr uint32_t kMaxMw = 65536;
   static constexpr uint64_t kMaxQueueBytes = 4ull << 30;  // rings and per-WQE state, all contexts

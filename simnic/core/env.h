@@ -64,6 +64,13 @@ class HostMemory {
     (void)pid, (void)addr, (void)len;
     return nullptr;
   }
+  // Whether the program's process is running or waiting for a CPU (/proc/PID/stat state R),
+  // not asleep: a receive wait tells a program that was not scheduled from one that chose to
+  // wait (engines/receive_wait.cc). A host that cannot tell says no.
+  virtual bool runnable(pid_t pid) {
+    (void)pid;
+    return false;
+  }
   // Makes every queued write and appends each that failed to *failed: its bytes are lost, as
   // a real RNIC's writes into pinned pages that the application has since unmapped.
   virtual void flush(std::vector<FailedWrite>* failed) { (void)failed; }

@@ -25,6 +25,7 @@ class ProcessMemory final : public core::HostMemory {
   }
   void unshare_pages(uint32_t key) override { views_.unshare(key); }
   const uint8_t* mapped(pid_t pid, uint64_t addr, size_t len) override;
+  bool runnable(pid_t pid) override;
 
   // What `simnic status` shows of shared pages: views, their bytes, and the bytes the NIC
   // moved through them and through process_vm_*.

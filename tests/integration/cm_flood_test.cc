@@ -159,7 +159,7 @@ TEST(CmFlood, AForgedRequestFloodFromOneSourceDoesNotShutOutTheRealClient) {
 
 // A forged REQ may say anything the fields hold: 255 responder resources and initiator depth.
 // rdma_accept(id, NULL) takes the request's values; as librdmacm's, ours caps them at what the
-// device supports, so RTR and RTS do not fail (before: EINVAL, max_dest_rd_atomic 255 > 16).
+// device supports, so RTR and RTS do not fail (before: EINVAL, max_dest_rd_atomic 255 > 128).
 TEST(CmFlood, AcceptingAForgedRequestWithAbsurdResourcesWorks) {
   Nics nics(1);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;

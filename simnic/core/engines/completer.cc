@@ -17,6 +17,21 @@ using namespace simnic::proto;
 
 namespace {
 
+// A responder's notice that our oldest request waits there for a receive WQE (receive_wait.cc):
+// an ACK of the PSN just before it that advertises 0 credits (IBA 9.7.7.2; simnic's ACKs
+// otherwise say "credits invalid"), while that request takes a receive WQE.
+bool is_hold_notice(const Qp& qp, const ParsedPacket& pkt) {
+  if (pkt.h.bth.opcode != kRcAcknowledge || pkt.h.aeth.syndrome != aeth_ack(0)) return false;
+  if (pkt.h.bth.psn != psn_add(qp.comp.una_psn, kPsnMask) || qp.comp.sq_consumer == qp.req.sq_started) return false;
+  switch (qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)].wqe.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return true;
+    default: return false;
+  }
+}
+
 // An ATOMIC WRITE is answered by a READ RESPONSE ONLY with no payload (IBA Annex A19), and
 // only by that; a READ never by an atomic ACK, an atomic never by READ data: a response that
 // does not fit its WQE is dropped, never scattered into the WQE's buffer.
@@ -202,10 +217,14 @@ CompStep Completer::comp_check_psn(CompletionWork& c) {
   // Up to the highest PSN ever sent, not the resend's cursor (next_psn): after a go-back-N the
   // responder may already have everything up to a later PSN, and its (coalesced) ACK says so.
   if (psn_diff(psn, c.qp.comp.una_psn) < 0 || psn_diff(psn, c.qp.req.psn_end) >= 0) {
-    if (c.pkt.mask & kIsAck) ++dev_.counters_.duplicates;  // a late or repeated ACK
+    if (is_hold_notice(c.qp, c.pkt)) {
+      c.qp.comp.peer_holds_ns = c.now;
+      if (!c.qp.comp.peer_holds_since_ns) c.qp.comp.peer_holds_since_ns = c.now;
+    } else if (c.pkt.mask & kIsAck) ++dev_.counters_.duplicates;  // a late or repeated ACK
     else ++dev_.counters_.rx_drop_unexpected;
     return CompStep::kDone;
   }
+  c.qp.comp.peer_holds_ns = c.qp.comp.peer_holds_since_ns = 0;  // an answer to ours: it no longer waits
   return (c.pkt.mask & (kIsReadResp | kHasAtomicAckEth)) ? CompStep::kFindWqe : CompStep::kCheckMsn;
 }
 

@@ -194,6 +194,9 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
 // back by the fault injector (lost_seq) and is resent as before. A packet its program sent
 // itself (direct_send.h) is not late while the program still holds it (preempted between taking
 // its PSN and its sendto), up to kStalledPeerNs; once it has left it is numbered as sent then.
+// Nor is a request the peer holds for a receive WQE its program has not posted yet (a program
+// that has not run: receive_wait.cc), which the peer says every few ms with a 0-credit ACK of
+// the PSN before it (Completer::comp_check_psn notes it), again up to kStalledPeerNs.
 
 void Completer::note_request_sent(Qp& qp, SendWqeState& st, uint32_t pkt_in_wqe, bool last_packet, SendOutcome outcome,
                                   uint64_t lent_at_seq) {
@@ -255,6 +258,12 @@ void Completer::resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* caus
 // The cases above, in order; then the grace a verdict resting on the peer's answers gets.
 AckWait Completer::judge_ack_wait(Qp& qp, uint64_t now) {
   if (program_still_sending(qp, now)) return {true, "its program has not sent it yet"};
+  // The peer said, within this timeout, that the packet waits there for a receive WQE; for up
+  // to kStalledPeerNs, as a queue that does not move (a responder's wait is shorter).
+  const QpCompleter& comp = qp.comp;
+  if (comp.peer_holds_ns && now - comp.peer_holds_ns < ack_timeout_ns(qp) &&
+      now - comp.peer_holds_since_ns < kStalledPeerNs)
+    return {true, "the peer holds it until the program posts a receive (a 0-credit ACK)"};
   const AckWait wait = judge_peer(qp, now);
   if (!wait.unanswered) return wait;
   if (wait.passed && !qp.comp.grace.passed_used) {

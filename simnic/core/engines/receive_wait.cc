@@ -27,6 +27,22 @@
 // and resends. When it is over, the request is handled as before: RNR NAK, and the requests
 // behind it dropped as out of sequence. Not in step mode (a burst of 1), where a student steps to
 // see the RNR NAK; not on UC (no RNR), nor for an SRQ (posting to it rings no doorbell).
+//
+// A program that has not run at all. On a loaded host (busy loops beside other NICs' traffic)
+// a receiver can wait longer than one window for a CPU: 4 RNR NAKs in 40 loaded ib_send_bw runs
+// of 4 KiB, each a wait that fired. So a window that ends with the program's receive side just
+// as it was when the window began (it polled no completion and posted no receive) while its
+// process is running or waiting for a CPU (state R: a polling program that was not scheduled)
+// is followed by another, up to kMaxWaitNs in all: a program that has not run made no choice to
+// leave its RQ empty. One that ran and still posted too few, or that sleeps (usleep, a blocking
+// call: lab 8 keeps its last receive back that way to show an RNR NAK), is RNR NAKed at the end
+// of its window, as before. Beyond half the requester's timeout that wait needs the requester's
+// consent: every kNoticeNs the responder sends an ACK of the PSN before the waiting request with
+// a credit count of 0 (IBA 9.7.5.1.1: a responder may repeat an ACK; 9.7.7.2: its AETH may
+// advertise 0 credits, "no receive WQE"), which acknowledges nothing new and tells a simnic
+// requester its packet waits for a receive (completer_timers.cc defers its ACK timer on it).
+// A requester that resends the waiting request anyway (one that does not read the notice) ends
+// the wait at once in an RNR NAK, so its retry_cnt is not spent on a wait it cannot see.
 #include <algorithm>
 
 #include "simnic/core/engines/receive_wait.h"
@@ -34,6 +50,7 @@
 #include "simnic/core/device.h"
 #include "simnic/core/text.h"
 #include "simnic/proto/opcode_table.h"
+#include "simnic/proto/psn.h"
 
 namespace simnic::core {
 
@@ -47,6 +64,8 @@ constexpr uint64_t kRecentNs = 4'000'000;         // a receive taken this recent
 constexpr uint64_t kMaxHeldBytes = 512 << 10;     // per QP: a window of requests behind the first
 constexpr size_t kMaxHeldPackets = 1024;          // per QP
 constexpr size_t kMaxHoldingQps = 64;             // QPs waiting at once, the NIC's whole
+constexpr uint64_t kNoticeNs = 4'000'000;         // half the shortest ACK timeout a simnic requester runs
+constexpr uint64_t kMaxWaitNs = 1'000'000'000;    // all windows of a wait together, for a program that did not run
 
 // The program is behind on work the NIC gave it: completions on the QP's receive CQ it has not
 // polled yet, or, all polled, the NIC took one of its receives moments ago (a program preempted
@@ -65,6 +84,14 @@ uint64_t hold_ns(const Qp& qp) {
   return std::min(Completer::ack_timeout_ns(qp) / 2, kMaxHoldNs);
 }
 
+// What the program last did on the QP's receive side: its receive CQ's consumer index and its
+// RQ's producer index. The same at the end of a window as at its start: it has not run.
+uint64_t receive_side_mark(const Qp& qp) {
+  const uint64_t polled = qp.recv_cq->shm->ring.consumer.value.load(std::memory_order_acquire);
+  const uint64_t posted = qp.shm->rq.producer.value.load(std::memory_order_acquire);
+  return polled << 32 | posted;
+}
+
 }  // namespace
 
 bool ReceiveWait::may_hold(const Qp& qp) const {
@@ -78,6 +105,9 @@ bool ReceiveWait::hold(Qp& qp, const ParsedPacket& pkt, const char* what) {
   if (!may_hold(qp) || !keep(qp, pkt)) return false;
   const uint64_t wait = hold_ns(qp);
   qp.resp.held_until = dev_.now() + wait;
+  qp.resp.held_since = dev_.now();
+  qp.resp.held_notice = dev_.now() + kNoticeNs;
+  qp.resp.held_mark = receive_side_mark(qp);
   holding_.push_back(qp.qpn);
   // Before the look at the end of this event (release_posted): the receives posted from
   // here on ring the doorbell once there are enough, those posted before are seen by that look
@@ -102,6 +132,10 @@ bool ReceiveWait::hold(Qp& qp, const ParsedPacket& pkt, const char* what) {
 
 bool ReceiveWait::keep_behind(Qp& qp, const ParsedPacket& pkt) {
   if (qp.resp.held.empty()) return false;
+  if (pkt.h.bth.psn == qp.resp.held.front().h.bth.psn) {  // the requester resent it: it cannot see the wait
+    release(qp, true);
+    return true;  // answered by the RNR NAK the release sent
+  }
   if (keep(qp, pkt)) return true;
   release(qp, true);  // no room for more: the wait ends now, in an RNR NAK
   return false;
@@ -138,6 +172,7 @@ void ReceiveWait::release(Qp& qp, bool expired) {
   qp.resp.held_bytes = 0;
   qp.resp.held_wqes = 0;
   qp.resp.held_until = 0;
+  qp.resp.held_notice = 0;
   qp.shm->receives_awaited.store(0, std::memory_order_relaxed);
   std::erase(holding_, qp.qpn);
   dev_.tracer_.event(TraceKind::kTimer)
@@ -171,16 +206,50 @@ void ReceiveWait::expire(uint64_t now) {
   const std::vector<uint32_t> qpns = holding_;
   for (uint32_t qpn : qpns) {
     Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
-    if (qp && !qp->resp.held.empty() && qp->resp.held_until <= now) release(*qp, true);
+    if (!qp || qp->resp.held.empty()) continue;
+    if (qp->resp.held_until <= now) {
+      if (!extend(*qp, now)) release(*qp, true);
+    } else if (qp->resp.held_notice <= now) {
+      notify(*qp, now);
+    }
   }
   release_posted();
 }
 
+// The window is over. True when another one begins: the program has not run since this one
+// began (its receive side is as it was) though it is running or waiting for a CPU (not asleep
+// in a call of its own), and the wait has not reached kMaxWaitNs.
+bool ReceiveWait::extend(Qp& qp, uint64_t now) {
+  const uint64_t mark = receive_side_mark(qp);
+  const uint64_t window = hold_ns(qp);
+  if (mark != qp.resp.held_mark || now - qp.resp.held_since + window > kMaxWaitNs) return false;
+  if (!qp.ctx || !dev_.env_.memory.runnable(qp.ctx->pid)) return false;  // asleep: its choice
+  qp.resp.held_until = now + window;
+  dev_.tracer_.event(TraceKind::kTimer)
+      .u("qp", qp.qpn)
+      .s("what", "receive_wait")
+      .s("action", "extended")
+      .s("why", "the program has not polled or posted since the window began")
+      .u("due_ns", qp.resp.held_until);
+  notify(qp, now);
+  return true;
+}
+
+// A 0-credit ACK of the PSN before the waiting request: the requester's packet waits for a
+// receive WQE (the file's comment).
+void ReceiveWait::notify(Qp& qp, uint64_t now) {
+  qp.resp.held_notice = now + kNoticeNs;
+  responder_.send_ack(qp, aeth_ack(0), psn_add(qp.resp.epsn, kPsnMask));
+}
+
 uint64_t ReceiveWait::next_deadline() const {
   uint64_t due = 0;
-  for (uint32_t qpn : holding_)
-    if (const Qp* qp = dev_.tables().find_qp_by_qpn(qpn); qp && qp->resp.held_until)
-      due = due ? std::min(due, qp->resp.held_until) : qp->resp.held_until;
+  for (uint32_t qpn : holding_) {
+    const Qp* qp = dev_.tables().find_qp_by_qpn(qpn);
+    if (!qp || !qp->resp.held_until) continue;
+    const uint64_t next = std::min(qp->resp.held_until, qp->resp.held_notice);
+    due = due ? std::min(due, next) : next;
+  }
   return due;
 }
 

@@ -29,13 +29,17 @@ class ReceiveWait {
   // The end of each event: the QPs that now have the receives their requests take (or that can
   // no longer receive) hand them back to the responder.
   void release_posted();
-  void expire(uint64_t now);       // waits that are over: handed back, the first one RNR NAKed
+  // Windows that are over: another for a program that has not run, else handed back, the first
+  // RNR NAKed; and the notices due.
+  void expire(uint64_t now);
   uint64_t next_deadline() const;  // 0 if nothing waits
 
  private:
   bool may_hold(const Qp& qp) const;
   bool keep(Qp& qp, const proto::ParsedPacket& pkt);  // false: no room
   void release(Qp& qp, bool expired);
+  bool extend(Qp& qp, uint64_t now);  // a window is over: another for a program that has not run
+  void notify(Qp& qp, uint64_t now);  // the 0-credit ACK that tells the requester the wait goes on
   static bool takes_receive_wqe(uint32_t mask);
   static uint32_t receives_wanted(const Qp& qp);
 

@@ -19,8 +19,8 @@ using namespace simnic::proto;
 
 namespace {
 
-constexpr uint8_t kAckCredits = 0x1f;      // "credits invalid": simnic does no end-to-end credits
-constexpr size_t kAtomicReplayDepth = 16;  // remembered atomic results (>= max_dest_rd_atomic)
+constexpr uint8_t kAckCredits = 0x1f;  // "credits invalid": simnic does no end-to-end credits
+constexpr size_t kAtomicReplayDepth = DeviceLimits::kMaxRdAtomic;  // remembered atomic results (>= max_dest_rd_atomic)
 
 bool is_plain_ack(const PacketHeaders& h) {
   return h.bth.opcode == kRcAcknowledge && aeth_class(h.aeth.syndrome) == kAethAck;

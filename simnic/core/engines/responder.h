@@ -51,6 +51,8 @@ class Responder {
   // follow them (direct_send.h). False while READ responses are still owed (they stream out
   // over turns, and what the QP answers later queues behind them).
   bool send_answers_now(Qp& qp);
+  // An ACK, RNR NAK or NAK (AETH `syndrome`) for `psn`, in PSN order behind what is owed.
+  void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
 
  private:
   // --- Steps ---
@@ -75,7 +77,6 @@ class Responder {
   const Mr* resp_check_atomic_write(Qp& qp, const proto::ParsedPacket& pkt, uint64_t* mr_va);
   void send_atomic_write_ack(Qp& qp, uint32_t psn);
   // --- Answers ---
-  void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
   void send_answer_in_order(Qp& qp, const proto::PacketHeaders& h);  // behind owed READ responses
   void send_answer_now(Qp& qp, const proto::PacketHeaders& h);
   void complete_receive(Qp& qp, const ibv_wc& wc, const proto::ParsedPacket& pkt);  // CQE and ACK, in order

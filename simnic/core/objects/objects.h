@@ -233,6 +233,10 @@ struct QpCompleter {
   uint32_t read_offset = 0;                // bytes of the current READ already scattered
   std::optional<uint32_t> read_gap_asked;  // the READ response PSN already re-requested once
   uint32_t msn_retired = 0;                // the MSN of the last message retired
+  // The peer says it holds the oldest request for a receive WQE (a 0-credit ACK of the PSN
+  // before it, receive_wait.cc): the last such notice, and the first since the QP last moved.
+  uint64_t peer_holds_ns = 0;
+  uint64_t peer_holds_since_ns = 0;
 };
 
 // A request that waits for a receive WQE (ReceiveWait::hold): its headers and its
@@ -261,7 +265,10 @@ struct QpResponder {
   std::deque<HeldRequest> held;
   uint64_t held_bytes = 0;
   uint32_t held_wqes = 0;    // the receive WQEs they take (ReceiveWait::takes_receive_wqe)
-  uint64_t held_until = 0;   // when the wait ends in an RNR NAK; 0: nothing waits
+  uint64_t held_until = 0;   // when the wait's window ends (receive_wait.cc); 0: nothing waits
+  uint64_t held_since = 0;   // when the wait began: its windows together are bounded
+  uint64_t held_notice = 0;  // when the next 0-credit ACK tells the requester the wait goes on
+  uint64_t held_mark = 0;    // the program's receive-side indices as the window began (ReceiveWait)
   uint64_t rq_taken_ns = 0;  // when the NIC last took a WQE from the QP's own RQ (ReceiveWait)
 };
 

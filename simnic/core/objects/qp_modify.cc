@@ -31,9 +31,11 @@ int QueueVerbs::check_qp_attr_values(const Qp& qp, const ibv_qp_attr& a, int mas
     if (dev_.addressing().resolve_av(a.ah_attr, &ip, why)) return EINVAL;
   }
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > DeviceLimits::kMaxRdAtomic)
-    return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom 16");
+    return fail("max_rd_atomic " + std::to_string(a.max_rd_atomic) + " exceeds max_qp_init_rd_atom " +
+                std::to_string(DeviceLimits::kMaxRdAtomic));
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > DeviceLimits::kMaxRdAtomic)
-    return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom 16");
+    return fail("max_dest_rd_atomic " + std::to_string(a.max_dest_rd_atomic) + " exceeds max_qp_rd_atom " +
+                std::to_string(DeviceLimits::kMaxRdAtomic));
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return fail("timeout " + std::to_string(a.timeout) + " is over 31");
   if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7)
     return fail("retry_cnt " + std::to_string(a.retry_cnt) + " is over 7");

@@ -53,6 +53,9 @@ class FakeMemory : public core::HostMemory {
     return 0;
   }
   bool queued() const override { return !queue_.empty(); }
+  // Whether the programs count as running or waiting for a CPU (a receive wait's extension).
+  bool programs_runnable = false;
+  bool runnable(pid_t) override { return programs_runnable; }
   void flush(std::vector<FailedWrite>* failed) override {
     if (on_flush) on_flush();
     std::set<pid_t> pids;

@@ -1,7 +1,9 @@
 // A request that finds no receive WQE while its program is behind (completions it has not
-// polled, or a receive taken in the last 4 ms) waits for the program's next receives, up to half
-// its QP's ACK timeout (4-64 ms), instead of an RNR NAK at once (engines/receive_wait.cc, issue
-// 26). A program that is not behind is RNR NAKed at once, as by rxe.
+// polled, or a receive taken in the last 4 ms) waits for the program's next receives, a window of
+// half its QP's ACK timeout (4-64 ms), instead of an RNR NAK at once (engines/receive_wait.cc,
+// issue 26); window after window, up to 1 s, while the program has not run at all, telling the
+// requester with a 0-credit ACK every 4 ms. A program that is not behind is RNR NAKed at once,
+// as by rxe.
 #include <gtest/gtest.h>
 
 #include "qp_pair.h"
@@ -12,6 +14,7 @@ namespace {
 
 // Half the QPs' Local ACK Timeout (the fixture's timeout 14: 67.1 ms), however long min_rnr_timer is.
 constexpr uint64_t kWaitNs = (uint64_t(4096) << 14) / 2;
+constexpr uint64_t kNoticeNs = 4 * kMs;  // the 0-credit ACKs while a wait goes on
 
 class ReceiveWait : public QpPair {
  protected:
@@ -50,7 +53,8 @@ TEST_F(ReceiveWait, ASendWaitsForTheReceiveOfAProgramBehindOnItsCompletions) {
   second_send_finds_no_receive();  // it waits: no RNR NAK
   EXPECT_EQ(counter(*b, "receive_waits"), 1u);
   EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
-  EXPECT_EQ(b->dev.next_deadline(), now + kWaitNs);                    // not B's min_rnr_timer (1: 0.01 ms)
+  EXPECT_EQ(b->qp->resp.held_until, now + kWaitNs);                    // not B's min_rnr_timer (1: 0.01 ms)
+  EXPECT_EQ(b->dev.next_deadline(), now + kNoticeNs);                  // the first notice comes first
   EXPECT_EQ(awaited(), 1u);                                            // the shim rings when it posts one
   EXPECT_EQ(answers_from_b(), std::vector<uint8_t>{proto::kAethAck});  // for the first only
 
@@ -145,7 +149,9 @@ TEST_F(ReceiveWait, TheWaitEndsInAnRnrNakAfterHalfTheAckTimeout) {
   ASSERT_EQ(b->dev.queue_verbs().modify_qp(b->ctx, b->qp->handle, at, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, now), 0);
   second_send_finds_no_receive();
   const uint64_t due = now + kWaitNs;
-  EXPECT_EQ(b->dev.next_deadline(), due);
+  EXPECT_EQ(b->qp->resp.held_until, due);
+  now += kMs;
+  ASSERT_EQ(poll(*b).size(), 1u);  // the program runs: it polls, and posts nothing
   now = due - 1;
   b->dev.on_timer(now);
   run_pending();
@@ -160,7 +166,6 @@ TEST_F(ReceiveWait, TheWaitEndsInAnRnrNakAfterHalfTheAckTimeout) {
   // Handed the NAK, A waits its 1.28 ms and sends the second again; B has a receive by then.
   fabric.deliver_all(now);
   run_pending();
-  ASSERT_EQ(poll(*b).size(), 1u);
   post_recv(*b, 21, 4096 + 64, 64);
   now += 1'280'000;
   a->dev.on_timer(now);
@@ -200,7 +205,97 @@ TEST_F(ReceiveWait, AReceiveOnlyQpWaitsEightMilliseconds) {
   connect_one(*b, *a, receive_only);
   second_send_finds_no_receive();
   EXPECT_EQ(counter(*b, "receive_waits"), 1u);
-  EXPECT_EQ(b->dev.next_deadline(), now + 8'000'000u);
+  EXPECT_EQ(b->qp->resp.held_until, now + 8'000'000u);
+}
+
+// B's program, runnable but not given a CPU, does not run at all (no poll, no post) for three
+// windows: the wait goes on, each 4 ms B sends A a 0-credit ACK of the PSN before the waiting
+// SEND, and A's ACK timer (67 ms) puts itself off on those instead of resending. Then the
+// program runs and the SEND lands.
+TEST_F(ReceiveWait, AProgramThatHasNotRunIsWaitedForPastTheWindowAndTheRequesterIsTold) {
+  start();
+  mem.programs_runnable = true;
+  second_send_finds_no_receive();
+  const uint64_t end = now + 3 * kWaitNs;
+  while (now < end) {
+    now += kMs;
+    b->dev.on_timer(now);
+    a->dev.on_timer(now);
+    run_pending();
+    fabric.deliver_all(now);
+    run_pending();
+  }
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 0u);
+  EXPECT_FALSE(b->qp->resp.held.empty());
+  EXPECT_GE(counter(*b, "acks_sent"), 3 * kWaitNs / kNoticeNs - 1);  // the notices
+  EXPECT_GE(counter(*a, "timeouts_deferred"), 1u);
+  EXPECT_EQ(counter(*a, "timeouts"), 0u);
+  EXPECT_EQ(counter(*a, "retransmits"), 0u);
+
+  ASSERT_EQ(poll(*b).size(), 1u);
+  post_recv(*b, 21, 4096 + 64, 64);
+  run_pending();
+  fabric.deliver_all(now);
+  run_pending();
+  ASSERT_EQ(poll(*b).size(), 1u);
+  expect_both_sends_landed();
+  EXPECT_EQ(counter(*a, "retransmits"), 0u);
+}
+
+// However long the program stays away, the wait ends within 1 s in an RNR NAK.
+TEST_F(ReceiveWait, AWaitForAProgramThatNeverRunsEndsWithinASecond) {
+  start();
+  mem.programs_runnable = true;
+  second_send_finds_no_receive();
+  const uint64_t began = now;
+  while (counter(*b, "rnr_naks_sent") == 0 && now - began < 2'000 * kMs) {
+    now += kMs;
+    b->dev.on_timer(now);
+    run_pending();
+  }
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_LE(now - began, 1'000 * kMs);
+  EXPECT_GT(now - began, 900 * kMs);
+  EXPECT_TRUE(b->qp->resp.held.empty());
+}
+
+// A program asleep (usleep before it posts, as lab 8's keeps its last receive back) chose to
+// wait: its window ends in an RNR NAK, however little it did meanwhile.
+TEST_F(ReceiveWait, AProgramAsleepIsRnrNakedAtTheEndOfItsWindow) {
+  start();
+  second_send_finds_no_receive();
+  const uint64_t due = b->qp->resp.held_until;
+  while (now < due) {
+    now += kMs;
+    b->dev.on_timer(now);
+    run_pending();
+  }
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_TRUE(b->qp->resp.held.empty());
+}
+
+// A requester that does not read the notices resends the waiting SEND when its own timer fires:
+// the wait ends then in an RNR NAK, so that requester spends its RNR budget, not retry_cnt.
+TEST_F(ReceiveWait, ARequesterThatResendsTheWaitingSendEndsTheWaitInAnRnrNak) {
+  start();
+  post_recv(*b, 20, 4096, 64);
+  const uint32_t psn0 = b->qp->resp.epsn;
+  const std::vector<uint8_t> payload(8, 0x5a);
+  proto::PacketHeaders h{};
+  h.bth.opcode = proto::kRcSendOnly;
+  h.bth.pkey = 0xffff;
+  h.bth.dest_qp = b->qp->qpn;
+  h.bth.psn = psn0;
+  inject(*a, *b, h, payload);  // lands: a CQE unpolled
+  h.bth.psn = (psn0 + 1) & proto::kPsnMask;
+  inject(*a, *b, h, payload);  // waits
+  ASSERT_EQ(counter(*b, "receive_waits"), 1u);
+  ASSERT_EQ(counter(*b, "rnr_naks_sent"), 0u);
+  inject(*a, *b, h, payload);  // the same PSN again
+  EXPECT_EQ(counter(*b, "rnr_naks_sent"), 1u);
+  EXPECT_TRUE(b->qp->resp.held.empty());
+  EXPECT_EQ(b->qp->resp.epsn, (psn0 + 1) & proto::kPsnMask);
+  EXPECT_EQ(poll(*b).size(), 1u);
 }
 
 // A peer that keeps sending behind a waiting SEND cannot make the NIC keep more than a bounded
