@@ -4,7 +4,7 @@
 //   application A --eventfd--> NIC A --UDP--> NIC B --process_vm_writev--> application B
 //                  (process_vm_readv)                  (+ a word in shared memory = the CQE)
 //
-// The NIC processes run in sessions of their own (as `simnic up` starts simnicd), reach the
+// The NIC processes run in the bench's own session (as `simnic up` starts simnicd), reach the
 // applications' memory only with process_vm_readv/writev, sleep in epoll, and wake a waiting
 // application with a futex; the applications spin 50 µs for an answer before they sleep (the
 // shim's default). There are no headers beyond an 8-byte sequence word, no ICRC, no ACK
@@ -527,7 +527,7 @@ void rate_receiver(const Setup& s) {
 
 // ---- the four processes ----
 
-pid_t fork_child(const std::function<void()>& body, bool own_session) {
+pid_t fork_child(const std::function<void()>& body) {
   pid_t pid = ::fork();
   if (pid != 0) {
     if (pid > 0) track_pid(pid);
@@ -535,7 +535,6 @@ pid_t fork_child(const std::function<void()>& body, bool own_session) {
   }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // the NIC processes read and write our memory
-  if (own_session) ::setsid();
   body();
   ::_exit(0);
 }
@@ -611,25 +610,21 @@ double run_floor(Shape shape, FloorPath path, size_t size, long count, bool gso,
   std::vector<pid_t> pids;
   for (int i = 0; i < 2; ++i) {
     const bool measures = shape != Shape::kBandwidth && i == 0;
-    s.app[i] = fork_child(
-        [&, i, measures] {
-          wait_go();
-          if (latency) latency_app(s, i);
-          if (shape == Shape::kRate && i == 0) rate_app(s);
-          if (!measures)
-            for (;;) ::pause();  // holds its memory for the NICs until killed
-        },
-        false);
+    s.app[i] = fork_child([&, i, measures] {
+      wait_go();
+      if (latency) latency_app(s, i);
+      if (shape == Shape::kRate && i == 0) rate_app(s);
+      if (!measures)
+        for (;;) ::pause();  // holds its memory for the NICs until killed
+    });
     pids.push_back(s.app[i]);
   }
   pid_t measurer = shape != Shape::kBandwidth ? s.app[0] : 0;
   for (int i = 0; i < 2; ++i) {
-    pid_t nic = fork_child(
-        [&, i] {
-          wait_go();
-          run_nic(shape, s, i);
-        },
-        true);
+    pid_t nic = fork_child([&, i] {
+      wait_go();
+      run_nic(shape, s, i);
+    });
     pids.push_back(nic);
     if (shape == Shape::kBandwidth && i == 0) measurer = nic;
   }

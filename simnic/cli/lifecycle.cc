@@ -142,12 +142,26 @@ void rotate_log(const std::string& log) {
   ::unlink(log.c_str());
 }
 
+// A process group of its own: the terminal's Ctrl-C and job control (SIGINT, SIGTSTP to the
+// foreground group) and its hang-up (SIGHUP, ignored) leave the NIC alone. Not a session of its
+// own (setsid), which on Linux is also a scheduling group of its own (autogroup): CFS then shares
+// the CPUs between that group and the user's other sessions as wholes, and beside busy loops
+// and other NICs' traffic (the busy-host soak, `simnic bench --load`) such a NIC waited on the
+// run queue up to 1-3 s at a time without running (its /proc/PID/schedstat), far past any ACK
+// timeout: 1 run in 2 of the soak ended in timeouts and resends of packets the peer had. In the
+// session of the user who started it, the NIC is one more of their tasks (docs/performance.md,
+// "A NIC in its user's session"); none waited 0.3 s in the same runs.
+void detach_from_terminal() {
+  ::setpgid(0, 0);
+  ::signal(SIGHUP, SIG_IGN);  // kept across exec
+}
+
 // Starts one simnicd detached from this terminal; returns its pid or 0.
 pid_t spawn(const std::string& simnicd, const std::vector<std::string>& argv, const std::string& log) {
   pid_t pid = ::fork();
   if (pid < 0) return 0;
   if (pid == 0) {
-    ::setsid();
+    detach_from_terminal();
     int in = ::open("/dev/null", O_RDONLY);
     rotate_log(log);
     int out = abi::create_private_file(log);  // never through a planted symlink

@@ -209,9 +209,10 @@ class Device : private ObjectTables {
   void run_pending(uint64_t now) { engines_.requester.run_pending(now); }
   // One ACK per QP per event instead of one per request that asks (IBA 9.7.5.1.1); on unless
   // turned off (simnicd: SIMNIC_ACK_COALESCING=0, for an A/B).
-  void set_ack_coalescing(bool on) { engines_.responder.set_ack_coalescing(on); }
+  void set_ack_coalescing(bool on) { engines_.responder.coalescing.on = on; }
   // The end of an event (simnicd calls it after each): requests that waited for a receive WQE
-  // go on if one was posted meanwhile (receive_wait.h), the writes queued into pinned MRs
+  // go on if one was posted meanwhile (receive_wait.h), the event's coalesced ACKs leave
+  // (Responder::send_answer_in_order), the writes queued into pinned MRs
   // (HostMemory::write_later) land, then the pollers asleep on a context that got CQEs are
   // woken, once per context. The NIC flushes by itself before a CQE, an ACK, or any other
   // access to application memory, so nothing can report bytes that have not landed. A wire
@@ -220,6 +221,7 @@ class Device : private ObjectTables {
   void finish_turn() {
     if (!engines_.direct.lends_allowed()) engines_.direct.take_back_all(now_);
     engines_.receive_wait.release_posted();  // a receive posted meanwhile lets them go on
+    engines_.responder.send_waiting_acks();
     engines_.dma.flush_dma_writes();
     shared_.completions.wake_sleepers();
   }

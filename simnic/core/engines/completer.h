@@ -78,6 +78,7 @@ class Completer {
   bool program_still_sending(Qp& qp, uint64_t now);
   AckWait judge_peer(Qp& qp, uint64_t now);
   AckWait judge_local_peer(const Qp& qp, const PeerProgress& peer, uint64_t now) const;
+  std::string waiting_wqe_text(const Qp& qp) const;
   // Goes back N from `psn` (Requester::go_back_n), noting where the resend starts among the
   // packets towards the peer: a drop before it is answered by the resend.
   void resend_from(Qp& qp, uint32_t psn, uint64_t now, const char* cause);

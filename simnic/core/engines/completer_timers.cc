@@ -122,7 +122,8 @@ void Completer::timer_fired(Qp& qp, uint64_t now) {
            (qp.comp.retry_left ? "retransmitting (" + std::to_string(qp.comp.retry_left) +
                                      " of retry_cnt=" + std::to_string(qp.attr.retry_cnt) + " retries left)"
                                : std::string("no retries left")) +
-           " (" + wait.why + "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
+           " (" + wait.why + "; " + waiting_wqe_text(qp) +
+           "). Is the peer's QP in RTR/RTS, with this QP's QPN as its dest_qp_num?";
   });
   ++dev_.counters_.timeouts;
   ++qp.counters.timeouts;
@@ -233,6 +234,19 @@ bool Completer::program_still_sending(Qp& qp, uint64_t now) {
   qp.req.last_seq = ++peer.sent;
   qp.comp.grace = {};
   return false;
+}
+
+// What a timeout's log line says of the packet it gave up on: the oldest unacknowledged WQE and
+// where its packets stand among those sent to the peer, so a CI failure names its case.
+std::string Completer::waiting_wqe_text(const Qp& qp) const {
+  const SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
+  auto it = peer_progress_.find(qp.remote_ip);
+  const uint64_t answered = it == peer_progress_.end() ? 0 : it->second.answered;
+  const uint64_t sent = it == peer_progress_.end() ? 0 : it->second.sent;
+  return std::string("oldest WQE ") + wr_opcode_name(st.wqe.opcode) + " of " + std::to_string(st.npkts) +
+         " packets, numbered " + std::to_string(st.first_seq) + "-" + std::to_string(st.last_seq) +
+         ", the QP's latest " + std::to_string(qp.req.last_seq) + ", the peer answered up to " +
+         std::to_string(answered) + " of " + std::to_string(sent) + " sent";
 }
 
 uint64_t Completer::packets_sent_to(uint32_t peer_ip) const {

@@ -87,14 +87,20 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // requester those responses were lost (an implied NAK) and make it ask for the READ again.
 //
 // An ACK with nothing owed before it waits in the same queue until the end of the event
-// (Requester::run_pending, which the NIC runs before it sleeps), so that the ACKs a receive batch
-// earns collapse into one, the newest (9.7.5.1.1: an ACK acknowledges every earlier PSN; a
-// responder may coalesce). Anything the QP answers later queues behind it, so PSN order holds.
-// Not in step mode (a burst of 1), where each step shows its own packets.
+// (send_waiting_acks, from Device::finish_turn), so that the ACKs a receive batch earns collapse
+// into one, the newest (9.7.5.1.1: an ACK acknowledges every earlier PSN; a responder may
+// coalesce). Anything the QP answers later queues behind it, so PSN order holds. Not in step
+// mode (a burst of 1), where each step shows its own packets. It leaves with the event's other
+// answers, in one send: when it waited for the NIC's next turn instead (Requester::run_pending,
+// a handler of its own), a NIC preempted between the two on a loaded host sent a batch's READ
+// responses and atomic answers tens of ms before the ACKs of WRITEs and SENDs read before them,
+// and the requester, hearing answers to packets sent after its own, counted a loss (4 runs in 7
+// of the busy-host soak, each ending in resends of packets the peer had; completer_timers.cc,
+// case 1).
 void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   auto& owed = qp.resp.read_responses;
   const bool nothing_owed = owed.empty();
-  if (nothing_owed && !(coalesce_acks_ && requester_.burst() > 1 && is_plain_ack(h))) return send_answer_now(qp, h);
+  if (nothing_owed && !(coalescing.on && requester_.burst() > 1 && is_plain_ack(h))) return send_answer_now(qp, h);
   if (!nothing_owed && owed.back().answer && is_plain_ack(*owed.back().answer) && is_plain_ack(h)) {
     owed.back().answer = h;  // the later ACK says all the earlier one did (9.7.5.1.1)
     owed.back().first_psn = h.bth.psn;
@@ -104,7 +110,17 @@ void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   queued.first_psn = h.bth.psn;
   queued.answer = h;
   owed.push_back(queued);
-  if (nothing_owed) requester_.mark_busy(qp);  // a waiting ACK: sent by run_pending
+  if (nothing_owed) {  // a waiting ACK: sent at the end of the event
+    coalescing.waiting.push_back(qp.qpn);
+    requester_.mark_busy(qp);  // and by run_pending, should an event end without finish_turn
+  }
+}
+
+void Responder::send_waiting_acks() {
+  std::vector<uint32_t> qpns;
+  qpns.swap(coalescing.waiting);
+  for (uint32_t qpn : qpns)
+    if (Qp* qp = dev_.tables().find_qp_by_qpn(qpn)) send_answers_now(*qp);  // destroyed meanwhile: none
 }
 
 // The answers at the head of the queue (ACKs, atomic answers), up to the first READ response.

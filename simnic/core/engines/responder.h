@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "simnic/core/engines/engine_steps.h"
 #include "simnic/core/errors.h"
@@ -46,11 +47,17 @@ class Responder {
   bool send_read_responses(Qp& qp, uint32_t budget);  // true when all sent
   void forget_mr(const Mr* mr);                       // dereg_mr: messages in flight lose their MR
   // ACKs an event earns are coalesced into one per QP (send_answer_in_order); on by default.
-  void set_ack_coalescing(bool on) { coalesce_acks_ = on; }
+  struct AckCoalescing {
+    bool on = true;
+    std::vector<uint32_t> waiting;  // QPNs with a coalesced ACK at the head of their answers
+  } coalescing;
   // The answers waiting for the end of the event leave now, before a lent PSN's packet can
   // follow them (direct_send.h). False while READ responses are still owed (they stream out
   // over turns, and what the QP answers later queues behind them).
   bool send_answers_now(Qp& qp);
+  // The end of an event (Device::finish_turn): the ACKs it coalesced leave, in the same send
+  // as the turn's other answers (send_answer_in_order says why).
+  void send_waiting_acks();
   // An ACK, RNR NAK or NAK (AETH `syndrome`) for `psn`, in PSN order behind what is owed.
   void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
 
@@ -102,7 +109,6 @@ class Responder {
   Requester& requester_;
   Completer& completer_;
   ReceiveWait& wait_;
-  bool coalesce_acks_ = true;
 };
 
 }  // namespace simnic::core

@@ -94,6 +94,27 @@ TEST_F(AckCoalescing, ABadRkeyAfterTheWritesIsNakedAfterTheirAck) {
   EXPECT_NE(from_b[1].h.aeth.syndrome >> 5, 0);
 }
 
+// The ACK leaves at the end of the event that earned it (Device::finish_turn), with whatever
+// else the event sent, not in the NIC's next turn of pending work: simnicd runs that turn as a
+// handler of its own, and a NIC preempted between the two on a loaded host sent other QPs'
+// answers (READ responses, atomic answers) tens of ms before this ACK, so the requester heard
+// answers to packets sent after its own and counted a loss (the busy-host soak's resends).
+TEST_F(AckCoalescing, TheAckLeavesAtTheEndOfItsEventNotInTheNextTurn) {
+  post_sends(*a, writes());
+  ASSERT_EQ(fabric.queue.size(), kN);
+  std::deque<WirePacket> batch;
+  batch.swap(fabric.queue);
+  for (const WirePacket& w : batch) b->dev.on_packet(w.src_ip, 4791, w.bytes, now);
+  b->dev.finish_turn();  // the event ends; its pending turn does not run yet
+  ASSERT_EQ(acks_from_b(), 1u);
+  EXPECT_EQ(from_b[0].h.bth.psn, kN - 1);
+  fabric.deliver_all(now);
+  expect_in_order_success(poll(*a), kN);
+  EXPECT_TRUE(same(*a, 0, *b, 8192, kN * 64));
+  EXPECT_EQ(acks_from_b(), 1u) << "the pending turn sends it no second time";
+  EXPECT_EQ(a->dev.counters().retransmits, 0u);
+}
+
 // Found with coalesced ACKs under loss (Stress.QuarterGibibyte...): after a go-back-N, the
 // responder may already hold everything up to a later PSN, and its one ACK says so. The
 // requester took an ACK past its resend cursor (next_psn) for a stray and dropped it; with its
