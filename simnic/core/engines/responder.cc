@@ -92,11 +92,11 @@ void Responder::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // coalesce). Anything the QP answers later queues behind it, so PSN order holds. Not in step
 // mode (a burst of 1), where each step shows its own packets. It leaves with the event's other
 // answers, in one send: when it waited for the NIC's next turn instead (Requester::run_pending,
-// a handler of its own), a NIC preempted between the two on a loaded host sent a batch's READ
-// responses and atomic answers tens of ms before the ACKs of WRITEs and SENDs read before them,
-// and the requester, hearing answers to packets sent after its own, counted a loss (4 runs in 7
-// of the busy-host soak, each ending in resends of packets the peer had; completer_timers.cc,
-// case 1).
+// a handler of its own), a NIC preempted between the two on a loaded host could send a batch's
+// READ responses and atomic answers tens of ms before the ACKs of WRITEs and SENDs read before
+// them, and the requester, hearing answers to packets sent after its own, counted a loss
+// (completer_timers.cc, case 1: 3 runs in 8 of the busy-host soak, each a resend of packets the
+// peer had).
 void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   auto& owed = qp.resp.read_responses;
   const bool nothing_owed = owed.empty();
