@@ -241,12 +241,11 @@ bool Completer::program_still_sending(Qp& qp, uint64_t now) {
 std::string Completer::waiting_wqe_text(const Qp& qp) const {
   const SendWqeState& st = qp.sq_state[qp.comp.sq_consumer & (qp.sq_entries - 1)];
   auto it = peer_progress_.find(qp.remote_ip);
-  const uint64_t answered = it == peer_progress_.end() ? 0 : it->second.answered;
-  const uint64_t sent = it == peer_progress_.end() ? 0 : it->second.sent;
+  const PeerProgress peer = it == peer_progress_.end() ? PeerProgress{} : it->second;
   return std::string("oldest WQE ") + wr_opcode_name(st.wqe.opcode) + " of " + std::to_string(st.npkts) +
          " packets, numbered " + std::to_string(st.first_seq) + "-" + std::to_string(st.last_seq) +
          ", the QP's latest " + std::to_string(qp.req.last_seq) + ", the peer answered up to " +
-         std::to_string(answered) + " of " + std::to_string(sent) + " sent";
+         std::to_string(peer.answered) + " of " + std::to_string(peer.sent) + " sent";
 }
 
 uint64_t Completer::packets_sent_to(uint32_t peer_ip) const {

@@ -110,10 +110,7 @@ void Responder::send_answer_in_order(Qp& qp, const PacketHeaders& h) {
   queued.first_psn = h.bth.psn;
   queued.answer = h;
   owed.push_back(queued);
-  if (nothing_owed) {  // a waiting ACK: sent at the end of the event
-    coalescing.waiting.push_back(qp.qpn);
-    requester_.mark_busy(qp);  // and by run_pending, should an event end without finish_turn
-  }
+  if (nothing_owed) coalescing.waiting.push_back(qp.qpn);  // a waiting ACK: sent at the end of the event
 }
 
 void Responder::send_waiting_acks() {
