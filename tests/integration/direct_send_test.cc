@@ -74,7 +74,8 @@ TEST(DirectSend, PerftestLatencyPostsSendThemselvesUnlessTheProgramSaysNo) {
 // Loss injected, or a pcap written: the fault injector must see every packet, and the capture
 // must hold it, so no PSN is lent and the programs' posts ring as before.
 TEST(DirectSend, ANicThatInjectsFaultsOrCapturesLendsNothing) {
-  const std::string pcap_dir = ::testing::TempDir() + "direct_send_pcap_" + std::to_string(::getpid());
+  const ScratchDir scratch("direct-send-pcap");
+  const std::string& pcap_dir = scratch.path();
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--no-history", "--loss", "0.001", "--seed", "3"},
         std::vector<std::string>{"--no-history", "--pcap-dir", pcap_dir}}) {

@@ -176,6 +176,16 @@ std::map<std::string, std::string> Nics::status(const std::string& nic) const {
   return kv;
 }
 
+ScratchDir::ScratchDir(const std::string& what) {
+  std::string tmpl = "/tmp/simnic-it-" + what + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
 int free_tcp_port() {
   int s = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

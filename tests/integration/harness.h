@@ -76,6 +76,20 @@ class Nics {
   Result up_;
 };
 
+// A fresh directory under /tmp, removed with everything in it on destruction, for a test's
+// traces and captures (the NICs that wrote into it must be down first: declare it before them).
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& what);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // A TCP port nobody listens on, for ibv_rc_pingpong's out-of-band exchange.
 int free_tcp_port();
 // Waits until some process listens on TCP `port` (read from /proc/net/tcp, without connecting).

@@ -27,18 +27,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string temp_dir(const char* what) {
-  std::string d = "/tmp/simnic-it-" + std::string(what) + "-" + std::to_string(::getpid());
-  run({"rm", "-rf", d});
-  run({"mkdir", "-p", d});
-  return d;
-}
-
 // Records the trace of one simnic-verbs-check round (SEND, WRITE, READ, atomics) between two NICs.
 // With loss, the run itself may fail as on real hardware (a lost NAK for the deliberately bad
 // rkey ends in RETRY_EXC_ERR once the responder QP is in ERR), so only a clean run must pass.
-std::string record_exchange(const char* name, const std::vector<std::string>& extra_up = {}, bool must_pass = true) {
-  std::string dir = temp_dir(name);
+std::string record_exchange(const std::string& dir, const std::vector<std::string>& extra_up = {},
+                            bool must_pass = true) {
   std::vector<std::string> up = {"--trace", dir};
   up.insert(up.end(), extra_up.begin(), extra_up.end());
   Nics nics(2, up);
@@ -63,7 +56,8 @@ viz::Timeline load(const std::string& dir) {
 // With --trace-steps, the engines' walks reach the trace and the event log; and every packet
 // simnicd traces carries its opcode table flags, which classify it as its name always did.
 TEST(VizTrace, EngineStepsAndOpcodeFlagsFromRealNics) {
-  std::string dir = record_exchange("viz-steps", {"--trace-steps"});
+  ScratchDir scratch("viz-steps");
+  std::string dir = record_exchange(scratch.path(), {"--trace-steps"});
   viz::Timeline tl = load(dir);
   std::map<std::string, int> walks;  // "nic engine"
   size_t packets = 0;
@@ -87,7 +81,8 @@ TEST(VizTrace, EngineStepsAndOpcodeFlagsFromRealNics) {
 }
 
 TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {
-  std::string dir = record_exchange("viz-trace");
+  ScratchDir scratch("viz-trace");
+  std::string dir = record_exchange(scratch.path());
   viz::Timeline tl = load(dir);
   ASSERT_GT(tl.end_pos(), 100u);
 
@@ -150,11 +145,11 @@ TEST(VizTrace, ARecordedExchangeRebuildsIntoStatesCompletionsAndFlights) {
     EXPECT_NE(f.from_nic, f.to_nic);
     EXPECT_FALSE(f.dropped);
   }
-  run({"rm", "-rf", dir});
 }
 
 TEST(VizTrace, LossShowsAsDroppedPacketsAndRetransmissions) {
-  std::string dir = record_exchange("viz-loss", {"--loss", "0.15", "--seed", "7"}, /*must_pass=*/false);
+  ScratchDir scratch("viz-loss");
+  std::string dir = record_exchange(scratch.path(), {"--loss", "0.15", "--seed", "7"}, /*must_pass=*/false);
   viz::Timeline tl = load(dir);
   size_t dropped = 0, retransmitted = 0, unmatched_not_dropped = 0;
   for (const viz::Flight& f : tl.flights()) {
@@ -167,7 +162,6 @@ TEST(VizTrace, LossShowsAsDroppedPacketsAndRetransmissions) {
   EXPECT_EQ(unmatched_not_dropped, 0u);
   viz::World end = tl.state_at(tl.end_pos());
   EXPECT_GT(end.at("simnic0").counters["retransmit"] + end.at("simnic1").counters["retransmit"], 0u);
-  run({"rm", "-rf", dir});
 }
 
 struct Png {
@@ -224,7 +218,8 @@ DumpedLayout read_layout(const std::string& path) {
 
 TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
   if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
-  std::string dir = record_exchange("viz-shot");
+  ScratchDir scratch("viz-shot");
+  std::string dir = record_exchange(scratch.path());
   viz::Timeline tl = load(dir);
   // Two positions: early (QPs being set up) and when a packet is on the wire.
   ASSERT_FALSE(tl.flights().empty());
@@ -255,7 +250,6 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
                                dir + "/bad.png", "--at", "simnic0:99999999"}),
                    {}, 60s);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  run({"rm", "-rf", dir});
 }
 
 // --screenshot without --at shows the last data transfer, not the teardown's empty panels, and
@@ -263,7 +257,8 @@ TEST(VizScreenshot, AReplayRendersAndChangesWithTheEventShown) {
 // off: what each part's content used is within its room (issue 24 point 8).
 TEST(VizScreenshot, WithoutAtTheLastTransferIsShownAndNothingIsCutOff) {
   if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
-  std::string dir = record_exchange("viz-default");
+  ScratchDir scratch("viz-default");
+  std::string dir = record_exchange(scratch.path());
   viz::Timeline tl = load(dir);
   const size_t moment = viz::last_transfer_pos(tl);
   ASSERT_LT(moment, tl.end_pos()) << "the recorded run ends with its teardown";
@@ -295,14 +290,14 @@ TEST(VizScreenshot, WithoutAtTheLastTransferIsShownAndNothingIsCutOff) {
   }
   EXPECT_EQ(seen, (std::set<std::string>{"simnic0/qps", "simnic0/side", "simnic0/mrs", "simnic1/qps", "simnic1/side",
                                          "simnic1/mrs"}));
-  run({"rm", "-rf", dir});
 }
 
 TEST(VizScreenshot, AttachesLiveToRunningNics) {
   if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
   Nics nics(2);
   ASSERT_TRUE(nics.ok()) << nics.up_result().output;
-  std::string dir = temp_dir("viz-live");
+  ScratchDir scratch("viz-live");
+  std::string dir = scratch.path();
   // simnic viz (the CLI) starts simnic-viz on this SIMNIC_DIR; traffic starts once it watches.
   std::string png = dir + "/live.png";
   Process viz(under_xvfb({bin_dir() + "/simnic", "viz", "--screenshot", png, "--wait-ms", "4000"}), nics.env());
@@ -320,7 +315,6 @@ TEST(VizScreenshot, AttachesLiveToRunningNics) {
   EXPECT_GT(total, 10u) << r.output;
   EXPECT_GT(packets, 0u) << r.output;
   EXPECT_GT(distinct_colours(read_png(png)), 20u);
-  run({"rm", "-rf", dir});
 }
 
 // A recorded dense burst, as ib_write_bw makes one: `n` RDMA WRITE packets from simnic0 within
@@ -395,7 +389,8 @@ size_t write_dense_burst(const std::string& dir, size_t n) {
 
 TEST(VizScreenshot, ADenseBurstHasNoOverlappingLabelsAtAnyZoom) {
   if (!have_viz()) GTEST_SKIP() << "simnic-viz or xvfb-run missing (scripts/setup.sh installs them)";
-  std::string dir = temp_dir("viz-burst");
+  ScratchDir scratch("viz-burst");
+  std::string dir = scratch.path();
   const size_t n = 3000;
   size_t at = write_dense_burst(dir, n);
   viz::Timeline tl = load(dir);
@@ -423,7 +418,6 @@ TEST(VizScreenshot, ADenseBurstHasNoOverlappingLabelsAtAnyZoom) {
     }
     EXPECT_GT(distinct_colours(read_png(png)), 20u);
   }
-  run({"rm", "-rf", dir});
 }
 
 }  // namespace
