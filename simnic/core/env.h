@@ -64,9 +64,10 @@ class HostMemory {
     (void)pid, (void)addr, (void)len;
     return nullptr;
   }
-  // Whether the program's process is running or waiting for a CPU (/proc/PID/stat state R),
-  // not asleep: a receive wait tells a program that was not scheduled from one that chose to
-  // wait (engines/receive_wait.cc). A host that cannot tell says no.
+  // Whether a thread of the program's process is running or waiting for a CPU (state R in
+  // /proc/PID/task/*/stat), not all asleep: a receive wait tells a program that was not
+  // scheduled from one that chose to wait (engines/receive_wait.cc). A host that cannot tell
+  // says no.
   virtual bool runnable(pid_t pid) {
     (void)pid;
     return false;

@@ -63,9 +63,10 @@ int ProcessMemory::write(pid_t pid, uint64_t addr, const void* src, size_t len) 
 // The packet is built from the mapping: the bytes move once, into the packet.
 const uint8_t* ProcessMemory::mapped(pid_t pid, uint64_t addr, size_t len) { return through_view(pid, addr, len); }
 
-// The process' main thread, as /proc shows it: a program that polls on another thread while the
-// main one sleeps is taken as asleep (its receive waits end as they did before).
-bool ProcessMemory::runnable(pid_t pid) { return pid > 0 && read_proc_stat(pid).state == 'R'; }
+// Any of the process' threads, as /proc shows them: a program that polls and posts on a thread
+// of its own while the main one sleeps in pthread_join (rping, UCX's progress thread, a lab's
+// server) is running, and its receive waits are extended as a single-threaded program's are.
+bool ProcessMemory::runnable(pid_t pid) { return pid > 0 && any_thread_runnable(pid); }
 
 // A write into shared pages is made at once when nothing is queued before it (the queue keeps
 // the order of writes that may overlap); the queue itself writes by pid, which reaches the

@@ -1,5 +1,6 @@
 #include "simnic/io/proc_stat.h"
 
+#include <filesystem>
 #include <fstream>
 
 namespace simnic::io {
@@ -16,6 +17,17 @@ ProcStat read_proc_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   return std::getline(in, line) ? parse_proc_stat(line) : ProcStat{};
+}
+
+bool any_thread_runnable(pid_t pid, size_t max_threads) {
+  std::error_code ec;
+  std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec), end;
+  for (size_t seen = 0; !ec && tasks != end && seen < max_threads; tasks.increment(ec), ++seen) {
+    std::ifstream in(tasks->path() / "stat");
+    std::string line;
+    if (std::getline(in, line) && parse_proc_stat(line).state == 'R') return true;
+  }
+  return false;
 }
 
 }  // namespace simnic::io

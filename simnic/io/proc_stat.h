@@ -20,4 +20,10 @@ struct ProcStat {
 ProcStat parse_proc_stat(const std::string& line);
 ProcStat read_proc_stat(pid_t pid);
 
+// Whether any thread of the process is running or waiting for a CPU (state R in
+// /proc/PID/task/TID/stat): a program may poll and post on a thread other than its main one,
+// which then sleeps in pthread_join. Reads at most `max_threads` threads; false when the
+// process is gone.
+bool any_thread_runnable(pid_t pid, size_t max_threads = 1024);
+
 }  // namespace simnic::io

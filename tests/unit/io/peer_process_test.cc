@@ -1,6 +1,7 @@
 // Finding the NIC process behind a peer socket and whether it runs (issue 26: a peer that read
 // a packet and waits for a CPU has not lost it; completer_timers.cc).
 #include "simnic/io/peer_process.h"
+#include "simnic/io/host_memory_process.h"
 #include "simnic/io/proc_stat.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +33,51 @@ TEST(ProcStat, TheCommandNameRunsToTheLastParenthesisAndTheStateFollows) {
   EXPECT_EQ(parse_proc_stat("garbage").state, 0);
   EXPECT_EQ(parse_proc_stat("17 (x)").state, 0);
   EXPECT_EQ(read_proc_stat(::getpid()).state, 'R');  // this process, running as it asks
+}
+
+// A child whose main thread sleeps while another thread of it spins (a program that polls on a
+// thread of its own and joins it from main): the main thread's state says asleep, the process is
+// runnable. With both asleep it is not, and a process that is gone is not.
+pid_t fork_child_with_threads(bool second_spins) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::thread second([second_spins] {
+    if (second_spins)
+      for (;;) asm volatile("");
+    ::pause();
+  });
+  ::pause();  // the main thread sleeps until killed
+  _exit(0);
+}
+
+bool wait_for_main_thread_asleep(pid_t pid) {
+  for (int i = 0; i < 400; ++i) {
+    if (read_proc_stat(pid).state == 'S') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST(ProcStat, AProcessIsRunnableWhenAnyOfItsThreadsIs) {
+  const pid_t spinning = fork_child_with_threads(true);
+  ASSERT_GT(spinning, 0);
+  ASSERT_TRUE(wait_for_main_thread_asleep(spinning));
+  EXPECT_TRUE(any_thread_runnable(spinning));       // the second thread runs or waits for a CPU
+  EXPECT_FALSE(any_thread_runnable(spinning, 1));   // the main thread alone (listed first) sleeps
+  EXPECT_TRUE(ProcessMemory().runnable(spinning));  // what a receive wait asks (receive_wait.cc)
+  ::kill(spinning, SIGKILL);
+  ::waitpid(spinning, nullptr, 0);
+  EXPECT_FALSE(any_thread_runnable(spinning));  // gone
+
+  const pid_t sleeping = fork_child_with_threads(false);
+  ASSERT_GT(sleeping, 0);
+  ASSERT_TRUE(wait_for_main_thread_asleep(sleeping));
+  bool seen_asleep = false;  // the second thread may not have reached pause() yet
+  for (int i = 0; i < 400 && !(seen_asleep = !any_thread_runnable(sleeping)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(seen_asleep);
+  ::kill(sleeping, SIGKILL);
+  ::waitpid(sleeping, nullptr, 0);
 }
 
 // This process holds a UDP socket and is running while it asks: found, and busy only while the
