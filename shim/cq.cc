@@ -78,7 +78,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
       explain_while_waiting(ibcq->context);
     idle_after_empty_poll(ctx, sequence);  // lets the NIC run; back when it writes a CQE
   } else {
-    note_completions_found();
+    note_completions_found(n);
   }
   return n;
 }
@@ -179,7 +179,7 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (st) c->poll_mu.unlock();  // ENOENT: rdma-core's rule is that end_poll is not called then
   if (st == ENOENT && nic_lost_sampled(ctx)) return EIO;
   if (st == ENOENT) idle_after_empty_poll(ctx, sequence);
-  else note_completions_found();
+  else note_completions_found(1);
   return st;
 }
 

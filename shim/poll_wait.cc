@@ -27,6 +27,7 @@ struct PollTuning {
   int64_t spin_ns;
   int64_t sleep_ns;
   int64_t busy_ns;
+  int64_t stream_spin_ns;  // the spin of a thread that streams (streaming() below)
 };
 
 int64_t env_us(const char* name, int64_t fallback) {
@@ -55,9 +56,17 @@ int64_t spin_ns_from_env() {
 // and yielding until 100 (the default before 2026-11-27) ended 5-8 % of ib_write_lat and
 // ib_send_lat round trips after a scheduler tick (4 ms here) on CPUs kept busy; spinning the
 // whole 100 us, 0.1-0.5 % (docs/performance.md, "Polls that do not yield").
+// A thread that streams (below) keeps the CPU this long only: its next completion needs its NIC
+// to run, usually on this very CPU, so the spin delays what it waits for.
+constexpr int64_t kDefaultStreamSpinUs = 5;
+
 const PollTuning& tuning() {
   static const PollTuning t = [] {
-    PollTuning p{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000, 0};
+    PollTuning p{spin_ns_from_env(), std::max<int64_t>(1, env_us("SIMNIC_POLL_SLEEP_US", 1000)) * 1000, 0, 0};
+    const char* stream = std::getenv("SIMNIC_POLL_STREAM_SPIN_US");
+    p.stream_spin_ns = (stream && std::strcmp(stream, "off") == 0) || p.spin_ns == INT64_MAX  // yield forever
+                           ? p.spin_ns
+                           : std::min(p.spin_ns, env_us("SIMNIC_POLL_STREAM_SPIN_US", kDefaultStreamSpinUs) * 1000);
     // The busy spin is part of the spin: none when the spin is off (yield forever, as before)
     // or when there is one CPU (the NIC could not run meanwhile).
     if (p.spin_ns != INT64_MAX && ::sysconf(_SC_NPROCESSORS_ONLN) > 1)
@@ -75,21 +84,40 @@ int64_t now_ns() {
 
 // Since when this thread's polls have found nothing (0: its last poll found a CQE).
 thread_local int64_t empty_since_ns = 0;
+// What the thread did since: how many CQEs its last successful poll returned, how many work
+// requests it has posted since.
+thread_local int last_found = 0;
+thread_local int posts_since_found = 0;
+
+// A thread streams when its last poll found a batch of completions or it has posted several
+// requests since (perftest's bandwidth tests: 100 posts per signaled completion, receives
+// found 16 at a time); a ping-pong finds one and posts one. A streaming thread's next
+// completion comes after its NIC's next turn, which the spin takes the CPU from; a ping-pong's
+// comes from the peer, and the spin catches it without a wake-up.
+constexpr int kStreamBatch = 2, kStreamPosts = 4;
+bool streaming() { return last_found >= kStreamBatch || posts_since_found >= kStreamPosts; }
 
 }  // namespace
 
 uint32_t completion_sequence(ShimContext* c) { return c->page ? c->page->cqe_seq.load(std::memory_order_seq_cst) : 0; }
 
-void note_completions_found() { empty_since_ns = 0; }
+void note_completions_found(int found) {
+  empty_since_ns = 0;
+  last_found = found;
+  posts_since_found = 0;
+}
+
+void note_posts(int posted) { posts_since_found += posted; }
 
 void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before) {
   const int64_t now = now_ns();
   if (!empty_since_ns) empty_since_ns = now;
-  if (now - empty_since_ns < tuning().busy_ns) {
+  const int64_t spin_ns = streaming() ? tuning().stream_spin_ns : tuning().spin_ns;
+  if (now - empty_since_ns < std::min(spin_ns, tuning().busy_ns)) {
     abi::cpu_relax();  // spin: keep the CPU, poll again at once
     return;
   }
-  if (!c->page || now - empty_since_ns < tuning().spin_ns) {  // busy, or a NIC without pages
+  if (!c->page || now - empty_since_ns < spin_ns) {  // busy, or a NIC without pages
     sched_yield();
     return;
   }

@@ -155,6 +155,7 @@ int wr_complete(ibv_qp_ex* q) {
   int err = s->wr_err;
   bool posted = !err && s->wr_prod != s->wr_start_prod;
   if (posted) s->shm->sq.producer.value.store(s->wr_prod, std::memory_order_release);
+  if (posted) note_posts(int(s->wr_prod - s->wr_start_prod));
   s->wr_cur = nullptr;
   s->sq_mu.unlock();
   if (posted && abi::send_must_ring(*s->shm)) ring_doorbell(to_shim(q->qp_base.context));

@@ -241,10 +241,12 @@ bool prepare_direct_send(ShimContext* c, ShimQp* qp, const abi::SendWqe& w, uint
 bool send_direct_packet(ShimContext* c, ShimQp* qp, const DirectPacket& p);
 
 // poll_wait.cc: an empty poll spins briefly, then sleeps until simnicd writes a CQE for the
-// context. Read the sequence before looking at the ring; call note_completions_found() when a
-// poll returned CQEs, idle_after_empty_poll() when it found none.
+// context. Read the sequence before looking at the ring; call note_completions_found(n) when a
+// poll returned n CQEs, idle_after_empty_poll() when it found none, and note_posts(n) for
+// every n work requests a thread posts (a thread that streams spins less: poll_wait.cc).
 uint32_t completion_sequence(ShimContext* c);
-void note_completions_found();
+void note_completions_found(int found);
+void note_posts(int posted);
 void idle_after_empty_poll(ShimContext* c, uint32_t sequence_before);
 // context.cc: maps the context's page (abi::ContextShared); without it empty polls yield.
 void map_context_page(ShimContext* c);

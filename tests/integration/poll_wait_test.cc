@@ -72,5 +72,50 @@ TEST(PollWait, PollersThatNeverSleepStillComplete) {
   sleeping_pingpong("ibv_rc_pingpong", {"-s", "4096", "-n", "300"}, "off");
 }
 
+// perftest's bandwidth tests stream: 100 posts per signaled completion, receives found in
+// batches, so their pollers spin only SIMNIC_POLL_STREAM_SPIN_US (5 us) before they sleep, up to
+// 30 s per empty poll here. The run ends within 25 s only if every completion wakes the poller
+// that sleeps for it, on both sides, for SENDs, READs and WRITEs.
+void sleeping_stream(const char* program, const std::vector<std::string>& args) {
+  if (!have_program(program)) GTEST_SKIP() << "perftest is not installed (scripts/setup.sh installs it)";
+  Nics nics(2, {"--no-history"});
+  ASSERT_TRUE(nics.ok()) << nics.up_result().output;
+  const std::string port = std::to_string(free_tcp_port());
+  auto side = [&](const char* nic) {
+    std::vector<std::string> v = {"env",
+                                  "-u",
+                                  "SIMNIC_POLL_SPIN_US",
+                                  "-u",
+                                  "SIMNIC_POLL_STREAM_SPIN_US",
+                                  "SIMNIC_POLL_SLEEP_US=30000000",
+                                  program,
+                                  "-d",
+                                  nic,
+                                  "-x",
+                                  "0",
+                                  "-p",
+                                  port,
+                                  "-F"};
+    v.insert(v.end(), args.begin(), args.end());
+    return v;
+  };
+  auto srv = nics.start(side("simnic0"));
+  ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
+  auto client = side("simnic1");
+  client.push_back("127.0.0.1");
+  Result cl = nics.run(client, 25s);
+  Result sv = srv->wait(10s);
+  ASSERT_EQ(cl.exit_code, 0) << program << " client:\n" << cl.output << "\nserver:\n" << sv.output;
+  ASSERT_EQ(sv.exit_code, 0) << program << " server:\n" << sv.output;
+  EXPECT_NE(cl.output.find("#bytes"), std::string::npos) << cl.output;
+  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+}
+
+TEST(PollWait, StreamingPollersSleepAfterAShortSpinAndAreWoken) {
+  sleeping_stream("ib_send_bw", {"-s", "64", "-n", "20000"});
+  sleeping_stream("ib_read_bw", {"-s", "256", "-n", "20000"});
+  sleeping_stream("ib_write_bw", {"-s", "4096", "-n", "5000"});
+}
+
 }  // namespace
 }  // namespace simnic::it
