@@ -44,10 +44,16 @@ bool control_socket_closed(int fd) {
 }
 }  // namespace
 
+bool mark_nic_lost(ShimContext* c) {
+  if (c->lost.exchange(true)) return false;
+  release_direct_send(c);
+  return true;
+}
+
 bool nic_lost(ShimContext* c) {
   if (c->lost.load(std::memory_order_relaxed)) return true;
   if (!control_socket_closed(c->ctl_fd)) return false;
-  if (!c->lost.exchange(true)) debug("%s: simnicd is gone (control connection closed)", c->vctx.context.device->name);
+  if (mark_nic_lost(c)) debug("%s: simnicd is gone (control connection closed)", c->vctx.context.device->name);
   return true;
 }
 
@@ -57,8 +63,7 @@ bool nic_lost(ShimContext* c) {
 bool nic_lost_sampled(ShimContext* c) {
   if (c->lost.load(std::memory_order_relaxed)) return true;
   if (c->alive && !daemon_alive(c->alive)) {
-    if (!c->lost.exchange(true))
-      debug("%s: simnicd is gone (its alive word was cleared)", c->vctx.context.device->name);
+    if (mark_nic_lost(c)) debug("%s: simnicd is gone (its alive word was cleared)", c->vctx.context.device->name);
     return true;
   }
   if (c->fast_calls.fetch_add(1, std::memory_order_relaxed) % kLostCheckInterval != kLostCheckInterval - 1)
@@ -424,7 +429,7 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     // nothing to read after a poll_cq/post noticed the loss.
     bool gone = n >= 0 || ((errno == EAGAIN || errno == EWOULDBLOCK) && nic_lost(c));
     if (!gone) return -1;
-    c->lost.store(true, std::memory_order_relaxed);
+    mark_nic_lost(c);
     if (c->fatal_reported.exchange(true)) {  // reported once; then, as a removed device's file
       errno = EIO;
       return -1;

@@ -405,7 +405,7 @@ int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void*
     ssize_t n = ::recv(channel->fd, &msg, sizeof msg, 0);
     if (n != ssize_t(sizeof msg)) {
       if (n >= 0) {  // simnicd went away: EIO, as a removed device's event file reads
-        c->lost.store(true, std::memory_order_relaxed);
+        mark_nic_lost(c);
         errno = EIO;
       }
       return -1;

@@ -7,6 +7,7 @@
 // it registered itself, checked as simnicd checks an SGE), never an imported, device-memory or
 // on-demand MR.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -110,6 +111,19 @@ void open_direct_send(ShimContext* c) {
   c->direct_fd = fds[0];
   c->direct_src_ip = rep.ipv4;
   c->direct_port = uint16_t(rep.udp_port);
+}
+
+// The NIC is gone. Closing the descriptor could race a post on another thread, whose sendto
+// would then reach whatever file took the number; dup3 puts an unbound socket in its place in
+// one step instead, so the NIC's socket loses this last reference (its address is free again)
+// and a late sendto leaves from an ephemeral port that no peer accepts. Posts stop anyway:
+// every post on a lost NIC returns EIO before it looks at a lend.
+void release_direct_send(ShimContext* c) {
+  if (c->direct_fd < 0) return;
+  const int blank = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (blank < 0) return;
+  ::dup3(blank, c->direct_fd, O_CLOEXEC);
+  ::close(blank);
 }
 
 bool prepare_direct_send(ShimContext* c, ShimQp* qp, const SendWqe& w, uint32_t index, DirectPacket* out) {

@@ -160,6 +160,11 @@ inline int fail_errno(int err) {
   return err;
 }
 
+// Marks the NIC behind `c` gone (once: true the first time) and lets go of its UDP socket,
+// which this process holds for posts that send themselves (direct_send.cc): a program that
+// outlives its NIC must not keep the NIC's address bound, or `simnic up` could not take it again.
+bool mark_nic_lost(ShimContext* c);
+
 // A slow-path call on the context's control socket. Returns 0 or an errno, also
 // left in errno.
 template <class Req, class Reply>
@@ -168,7 +173,7 @@ int rpc(ShimContext* c, abi::Op op, const Req& req, Reply* reply, std::vector<in
   CtlExchange lock(c);
   int st = abi::call_fixed(c->ctl_fd, op, req, reply, std::span<const int>(fds_in.begin(), fds_in.size()), fds_out);
   if (st == ECONNRESET || st == EPIPE || st == ENOTCONN) {
-    c->lost.store(true, std::memory_order_relaxed);
+    mark_nic_lost(c);
     st = EIO;  // what a verb gets from a removed device's uverbs file
   }
   return fail_errno(st);  // as the uverbs write() of rdma-core's ibv_cmd_*
@@ -195,7 +200,7 @@ int rpc_text(ShimContext* c, abi::Op op, const Req& req, std::string* text) {
   int st = abi::call(c->ctl_fd, op, &req, sizeof req, body);
   text->assign(body.begin(), body.end());
   if (st == ECONNRESET || st == EPIPE || st == ENOTCONN) {
-    c->lost.store(true, std::memory_order_relaxed);
+    mark_nic_lost(c);
     st = EIO;
   }
   return fail_errno(st);
@@ -235,6 +240,7 @@ struct DirectPacket {
   size_t bytes = 0;
 };
 void open_direct_send(ShimContext* c);
+void release_direct_send(ShimContext* c);
 void note_local_mr(const ibv_mr* mr, uint64_t iova, unsigned access);
 void forget_local_mr(const ibv_mr* mr);
 bool prepare_direct_send(ShimContext* c, ShimQp* qp, const abi::SendWqe& w, uint32_t index, DirectPacket* out);

@@ -13,6 +13,11 @@
 //   posts_after_death: recv_eio=N send_eio=N of 100
 //
 //   simnic-nic-loss-watch DEV PID
+//
+// With `linger` after PID: then prints "lingering" and keeps its context open for up to 30 s
+// (an orphan program that outlived its NIC), for the test to check the NIC's address is free.
+//
+//   simnic-nic-loss-watch DEV PID linger
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/syscall.h>
@@ -63,8 +68,8 @@ int posts_after_death(ibv_qp* qp, ibv_recv_wr& rwr, ibv_sge& sge) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: %s DEV [SIMNICD_PID]\n", argv[0]);
+  if (argc < 2 || argc > 4 || (argc == 4 && std::strcmp(argv[3], "linger") != 0)) {
+    std::fprintf(stderr, "usage: %s DEV [SIMNICD_PID [linger]]\n", argv[0]);
     return 2;
   }
   ibv_context* ctx = check::open_dev(argv[1]);
@@ -85,9 +90,15 @@ int main(int argc, char** argv) {
   if (ibv_post_recv(qp, &rwr, &bad_r)) return 2;
   std::printf("ready\n");
   std::fflush(stdout);
-  if (argc == 3) {
+  if (argc >= 3) {
     if (!wait_for_exit(pid_t(std::atoi(argv[2])))) return std::printf("simnicd did not exit\n"), 2;
-    return posts_after_death(qp, rwr, sge);
+    const int verdict = posts_after_death(qp, rwr, sge);
+    if (argc == 4) {
+      std::printf("lingering\n");
+      std::fflush(stdout);
+      ::sleep(30);
+    }
+    return verdict;
   }
 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
