@@ -28,20 +28,22 @@
 // behind it dropped as out of sequence. Not in step mode (a burst of 1), where a student steps to
 // see the RNR NAK; not on UC (no RNR), nor for an SRQ (posting to it rings no doorbell).
 //
-// A program that has not run at all. On a loaded host (busy loops beside other NICs' traffic)
-// a receiver can wait longer than one window for a CPU: 4 RNR NAKs in 40 loaded ib_send_bw runs
-// of 4 KiB, each a wait that fired. So a window that ends with the program's receive side just
-// as it was when the window began (it polled no completion and posted no receive) while its
-// process is running or waiting for a CPU (state R in any of its threads: a polling program
-// that was not scheduled; its main thread may sleep in pthread_join) is followed by another, up to kMaxWaitNs in all: a
-// program that has not run made no choice to leave its RQ empty. One that ran and still posted too few, or that sleeps
-// (usleep, a blocking call: lab 8 keeps its last receive back that way to show an RNR NAK), is RNR NAKed at the end of
-// its window, as before. Beyond half the requester's timeout that wait needs the requester's consent: every kNoticeNs
-// the responder sends an ACK of the PSN before the waiting request with a credit count of 0 (IBA 9.7.5.1.1: a responder
-// may repeat an ACK; 9.7.7.2: its AETH may advertise 0 credits, "no receive WQE"), which acknowledges nothing new and
-// tells a simnic requester its packet waits for a receive (completer_timers.cc defers its ACK timer on it). A requester
-// that resends the waiting request anyway (one that does not read the notice) ends the wait at once in an RNR NAK, so
-// its retry_cnt is not spent on a wait it cannot see.
+// A program that has not run at all. On a loaded host (busy loops beside other NICs' traffic) a
+// receiver can wait longer than one window for a CPU: 4 RNR NAKs in 40 loaded ib_send_bw runs of 4
+// KiB, each a wait that fired. So a window that ends with the program's receive side just as it was
+// when the window began (it polled no completion and posted no receive) while its process is
+// running or waiting for a CPU (state R in any of its threads: a polling program that was not
+// scheduled; its main thread may sleep in pthread_join) is followed by another, up to kMaxWaitNs in
+// all: a program that has not run made no choice to leave its RQ empty. One that ran and still
+// posted too few, or that sleeps (usleep, a blocking call: lab 8 keeps its last receive back that
+// way to show an RNR NAK), is RNR NAKed at the end of its window, as before. Beyond half the
+// requester's timeout that wait needs the requester's consent: every kNoticeNs the responder sends
+// an ACK of the PSN before the waiting request with a credit count of 0 (IBA 9.7.5.1.1: a responder
+// may repeat an ACK; 9.7.7.2: its AETH may advertise 0 credits, "no receive WQE"), which
+// acknowledges nothing new and tells a simnic requester its packet waits for a receive
+// (completer_timers.cc defers its ACK timer on it). A requester that resends the waiting request
+// anyway (one that does not read the notice) ends the wait at once in an RNR NAK, so its retry_cnt
+// is not spent on a wait it cannot see.
 #include <algorithm>
 
 #include "simnic/core/engines/receive_wait.h"
