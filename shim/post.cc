@@ -207,8 +207,8 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   auto state = ibv_qp_state(qp->shm->state.load(std::memory_order_acquire));
   std::string why;
   int err = 0;
-  bool posted = false, sent_here = false;
-  uint32_t count = 0;
+  bool sent_here = false;
+  uint32_t posted = 0;  // WQEs published by this call
   {
     std::lock_guard lock(qp->sq_mu);
     // Sends need RTS (or SQD/SQE/ERR, where they are held or flushed), as on a real RNIC.
@@ -228,8 +228,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       }
       if ((err = build_send_wqe(qp, *wr, qp->sq[prod & (qp->sq_entries - 1)], &why))) break;
       ++prod;
-      ++count;
-      posted = true;
+      ++posted;
     }
     // One WQE, while the NIC lends the QP its next PSN: its packet is built before the WQE is
     // published and sent after (direct_send.cc), and the NIC needs no doorbell for it.
@@ -241,7 +240,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     qp->shm->sq.producer.value.store(prod, std::memory_order_release);
     sent_here = built && send_direct_packet(ctx, qp, direct);
   }
-  if (posted) note_posts(int(count));
+  if (posted) note_posts(int(posted));
   if (posted && !sent_here && abi::send_must_ring(*qp->shm)) ring_doorbell(ctx);
   if (err && bad_wr) *bad_wr = wr;
   if (err) explain_refusal("ibv_post_send", err, qp_prefix(ibqp) + why);

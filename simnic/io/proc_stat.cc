@@ -13,19 +13,21 @@ ProcStat parse_proc_stat(const std::string& line) {
   return {line.substr(open + 1, close - open - 1), line[close + 2]};
 }
 
-ProcStat read_proc_stat(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+namespace {
+ProcStat read_stat_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
   std::string line;
   return std::getline(in, line) ? parse_proc_stat(line) : ProcStat{};
 }
+}  // namespace
+
+ProcStat read_proc_stat(pid_t pid) { return read_stat_file("/proc/" + std::to_string(pid) + "/stat"); }
 
 bool any_thread_runnable(pid_t pid, size_t max_threads) {
   std::error_code ec;
   std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec), end;
   for (size_t seen = 0; !ec && tasks != end && seen < max_threads; tasks.increment(ec), ++seen) {
-    std::ifstream in(tasks->path() / "stat");
-    std::string line;
-    if (std::getline(in, line) && parse_proc_stat(line).state == 'R') return true;
+    if (read_stat_file(tasks->path() / "stat").state == 'R') return true;
   }
   return false;
 }

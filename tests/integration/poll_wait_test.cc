@@ -5,12 +5,34 @@
 // for it. With SIMNIC_POLL_SPIN_US=off they never sleep (the old yielding poll).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "harness.h"
 
 namespace simnic::it {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The server (`side("simnic0")`) and then its client (`side("simnic1")`, towards 127.0.0.1)
+// within their limits: both exit 0, the client prints `done`, neither NIC counts an error
+// completion.
+void run_pair(const Nics& nics, const std::string& port,
+              const std::function<std::vector<std::string>(const char*)>& side, std::chrono::milliseconds client_limit,
+              std::chrono::milliseconds server_limit, const char* done) {
+  auto srv = nics.start(side("simnic0"));
+  ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
+  auto client = side("simnic1");
+  client.push_back("127.0.0.1");
+  Result cl = nics.run(client, client_limit);
+  Result sv = srv->wait(server_limit);
+  std::string command;
+  for (const std::string& a : client) command += a + " ";
+  ASSERT_EQ(cl.exit_code, 0) << command << "\nclient:\n" << cl.output << "\nserver:\n" << sv.output;
+  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
+  EXPECT_NE(cl.output.find(done), std::string::npos) << cl.output;
+  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+}
 
 // `spin`: SIMNIC_POLL_SPIN_US's value, or nullptr for the default; `busy`: SIMNIC_POLL_BUSY_US's.
 void sleeping_pingpong(const char* program, const std::vector<std::string>& args, const char* spin = "0",
@@ -27,16 +49,7 @@ void sleeping_pingpong(const char* program, const std::vector<std::string>& args
     v.insert(v.end(), args.begin(), args.end());
     return v;
   };
-  auto srv = nics.start(side("simnic0"));
-  ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-  auto client = side("simnic1");
-  client.push_back("127.0.0.1");
-  Result cl = nics.run(client, 120s);
-  Result sv = srv->wait(30s);
-  ASSERT_EQ(cl.exit_code, 0) << "client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << "server:\n" << sv.output;
-  EXPECT_NE(cl.output.find(" iters in "), std::string::npos) << cl.output;
-  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+  run_pair(nics, port, side, 120s, 30s, " iters in ");
 }
 
 TEST(PollWait, SleepingRcPollersAreWokenByEveryCompletion) {
@@ -99,16 +112,7 @@ void sleeping_stream(const char* program, const std::vector<std::string>& args) 
     v.insert(v.end(), args.begin(), args.end());
     return v;
   };
-  auto srv = nics.start(side("simnic0"));
-  ASSERT_TRUE(wait_for_listener(std::stoi(port), 10s)) << srv->output();
-  auto client = side("simnic1");
-  client.push_back("127.0.0.1");
-  Result cl = nics.run(client, 25s);
-  Result sv = srv->wait(10s);
-  ASSERT_EQ(cl.exit_code, 0) << program << " client:\n" << cl.output << "\nserver:\n" << sv.output;
-  ASSERT_EQ(sv.exit_code, 0) << program << " server:\n" << sv.output;
-  EXPECT_NE(cl.output.find("#bytes"), std::string::npos) << cl.output;
-  for (const char* nic : {"simnic0", "simnic1"}) EXPECT_EQ(nics.status(nic)["completion_errors"], "0") << nic;
+  run_pair(nics, port, side, 25s, 10s, "#bytes");
 }
 
 TEST(PollWait, StreamingPollersSleepAfterAShortSpinAndAreWoken) {
